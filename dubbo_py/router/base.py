@@ -1,0 +1,75 @@
+"""What a router is: a rule-level object that binds to a provider snapshot.
+
+Two steps keep the per-call path cheap. ``Router.bind(snapshot, consumer)`` runs when the
+providers or the rules change and does the heavy work (evaluate ``then`` conditions against
+every provider, split mock from normal, index tags). The resulting :class:`BoundRouter` maps a
+candidate mask and an invocation to a mask, evaluating only what reads the invocation.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from dubbo_py.invocation import Invocation
+from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.url import URL
+
+__all__ = ["BoundRouter", "NoProviderError", "Router", "RuleError"]
+
+
+class RuleError(ValueError):
+    """A rule that cannot be used. ``source`` names where it came from (a registry path, a file),
+    ``line``/``column`` locate the problem in rule text when known (1-based)."""
+
+    def __init__(
+        self, message: str, *, source: str = "", line: int | None = None, column: int | None = None
+    ) -> None:
+        self.reason = message
+        self.source = source
+        self.line = line
+        self.column = column
+        where = source
+        if line is not None:
+            where = f"{where}:{line}:{column}" if where else f"line {line}, column {column}"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class NoProviderError(LookupError):
+    """No provider is left for a call; names the service, method and the router that emptied it."""
+
+    def __init__(self, service: str, method: str, router: str | None) -> None:
+        self.service = service
+        self.method = method
+        self.router = router
+        cause = f" after routing by {router}" if router else " (no provider registered)"
+        super().__init__(f"no provider available for {service}.{method}{cause}")
+
+
+@runtime_checkable
+class BoundRouter(Protocol):
+    """A router bound to one snapshot: maps candidates to survivors for one invocation."""
+
+    def route(self, candidates: int, invocation: Invocation) -> int:
+        """The survivors among ``candidates`` (a mask) for ``invocation``; never raises for a
+        valid invocation (a rule that cannot decide passes ``candidates`` through or returns 0
+        when forced)."""
+        ...
+
+
+@runtime_checkable
+class Router(Protocol):
+    """A routing stage at a priority (lower runs first); ``name`` appears in traces and errors."""
+
+    @property
+    def name(self) -> str:
+        """Human-readable name (kind and rule key), shown in traces and errors."""
+        ...
+
+    @property
+    def priority(self) -> int:
+        """Order in the chain: lower runs first (mock -100, tag 100, condition 140/150, ...)."""
+        ...
+
+    def bind(self, snapshot: Snapshot, consumer: URL) -> BoundRouter:
+        """Do this router's heavy work for ``snapshot`` and the consumer's URL."""
+        ...
