@@ -107,7 +107,7 @@ class Store(Protocol):
         ...
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
-        """Persistent data watch: ``(data, version)``, or ``(None, -1)`` while the node is absent."""
+        """Persistent data watch: ``(data, version)``; ``(None, -1)`` while the node is absent."""
         ...
 
     def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
