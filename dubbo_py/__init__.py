@@ -1,7 +1,15 @@
-"""dubbo-py: Apache Dubbo-style service governance for Python gRPC services."""
+"""dubbo-py: Apache Dubbo-style service governance for Python gRPC services.
+
+Providers: decorate a generated servicer with :func:`service` and serve it with
+:meth:`Application.serve`. Consumers: ``Application(...).reference(GeneratedStub, ...)`` returns
+the stub, unchanged, whose calls are routed, balanced and retried across providers.
+"""
+
+__version__ = "0.1.0"
 
 from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.application import Application, Reference
+from dubbo_py.rpc.service import service
 from dubbo_py.url import URL
 
-__all__ = ["URL", "Invocation"]
-__version__ = "0.1.0"
+__all__ = ["URL", "Application", "Invocation", "Reference", "__version__", "service"]

@@ -1,0 +1,102 @@
+"""Registry addresses: ``zookeeper://h:p[,h:p...][/chroot]``, ``sqlite:///abs/path.db`` for the
+embedded store, ``tri://host:port[,host:port]`` for direct, registry-less calls.
+
+When no address is given, ``DUBBO_PY_REGISTRY`` is used, else the embedded store in the user's
+data directory, so the quick start needs no server.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from dubbo_py.url import URL, URLError
+
+__all__ = [
+    "ENV_REGISTRY",
+    "RegistryAddress",
+    "RegistryAddressError",
+    "default_registry_path",
+    "parse_registry_address",
+]
+
+ENV_REGISTRY = "DUBBO_PY_REGISTRY"
+
+
+class RegistryAddressError(ValueError):
+    """An address that names no registry we can use (the message quotes it and says why)."""
+
+
+def default_registry_path() -> Path:
+    """Where the embedded registry lives when nothing is configured."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("dubbo-py", appauthor=False)) / "registry.db"
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryAddress:
+    """A parsed registry address."""
+
+    kind: Literal["zookeeper", "sqlite", "direct"]
+    #: zookeeper: ``h:p,h:p``; direct: ``h:p,h:p``; sqlite: the database path.
+    location: str
+    #: zookeeper only: the chroot (``""`` or ``/path``).
+    chroot: str = ""
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The ``host:port`` entries (zookeeper and direct)."""
+        return tuple(h for h in self.location.split(",") if h)
+
+    def __str__(self) -> str:
+        if self.kind == "sqlite":
+            return f"sqlite://{self.location}"
+        scheme = "zookeeper" if self.kind == "zookeeper" else "tri"
+        return f"{scheme}://{self.location}{self.chroot}"
+
+
+def _check_hosts(text: str, hosts: str, default_port: int | None) -> str:
+    out = []
+    for raw in hosts.split(","):
+        entry = raw.strip()
+        if not entry:
+            raise RegistryAddressError(f"{text!r}: empty host in host list")
+        try:
+            url = URL.parse(f"x://{entry}")
+        except URLError as exc:
+            raise RegistryAddressError(f"{text!r}: {exc}") from None
+        port = url.port or default_port
+        if not url.host or not port:
+            raise RegistryAddressError(f"{text!r}: {entry!r} needs host:port")
+        out.append(f"{url.host}:{port}")
+    return ",".join(out)
+
+
+def parse_registry_address(text: str | None = None) -> RegistryAddress:
+    """Parse an address; ``None`` means ``$DUBBO_PY_REGISTRY`` or the embedded default."""
+    if text is None or not text.strip():
+        text = os.environ.get(ENV_REGISTRY, "").strip()
+        if not text:
+            return RegistryAddress("sqlite", str(default_registry_path()))
+    text = text.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        raise RegistryAddressError(
+            f"{text!r}: expected zookeeper://host:port, sqlite:///path or tri://host:port"
+        )
+    if scheme == "zookeeper":
+        hosts, slash, chroot = rest.partition("/")
+        chroot = f"/{chroot.strip('/')}" if slash and chroot.strip("/") else ""
+        return RegistryAddress("zookeeper", _check_hosts(text, hosts, 2181), chroot)
+    if scheme == "sqlite":
+        if not rest.startswith("/"):
+            raise RegistryAddressError(f"{text!r}: the embedded registry needs an absolute path")
+        return RegistryAddress("sqlite", rest)
+    if scheme in ("tri", "grpc"):
+        return RegistryAddress("direct", _check_hosts(text, rest.rstrip("/"), None))
+    raise RegistryAddressError(
+        f"{text!r}: unknown registry scheme {scheme!r} (zookeeper, sqlite or tri)"
+    )

@@ -1,0 +1,287 @@
+"""The registry directory: one service's providers and rules, kept fresh by watches.
+
+Every notification (providers, router URLs, configurators, config-center documents) rebuilds an
+immutable :class:`~dubbo_py.router.chain.BoundChain` — the provider snapshot with every router
+precomputed against it — and swaps it in with one assignment. A call reads ``directory.chain``
+once and routes on that, so calls in flight finish on the snapshot they started with.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from dubbo_py.registry import layout
+from dubbo_py.registry.cache import NotifyCache
+from dubbo_py.registry.registry import Registry, is_empty
+from dubbo_py.registry.store import Cancel
+from dubbo_py.router.base import Router
+from dubbo_py.router.chain import BoundChain, RouterChain
+from dubbo_py.router.rulebook import RuleBook
+from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.url import URL
+
+__all__ = ["Configure", "RegistryDirectory", "ServiceRules", "matches_consumer"]
+
+log = logging.getLogger(__name__)
+
+#: Applies override rules: (providers, configurator URLs, configurator documents) -> providers.
+Configure = Callable[[list[URL], list[URL], Mapping[str, str]], list[URL]]
+
+
+def _no_overrides(
+    providers: list[URL], _urls: list[URL], _documents: Mapping[str, str]
+) -> list[URL]:
+    return providers
+
+
+def matches_consumer(consumer: URL, provider: URL) -> bool:
+    """Whether a provider serves what the consumer asked for (Dubbo's ``UrlUtils.isMatch``):
+    same interface, version equal or ``*``, group equal, ``*`` or in the consumer's list,
+    protocol equal when the consumer names one, and not ``enabled=false``."""
+    if provider.protocol == "empty" or provider.service_interface != consumer.service_interface:
+        return False
+    if not provider.get_bool("enabled", True):
+        return False
+    version = consumer.get_str("version")
+    if version not in ("", "*") and version != provider.get_str("version"):
+        return False
+    if version == "" and provider.get_str("version") and consumer.get_str("version") != "*":
+        # A consumer without a version only sees providers without one (Dubbo's exact match).
+        return False
+    group = consumer.get_str("group")
+    if group != "*":
+        groups = {g.strip() for g in group.split(",")} if group else {""}
+        if provider.get_str("group") not in groups:
+            return False
+    protocol = consumer.get_str("protocol")
+    return not protocol or protocol == provider.protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRules:
+    """The config-center keys a consumer of one service watches (design §4)."""
+
+    service: str
+    application: str
+    rule_prefix: str
+
+    @classmethod
+    def for_consumer(cls, consumer: URL) -> ServiceRules:
+        """Keys for this consumer URL."""
+        return cls(
+            consumer.service_interface,
+            consumer.get_str("application"),
+            layout.rule_key(
+                consumer.service_interface, consumer.get_str("version"), consumer.get_str("group")
+            ),
+        )
+
+    def static_keys(self) -> list[tuple[str, str]]:
+        """(kind, key) for keys known before any provider is seen."""
+        keys = [
+            ("condition-router", f"{self.rule_prefix}.condition-router"),
+            ("shard-router", f"{self.rule_prefix}.shard-router"),
+            ("configurators", f"{self.rule_prefix}.configurators"),
+        ]
+        if self.application:
+            keys += [
+                ("condition-router-app", f"{self.application}.condition-router"),
+                ("configurators", f"{self.application}.configurators"),
+            ]
+        return keys
+
+    @staticmethod
+    def provider_app_keys(application: str) -> list[tuple[str, str]]:
+        """(kind, key) watched for each provider application seen."""
+        return [
+            ("tag-router", f"{application}.tag-router"),
+            ("script-router", f"{application}.script-router"),
+        ]
+
+
+class RegistryDirectory:
+    """Providers and routing of one service for one consumer.
+
+    ``registry=None`` with ``static_providers`` gives a registry-less directory (direct
+    ``tri://`` addresses); built-in routers (mock, static tags) still apply.
+    """
+
+    def __init__(
+        self,
+        consumer: URL,
+        registry: Registry | None,
+        rulebook: RuleBook,
+        *,
+        builtin_routers: Iterable[Router] = (),
+        configure: Configure = _no_overrides,
+        cache: NotifyCache | None = None,
+        static_providers: Iterable[URL] = (),
+    ) -> None:
+        self.consumer = consumer
+        self.registry = registry
+        self.rules = ServiceRules.for_consumer(consumer)
+        self._rulebook = rulebook
+        self._builtin = tuple(builtin_routers)
+        self._configure = configure
+        self._cache = cache
+        self._lock = threading.RLock()
+        self._raw_providers: list[URL] = list(static_providers)
+        self._configurator_urls: list[URL] = []
+        self._configurator_docs: dict[str, str] = {}
+        self._provider_apps: set[str] = set()
+        self._cancels: list[Cancel] = []
+        self._listeners: list[Callable[[BoundChain], None]] = []
+        self._providers_seen = threading.Event()
+        self._version = 0
+        self.providers: tuple[URL, ...] = ()
+        self.chain: BoundChain = RouterChain().bind(Snapshot(()), consumer)
+        if registry is None:
+            self._providers_seen.set()
+        self._rebuild(providers_changed=True)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self, wait: float = 3.0) -> None:
+        """Subscribe and watch; wait up to ``wait`` s for the first provider notification, and
+        fall back to the local cache when the registry has not answered by then."""
+        if self.registry is None:
+            return
+        registry = self.registry
+        self._cancels.append(registry.subscribe(self.rules.service, self._on_category))
+        for kind, key in self.rules.static_keys():
+            self._watch(kind, key)
+        if not self._providers_seen.wait(wait):
+            self._load_cache()
+
+    def close(self) -> None:
+        """Stop watching."""
+        with self._lock:
+            cancels, self._cancels = self._cancels, []
+        for cancel in cancels:
+            cancel()
+
+    def add_listener(self, listener: Callable[[BoundChain], None]) -> None:
+        """Be called with each new bound chain (after every rebuild)."""
+        self._listeners.append(listener)
+
+    def wait_for_providers(self, timeout: float) -> bool:
+        """Wait until a provider notification (or the cache) has been applied."""
+        return self._providers_seen.wait(timeout)
+
+    # ----------------------------------------------------------------- notifications
+
+    def _watch(self, kind: str, key: str) -> None:
+        assert self.registry is not None
+
+        def on_document(text: str | None) -> None:
+            self._on_document(kind, key, text)
+
+        self._cancels.append(self.registry.watch_config(key, on_document))
+
+    def _on_category(self, category: str, urls: list[URL]) -> None:
+        real = [] if is_empty(urls) else urls
+        if self._cache is not None:
+            self._cache.save_urls(self.rules.service, category, real)
+        with self._lock:
+            if category == layout.PROVIDERS:
+                self._raw_providers = real
+                self._providers_seen.set()
+                self._watch_provider_apps(real)
+                self._rebuild(providers_changed=True)
+            elif category == layout.ROUTERS:
+                if self._rulebook.set_urls(
+                    layout.category_path(self.rules.service, category), real
+                ):
+                    self._rebuild()
+            elif category == layout.CONFIGURATORS:
+                self._configurator_urls = real
+                self._rebuild(providers_changed=True)
+
+    def _on_document(self, kind: str, key: str, text: str | None) -> None:
+        if self._cache is not None:
+            self._cache.save_config(self.rules.service, key, text)
+        with self._lock:
+            if kind == "configurators":
+                if text is None:
+                    self._configurator_docs.pop(key, None)
+                else:
+                    self._configurator_docs[key] = text
+                self._rebuild(providers_changed=True)
+            elif self._rulebook.set_document(kind, layout.config_path(key), text):
+                self._rebuild()
+
+    def _watch_provider_apps(self, providers: list[URL]) -> None:
+        for provider in providers:
+            app = provider.get_str("application")
+            if app and app not in self._provider_apps and self.registry is not None:
+                self._provider_apps.add(app)
+                for kind, key in ServiceRules.provider_app_keys(app):
+                    self._watch(kind, key)
+
+    def _load_cache(self) -> None:
+        if self._cache is None:
+            return
+        urls = self._cache.urls(self.rules.service)
+        configs = self._cache.configs(self.rules.service)
+        if not urls.get(layout.PROVIDERS):
+            return
+        log.warning(
+            "registry did not answer for %s; starting from the local cache %s",
+            self.rules.service,
+            self._cache.path,
+        )
+        with self._lock:
+            if self._providers_seen.is_set():
+                return  # the registry answered meanwhile: it wins
+            kinds = dict(self.rules.static_keys())
+            for provider in urls[layout.PROVIDERS]:
+                app = provider.get_str("application")
+                if app:
+                    kinds.update(dict(ServiceRules.provider_app_keys(app)))
+            by_key = {key: kind for kind, key in kinds.items()}
+            for key, text in configs.items():
+                kind = by_key.get(key)
+                if kind == "configurators":
+                    self._configurator_docs[key] = text
+                elif kind is not None:
+                    self._rulebook.set_document(kind, layout.config_path(key), text)
+            self._rulebook.set_urls(
+                layout.category_path(self.rules.service, layout.ROUTERS),
+                urls.get(layout.ROUTERS, []),
+            )
+            self._configurator_urls = urls.get(layout.CONFIGURATORS, [])
+            self._raw_providers = urls[layout.PROVIDERS]
+            self._providers_seen.set()
+            self._rebuild(providers_changed=True)
+
+    # ----------------------------------------------------------------- rebuilding
+
+    def _rebuild(self, providers_changed: bool = False) -> None:
+        with self._lock:
+            if providers_changed:
+                matching = [p for p in self._raw_providers if matches_consumer(self.consumer, p)]
+                configured = self._configure(
+                    matching, self._configurator_urls, self._configurator_docs
+                )
+                usable = [p for p in configured if not p.get_bool("disabled", False)]
+                # Sorted so every consumer indexes the same providers the same way.
+                self.providers = tuple(sorted(set(usable), key=lambda u: u.to_string()))
+                self._version += 1
+            snapshot = (
+                Snapshot(self.providers, self._version)
+                if providers_changed
+                else self.chain.snapshot
+            )
+            chain = RouterChain([*self._builtin, *self._rulebook.routers()])
+            self.chain = chain.bind(snapshot, self.consumer)
+            bound = self.chain
+        for listener in self._listeners:
+            listener(bound)
+
+    @property
+    def rule_errors(self) -> dict[str, str]:
+        """Rules currently refused (source -> reason); the last good ones stay in force."""
+        return dict(self._rulebook.errors)

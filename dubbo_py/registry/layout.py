@@ -1,0 +1,44 @@
+"""Where things live in the registry tree (design §4), shared by consumers, providers and CLI."""
+
+from __future__ import annotations
+
+from dubbo_py.url import URL
+
+__all__ = [
+    "CATEGORIES",
+    "CONFIG_ROOT",
+    "ROOT",
+    "category_path",
+    "config_path",
+    "node_path",
+    "rule_key",
+]
+
+ROOT = "/dubbo"
+CONFIG_ROOT = f"{ROOT}/config/dubbo"
+PROVIDERS, CONSUMERS, ROUTERS, CONFIGURATORS = "providers", "consumers", "routers", "configurators"
+CATEGORIES = (PROVIDERS, CONSUMERS, ROUTERS, CONFIGURATORS)
+
+
+def category_path(interface: str, category: str) -> str:
+    """``/dubbo/<interface>/<category>``."""
+    return f"{ROOT}/{interface}/{category}"
+
+
+def node_path(url: URL) -> str:
+    """The node a URL is registered at: its category folder plus its URL-encoded full string,
+    byte-identical with Apache Dubbo's ZookeeperRegistry so Java tooling reads our tree."""
+    return f"{category_path(url.service_interface, url.category)}/{url.encode()}"
+
+
+def rule_key(interface: str, version: str = "", group: str = "") -> str:
+    """Dubbo's colon-separated rule key ``interface:version:group`` (blank parts stay empty:
+    ``demo.Greeter::``), the prefix of service-scoped config-center keys."""
+    return f"{interface}:{version}:{group}"
+
+
+def config_path(key: str) -> str:
+    """The config-center node of a rule key such as ``demo.Greeter::.condition-router``."""
+    if not key or "/" in key:
+        raise ValueError(f"bad config key {key!r}: must be non-empty and contain no '/'")
+    return f"{CONFIG_ROOT}/{key}"

@@ -1,0 +1,214 @@
+"""The registry: Apache Dubbo's ZooKeeper layout on top of any coordination store.
+
+Providers and consumers register ephemeral nodes; routers and configurators are persistent;
+config-center rules are YAML documents under ``/dubbo/config/dubbo``. Subscribers get the full
+list of a category every time it changes (Dubbo's notify contract), with an ``empty://`` URL
+standing for an empty category. After a session expiry every ephemeral node this registry
+registered is written again, so a provider that survives a ZooKeeper outage reappears by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from dubbo_py.registry import layout
+from dubbo_py.registry.store import (
+    Cancel,
+    NodeExistsError,
+    NoNodeError,
+    SessionState,
+    Store,
+    StoreError,
+)
+from dubbo_py.url import URL, URLError
+
+__all__ = ["ConfigDocument", "Registry", "empty_url", "is_empty"]
+
+log = logging.getLogger(__name__)
+
+
+def empty_url(interface: str, category: str) -> URL:
+    """Dubbo's marker for "this category is now empty"."""
+    return URL("empty", "0.0.0.0", 0, interface, parameters={"category": category})
+
+
+def is_empty(urls: Iterable[URL]) -> bool:
+    """True when a notification says its category holds nothing."""
+    return all(u.protocol == "empty" for u in urls)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDocument:
+    """A config-center document: its text and the store version (for conditional writes)."""
+
+    key: str
+    text: str
+    version: int
+
+
+def decode_children(path: str, names: Iterable[str], warned: set[str]) -> list[URL]:
+    """Decode node names into URLs; a node that isn't a URL is skipped with one warning."""
+    urls = []
+    for name in names:
+        try:
+            urls.append(URL.decode(name))
+        except URLError as exc:
+            if name not in warned:
+                warned.add(name)
+                log.warning("skipping registry node %s/%s: not a Dubbo URL (%s)", path, name, exc)
+    return urls
+
+
+class Registry:
+    """Register, unregister and subscribe on a coordination store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._ephemeral: set[URL] = set()
+        self._warned: set[str] = set()
+        store.add_session_listener(self._on_session)
+
+    # ----------------------------------------------------------------- registration
+
+    def register(self, url: URL) -> None:
+        """Write the URL's node: ephemeral unless the URL says ``dynamic=false`` (Dubbo's rule:
+        providers and consumers are ephemeral; operators write rule URLs with dynamic=false)."""
+        ephemeral = url.get_bool("dynamic", True)
+        path = layout.node_path(url)
+        if ephemeral:
+            with self._lock:
+                self._ephemeral.add(url)
+        self._create(path, ephemeral)
+
+    def _create(self, path: str, ephemeral: bool) -> None:
+        try:
+            self.store.create(path, ephemeral=ephemeral)
+        except NodeExistsError:
+            if ephemeral:
+                # A node left by our own previous session (not yet expired): take it over so it
+                # is tied to the live session and disappears with us.
+                with contextlib.suppress(NoNodeError):
+                    self.store.delete(path)
+                self.store.create(path, ephemeral=True)
+
+    def unregister(self, url: URL) -> None:
+        """Remove the URL's node (no error if it is already gone)."""
+        with self._lock:
+            self._ephemeral.discard(url)
+        with contextlib.suppress(NoNodeError):
+            self.store.delete(layout.node_path(url))
+
+    def _on_session(self, state: SessionState) -> None:
+        # After an expiry our ephemeral nodes are gone; after a first connect they may never
+        # have been written (registered while the registry was down). Either way, write back
+        # whatever is missing.
+        if state not in (SessionState.NEW_SESSION, SessionState.CONNECTED):
+            return
+        with self._lock:
+            urls = list(self._ephemeral)
+        for url in urls:
+            path = layout.node_path(url)
+            try:
+                if not self.store.exists(path):
+                    self._create(path, True)
+                    log.info("re-registered %s (%s)", url, state.value)
+            except StoreError as exc:
+                log.warning("could not re-register %s: %s", url, exc)
+
+    # ----------------------------------------------------------------- discovery
+
+    def lookup(self, interface: str, category: str = layout.PROVIDERS) -> list[URL]:
+        """The URLs in one category now (empty when the folder does not exist)."""
+        path = layout.category_path(interface, category)
+        try:
+            names = self.store.children(path)
+        except NoNodeError:
+            return []
+        return decode_children(path, names, self._warned)
+
+    def subscribe(
+        self,
+        interface: str,
+        listener: Callable[[str, list[URL]], None],
+        categories: Iterable[str] = (layout.PROVIDERS, layout.ROUTERS, layout.CONFIGURATORS),
+    ) -> Cancel:
+        """Call ``listener(category, urls)`` now and on every change of each category;
+        ``urls`` is ``[empty_url(...)]`` when the category is empty."""
+        cancels: list[Cancel] = []
+        for category in categories:
+            path = layout.category_path(interface, category)
+
+            def on_children(names: list[str], category: str = category, path: str = path) -> None:
+                urls = decode_children(path, names, self._warned)
+                listener(category, urls or [empty_url(interface, category)])
+
+            cancels.append(self.store.watch_children(path, on_children))
+
+        def cancel() -> None:
+            for c in cancels:
+                c()
+
+        return cancel
+
+    def services(self) -> list[str]:
+        """Every interface that has a folder under ``/dubbo`` (``config`` excluded)."""
+        try:
+            names = self.store.children(layout.ROOT)
+        except NoNodeError:
+            return []
+        return sorted(n for n in names if n != "config")
+
+    # ----------------------------------------------------------------- config center
+
+    def get_config(self, key: str) -> ConfigDocument | None:
+        """The document at a config key, or None."""
+        try:
+            data, version = self.store.get(layout.config_path(key))
+        except NoNodeError:
+            return None
+        return ConfigDocument(key, data.decode("utf-8", errors="replace"), version)
+
+    def put_config(self, key: str, text: str, version: int | None = None) -> int:
+        """Write a document. ``version=None`` creates or overwrites; ``-1`` requires that the key
+        does not exist; ``n >= 0`` requires the stored version to be ``n`` (else
+        :class:`~dubbo_py.registry.store.BadVersionError` / ``NodeExistsError``)."""
+        path = layout.config_path(key)
+        data = text.encode("utf-8")
+        if version is None:
+            try:
+                return self.store.set(path, data)
+            except NoNodeError:
+                try:
+                    self.store.create(path, data)
+                    return 0
+                except NodeExistsError:
+                    return self.store.set(path, data)
+        if version == -1:
+            self.store.create(path, data)
+            return 0
+        return self.store.set(path, data, version)
+
+    def delete_config(self, key: str, version: int = -1) -> None:
+        """Delete a document (NoNodeError if absent)."""
+        self.store.delete(layout.config_path(key), version)
+
+    def config_keys(self) -> list[str]:
+        """Every config-center key."""
+        try:
+            return self.store.children(layout.CONFIG_ROOT)
+        except NoNodeError:
+            return []
+
+    def watch_config(self, key: str, callback: Callable[[str | None], None]) -> Cancel:
+        """Call ``callback(text)`` now and on every change; ``None`` while the key is absent."""
+        path = layout.config_path(key)
+
+        def on_data(data: bytes | None, _version: int) -> None:
+            callback(None if data is None else data.decode("utf-8", errors="replace"))
+
+        return self.store.watch_data(path, on_data)

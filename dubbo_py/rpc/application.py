@@ -1,0 +1,377 @@
+"""``Application``: the public entry point for providers and consumers (design §2).
+
+>>> app = Application("shop", registry="zookeeper://127.0.0.1:2181")   # doctest: +SKIP
+>>> greeter = app.reference(GreeterStub, version="1.0.0")               # doctest: +SKIP
+>>> greeter.SayHello(HelloRequest(name="ada"))                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+
+from dubbo_py import __version__
+from dubbo_py.cluster.strategy import ClusterContext, get_strategy
+from dubbo_py.registry.address import RegistryAddress, parse_registry_address
+from dubbo_py.registry.cache import NotifyCache, default_cache_path
+from dubbo_py.registry.directory import RegistryDirectory
+from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store import Store, StoreError
+from dubbo_py.router import factory
+from dubbo_py.rpc.channel import ClusterChannel
+from dubbo_py.rpc.introspect import service_of_stub
+from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
+from dubbo_py.rpc.provider import ExportedServer, export
+from dubbo_py.url import URL
+
+__all__ = ["Application", "Reference"]
+
+log = logging.getLogger(__name__)
+
+S = TypeVar("S")
+
+ENV_HOST = "DUBBO_PY_HOST"
+
+
+def open_store(address: RegistryAddress, *, connect_timeout: float = 5.0) -> Store | None:
+    """Open the coordination store an address names (None for direct addresses)."""
+    if address.kind == "direct":
+        return None
+    if address.kind == "sqlite":
+        from dubbo_py.registry.embedded import EmbeddedStore
+
+        return EmbeddedStore(address.location)
+    from dubbo_py.registry.zookeeper import ZooKeeperStore
+
+    store = ZooKeeperStore(address.location, address.chroot)
+    if not store.start(connect_timeout):
+        log.warning("zookeeper %s unreachable; retrying in the background", address)
+    return store
+
+
+@dataclass
+class Reference:
+    """What ``app.reference`` built: the stub plus the machinery behind it, for inspection."""
+
+    stub: Any
+    service: str
+    consumer: URL
+    directory: RegistryDirectory
+    channel: ClusterChannel
+    quarantine: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Stop watching the registry and close provider channels."""
+        self.directory.close()
+        if self.quarantine is not None:
+            self.quarantine.stop()
+        self.channel.close()
+
+
+class Application:
+    """A named dubbo-py application: serves providers and builds references on one registry.
+
+    ``registry``: ``zookeeper://h:p[,h:p][/chroot]``, ``sqlite:///abs/path.db``, or
+    ``tri://host:port`` for direct calls without a registry; ``None`` means
+    ``$DUBBO_PY_REGISTRY`` or the embedded registry in the user's data directory.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        registry: str | None = None,
+        *,
+        cache_path: str | os.PathLike[str] | None = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        if not name or not name.strip():
+            raise ValueError("an application needs a name")
+        self.name = name
+        self.address = parse_registry_address(registry)
+        self._connect_timeout = connect_timeout
+        self._cache_path = cache_path
+        self._lock = threading.Lock()
+        self._store: Store | None = None
+        self._registry: Registry | None = None
+        self._servers: list[ExportedServer] = []
+        self._references: list[Reference] = []
+        self._consumer_urls: list[URL] = []
+
+    # ----------------------------------------------------------------- registry
+
+    @property
+    def registry(self) -> Registry | None:
+        """The registry (opened on first use); None for a direct ``tri://`` address."""
+        with self._lock:
+            if self._registry is None and self.address.kind != "direct":
+                self._store = open_store(self.address, connect_timeout=self._connect_timeout)
+                assert self._store is not None
+                self._registry = Registry(self._store)
+            return self._registry
+
+    # ----------------------------------------------------------------- provider side
+
+    def start(
+        self,
+        *servicers: object,
+        port: int = 0,
+        host: str | None = None,
+        bind_host: str | None = None,
+        max_workers: int = 32,
+        credentials: grpc.ServerCredentials | None = None,
+        unregister_wait: float = 0.5,
+    ) -> ExportedServer:
+        """Serve ``servicers`` on a new gRPC server and register them; returns at once.
+
+        ``host`` is the address registered for consumers (default ``$DUBBO_PY_HOST`` or
+        127.0.0.1); ``bind_host`` is the interface to listen on (default: ``host``).
+        """
+        host = host or os.environ.get(ENV_HOST, "127.0.0.1")
+        exported = export(
+            servicers,
+            application=self.name,
+            registry=self.registry,
+            host=host,
+            port=port,
+            bind_host=bind_host,
+            max_workers=max_workers,
+            credentials=credentials,
+        )
+        exported.unregister_wait = unregister_wait
+        with self._lock:
+            self._servers.append(exported)
+        return exported
+
+    def serve(self, *servicers: object, port: int = 0, grace: float = 5.0, **options: Any) -> None:
+        """Serve and block until SIGINT/SIGTERM, then shut down gracefully (unregister, let
+        consumers notice, drain in-flight calls for up to ``grace`` s)."""
+        exported = self.start(*servicers, port=port, **options)
+        stop = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
+        log.info("serving %s on %s", [u.path for u in exported.urls], exported.address)
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            exported.stop(grace)
+            self.close()
+
+    # ----------------------------------------------------------------- consumer side
+
+    def reference(
+        self,
+        stub_class: type[S],
+        *,
+        version: str = "",
+        group: str = "",
+        loadbalance: str = "random",
+        cluster: str = "failover",
+        retries: int = 2,
+        timeout: float | None = None,
+        methods: Mapping[str, Mapping[str, Any]] | None = None,
+        idempotent: Iterable[str] = (),
+        attachments: Mapping[str, str] | None = None,
+        parameters: Mapping[str, str] | None = None,
+        check: float = 3.0,
+    ) -> S:
+        """A generated stub whose calls are routed, balanced and retried by dubbo-py.
+
+        ``methods`` overrides options per method, e.g. ``{"SayHello": {"retries": 0,
+        "timeout": 0.5}}``; ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried;
+        ``attachments`` go with every call (``dubbo.tag`` selects tagged providers); ``check``
+        waits up to that many seconds for the first provider list.
+        """
+        return self.reference_handle(
+            stub_class,
+            version=version,
+            group=group,
+            loadbalance=loadbalance,
+            cluster=cluster,
+            retries=retries,
+            timeout=timeout,
+            methods=methods,
+            idempotent=idempotent,
+            attachments=attachments,
+            parameters=parameters,
+            check=check,
+        ).stub  # type: ignore[no-any-return]
+
+    def reference_handle(
+        self,
+        stub_class: type[Any],
+        *,
+        version: str = "",
+        group: str = "",
+        loadbalance: str = "random",
+        cluster: str = "failover",
+        retries: int = 2,
+        timeout: float | None = None,
+        methods: Mapping[str, Mapping[str, Any]] | None = None,
+        idempotent: Iterable[str] = (),
+        attachments: Mapping[str, str] | None = None,
+        parameters: Mapping[str, str] | None = None,
+        check: float = 3.0,
+    ) -> Reference:
+        """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
+        quarantine) for code that wants to inspect or close it."""
+        from dubbo_py.cluster.budget import RetryBudget
+        from dubbo_py.cluster.health_probe import grpc_health_probe
+        from dubbo_py.cluster.loadbalance import get_loadbalance
+        from dubbo_py.cluster.quarantine import Quarantine
+
+        spec = service_of_stub(stub_class)
+        strategy = get_strategy(cluster)
+        balancer = get_loadbalance(loadbalance)
+        method_options = {k: dict(v) for k, v in (methods or {}).items()}
+        unknown = set(method_options) - set(spec.method_names)
+        if unknown:
+            raise ValueError(f"{spec.name} has no method(s) {sorted(unknown)}")
+        consumer = self._consumer_url(spec.name, version, group, parameters, retries, timeout)
+        registry = self.registry
+        cache = None
+        if registry is not None:
+            cache = NotifyCache(
+                self._cache_path or default_cache_path(self.name, str(self.address))
+            )
+        static = [] if registry is not None else self._direct_providers(consumer)
+        directory = RegistryDirectory(
+            consumer,
+            registry,
+            factory.new_rulebook(),
+            builtin_routers=factory.builtin_routers(),
+            cache=cache,
+            static_providers=static,
+        )
+        pool = ChannelPool()
+        quarantine = Quarantine(grpc_health_probe)
+        budget = RetryBudget()
+        idempotent_methods = frozenset(idempotent) | frozenset(
+            m for m, o in method_options.items() if o.get("idempotent")
+        )
+
+        def retries_for(method: str) -> int:
+            return int(method_options.get(method, {}).get("retries", retries))
+
+        def timeout_for(method: str) -> float | None:
+            value = method_options.get(method, {}).get("timeout", timeout)
+            return None if value is None else float(value)
+
+        def make_context(invoker: MethodInvoker) -> ClusterContext:
+            return ClusterContext(
+                service=spec.name,
+                chain=lambda: directory.chain,
+                balancer=balancer,
+                call=invoker,
+                retries=retries_for,
+                timeout=timeout_for,
+                idempotent=idempotent_methods,
+                quarantine=quarantine,
+                budget=budget,
+            )
+
+        channel = ClusterChannel(pool, strategy, make_context, dict(attachments or {}))
+
+        def on_chain(bound: Any) -> None:
+            providers = bound.snapshot.providers
+            quarantine.retain(providers)
+            gone = pool.retain(providers)
+            if gone:
+                for invoker in channel.invokers:
+                    invoker.forget(gone)
+
+        directory.add_listener(on_chain)
+        directory.start(wait=check)
+        quarantine.start()
+        if registry is not None:
+            try:
+                registry.register(consumer)
+                self._consumer_urls.append(consumer)
+            except StoreError as exc:
+                log.warning("could not register consumer %s: %s", consumer, exc)
+        stub = stub_class(channel)
+        ref = Reference(stub, spec.name, consumer, directory, channel, quarantine)
+        with self._lock:
+            self._references.append(ref)
+        return ref
+
+    def _consumer_url(
+        self,
+        service: str,
+        version: str,
+        group: str,
+        parameters: Mapping[str, str] | None,
+        retries: int,
+        timeout: float | None,
+    ) -> URL:
+        params = {
+            "application": self.name,
+            "category": "consumers",
+            "check": "false",
+            "interface": service,
+            "side": "consumer",
+            "pid": str(os.getpid()),
+            "release": __version__,
+            "dubbo": "2.0.2",
+            "timestamp": str(int(time.time() * 1000)),
+            "retries": str(retries),
+        }
+        if version:
+            params["version"] = version
+        if group:
+            params["group"] = group
+        if timeout is not None:
+            params["timeout"] = str(int(timeout * 1000))
+        params.update(parameters or {})
+        host = os.environ.get(ENV_HOST, "127.0.0.1")
+        return URL("consumer", host, 0, service, parameters=params)
+
+    def _direct_providers(self, consumer: URL) -> list[URL]:
+        # A direct address is trusted to serve what the consumer asks for, so it carries the
+        # consumer's interface, version and group.
+        params = {
+            k: v for k, v in consumer.parameters.items() if k in ("interface", "version", "group")
+        }
+        out = []
+        for entry in self.address.hosts:
+            host, port = entry.rsplit(":", 1)
+            out.append(URL("tri", host, int(port), consumer.path, parameters=params))
+        return out
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Close references and servers this application opened, then the registry."""
+        with self._lock:
+            refs, self._references = self._references, []
+            servers, self._servers = self._servers, []
+            consumers, self._consumer_urls = self._consumer_urls, []
+        for ref in refs:
+            ref.close()
+        for server in servers:
+            server.stop(grace=1.0)
+        if self._registry is not None:
+            for url in consumers:
+                with contextlib.suppress(StoreError):
+                    self._registry.unregister(url)
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+            self._registry = None
+
+    def __enter__(self) -> Application:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

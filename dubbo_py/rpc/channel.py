@@ -1,0 +1,212 @@
+"""ClusterChannel: a ``grpc.Channel`` look-alike that routes every call through the cluster.
+
+Users keep their generated stubs — ``GreeterStub(channel)`` — because a stub only asks its
+channel for multicallables. Ours build an :class:`~dubbo_py.invocation.Invocation` per call and
+hand it to the reference's cluster strategy, which routes, balances, calls and retries.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from dubbo_py.cluster.strategy import ClusterContext, Strategy, failfast
+from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
+
+__all__ = ["ClusterChannel"]
+
+Metadata = Sequence[tuple[str, str | bytes]] | None
+
+_executor_lock = threading.Lock()
+_executor: futures.ThreadPoolExecutor | None = None
+
+
+def _shared_executor() -> futures.ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = futures.ThreadPoolExecutor(32, thread_name_prefix="dubbo-future")
+        return _executor
+
+
+def _attachments(metadata: Metadata) -> dict[str, str]:
+    if not metadata:
+        return {}
+    return {k: v if isinstance(v, str) else v.decode("latin-1") for k, v in metadata}
+
+
+class _Call:
+    """The bits of ``grpc.Call`` that ``with_call`` users read."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.OK
+
+    def details(self) -> str:
+        return ""
+
+    def initial_metadata(self) -> tuple[Any, ...]:
+        return ()
+
+    def trailing_metadata(self) -> tuple[Any, ...]:
+        return ()
+
+
+class _MultiCallable:
+    def __init__(
+        self,
+        channel: ClusterChannel,
+        path: str,
+        invoker: MethodInvoker,
+        request_streaming: bool,
+    ) -> None:
+        self._channel = channel
+        self._service, _, self._method = path.lstrip("/").partition("/")
+        self._invoker = invoker
+        # A request stream can be consumed only once, so it is never replayed on another
+        # provider: client-streaming calls are fail-fast whatever the reference says.
+        self._strategy = failfast if request_streaming else channel.strategy
+        self._context = channel.context_for(invoker)
+
+    def _invoke(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
+        invocation = Invocation(
+            self._service,
+            self._method,
+            request,
+            {**self._channel.attachments, **_attachments(metadata)},
+            timeout,
+        )
+        return self._strategy(self._context, invocation)
+
+    def __call__(
+        self,
+        request: Any,
+        timeout: float | None = None,
+        metadata: Metadata = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
+    ) -> Any:
+        return self._invoke(request, timeout, metadata)
+
+    def with_call(
+        self,
+        request: Any,
+        timeout: float | None = None,
+        metadata: Metadata = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
+    ) -> tuple[Any, _Call]:
+        return self._invoke(request, timeout, metadata), _Call("")
+
+    def future(
+        self,
+        request: Any,
+        timeout: float | None = None,
+        metadata: Metadata = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
+    ) -> futures.Future[Any]:
+        """Run the call on a shared thread pool (a ``concurrent.futures.Future``)."""
+        return _shared_executor().submit(self._invoke, request, timeout, metadata)
+
+
+class ClusterChannel(grpc.Channel):
+    """A channel whose calls go through a cluster strategy instead of one connection."""
+
+    def __init__(
+        self,
+        pool: ChannelPool,
+        strategy: Strategy,
+        make_context: Callable[[MethodInvoker], ClusterContext],
+        attachments: dict[str, str] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.strategy = strategy
+        self._make_context = make_context
+        self.attachments = dict(attachments or {})
+        self.invokers: list[MethodInvoker] = []
+
+    def context_for(self, invoker: MethodInvoker) -> ClusterContext:
+        """The cluster context calls of one method use (built once per method)."""
+        self.invokers.append(invoker)
+        return self._make_context(invoker)
+
+    def _multicallable(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None,
+        response_deserializer: Callable[[bytes], Any] | None,
+        request_streaming: bool,
+        response_streaming: bool,
+    ) -> _MultiCallable:
+        invoker = MethodInvoker(
+            self.pool,
+            method,
+            request_serializer,
+            response_deserializer,
+            request_streaming=request_streaming,
+            response_streaming=response_streaming,
+        )
+        return _MultiCallable(self, method, invoker, request_streaming)
+
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return self._multicallable(method, request_serializer, response_deserializer, False, False)
+
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return self._multicallable(method, request_serializer, response_deserializer, False, True)
+
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return self._multicallable(method, request_serializer, response_deserializer, True, False)
+
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return self._multicallable(method, request_serializer, response_deserializer, True, True)
+
+    def subscribe(self, callback: Callable[..., None], try_to_connect: bool = False) -> None:
+        """Connectivity callbacks have no single meaning for a cluster; accepted and ignored."""
+
+    def unsubscribe(self, callback: Callable[..., None]) -> None:
+        """See :meth:`subscribe`."""
+
+    def close(self) -> None:
+        """Close every pooled provider channel."""
+        self.pool.close()
+
+    def __enter__(self) -> ClusterChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

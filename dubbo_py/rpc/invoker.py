@@ -1,0 +1,161 @@
+"""Calling one provider: one pooled gRPC channel per provider address, reused by every call.
+
+A provider invoker is a function ``(provider, invocation, timeout) -> result``; the cluster
+strategies compose around it. Multicallables are cached per (provider address, method) so the
+per-call path is a dict lookup plus the gRPC call itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from dubbo_py.invocation import Invocation
+from dubbo_py.url import URL
+
+__all__ = ["ChannelPool", "MethodInvoker", "ProviderCall"]
+
+#: What the cluster strategies call: (provider, invocation, timeout in s or None) -> response.
+ProviderCall = Callable[[URL, Invocation, float | None], Any]
+
+CredentialsFor = Callable[[URL], grpc.ChannelCredentials | None]
+
+
+class ChannelPool:
+    """gRPC channels keyed by provider address (and TLS), created on first use."""
+
+    def __init__(
+        self,
+        credentials_for: CredentialsFor | None = None,
+        options: Iterable[tuple[str, Any]] = (),
+    ) -> None:
+        self._credentials_for = credentials_for
+        self._options = list(options)
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+
+    def channel(self, provider: URL) -> grpc.Channel:
+        """The channel to this provider (created once, then shared)."""
+        key = provider.address
+        channel = self._channels.get(key)
+        if channel is not None:
+            return channel
+        with self._lock:
+            channel = self._channels.get(key)
+            if channel is None:
+                creds = self._credentials_for(provider) if self._credentials_for else None
+                if creds is None:
+                    channel = grpc.insecure_channel(key, options=self._options)
+                else:
+                    channel = grpc.secure_channel(key, creds, options=self._options)
+                self._channels[key] = channel
+            return channel
+
+    def retain(self, providers: Iterable[URL]) -> list[str]:
+        """Close channels to addresses no longer among ``providers``; returns those addresses."""
+        keep = {p.address for p in providers}
+        with self._lock:
+            gone = [a for a in self._channels if a not in keep]
+            closing = [self._channels.pop(a) for a in gone]
+        for channel in closing:
+            channel.close()
+        return gone
+
+    def close(self) -> None:
+        """Close every channel."""
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    request_streaming: bool
+    response_streaming: bool
+
+    @property
+    def factory_name(self) -> str:
+        return (
+            f"{'stream' if self.request_streaming else 'unary'}_"
+            f"{'stream' if self.response_streaming else 'unary'}"
+        )
+
+
+def _primed(stream: Iterator[Any]) -> Iterator[Any]:
+    """Read the first response now so a dead provider fails here (where the cluster strategy
+    can still fail over), then hand back an iterator over every response."""
+    try:
+        first = next(stream)
+    except StopIteration:
+        return iter(())
+
+    def rest() -> Iterator[Any]:
+        yield first
+        yield from stream
+
+    return rest()
+
+
+class MethodInvoker:
+    """Calls one method on whichever provider the cluster strategy picked."""
+
+    def __init__(
+        self,
+        pool: ChannelPool,
+        path: str,
+        request_serializer: Callable[[Any], bytes] | None,
+        response_deserializer: Callable[[bytes], Any] | None,
+        *,
+        request_streaming: bool = False,
+        response_streaming: bool = False,
+        metadata: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        self._pool = pool
+        self._path = path
+        self._serializer = request_serializer
+        self._deserializer = response_deserializer
+        self._kind = _Kind(request_streaming, response_streaming)
+        self._metadata = tuple(metadata)
+        self._callables: dict[str, Any] = {}
+
+    def _callable(self, provider: URL) -> Any:
+        address = provider.address
+        found = self._callables.get(address)
+        if found is not None:
+            return found
+        channel = self._pool.channel(provider)
+        factory = getattr(channel, self._kind.factory_name)
+        made = factory(
+            self._path,
+            request_serializer=self._serializer,
+            response_deserializer=self._deserializer,
+            _registered_method=True,
+        )
+        self._callables[address] = made
+        return made
+
+    def forget(self, addresses: Iterable[str]) -> None:
+        """Drop cached callables for providers whose channels were closed."""
+        for address in addresses:
+            self._callables.pop(address, None)
+
+    def metadata_for(self, invocation: Invocation) -> tuple[tuple[str, str], ...]:
+        """gRPC metadata carrying the invocation's attachments to the provider."""
+        if not invocation.attachments:
+            return self._metadata
+        return self._metadata + tuple(invocation.attachments.items())
+
+    def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        call = self._callable(provider)
+        metadata = self.metadata_for(invocation)
+        if self._kind.response_streaming:
+            return _primed(call(invocation.request, timeout=timeout, metadata=metadata))
+        return call(invocation.request, timeout=timeout, metadata=metadata)

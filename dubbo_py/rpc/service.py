@@ -1,0 +1,98 @@
+"""``@dubbo_py.service``: declare a gRPC servicer class as a governed provider."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+__all__ = ["ServiceOptions", "options_of", "service"]
+
+T = TypeVar("T")
+
+ATTRIBUTE = "__dubbo_service__"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceOptions:
+    """What a provider advertises in its registry URL besides its address."""
+
+    version: str = ""
+    group: str = ""
+    weight: int = 100
+    #: Milliseconds over which a new provider's weight ramps up (Dubbo's ``warmup``).
+    warmup: int = 600_000
+    tags: Mapping[str, str] = field(default_factory=dict)
+    #: The data shard this provider owns (0-based), for the shard router; None when unsharded.
+    shard: int | None = None
+    #: Any further URL parameters (``timeout``, ``retries``, ``<method>.timeout`` ...).
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.weight < 0:
+            raise ValueError(f"weight must be >= 0, got {self.weight}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0 ms, got {self.warmup}")
+        if self.shard is not None and self.shard < 0:
+            raise ValueError(f"shard must be >= 0, got {self.shard}")
+        object.__setattr__(self, "tags", MappingProxyType(dict(self.tags)))
+        object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
+
+    def url_parameters(self) -> dict[str, str]:
+        """These options as provider URL parameters."""
+        params = {k: str(v) for k, v in self.parameters.items()}
+        if self.version:
+            params["version"] = self.version
+        if self.group:
+            params["group"] = self.group
+        params["weight"] = str(self.weight)
+        params["warmup"] = str(self.warmup)
+        if self.shard is not None:
+            params["shard"] = str(self.shard)
+        for key, value in self.tags.items():
+            # ``tags={"env": "gray"}`` sets Dubbo's request-routing tag ``dubbo.tag=gray`` when
+            # the key is the conventional ``env``/``tag``; other keys become plain parameters
+            # that tag and condition rules can match on.
+            params["dubbo.tag" if key in ("tag", "env", "dubbo.tag") else key] = str(value)
+        return params
+
+
+def service(
+    *,
+    version: str = "",
+    group: str = "",
+    weight: int = 100,
+    warmup: int = 600_000,
+    tags: Mapping[str, str] | None = None,
+    shard: int | None = None,
+    **parameters: Any,
+) -> Callable[[T], T]:
+    """Class decorator: mark a generated-servicer subclass as a dubbo-py provider.
+
+    >>> @service(version="1.0.0", tags={"env": "gray"})
+    ... class Greeter: ...
+    """
+    options = ServiceOptions(
+        version=version,
+        group=group,
+        weight=weight,
+        warmup=warmup,
+        tags=dict(tags or {}),
+        shard=shard,
+        parameters={k: str(v) for k, v in parameters.items()},
+    )
+
+    def decorate(cls: T) -> T:
+        if not isinstance(cls, type):
+            raise TypeError("@dubbo_py.service decorates a class")
+        setattr(cls, ATTRIBUTE, options)
+        return cls
+
+    return decorate
+
+
+def options_of(servicer: object) -> ServiceOptions:
+    """The options a servicer's class was decorated with (defaults when undecorated)."""
+    found = getattr(type(servicer), ATTRIBUTE, None)
+    return found if isinstance(found, ServiceOptions) else ServiceOptions()
