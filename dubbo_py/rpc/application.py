@@ -106,6 +106,7 @@ class Application:
         self._servers: list[ExportedServer] = []
         self._references: list[Reference] = []
         self._consumer_urls: list[URL] = []
+        self._stop_requested = threading.Event()
 
     # ----------------------------------------------------------------- registry
 
@@ -155,17 +156,23 @@ class Application:
     def serve(self, *servicers: object, port: int = 0, grace: float = 5.0, **options: Any) -> None:
         """Serve and block until SIGINT/SIGTERM, then shut down gracefully (unregister, let
         consumers notice, drain in-flight calls for up to ``grace`` s)."""
-        exported = self.start(*servicers, port=port, **options)
-        stop = threading.Event()
+        self.start(*servicers, port=port, **options)
+        self.wait(grace=grace)
+
+    def wait(self, grace: float = 5.0) -> None:
+        """Block until SIGINT/SIGTERM (or :meth:`close` from another thread), then stop every
+        server this application started, gracefully, and close the application."""
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: stop.set())
-        log.info("serving %s on %s", [u.path for u in exported.urls], exported.address)
+                signal.signal(sig, lambda *_: self._stop_requested.set())
         try:
-            while not stop.wait(0.5):
+            while not self._stop_requested.wait(0.5):
                 pass
         finally:
-            exported.stop(grace)
+            with self._lock:
+                servers = list(self._servers)
+            for server in servers:
+                server.stop(grace)
             self.close()
 
     # ----------------------------------------------------------------- consumer side
@@ -353,6 +360,7 @@ class Application:
 
     def close(self) -> None:
         """Close references and servers this application opened, then the registry."""
+        self._stop_requested.set()
         with self._lock:
             refs, self._references = self._references, []
             servers, self._servers = self._servers, []

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Everything the test suite needs on a fresh machine, then the suite itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! dpkg -s zookeeper >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
+fi
+python3 -m pip install -q -e '.[dev]'
+python3 scripts/gen_protos.py >/dev/null
+ruff check dubbo_py tests examples bench scripts
+mypy dubbo_py
+python3 -m pytest -q "$@"

@@ -1,0 +1,75 @@
+"""Real provider processes for end-to-end tests (examples/quickstart/provider.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVIDER = ROOT / "examples" / "quickstart" / "provider.py"
+
+
+class ProviderProcess:
+    """One Greeter provider in its own process; ``address`` is known once it printed READY."""
+
+    def __init__(self, registry: str, *args: str, port: int = 0, log_dir: Path | None = None):
+        self.registry = registry
+        self.args = list(args)
+        self.port = port
+        self.log_dir = log_dir
+        self.proc: subprocess.Popen[str] | None = None
+        self.address = ""
+
+    def start(self, timeout: float = 30.0) -> ProviderProcess:
+        cmd = [sys.executable, str(PROVIDER), "--registry", self.registry, "--port", str(self.port)]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [*cmd, *self.args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        deadline = time.monotonic() + timeout
+        lines = []
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("READY "):
+                self.address = line.split()[1]
+                self.port = int(self.address.rsplit(":", 1)[1])
+                return self
+        self.kill()
+        raise RuntimeError(f"provider did not start: {''.join(lines)}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def kill(self) -> None:
+        """SIGKILL: no unregister, no drain — what a crash looks like."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM: graceful shutdown; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def __enter__(self) -> ProviderProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
