@@ -1,30 +1,64 @@
 """Which routers a consumer runs: the built-in ones and the compilers for each rule kind.
 
-This is the one place that knows every router kind; the directory and ``route test`` both build
-their chains from here, so an operator's test runs exactly the code a live consumer runs.
+This is the one place that knows every router kind; the directory, ``route test`` and the CLI's
+validation all go through it, so an operator's check runs exactly the code a live consumer runs.
 """
 
 from __future__ import annotations
 
-from dubbo_py.router.base import Router
+from dubbo_py.router.base import Router, RuleError
 from dubbo_py.router.rulebook import DocumentCompiler, RuleBook, UrlCompiler
+from dubbo_py.url import URL
 
-__all__ = ["builtin_routers", "document_compilers", "new_rulebook", "url_compiler"]
+__all__ = [
+    "DOCUMENT_KINDS",
+    "builtin_routers",
+    "compile_document",
+    "compile_url",
+    "document_compilers",
+    "new_rulebook",
+    "url_compiler",
+]
+
+#: Config-center document kinds, as the suffix of their key (``<key>.<kind>``).
+DOCUMENT_KINDS = ("condition-router", "tag-router", "script-router", "shard-router")
 
 
 def builtin_routers() -> list[Router]:
-    """Routers every consumer runs whatever the rules: none yet."""
+    """Routers every consumer runs whatever the rules."""
     return []
 
 
 def document_compilers() -> dict[str, DocumentCompiler]:
-    """Compilers for config-center documents by kind."""
+    """Compilers for config-center documents by kind (``condition-router-app`` is the
+    application-scoped condition document)."""
     return {}
 
 
+def _compile_route_url(url: URL, source: str) -> Router:
+    raise RuleError(f"no router compiles {url.protocol}:// URLs yet", source=source)
+
+
 def url_compiler() -> UrlCompiler | None:
-    """Compiler for ``routers``-category URLs."""
-    return None
+    """Compiler for ``routers``-category URLs (condition://, route://, script://)."""
+    return _compile_route_url
+
+
+def compile_document(kind: str, text: str, source: str) -> list[Router]:
+    """Compile a rule document exactly as consumers do; RuleError when it is invalid."""
+    compiler = document_compilers().get(kind)
+    if compiler is None:
+        known = ", ".join(sorted(document_compilers())) or "none"
+        raise RuleError(f"unknown rule kind {kind!r} (known: {known})", source=source)
+    return compiler(text, source)
+
+
+def compile_url(url: URL, source: str) -> Router:
+    """Compile a routers-category URL exactly as consumers do; RuleError when it is invalid."""
+    compiler = url_compiler()
+    if compiler is None:
+        raise RuleError("router URLs are not supported", source=source)
+    return compiler(url, source)
 
 
 def new_rulebook() -> RuleBook:
