@@ -239,12 +239,15 @@ class Application:
         from dubbo_py.cluster.quarantine import Quarantine
 
         spec = service_of_stub(stub_class)
-        strategy = get_strategy(cluster)
-        balancer = get_loadbalance(loadbalance)
         method_options = {k: dict(v) for k, v in (methods or {}).items()}
         unknown = set(method_options) - set(spec.method_names)
         if unknown:
             raise ValueError(f"{spec.name} has no method(s) {sorted(unknown)}")
+        strategies = {
+            m: get_strategy(str(method_options.get(m, {}).get("cluster", cluster)))
+            for m in spec.method_names
+        }
+        balancer = get_loadbalance(loadbalance)
         consumer = self._consumer_url(spec.name, version, group, parameters, retries, timeout)
         registry = self.registry
         cache = None
@@ -275,6 +278,9 @@ class Application:
             value = method_options.get(method, {}).get("timeout", timeout)
             return None if value is None else float(value)
 
+        def option_for(method: str, key: str) -> Any:
+            return method_options.get(method, {}).get(key)
+
         def make_context(invoker: MethodInvoker) -> ClusterContext:
             return ClusterContext(
                 service=spec.name,
@@ -286,9 +292,13 @@ class Application:
                 idempotent=idempotent_methods,
                 quarantine=quarantine,
                 budget=budget,
+                empty_response=invoker.empty_response,
+                options=option_for,
             )
 
-        channel = ClusterChannel(pool, strategy, make_context, dict(attachments or {}))
+        channel = ClusterChannel(
+            pool, strategies.__getitem__, make_context, dict(attachments or {})
+        )
 
         def on_chain(bound: Any) -> None:
             providers = bound.snapshot.providers

@@ -72,7 +72,7 @@ class _MultiCallable:
         self._invoker = invoker
         # A request stream can be consumed only once, so it is never replayed on another
         # provider: client-streaming calls are fail-fast whatever the reference says.
-        self._strategy = failfast if request_streaming else channel.strategy
+        self._strategy = failfast if request_streaming else channel.strategy_for(self._method)
         self._context = channel.context_for(invoker)
 
     def _invoke(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
@@ -126,12 +126,12 @@ class ClusterChannel(grpc.Channel):
     def __init__(
         self,
         pool: ChannelPool,
-        strategy: Strategy,
+        strategy_for: Callable[[str], Strategy],
         make_context: Callable[[MethodInvoker], ClusterContext],
         attachments: dict[str, str] | None = None,
     ) -> None:
         self.pool = pool
-        self.strategy = strategy
+        self.strategy_for = strategy_for
         self._make_context = make_context
         self.attachments = dict(attachments or {})
         self.invokers: list[MethodInvoker] = []

@@ -142,6 +142,10 @@ class MethodInvoker:
         self._callables[address] = made
         return made
 
+    def empty_response(self) -> Any:
+        """The method's response message with no fields set (what ``failsafe`` returns)."""
+        return self._deserializer(b"") if self._deserializer is not None else None
+
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""
         for address in addresses:
