@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import grpc
 
 from dubbo_py import __version__
+from dubbo_py.cluster import configurators
 from dubbo_py.cluster.strategy import ClusterContext, get_strategy
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
@@ -261,6 +262,8 @@ class Application:
             registry,
             factory.new_rulebook(),
             builtin_routers=factory.builtin_routers(),
+            configure=configurators.apply,
+            validate_configurators=configurators.parse_configurators_yaml,
             cache=cache,
             static_providers=static,
         )
