@@ -21,7 +21,8 @@ import grpc
 
 from dubbo_py import __version__
 from dubbo_py.cluster import configurators
-from dubbo_py.cluster.strategy import ClusterContext, get_strategy
+from dubbo_py.cluster.mock import parse_mock, with_mock
+from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.directory import RegistryDirectory
@@ -193,13 +194,16 @@ class Application:
         attachments: Mapping[str, str] | None = None,
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
+        mock: str | None = None,
     ) -> S:
         """A generated stub whose calls are routed, balanced and retried by dubbo-py.
 
         ``methods`` overrides options per method, e.g. ``{"SayHello": {"retries": 0,
         "timeout": 0.5}}``; ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried;
         ``attachments`` go with every call (``dubbo.tag`` selects tagged providers); ``check``
-        waits up to that many seconds for the first provider list.
+        waits up to that many seconds for the first provider list; ``mock`` degrades the
+        service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
+        :mod:`dubbo_py.cluster.mock`), also settable per method.
         """
         return self.reference_handle(
             stub_class,
@@ -214,6 +218,7 @@ class Application:
             attachments=attachments,
             parameters=parameters,
             check=check,
+            mock=mock,
         ).stub  # type: ignore[no-any-return]
 
     def reference_handle(
@@ -231,6 +236,7 @@ class Application:
         attachments: Mapping[str, str] | None = None,
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
+        mock: str | None = None,
     ) -> Reference:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
@@ -248,6 +254,7 @@ class Application:
             m: get_strategy(str(method_options.get(m, {}).get("cluster", cluster)))
             for m in spec.method_names
         }
+        mocks = {m: parse_mock(method_options.get(m, {}).get("mock", mock)) for m in strategies}
         balancer = get_loadbalance(loadbalance)
         consumer = self._consumer_url(spec.name, version, group, parameters, retries, timeout)
         registry = self.registry
@@ -299,9 +306,13 @@ class Application:
                 options=option_for,
             )
 
-        channel = ClusterChannel(
-            pool, strategies.__getitem__, make_context, dict(attachments or {})
-        )
+        def strategy_for(method: str, invoker: MethodInvoker) -> Strategy:
+            mock_spec = mocks.get(method)
+            if mock_spec is None:
+                return strategies[method]
+            return with_mock(strategies[method], mock_spec, lambda: type(invoker.empty_response()))
+
+        channel = ClusterChannel(pool, strategy_for, make_context, dict(attachments or {}))
 
         def on_chain(bound: Any) -> None:
             providers = bound.snapshot.providers

@@ -72,7 +72,9 @@ class _MultiCallable:
         self._invoker = invoker
         # A request stream can be consumed only once, so it is never replayed on another
         # provider: client-streaming calls are fail-fast whatever the reference says.
-        self._strategy = failfast if request_streaming else channel.strategy_for(self._method)
+        self._strategy = (
+            failfast if request_streaming else channel.strategy_for(self._method, invoker)
+        )
         self._context = channel.context_for(invoker)
 
     def _invoke(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
@@ -126,7 +128,7 @@ class ClusterChannel(grpc.Channel):
     def __init__(
         self,
         pool: ChannelPool,
-        strategy_for: Callable[[str], Strategy],
+        strategy_for: Callable[[str, MethodInvoker], Strategy],
         make_context: Callable[[MethodInvoker], ClusterContext],
         attachments: dict[str, str] | None = None,
     ) -> None:
