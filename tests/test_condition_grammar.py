@@ -290,9 +290,7 @@ def test_any_spacing_parses_to_the_same_rule(rule: ConditionRule, data: st.DataO
     assert parse_rule(respaced, "prop") == rule
 
 
-_rule_alphabet = st.sampled_from(
-    [*"ab1 =!&,~$*[].>\n\t", "=>", "!=", "arguments[", "attachments["]
-)
+_rule_alphabet = st.sampled_from([*"ab1 =!&,~$*[].>\n\t", "=>", "!=", "arguments[", "attachments["])
 
 
 @settings(max_examples=500, deadline=None)

@@ -148,14 +148,47 @@ class _Document:
                 line=start.line + 1,
                 column=start.column + quote + exc.column,
             )
+        if style == "|":
+            located = self.literal_block_position(node, exc.line, exc.column)
+            if located is not None:
+                line, column = located
+                return RuleError(reason, source=self.source, line=line, column=column)
         return self.error(f"{reason} (line {exc.line}, column {exc.column} of the rule)", node)
+
+    def literal_block_position(
+        self, node: yaml.ScalarNode, line: int, column: int
+    ) -> tuple[int, int] | None:
+        """Where line/column of a ``|`` block's text is in the document: its lines are the
+        document's lines after the indicator, less their indentation."""
+        rule_lines = str(node.value).split("\n")
+        doc_lines = self.text.split("\n")
+        first = node.start_mark.line + 1
+        target = first + line - 1
+        if target >= len(doc_lines) or line > len(rule_lines):
+            return None
+        opening = doc_lines[first]
+        indent = len(opening) - len(opening.lstrip(" "))  # the block's indentation
+        if doc_lines[target][indent:] != rule_lines[line - 1] or not rule_lines[line - 1]:
+            return None
+        return target + 1, indent + column
 
     # ------------------------------------------------------------------ reading
 
     def load(self) -> tuple[Any, yaml.Node]:
         if not isinstance(self.text, str):
             raise self.error(f"a rule document must be text, not {type(self.text).__name__}")
-        loader = yaml.SafeLoader(self.text)
+        try:
+            loader = yaml.SafeLoader(self.text)
+        except yaml.reader.ReaderError as exc:
+            line = self.text.count("\n", 0, exc.position) + 1
+            column = exc.position - (self.text.rfind("\n", 0, exc.position) + 1) + 1
+            char = chr(exc.character) if isinstance(exc.character, int) else exc.character
+            raise RuleError(
+                f"invalid YAML: character {char!r} is not allowed",
+                source=self.source,
+                line=line,
+                column=column,
+            ) from None
         try:
             node = loader.get_single_node()
             if node is None:
@@ -163,7 +196,7 @@ class _Document:
             return loader.construct_document(node), node
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
-            problem = exc.problem or exc.context or "malformed YAML"
+            problem = "; ".join(p for p in (exc.context, exc.problem) if p) or "malformed YAML"
             line = mark.line + 1 if mark else None
             column = mark.column + 1 if mark else None
             raise RuleError(
