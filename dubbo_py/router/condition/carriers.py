@@ -180,14 +180,14 @@ class _Document:
         try:
             loader = yaml.SafeLoader(self.text)
         except yaml.reader.ReaderError as exc:
-            line = self.text.count("\n", 0, exc.position) + 1
-            column = exc.position - (self.text.rfind("\n", 0, exc.position) + 1) + 1
+            bad_line = self.text.count("\n", 0, exc.position) + 1
+            bad_column = exc.position - (self.text.rfind("\n", 0, exc.position) + 1) + 1
             char = chr(exc.character) if isinstance(exc.character, int) else exc.character
             raise RuleError(
                 f"invalid YAML: character {char!r} is not allowed",
                 source=self.source,
-                line=line,
-                column=column,
+                line=bad_line,
+                column=bad_column,
             ) from None
         try:
             node = loader.get_single_node()
