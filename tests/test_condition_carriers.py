@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -648,3 +649,21 @@ def test_chain_names_the_condition_router_that_emptied_the_list() -> None:
     bound = RouterChain([router]).bind(Snapshot(PROVIDERS), GRAY_BEIJING)
     with pytest.raises(NoProviderError, match="routers/block"):
         bound.route(CALL)
+
+
+# --------------------------------------------------------------------------- the docs
+
+
+def test_examples_in_the_routing_docs_are_valid() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "routing.md").read_text("utf-8")
+    blocks = doc.split("```")[1::2]
+    yaml_docs = [b.removeprefix("yaml\n") for b in blocks if b.startswith("yaml\n")]
+    assert len(yaml_docs) == 2
+    for text in yaml_docs:
+        (router,) = routers_from_yaml(text, "docs/routing.md")
+        assert router.priority == SERVICE_SCOPE_PRIORITY
+    urls = [line for b in blocks for line in b.splitlines() if line.startswith("condition://")]
+    assert len(urls) == 1
+    router = router_from_url(URL.parse(urls[0]), "docs")
+    assert router.priority == 1
+    validate_rule("method = SayHello & attachments[lane] = gray => env = gray", "docs")
