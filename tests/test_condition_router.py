@@ -466,3 +466,17 @@ def test_precomputed_routing_agrees_with_direct_evaluation(
     survivors = [p for p, z in zip(providers, zones, strict=True) if keeps(z)]
     expected = survivors if lane == "blue" and survivors else list(providers)
     assert got == expected
+
+
+def test_consumer_and_provider_key_prefixes_route_like_plain_keys() -> None:
+    # Dubbo strips `consumer.` / `provider.` (ConditionStateRouter.init); dubbo-py only from keys.
+    assert route(f"consumer.host = {LOCAL} => provider.region = hangzhou") == [THREE[0]]
+    providers = ("tri://a:1/x?owner=consumer.team", "tri://b:1/x?owner=team")
+    assert route("=> owner = consumer.team", providers) == [providers[0]]
+
+
+def test_reference_on_the_when_side_reads_the_consumer_url() -> None:
+    # Dubbo compares `$name` literally on the when side; dubbo-py resolves it on both sides.
+    consumer = f"{CONSUMER}?zone=a&home=a"
+    assert when_matches("zone = $home", consumer)
+    assert not when_matches("zone = $other", consumer)
