@@ -397,7 +397,7 @@ class CountingTuple(tuple[URL, ...]):
         CountingTuple.reads += 1
         return super().__iter__()
 
-    def __getitem__(self, index: SupportsIndex | slice) -> Any:  # type: ignore[override]
+    def __getitem__(self, index: SupportsIndex | slice) -> Any:
         CountingTuple.reads += 1
         return super().__getitem__(index)
 
