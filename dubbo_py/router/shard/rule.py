@@ -300,7 +300,9 @@ def _check_split(doc: _Doc, rule: ShardRule) -> None:
             rule.initial_shards,
         )
     except LayoutError as exc:
-        field = "split_from" if exc.field in ("shards", "to_shards") else exc.field
+        field = (
+            "split_from" if exc.field in ("shards", "to_shards", "initial_shards") else exc.field
+        )
         raise doc.fail(field, exc.reason) from None
     if not plan.ok:
         raise doc.fail(
