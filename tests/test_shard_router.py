@@ -509,3 +509,12 @@ def test_key_source_reads_bytes_and_numbers() -> None:
     assert KeySource("arguments", index=1).read(inv) == "7"
     assert KeySource("arguments", index=2).read(inv) is None
     assert KeySource("arguments", index=5).read(inv) is None
+
+
+def test_compile_shard_document_gives_one_router() -> None:
+    from dubbo_py.router.shard.router import compile_shard_document
+
+    (router,) = compile_shard_document(ES4, SOURCE)
+    assert router.name == f"shard:{SOURCE}" and router.priority == 160
+    with pytest.raises(RuleError):
+        compile_shard_document("scheme: solr\n", SOURCE)

@@ -218,5 +218,8 @@ def _print_plan(result: SplitPlan) -> None:
         f"shard=<n>&shards={result.to_shards}, once it holds its data):"
     )
     console.print(yaml.safe_dump(result.rule_fields(during=True), sort_keys=False).rstrip())
-    console.print("\nRule once every new shard serves its keys:")
+    console.print(
+        "\nRule once every new shard serves its keys (stop the old providers first, or have "
+        f"them advertise shards={result.from_shards}):"
+    )
     console.print(yaml.safe_dump(result.rule_fields(during=False), sort_keys=False).rstrip())

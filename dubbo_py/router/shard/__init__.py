@@ -12,7 +12,7 @@ from dubbo_py.router.shard.hashing import (
     solr_route_range,
 )
 from dubbo_py.router.shard.plan import SplitPlan, plan_split
-from dubbo_py.router.shard.router import BoundShardRouter, ShardRouter
+from dubbo_py.router.shard.router import BoundShardRouter, ShardRouter, compile_shard_document
 from dubbo_py.router.shard.rule import KeySource, ShardRule, parse_key_source, parse_shard_rule
 from dubbo_py.router.shard.schemes import (
     Layout,
@@ -36,6 +36,7 @@ __all__ = [
     "ShardRouter",
     "ShardRule",
     "SplitPlan",
+    "compile_shard_document",
     "es_default_routing_num_shards",
     "es_murmur3",
     "locate",

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import BoundRouter
+from dubbo_py.router.base import BoundRouter, Router
 from dubbo_py.router.shard.plan import plan_split
-from dubbo_py.router.shard.rule import ShardRule
+from dubbo_py.router.shard.rule import ShardRule, parse_shard_rule
 from dubbo_py.router.shard.schemes import Location, Scheme
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
@@ -40,6 +40,7 @@ __all__ = [
     "SHARD_ROUTER_PRIORITY",
     "BoundShardRouter",
     "ShardRouter",
+    "compile_shard_document",
 ]
 
 _log = logging.getLogger(__name__)
@@ -201,3 +202,9 @@ class ShardRouter:
 
     def __repr__(self) -> str:
         return f"ShardRouter({self.name!r}, {self.rule.scheme.value}, shards={self.rule.shards})"
+
+
+def compile_shard_document(text: str, source: str) -> list[Router]:
+    """The ``shard-router`` document compiler: one :class:`ShardRouter` for the rule in
+    ``text``; raises :class:`~dubbo_py.router.base.RuleError` when the rule is invalid."""
+    return [ShardRouter(parse_shard_rule(text, source), source)]
