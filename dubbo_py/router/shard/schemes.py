@@ -57,11 +57,6 @@ class Scheme(enum.StrEnum):
     ELASTICSEARCH_MODULO = "elasticsearch-modulo"
     SOLR = "solr"
 
-    @property
-    def is_elasticsearch(self) -> bool:
-        """True for both Elasticsearch functions."""
-        return self is not Scheme.SOLR
-
 
 class LayoutError(ValueError):
     """Shard-layout parameters that no index or collection can have; ``field`` names the
