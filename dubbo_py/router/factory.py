@@ -33,10 +33,12 @@ def document_compilers() -> dict[str, DocumentCompiler]:
     """Compilers for config-center documents by kind (``condition-router-app`` is the
     application-scoped condition document; its YAML says ``scope: application``)."""
     from dubbo_py.router.condition import carriers as condition
+    from dubbo_py.router.shard.router import compile_shard_document
 
     return {
         "condition-router": condition.routers_from_yaml,
         "condition-router-app": condition.routers_from_yaml,
+        "shard-router": compile_shard_document,
     }
 
 
