@@ -53,12 +53,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--version", default="1.0.0")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--shard", type=int, default=None)
+    parser.add_argument("--shards", type=int, default=None, help="shard count of --shard's layout")
     parser.add_argument("--tag", default=None)
     parser.add_argument("--grace", type=float, default=2.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="provider %(levelname)s %(message)s")
 
-    greeter = make_greeter(args.version, args.shard, args.tag)
+    greeter = make_greeter(args.version, args.shard, args.tag, args.shards)
     app = dubbo_py.Application(args.application, registry=args.registry)
     server = app.start(greeter, port=args.port)
     greeter.address = server.address
