@@ -6,9 +6,13 @@ store from ``make_store`` is a separate session on the same namespace, like anot
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dubbo_py.registry.store import (
     BadVersionError,
@@ -383,3 +387,99 @@ def test_many_quick_changes_end_in_the_latest_state(store: Store) -> None:
     for name in names[:-1]:
         store.delete(f"/burst/{name}")
     seen.wait_last(names[-1:])
+
+
+# -- model check ----------------------------------------------------------------------------
+
+_segments = st.sampled_from(["a", "b", "c"])
+_paths = st.lists(_segments, min_size=1, max_size=3).map(lambda parts: "/" + "/".join(parts))
+_data = st.binary(max_size=4)
+_versions = st.sampled_from([-1, 0, 1, 2])
+_operations = st.one_of(
+    st.tuples(st.just("create"), _paths, _data, st.booleans()),
+    st.tuples(st.just("set"), _paths, _data, _versions),
+    st.tuples(st.just("delete"), _paths, _versions, st.booleans()),
+    st.tuples(st.just("get"), _paths),
+    st.tuples(st.just("children"), _paths),
+)
+_example = itertools.count()
+
+
+class _Model:
+    """What a ZooKeeper-like tree must do, in a dict: path -> (data, version, ephemeral)."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, tuple[bytes, int, bool]] = {}
+
+    def _parent(self, path: str) -> str:
+        return path.rsplit("/", 1)[0]
+
+    def _below(self, path: str) -> list[str]:
+        return [p for p in self.nodes if p.startswith(path + "/")]
+
+    def apply(self, op: tuple[Any, ...]) -> object:
+        kind, path = op[0], op[1]
+        if kind == "create":
+            _, _, data, ephemeral = op
+            if path in self.nodes:
+                return NodeExistsError
+            parts = path.split("/")[1:]
+            ancestors = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+            if any(self.nodes.get(a, (b"", 0, False))[2] for a in ancestors):
+                return StoreError
+            for ancestor in ancestors:
+                self.nodes.setdefault(ancestor, (b"", 0, False))
+            self.nodes[path] = (data, 0, ephemeral)
+            return None
+        if path not in self.nodes:
+            return NoNodeError
+        data, version, ephemeral = self.nodes[path]
+        if kind == "get":
+            return (data, version)
+        if kind == "children":
+            return sorted(p.rsplit("/", 1)[1] for p in self.nodes if self._parent(p) == path)
+        if kind == "set":
+            _, _, new, expected = op
+            if expected not in (-1, version):
+                return BadVersionError
+            self.nodes[path] = (new, version + 1, ephemeral)
+            return version + 1
+        _, _, expected, recursive = op
+        if expected not in (-1, version):
+            return BadVersionError
+        below = self._below(path)
+        if below and not recursive:
+            return NotEmptyError
+        for p in [path, *below]:
+            del self.nodes[p]
+        return None
+
+
+def _run(store: Store, base: str, op: tuple[Any, ...]) -> object:
+    kind, path = op[0], base + op[1]
+    try:
+        if kind == "create":
+            return store.create(path, op[2], ephemeral=op[3])
+        if kind == "set":
+            return store.set(path, op[2], version=op[3])
+        if kind == "delete":
+            return store.delete(path, version=op[2], recursive=op[3])
+        if kind == "get":
+            return store.get(path)
+        return store.children(path)
+    except StoreError as exc:
+        return type(exc)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(operations=st.lists(_operations, max_size=15))
+def test_store_behaves_like_the_model(store: Store, operations: list[tuple[Any, ...]]) -> None:
+    base = f"/model{next(_example)}"  # a fresh subtree per example, in the test's namespace
+    store.ensure_path(base)
+    model = _Model()
+    for op in operations:
+        assert _run(store, base, op) == model.apply(op), op

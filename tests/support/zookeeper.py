@@ -7,6 +7,7 @@ be as short as 0.4 s), no admin server, and the ``ruok``/``srvr``/``stat`` four-
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -19,7 +20,13 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-__all__ = ["ZooKeeperServer", "ZooKeeperUnavailable", "expire_session", "zookeeper_classpath"]
+__all__ = [
+    "ZooKeeperServer",
+    "ZooKeeperUnavailable",
+    "expire_session",
+    "four_letter_word",
+    "zookeeper_classpath",
+]
 
 _JAR_DIRS = (
     Path("/usr/share/zookeeper/lib"),
@@ -121,6 +128,8 @@ class ZooKeeperServer:
             )
         )
         self._process: subprocess.Popen[bytes] | None = None
+        # The JVM runs in its own session: make sure it does not outlive an interrupted run.
+        atexit.register(self.close)
 
     @property
     def address(self) -> str:
@@ -188,6 +197,7 @@ class ZooKeeperServer:
         """Stop and remove the data directory."""
         self.stop()
         shutil.rmtree(self._base, ignore_errors=True)
+        atexit.unregister(self.close)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the server's log."""
