@@ -18,8 +18,8 @@ and the ``leastactive`` / ``shortestresponse`` balancers read :meth:`CallStats.a
 window average. Methods are keyed by the gRPC full method name so that two services on one
 server with a method of the same name (``Get``) keep separate statistics.
 
-Reads are lock-free (an ``int`` attribute read is atomic); updates take a per-cell lock, so the
-cost of a call is two uncontended lock round trips whatever the number of providers.
+Reads are lock-free (an attribute read is atomic); updates take a per-cell lock, so the cost of
+a call is two uncontended lock round trips whatever the number of providers.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class StatsView:
 
 
 class StatCell:
-    """The counters of one (address, method). Balancers cache references to cells; only
-    :class:`CallStats` mutates them."""
+    """The counters of one (address, method). Balancers cache references to cells and read
+    ``active`` and ``window_average`` directly; only :class:`CallStats` mutates them."""
 
     __slots__ = (
         "_lock",
@@ -79,12 +79,12 @@ class StatCell:
         "method",
         "total",
         "total_elapsed",
-        "window_elapsed_offset",
-        "window_epoch",
-        "window_succeeded_offset",
+        "window_average",
+        "window_elapsed",
+        "window_succeeded",
     )
 
-    def __init__(self, address: str, method: str, epoch: int) -> None:
+    def __init__(self, address: str, method: str) -> None:
         self._lock = threading.Lock()
         self.address = address
         self.method = method
@@ -94,39 +94,27 @@ class StatCell:
         self.total_elapsed = 0.0
         self.failed_elapsed = 0.0
         self.max_elapsed = 0.0
-        self.window_epoch = epoch
-        self.window_succeeded_offset = 0
-        self.window_elapsed_offset = 0.0
+        self.window_succeeded = 0
+        self.window_elapsed = 0.0
+        #: Whole ms (Dubbo's ``long`` division) of the window's succeeded average, kept up to
+        #: date by every call so that a balancer reads one attribute.
+        self.window_average = 0
 
     @property
     def succeeded(self) -> int:
         """Calls that ended successfully (Dubbo's ``getSucceeded``)."""
         return self.total - self.failed
 
-    def _roll(self, epoch: int) -> None:
-        # The window moved on: what happened before now is outside it. Only ever moves forward,
-        # so a writer that read the clock just before a boundary cannot undo a newer reset.
+    def window_average_ms(self) -> float:
+        """Average elapsed ms of the succeeded calls in the current window (0.0 when none)."""
+        count = self.window_succeeded
+        return self.window_elapsed / count if count > 0 else 0.0
+
+    def _reset_window(self) -> None:
         with self._lock:
-            if epoch > self.window_epoch:
-                self.window_epoch = epoch
-                self.window_succeeded_offset = self.total - self.failed
-                self.window_elapsed_offset = self.total_elapsed - self.failed_elapsed
-
-    def window_average_ms(self, epoch: int) -> float:
-        """Average elapsed ms of the succeeded calls in window ``epoch`` (0.0 when none)."""
-        if epoch > self.window_epoch:
-            self._roll(epoch)
-        count = self.total - self.failed - self.window_succeeded_offset
-        if count <= 0:
-            return 0.0
-        elapsed = self.total_elapsed - self.failed_elapsed - self.window_elapsed_offset
-        return elapsed / count
-
-    def window_succeeded(self, epoch: int) -> int:
-        """Succeeded calls in window ``epoch``."""
-        if epoch > self.window_epoch:
-            self._roll(epoch)
-        return self.total - self.failed - self.window_succeeded_offset
+            self.window_succeeded = 0
+            self.window_elapsed = 0.0
+            self.window_average = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +129,9 @@ class CallStats:
     """Thread-safe call statistics per (address, method).
 
     ``clock`` (seconds, monotonic) measures elapsed time and drives the response-time window;
-    inject a fake one in tests.
+    inject a fake one in tests. When a window ends, the first caller to notice resets every
+    cell (as Dubbo resets every ``SlideWindowData`` together): O(cells) once per window, so
+    reading a cell never has to check which window it belongs to.
     """
 
     def __init__(
@@ -158,8 +148,9 @@ class CallStats:
         self._cells: dict[tuple[str, str], StatCell] = {}
         self._lock = threading.Lock()
         self._generation = 0
+        self._window = 0
 
-    # ------------------------------------------------------------------ cells
+    # ------------------------------------------------------------------ cells and window
 
     @property
     def generation(self) -> int:
@@ -167,9 +158,18 @@ class CallStats:
         recognised as stale."""
         return self._generation
 
-    def epoch(self) -> int:
-        """The index of the current response-time window."""
-        return int((self._clock() - self._origin) // self._slide_period)
+    def refresh_window(self) -> int:
+        """Start a new response-time window if the slide period has passed; the window index."""
+        return self._roll_to(int((self._clock() - self._origin) // self._slide_period))
+
+    def _roll_to(self, window: int) -> int:
+        if window > self._window:
+            with self._lock:
+                if window > self._window:
+                    for cell in self._cells.values():
+                        cell._reset_window()
+                    self._window = window
+        return self._window
 
     def cell(self, address: str, method: str) -> StatCell:
         """The cell of (address, method), created on first use."""
@@ -180,7 +180,7 @@ class CallStats:
         with self._lock:
             found = self._cells.get(key)
             if found is None:
-                found = StatCell(address, method, self.epoch())
+                found = StatCell(address, method)
                 self._cells[key] = found
             return found
 
@@ -208,17 +208,19 @@ class CallStats:
         now = self._clock()
         elapsed = (now - token.started) * 1000.0 if elapsed_ms is None else float(elapsed_ms)
         elapsed = max(elapsed, 0.0)
-        epoch = int((now - self._origin) // self._slide_period)
+        self._roll_to(int((now - self._origin) // self._slide_period))
         cell = token.cell
-        if epoch > cell.window_epoch:
-            cell._roll(epoch)
         with cell._lock:
             cell.active -= 1
             cell.total += 1
             cell.total_elapsed += elapsed
             if elapsed > cell.max_elapsed:
                 cell.max_elapsed = elapsed
-            if not ok:
+            if ok:
+                cell.window_succeeded += 1
+                cell.window_elapsed += elapsed
+                cell.window_average = int(cell.window_elapsed // cell.window_succeeded)
+            else:
                 cell.failed += 1
                 cell.failed_elapsed += elapsed
 
@@ -242,25 +244,27 @@ class CallStats:
 
     def average_elapsed(self, address: str, method: str) -> float:
         """Average elapsed ms of the succeeded calls in the current window (0.0 when none)."""
+        self.refresh_window()
         found = self._cells.get((address, method))
-        return found.window_average_ms(self.epoch()) if found is not None else 0.0
+        return found.window_average_ms() if found is not None else 0.0
 
     def view(self, address: str, method: str) -> StatsView:
         """A copy of the counters of (address, method)."""
+        self.refresh_window()
         cell = self._cells.get((address, method))
         if cell is None:
             return StatsView(address, method, 0, 0, 0, 0, 0.0, 0, 0.0)
-        return self._view(cell, self.epoch())
+        return self._view(cell)
 
     def views(self) -> tuple[StatsView, ...]:
         """Copies of every cell, sorted by (address, method)."""
-        epoch = self.epoch()
+        self.refresh_window()
         with self._lock:
             cells = sorted(self._cells.items())
-        return tuple(self._view(cell, epoch) for _, cell in cells)
+        return tuple(self._view(cell) for _, cell in cells)
 
     @staticmethod
-    def _view(cell: StatCell, epoch: int) -> StatsView:
+    def _view(cell: StatCell) -> StatsView:
         return StatsView(
             address=cell.address,
             method=cell.method,
@@ -269,8 +273,8 @@ class CallStats:
             failed=cell.failed,
             succeeded=cell.succeeded,
             max_elapsed_ms=cell.max_elapsed,
-            window_succeeded=cell.window_succeeded(epoch),
-            window_average_ms=cell.window_average_ms(epoch),
+            window_succeeded=cell.window_succeeded,
+            window_average_ms=cell.window_average_ms(),
         )
 
 

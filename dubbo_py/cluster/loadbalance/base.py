@@ -52,7 +52,6 @@ __all__ = [
     "check_candidates",
     "current_millis",
     "effective_weight",
-    "pick_among",
     "weight_stable_until",
     "weight_table",
 ]
@@ -299,28 +298,3 @@ class IdentityCache(Generic[T]):
         """Forget everything."""
         with self._lock:
             self._entries.clear()
-
-
-def pick_among(
-    candidates: tuple[URL, ...],
-    indices: list[int],
-    weights: tuple[int, ...],
-    rng: random.Random,
-) -> URL:
-    """Dubbo's tie-break of ``leastactive``/``shortestresponse``: weighted random among
-    ``indices`` when their weights differ and sum to > 0, else uniform -- O(len(indices))."""
-    first = weights[indices[0]]
-    total = 0
-    same = True
-    for i in indices:
-        w = weights[i]
-        total += w
-        if w != first:
-            same = False
-    if not same and total > 0:
-        offset = rng.randrange(total)
-        for i in indices:
-            offset -= weights[i]
-            if offset < 0:
-                return candidates[i]
-    return candidates[indices[rng.randrange(len(indices))]]

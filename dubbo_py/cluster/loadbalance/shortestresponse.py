@@ -7,21 +7,26 @@ this one. The smallest estimate wins; ties are split by weighted random, as ``le
 A provider with no succeeded call in the window estimates 0, so fresh providers (and everyone
 right after a window reset) get tried -- Dubbo behaves the same.
 
-Cost: O(n) per call (live statistics of every candidate are read through cached cell
-references); the pick among a full tie is O(log n).
+Cost: O(n) per call (the live statistics of every candidate are read, through cached cell
+references, in C-level passes); the pick among a full tie is O(log n).
 """
 
 from __future__ import annotations
 
 import random
+from operator import attrgetter, mul
 
-from dubbo_py.cluster.loadbalance._stats_table import StatsTableCache
-from dubbo_py.cluster.loadbalance.base import check_candidates, current_millis, pick_among
+from dubbo_py.cluster.loadbalance._stats_table import StatsTableCache, pick_lowest
+from dubbo_py.cluster.loadbalance.base import check_candidates, current_millis
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
 __all__ = ["ShortestResponseLoadBalance"]
+
+_ACTIVE = attrgetter("active")
+_AVERAGE = attrgetter("window_average")
+_PLUS_ONE = (1).__add__
 
 
 class ShortestResponseLoadBalance:
@@ -43,13 +48,8 @@ class ShortestResponseLoadBalance:
             return candidates[0]
         now = current_millis() if now_ms is None else now_ms
         st = self._tables.get(candidates, invocation, now)
-        epoch = self._tables.stats.epoch()
-        estimates = [int(cell.window_average_ms(epoch)) * (cell.active + 1) for cell in st.cells]
-        shortest = min(estimates)
-        count = estimates.count(shortest)
-        if count == 1:
-            return st.urls[estimates.index(shortest)]
-        if count == len(estimates):
-            return st.table.pick(self._rng)
-        ties = [i for i, estimate in enumerate(estimates) if estimate == shortest]
-        return pick_among(st.urls, ties, st.weights, self._rng)
+        self._tables.stats.refresh_window()
+        cells = st.cells
+        # average x (active + 1), all in C-level passes
+        estimates = list(map(mul, map(_AVERAGE, cells), map(_PLUS_ONE, map(_ACTIVE, cells))))
+        return pick_lowest(estimates, st, self._rng)
