@@ -56,7 +56,7 @@ class QuarantineView(Protocol):
         """(healthy, quarantined) among ``candidates``."""
         ...
 
-    def add(self, url: URL, reason: str) -> None:
+    def add(self, url: URL, reason: str) -> object:
         """Quarantine a provider that failed at the transport level."""
         ...
 

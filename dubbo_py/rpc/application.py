@@ -205,7 +205,7 @@ class Application:
         service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
         :mod:`dubbo_py.cluster.mock`), also settable per method.
         """
-        return self.reference_handle(
+        stub: S = self.reference_handle(
             stub_class,
             version=version,
             group=group,
@@ -219,11 +219,12 @@ class Application:
             parameters=parameters,
             check=check,
             mock=mock,
-        ).stub  # type: ignore[no-any-return]
+        ).stub
+        return stub
 
     def reference_handle(
         self,
-        stub_class: type[Any],
+        stub_class: Any,
         *,
         version: str = "",
         group: str = "",
@@ -244,6 +245,7 @@ class Application:
         from dubbo_py.cluster.health_probe import grpc_health_probe
         from dubbo_py.cluster.loadbalance import get_loadbalance
         from dubbo_py.cluster.quarantine import Quarantine
+        from dubbo_py.cluster.stats import default_stats
 
         spec = service_of_stub(stub_class)
         method_options = {k: dict(v) for k, v in (methods or {}).items()}
@@ -255,7 +257,8 @@ class Application:
             for m in spec.method_names
         }
         mocks = {m: parse_mock(method_options.get(m, {}).get("mock", mock)) for m in strategies}
-        balancer = get_loadbalance(loadbalance)
+        stats = default_stats() if loadbalance in ("leastactive", "shortestresponse") else None
+        balancer = get_loadbalance(loadbalance, stats=stats)
         consumer = self._consumer_url(spec.name, version, group, parameters, retries, timeout)
         registry = self.registry
         cache = None
@@ -312,7 +315,9 @@ class Application:
                 return strategies[method]
             return with_mock(strategies[method], mock_spec, lambda: type(invoker.empty_response()))
 
-        channel = ClusterChannel(pool, strategy_for, make_context, dict(attachments or {}))
+        channel = ClusterChannel(
+            pool, strategy_for, make_context, dict(attachments or {}), stats=stats
+        )
 
         def on_chain(bound: Any) -> None:
             providers = bound.snapshot.providers

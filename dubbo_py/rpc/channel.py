@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from dubbo_py.cluster.stats import CallStats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, failfast
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
@@ -131,8 +132,10 @@ class ClusterChannel(grpc.Channel):
         strategy_for: Callable[[str, MethodInvoker], Strategy],
         make_context: Callable[[MethodInvoker], ClusterContext],
         attachments: dict[str, str] | None = None,
+        stats: CallStats | None = None,
     ) -> None:
         self.pool = pool
+        self.stats = stats
         self.strategy_for = strategy_for
         self._make_context = make_context
         self.attachments = dict(attachments or {})
@@ -158,6 +161,7 @@ class ClusterChannel(grpc.Channel):
             response_deserializer,
             request_streaming=request_streaming,
             response_streaming=response_streaming,
+            stats=self.stats,
         )
         return _MultiCallable(self, method, invoker, request_streaming)
 
