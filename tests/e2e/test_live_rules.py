@@ -123,7 +123,8 @@ def test_invalid_rule_keeps_last_good_rules(
         wait_until(lambda: len(ref.directory.providers) == 2, 10, "both providers")
         assert app.registry is not None
         key = "demo.Greeter:1.0.0:.condition-router"
-        good = f"configVersion: v3.0\nforce: true\nconditions: ['=> port = {p2.port}']\n"
+        head = "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nforce: true\n"
+        good = f"{head}conditions: ['=> port = {p2.port}']\n"
         app.registry.put_config(key, good)
         request = greeter_pb2.HelloRequest(name="x")
 
@@ -131,7 +132,7 @@ def test_invalid_rule_keeps_last_good_rules(
             return {ref.stub.SayHello(request).provider for _ in range(10)} == {p2.address}
 
         wait_until(only_p2, 5, "the good rule to apply")
-        app.registry.put_config(key, "configVersion: v3.0\nconditions: ['=> port = ']\n")
+        app.registry.put_config(key, f"{head}conditions: ['=> port = ']\n")
         wait_until(lambda: bool(ref.directory.rule_errors), 5, "the bad rule to be refused")
         ((source, reason),) = ref.directory.rule_errors.items()
         assert (key in source and "line 1" in reason) or ":" in reason
