@@ -8,12 +8,21 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["MOCK_ATTACHMENT", "TAG_ATTACHMENT", "Invocation", "request_arguments"]
+__all__ = [
+    "MOCK_ATTACHMENT",
+    "RETRIES_ATTACHMENT",
+    "TAG_ATTACHMENT",
+    "Invocation",
+    "request_arguments",
+]
 
 #: Attachment that marks an invocation as wanting ``mock://`` providers (Dubbo's key).
 MOCK_ATTACHMENT = "invocation.need.mock"
 #: Attachment carrying the request tag for the tag router (Dubbo's key).
 TAG_ATTACHMENT = "dubbo.tag"
+#: Attachment overriding the reference's retries for one call (Dubbo reads ``retries`` from the
+#: call's attachments the same way). The cluster layer consumes it; it is not sent to providers.
+RETRIES_ATTACHMENT = "dubbo.retries"
 
 
 def request_arguments(request: Any) -> tuple[Any, ...]:

@@ -8,16 +8,50 @@ from typing import Any
 
 import grpc
 
-__all__ = ["ClusterError", "is_transport_failure"]
+__all__ = [
+    "NON_APPLICATION_CODES",
+    "TRANSPORT_CODES",
+    "ClusterError",
+    "ProviderUnavailable",
+    "is_call_failure",
+    "is_transport_failure",
+    "status_code",
+]
 
 #: Codes that mean "the call never reached application code": safe to retry elsewhere.
 TRANSPORT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
 
+#: Codes that are failures of the call rather than answers from the application: the cluster
+#: layer wraps them in a :class:`ClusterError` naming the providers tried, and ``fail:`` mocks
+#: answer them. Any other status (INVALID_ARGUMENT, NOT_FOUND, ...) is the provider's answer
+#: and reaches the caller as is.
+NON_APPLICATION_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+
+
+def status_code(error: BaseException) -> grpc.StatusCode | None:
+    """The gRPC status code of ``error`` (None for anything that is not a status error)."""
+    if isinstance(error, grpc.RpcError) and hasattr(error, "code"):
+        code = error.code()
+        return code if isinstance(code, grpc.StatusCode) else None
+    return None
+
 
 def is_transport_failure(error: BaseException) -> bool:
     """True for failures at the transport level (provider down, connection reset)."""
-    code = error.code() if isinstance(error, grpc.RpcError) and hasattr(error, "code") else None
-    return code in TRANSPORT_CODES
+    return status_code(error) in TRANSPORT_CODES
+
+
+def is_call_failure(error: BaseException) -> bool:
+    """True when ``error`` is a failure of the call rather than the application's answer (see
+    :data:`NON_APPLICATION_CODES`; "no provider" is a :class:`ClusterError` with UNAVAILABLE)."""
+    return status_code(error) in NON_APPLICATION_CODES
 
 
 class ClusterError(grpc.RpcError):
@@ -72,3 +106,25 @@ class ClusterError(grpc.RpcError):
 
     def __str__(self) -> str:
         return f"<ClusterError {self._code.name}: {self._details}>"
+
+
+class ProviderUnavailable(grpc.RpcError):
+    """UNAVAILABLE raised on the consumer side, before anything was sent: the provider's channel
+    was closed under the call (it left the registry, or was replaced after a revival). A
+    transport failure like any other, so strategies retry it elsewhere."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        self._details = f"{address}: {reason}"
+        super().__init__(self._details)
+
+    def code(self) -> grpc.StatusCode:
+        """Always UNAVAILABLE."""
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        """Which provider, and why."""
+        return self._details
+
+    def __str__(self) -> str:
+        return f"<ProviderUnavailable: {self._details}>"

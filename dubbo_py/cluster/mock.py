@@ -27,23 +27,13 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from dubbo_py.cluster.errors import ClusterError
+from dubbo_py.cluster.errors import ClusterError, is_call_failure
 from dubbo_py.cluster.strategy import ClusterContext, Strategy
 from dubbo_py.invocation import Invocation
 
 __all__ = ["MockSpec", "MockSpecError", "parse_mock", "with_mock"]
 
 log = logging.getLogger(__name__)
-
-#: Status codes that are failures of the call rather than answers from the application.
-NON_APPLICATION_CODES = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        grpc.StatusCode.CANCELLED,
-    }
-)
 
 
 class MockSpecError(ValueError):
@@ -113,13 +103,6 @@ def parse_mock(text: str | None) -> MockSpec | None:
     )
 
 
-def _is_call_failure(error: BaseException) -> bool:
-    if isinstance(error, ClusterError):
-        return True
-    code = error.code() if isinstance(error, grpc.RpcError) and hasattr(error, "code") else None
-    return code in NON_APPLICATION_CODES
-
-
 def with_mock(
     strategy: Strategy,
     spec: MockSpec,
@@ -133,7 +116,7 @@ def with_mock(
         try:
             return strategy(ctx, invocation)
         except grpc.RpcError as error:
-            if not _is_call_failure(error):
+            if not is_call_failure(error):
                 raise
             log.warning(
                 "%s.%s failed (%s); answering with mock",

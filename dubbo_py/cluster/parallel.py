@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 
-from dubbo_py.cluster.errors import ClusterError
+from dubbo_py.cluster.errors import ClusterError, is_call_failure, status_code
 from dubbo_py.cluster.strategy import ClusterContext, _deadline, _remaining, _route
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
@@ -39,33 +39,50 @@ def _pick_distinct(ctx: ClusterContext, invocation: Invocation, n: int) -> list[
 
 
 def forking(ctx: ClusterContext, invocation: Invocation) -> Any:
-    """Call ``forks`` (default 2) providers in parallel; the first success wins. For reads where
-    latency matters more than load. Fails only when every fork failed."""
+    """Call ``forks`` (default 2) distinct providers in parallel; the first success wins. For
+    reads where latency matters more than load. When every fork failed, an application error
+    (a provider's answer) is raised as is; otherwise a :class:`ClusterError` names every fork.
+    The deadline bounds the wait: a call still running then fails with DEADLINE_EXCEEDED."""
     forks = int(ctx.options(invocation.method, "forks") or 2)
     deadline = _deadline(ctx, invocation)
     chosen = _pick_distinct(ctx, invocation, max(1, forks))
-    pending = {_executor().submit(ctx.call, p, invocation, _remaining(deadline)): p for p in chosen}
-    last: BaseException | None = None
-    for done in futures.as_completed(pending, timeout=_remaining(deadline)):
-        error = done.exception()
-        if error is None:
-            return done.result()
-        last = error
-    code = last.code() if isinstance(last, grpc.RpcError) else grpc.StatusCode.UNAVAILABLE
+    timeout = _remaining(deadline)
+    pending = {_executor().submit(ctx.call, p, invocation, timeout): p for p in chosen}
+    errors: list[BaseException] = []
+    try:
+        for done in futures.as_completed(pending, timeout=timeout):
+            error = done.exception()
+            if error is None:
+                return done.result()
+            ctx.note_failure(pending[done], error)
+            errors.append(error)
+    except futures.TimeoutError:
+        raise ClusterError(
+            invocation.service,
+            invocation.method,
+            [p.address for p in chosen],
+            f"no fork answered within {timeout:.3f}s",
+            code=grpc.StatusCode.DEADLINE_EXCEEDED,
+        ) from None
+    answer = next((e for e in errors if status_code(e) and not is_call_failure(e)), None)
+    if answer is not None:
+        raise answer
+    last = errors[-1]
     raise ClusterError(
         invocation.service,
         invocation.method,
         [p.address for p in chosen],
         f"all {len(chosen)} forks failed",
-        code=code,
+        code=status_code(last) or grpc.StatusCode.UNAVAILABLE,
         last=last,
     )
 
 
 def broadcast(ctx: ClusterContext, invocation: Invocation) -> Any:
     """Call every routed provider (one after another, as Dubbo does); fail if any failed,
-    naming each failure; otherwise return the last response. For cache invalidation and the
-    like. With the shard router, "every provider" means every provider of the routed shards."""
+    naming each provider called and each failure; otherwise return the last response. For cache
+    invalidation and the like. With the shard router, "every provider" means every provider of
+    the routed shards."""
     candidates = _route(ctx, invocation, [])
     deadline = _deadline(ctx, invocation)
     failed: list[URL] = []
@@ -75,20 +92,17 @@ def broadcast(ctx: ClusterContext, invocation: Invocation) -> Any:
         try:
             result = ctx.call(provider, invocation, _remaining(deadline))
         except grpc.RpcError as error:
+            ctx.note_failure(provider, error)
             failed.append(provider)
             last_error = error
-    if failed:
-        code = (
-            last_error.code()
-            if isinstance(last_error, grpc.RpcError)
-            else grpc.StatusCode.UNAVAILABLE
-        )
+    if last_error is not None:
         raise ClusterError(
             invocation.service,
             invocation.method,
-            [p.address for p in failed],
-            f"broadcast failed on {len(failed)} of {len(candidates)} providers",
-            code=code,
+            [p.address for p in candidates],
+            f"broadcast failed on {len(failed)} of {len(candidates)} providers "
+            f"({', '.join(p.address for p in failed)})",
+            code=status_code(last_error) or grpc.StatusCode.UNAVAILABLE,
             last=last_error,
         )
     return result

@@ -16,8 +16,14 @@ from typing import Any, Protocol
 
 import grpc
 
-from dubbo_py.cluster.errors import ClusterError, is_transport_failure
-from dubbo_py.invocation import Invocation
+from dubbo_py.cluster.errors import (
+    TRANSPORT_CODES,
+    ClusterError,
+    is_call_failure,
+    is_transport_failure,
+    status_code,
+)
+from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.router.base import NoProviderError
 from dubbo_py.router.chain import BoundChain
 from dubbo_py.rpc.invoker import ProviderCall
@@ -81,7 +87,8 @@ class ClusterContext:
     chain: Callable[[], BoundChain]
     balancer: Balancer
     call: ProviderCall
-    #: Retries for a method (attempts = retries + 1).
+    #: Retries for a method (attempts = retries + 1); one call may override it with the
+    #: ``dubbo.retries`` attachment (:data:`~dubbo_py.invocation.RETRIES_ATTACHMENT`).
     retries: Callable[[str], int] = lambda _method: 2
     #: Default timeout for a method, in seconds (None: no deadline).
     timeout: Callable[[str], float | None] = lambda _method: None
@@ -93,7 +100,11 @@ class ClusterContext:
     empty_response: Callable[[], Any] = lambda: None
     #: Per-method extra options (``forks`` for forking, ...).
     options: Callable[[str, str], Any] = lambda _method, _key: None
+    #: Whether a method is sticky: keep calling the provider that answered last while it stays
+    #: routable, untried in this call and out of quarantine (Dubbo's ``sticky``).
+    sticky: Callable[[str], bool] = lambda _method: False
     extras: dict[str, Any] = field(default_factory=dict)
+    _sticky: URL | None = field(default=None, init=False, repr=False)
 
     def candidates(self, invocation: Invocation) -> tuple[URL, ...]:
         """Route now (re-read the directory's chain, so a retry sees the latest rules)."""
@@ -103,15 +114,32 @@ class ClusterContext:
         self, invocation: Invocation, candidates: tuple[URL, ...], tried: Iterable[URL] = ()
     ) -> URL:
         """Balance among untried, unquarantined candidates when there are any, else among the
-        quarantined (tried last), else among every candidate."""
-        tried_set = set(tried)
-        pool = tuple(c for c in candidates if c not in tried_set) if tried_set else candidates
-        if not pool:
-            pool = candidates
+        quarantined (tried last), else among every candidate. A sticky method keeps the
+        provider it used last while that one is in the pool."""
+        pool = candidates
+        if tried:
+            tried_set = set(tried)
+            pool = tuple(c for c in candidates if c not in tried_set) or candidates
         if self.quarantine is not None:
             healthy, quarantined = self.quarantine.partition(pool)
             pool = healthy or quarantined
-        return self.balancer.select(pool, invocation)
+        if not self.sticky(invocation.method):
+            return self.balancer.select(pool, invocation)
+        # As Dubbo's AbstractClusterInvoker.select: the sticky provider wins while it is among
+        # the candidates and was not tried in this call; otherwise balance and stick to that.
+        held = self._sticky
+        if held is not None and held in pool:
+            return held
+        chosen = self.balancer.select(pool, invocation)
+        self._sticky = chosen
+        return chosen
+
+    def note_failure(self, provider: URL, error: BaseException) -> None:
+        """Quarantine a provider that failed at the transport level."""
+        if self.quarantine is not None and is_transport_failure(error):
+            details = error.details() if isinstance(error, grpc.RpcError) else str(error)
+            code = status_code(error)
+            self.quarantine.add(provider, f"{code.name if code else 'ERROR'}: {details}")
 
 
 Strategy = Callable[[ClusterContext, Invocation], Any]
@@ -129,14 +157,29 @@ def _remaining(deadline: float | None) -> float | None:
 
 
 def _retryable(ctx: ClusterContext, invocation: Invocation, error: BaseException) -> bool:
-    if is_transport_failure(error):
+    """Transport failures always; DEADLINE_EXCEEDED only for methods declared idempotent (the
+    call may have run); application errors never (they are answers)."""
+    code = status_code(error)
+    if code in TRANSPORT_CODES:
         return True
-    return (
-        isinstance(error, grpc.RpcError)
-        and hasattr(error, "code")
-        and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        and invocation.method in ctx.idempotent
-    )
+    return code == grpc.StatusCode.DEADLINE_EXCEEDED and invocation.method in ctx.idempotent
+
+
+def _attempts(ctx: ClusterContext, invocation: Invocation) -> int:
+    text = invocation.attachments.get(RETRIES_ATTACHMENT) if invocation.attachments else None
+    if text is None:
+        return max(0, ctx.retries(invocation.method)) + 1
+    try:
+        return max(0, int(text)) + 1
+    except ValueError:
+        log.warning(
+            "ignoring %s=%r on %s.%s: not an integer",
+            RETRIES_ATTACHMENT,
+            text,
+            invocation.service,
+            invocation.method,
+        )
+        return max(0, ctx.retries(invocation.method)) + 1
 
 
 def _route(ctx: ClusterContext, invocation: Invocation, tried: list[URL]) -> tuple[URL, ...]:
@@ -148,6 +191,25 @@ def _route(ctx: ClusterContext, invocation: Invocation, tried: list[URL]) -> tup
         ) from None
 
 
+def _failure(
+    invocation: Invocation, tried: list[URL], error: BaseException, reason: str
+) -> BaseException:
+    """What the caller sees for ``error``: a call failure becomes a :class:`ClusterError` naming
+    the service, method and every provider tried (keeping the status code); an application
+    error is the provider's answer and stays as it is."""
+    if not is_call_failure(error):
+        return error
+    code = status_code(error) or grpc.StatusCode.UNAVAILABLE
+    return ClusterError(
+        invocation.service,
+        invocation.method,
+        [t.address for t in tried],
+        reason,
+        code=code,
+        last=error,
+    )
+
+
 def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
     """Dubbo's default: on a transport failure, retry on another provider (re-routing first),
     up to ``retries`` times, never on one already tried while others remain; application errors
@@ -155,35 +217,30 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
     if ctx.budget is not None:
         ctx.budget.deposit()
     deadline = _deadline(ctx, invocation)
-    attempts = max(0, ctx.retries(invocation.method)) + 1
+    attempts = _attempts(ctx, invocation)
     tried: list[URL] = []
     last: BaseException | None = None
+    reason = "failed"
     for attempt in range(attempts):
         if attempt and ctx.budget is not None and not ctx.budget.try_withdraw():
             log.warning("retry budget exhausted for %s; not retrying", ctx.service)
+            reason = "retry budget exhausted"
             break
         candidates = _route(ctx, invocation, tried)
         provider = ctx.pick(invocation, candidates, tried)
         try:
             return ctx.call(provider, invocation, _remaining(deadline))
         except grpc.RpcError as error:
-            if not _retryable(ctx, invocation, error):
-                raise
-            last = error
             tried.append(provider)
-            if is_transport_failure(error) and ctx.quarantine is not None:
-                ctx.quarantine.add(provider, f"{error.code().name}: {error.details()}")
+            ctx.note_failure(provider, error)
+            if not _retryable(ctx, invocation, error):
+                raise _failure(invocation, tried, error, "failed, not retryable") from None
+            last = error
             if deadline is not None and time.monotonic() >= deadline:
+                reason = "deadline reached"
                 break
-    code = last.code() if isinstance(last, grpc.RpcError) else grpc.StatusCode.UNAVAILABLE
-    raise ClusterError(
-        invocation.service,
-        invocation.method,
-        [t.address for t in tried],
-        f"failed after {len(tried)} attempt(s)",
-        code=code,
-        last=last,
-    )
+    assert last is not None
+    raise _failure(invocation, tried, last, f"{reason} after {len(tried)} attempt(s)") from None
 
 
 def failfast(ctx: ClusterContext, invocation: Invocation) -> Any:
@@ -193,16 +250,16 @@ def failfast(ctx: ClusterContext, invocation: Invocation) -> Any:
     try:
         return ctx.call(provider, invocation, _remaining(_deadline(ctx, invocation)))
     except grpc.RpcError as error:
-        if is_transport_failure(error) and ctx.quarantine is not None:
-            ctx.quarantine.add(provider, f"{error.code().name}: {error.details()}")
-        raise
+        ctx.note_failure(provider, error)
+        raise _failure(invocation, [provider], error, "failed (failfast)") from None
 
 
 def failsafe(ctx: ClusterContext, invocation: Invocation) -> Any:
-    """Never raise: a failure is logged and the method's empty response is returned (for
-    calls whose result is optional, such as audit logging)."""
+    """Never raise: one attempt (as Apache Dubbo's ``FailsafeClusterInvoker``); a failure, of
+    any kind, is logged and the method's empty response is returned (for calls whose result is
+    optional, such as audit logging)."""
     try:
-        return failover(ctx, invocation)
+        return failfast(ctx, invocation)
     except grpc.RpcError as error:
         log.error(
             "failsafe: %s.%s failed, returning an empty response: %s",
