@@ -25,7 +25,11 @@ def grpc_health_probe(url: URL, timeout: float = 0.5) -> bool:
     service). Any other error, a refused connection or a timeout is False; this never raises.
     """
     try:
-        channel = grpc.insecure_channel(url.address)
+        # Its own subchannel: a shared one (gRPC's default pool) may be a consumer channel's,
+        # sitting in reconnect backoff although the server is back.
+        channel = grpc.insecure_channel(
+            url.address, options=[("grpc.use_local_subchannel_pool", 1)]
+        )
     except Exception:
         return False
     try:

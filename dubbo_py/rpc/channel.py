@@ -76,7 +76,7 @@ class _MultiCallable:
         self._strategy = (
             failfast if request_streaming else channel.strategy_for(self._method, invoker)
         )
-        self._context = channel.context_for(invoker)
+        self._context = channel.context_for(invoker, self._method)
 
     def _invoke(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
         invocation = Invocation(
@@ -140,11 +140,22 @@ class ClusterChannel(grpc.Channel):
         self._make_context = make_context
         self.attachments = dict(attachments or {})
         self.invokers: list[MethodInvoker] = []
+        #: The cluster context of each method (by method name), for inspection and tests.
+        self.contexts: dict[str, ClusterContext] = {}
 
-    def context_for(self, invoker: MethodInvoker) -> ClusterContext:
+    def context_for(self, invoker: MethodInvoker, method: str = "") -> ClusterContext:
         """The cluster context calls of one method use (built once per method)."""
         self.invokers.append(invoker)
-        return self._make_context(invoker)
+        context = self._make_context(invoker)
+        if method:
+            self.contexts[method] = context
+        return context
+
+    def forget(self, addresses: list[str]) -> None:
+        """Drop every method's cached callables for these provider addresses (their channels
+        were dropped or replaced in the pool)."""
+        for invoker in self.invokers:
+            invoker.forget(addresses)
 
     def _multicallable(
         self,

@@ -14,8 +14,9 @@ from typing import Any
 
 import grpc
 
+from dubbo_py.cluster.errors import ProviderUnavailable
 from dubbo_py.cluster.stats import CallStats, method_key
-from dubbo_py.invocation import Invocation
+from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.url import URL
 
 __all__ = ["ChannelPool", "MethodInvoker", "ProviderCall"]
@@ -27,17 +28,29 @@ CredentialsFor = Callable[[URL], grpc.ChannelCredentials | None]
 
 
 class ChannelPool:
-    """gRPC channels keyed by provider address (and TLS), created on first use."""
+    """gRPC channels keyed by provider address (and TLS), created on first use.
+
+    A channel that is dropped (its provider left the registry) or replaced (:meth:`reset`) is
+    closed only after ``linger`` seconds, so calls still in flight on it -- such as those a
+    provider drains while it shuts down gracefully -- finish instead of being cancelled.
+    """
 
     def __init__(
         self,
         credentials_for: CredentialsFor | None = None,
         options: Iterable[tuple[str, Any]] = (),
+        *,
+        linger: float = 30.0,
     ) -> None:
         self._credentials_for = credentials_for
-        self._options = list(options)
+        # Each channel owns its subchannels: gRPC's process-wide subchannel pool would hand a
+        # fresh channel the old one's connection, still in reconnect backoff after the provider
+        # died, so neither reset() nor a new channel after the provider came back would help.
+        self._options = [("grpc.use_local_subchannel_pool", 1), *options]
+        self._linger = linger
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
+        self._closing: list[threading.Timer] = []
 
     def channel(self, provider: URL) -> grpc.Channel:
         """The channel to this provider (created once, then shared)."""
@@ -48,28 +61,65 @@ class ChannelPool:
         with self._lock:
             channel = self._channels.get(key)
             if channel is None:
-                creds = self._credentials_for(provider) if self._credentials_for else None
-                if creds is None:
-                    channel = grpc.insecure_channel(key, options=self._options)
-                else:
-                    channel = grpc.secure_channel(key, creds, options=self._options)
+                channel = self._open(provider)
                 self._channels[key] = channel
             return channel
 
+    def _open(self, provider: URL) -> grpc.Channel:
+        creds = self._credentials_for(provider) if self._credentials_for else None
+        if creds is None:
+            return grpc.insecure_channel(provider.address, options=self._options)
+        return grpc.secure_channel(provider.address, creds, options=self._options)
+
+    def _close_later(self, channels: list[grpc.Channel]) -> None:
+        if not channels:
+            return
+        if self._linger <= 0:
+            for channel in channels:
+                channel.close()
+            return
+
+        def close() -> None:
+            for channel in channels:
+                channel.close()
+
+        timer = threading.Timer(self._linger, close)
+        timer.daemon = True
+        with self._lock:
+            self._closing = [t for t in self._closing if t.is_alive()]
+            self._closing.append(timer)
+        timer.start()
+
     def retain(self, providers: Iterable[URL]) -> list[str]:
-        """Close channels to addresses no longer among ``providers``; returns those addresses."""
+        """Drop channels to addresses no longer among ``providers`` (closed after ``linger``);
+        returns those addresses."""
         keep = {p.address for p in providers}
         with self._lock:
             gone = [a for a in self._channels if a not in keep]
             closing = [self._channels.pop(a) for a in gone]
-        for channel in closing:
-            channel.close()
+        self._close_later(closing)
         return gone
 
+    def reset(self, address: str) -> bool:
+        """Forget the channel to ``address`` so the next call opens a fresh one (the old one is
+        closed after ``linger``). Used when a quarantined provider is revived: its old channel
+        may sit in gRPC's reconnect backoff (up to two minutes) although the server is back."""
+        with self._lock:
+            channel = self._channels.pop(address, None)
+        if channel is None:
+            return False
+        self._close_later([channel])
+        return True
+
     def close(self) -> None:
-        """Close every channel."""
+        """Close every channel now, including those lingering."""
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
+            timers, self._closing = self._closing, []
+        for timer in timers:
+            timer.cancel()
+            if not timer.finished.is_set():
+                timer.function(*timer.args, **timer.kwargs)
         for channel in channels:
             channel.close()
 
@@ -123,14 +173,26 @@ class MethodInvoker:
         self._pool = pool
         # Only balancers that read call statistics (leastactive, shortestresponse) pay for
         # recording them.
-        self._stats = stats
-        self._stats_key = method_key(*path.lstrip("/").split("/", 1)) if stats else ""
         self._path = path
+        self._stats: CallStats | None = None
+        self._stats_key = ""
+        self.stats = stats
         self._serializer = request_serializer
         self._deserializer = response_deserializer
         self._kind = _Kind(request_streaming, response_streaming)
         self._metadata = tuple(metadata)
         self._callables: dict[str, Any] = {}
+
+    @property
+    def stats(self) -> CallStats | None:
+        """Where calls are recorded (None: not recorded)."""
+        return self._stats
+
+    @stats.setter
+    def stats(self, stats: CallStats | None) -> None:
+        # Set when a consumer override switches to a balancer that reads statistics.
+        self._stats_key = method_key(*self._path.lstrip("/").split("/", 1)) if stats else ""
+        self._stats = stats
 
     def _callable(self, provider: URL) -> Any:
         address = provider.address
@@ -158,18 +220,32 @@ class MethodInvoker:
             self._callables.pop(address, None)
 
     def metadata_for(self, invocation: Invocation) -> tuple[tuple[str, str], ...]:
-        """gRPC metadata carrying the invocation's attachments to the provider."""
-        if not invocation.attachments:
+        """gRPC metadata carrying the invocation's attachments to the provider (without the
+        consumer-side controls such as ``dubbo.retries``)."""
+        attachments = invocation.attachments
+        if not attachments:
             return self._metadata
-        return self._metadata + tuple(invocation.attachments.items())
+        if RETRIES_ATTACHMENT in attachments:
+            items = tuple(kv for kv in attachments.items() if kv[0] != RETRIES_ATTACHMENT)
+            return self._metadata + items
+        return self._metadata + tuple(attachments.items())
 
     def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         call = self._callable(provider)
         metadata = self.metadata_for(invocation)
-        if self._stats is None:
-            return self._send(call, invocation.request, timeout, metadata)
-        with self._stats.track(provider.address, self._stats_key):
-            return self._send(call, invocation.request, timeout, metadata)
+        try:
+            if self._stats is None:
+                return self._send(call, invocation.request, timeout, metadata)
+            with self._stats.track(provider.address, self._stats_key):
+                return self._send(call, invocation.request, timeout, metadata)
+        except ValueError as exc:
+            # grpc raises a bare ValueError for a call on a closed channel: the provider was
+            # dropped (or its channel replaced) after this call picked it. Nothing was sent, so
+            # it is a transport failure the strategy may retry elsewhere.
+            if "closed channel" not in str(exc):
+                raise
+            self._callables.pop(provider.address, None)
+            raise ProviderUnavailable(provider.address, "channel closed") from exc
 
     def _send(
         self, call: Any, request: Any, timeout: float | None, metadata: tuple[tuple[str, str], ...]
