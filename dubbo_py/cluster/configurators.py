@@ -20,6 +20,12 @@ Two carriers, as in Apache Dubbo:
 Matching overrides are applied in order (URLs first, then documents by key), each setting its
 parameters on the provider URL; ``enabled: false`` turns a rule off. What providers carry is then
 what load balancers (``weight``), the directory (``disabled``) and strategies read.
+
+An override that says ``side: consumer`` (``&side=consumer`` on a URL) changes consumers
+instead: its addresses are consumer hosts (``0.0.0.0`` or none: every consumer) and its
+applications consumer applications; :func:`consumer_parameters` gives what it sets
+(``timeout`` in ms, ``retries``, ``loadbalance``, or ``<method>.timeout`` and the like), which a
+reference merges over its own options. An override without ``side`` is a provider override.
 """
 
 from __future__ import annotations
@@ -34,7 +40,13 @@ import yaml
 from dubbo_py.router.base import RuleError
 from dubbo_py.url import URL
 
-__all__ = ["Override", "apply", "parse_configurators_yaml", "parse_override_url"]
+__all__ = [
+    "Override",
+    "apply",
+    "consumer_parameters",
+    "parse_configurators_yaml",
+    "parse_override_url",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +86,25 @@ class Override:
 
     def matches(self, provider: URL) -> bool:
         """Whether this override applies to ``provider``."""
-        if not self.enabled or self.side != "provider":
+        return self.side == "provider" and self._matches(provider, by_port=True)
+
+    def matches_consumer(self, consumer: URL) -> bool:
+        """Whether this (``side: consumer``) override applies to ``consumer`` (matched by host
+        and application; a consumer has no port)."""
+        return self.side == "consumer" and self._matches(consumer, by_port=False)
+
+    def _matches(self, url: URL, *, by_port: bool) -> bool:
+        if not self.enabled:
             return False
-        if self.applications and provider.get_str("application") not in self.applications:
+        if self.applications and url.get_str("application") not in self.applications:
             return False
         if not self.addresses:
             return True
         for address in self.addresses:
             host, _, port = address.partition(":")
-            host_ok = host in (ANYHOST, "*") or host == provider.host
-            if host_ok and (not port or port in ("0", "*") or port == str(provider.port)):
+            host_ok = host in (ANYHOST, "*") or host == url.host
+            any_port = not by_port or not port or port in ("0", "*")
+            if host_ok and (any_port or port == str(url.port)):
                 return True
         return False
 
@@ -162,15 +183,34 @@ def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
     return overrides
 
 
-def apply(providers: list[URL], urls: list[URL], documents: Mapping[str, str]) -> list[URL]:
-    """Providers with every matching override applied (the directory's ``configure`` hook).
-    An invalid document is logged with its key and skipped; the others still apply."""
+def _overrides(urls: list[URL], documents: Mapping[str, str]) -> list[Override]:
+    """Every override in force, in application order (URLs, then documents by key). An invalid
+    document is logged with its key and skipped; the others still apply."""
     overrides = [o for u in urls if (o := parse_override_url(u)) is not None]
     for key in sorted(documents):
         try:
             overrides.extend(parse_configurators_yaml(documents[key], key))
         except RuleError as exc:
             log.error("ignoring invalid override rule %s: %s", key, exc)
+    return overrides
+
+
+def consumer_parameters(
+    consumer: URL, urls: list[URL], documents: Mapping[str, str]
+) -> dict[str, str]:
+    """What the consumer-side overrides matching ``consumer`` set, later ones winning (the
+    directory's ``configure_consumer`` hook)."""
+    params: dict[str, str] = {}
+    for override in _overrides(urls, documents):
+        if override.matches_consumer(consumer):
+            params.update(override.parameters)
+    return params
+
+
+def apply(providers: list[URL], urls: list[URL], documents: Mapping[str, str]) -> list[URL]:
+    """Providers with every matching provider-side override applied (the directory's
+    ``configure`` hook)."""
+    overrides = [o for o in _overrides(urls, documents) if o.side == "provider"]
     if not overrides:
         return providers
     out = []

@@ -23,12 +23,20 @@ from dubbo_py.router.rulebook import RuleBook
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 
-__all__ = ["Configure", "RegistryDirectory", "ServiceRules", "matches_consumer"]
+__all__ = [
+    "Configure",
+    "ConfigureConsumer",
+    "RegistryDirectory",
+    "ServiceRules",
+    "matches_consumer",
+]
 
 log = logging.getLogger(__name__)
 
 #: Applies override rules: (providers, configurator URLs, configurator documents) -> providers.
 Configure = Callable[[list[URL], list[URL], Mapping[str, str]], list[URL]]
+#: Consumer-side overrides: (consumer, configurator URLs, documents) -> parameters they set.
+ConfigureConsumer = Callable[[URL, list[URL], Mapping[str, str]], Mapping[str, str]]
 
 
 def _no_overrides(
@@ -117,6 +125,7 @@ class RegistryDirectory:
         *,
         builtin_routers: Iterable[Router] = (),
         configure: Configure = _no_overrides,
+        configure_consumer: ConfigureConsumer | None = None,
         validate_configurators: Callable[[str, str], object] | None = None,
         cache: NotifyCache | None = None,
         static_providers: Iterable[URL] = (),
@@ -127,6 +136,10 @@ class RegistryDirectory:
         self._rulebook = rulebook
         self._builtin = tuple(builtin_routers)
         self._configure = configure
+        self._configure_consumer = configure_consumer
+        #: Parameters set by consumer-side overrides matching this consumer (``timeout`` in ms,
+        #: ``retries``, ``loadbalance``, ...); read it from a listener.
+        self.consumer_overrides: Mapping[str, str] = {}
         self._validate_configurators = validate_configurators
         self._cache = cache
         self._lock = threading.RLock()
@@ -285,6 +298,12 @@ class RegistryDirectory:
                     matching, self._configurator_urls, self._configurator_docs
                 )
                 usable = [p for p in configured if not p.get_bool("disabled", False)]
+                if self._configure_consumer is not None:
+                    self.consumer_overrides = dict(
+                        self._configure_consumer(
+                            self.consumer, self._configurator_urls, self._configurator_docs
+                        )
+                    )
                 # Sorted so every consumer indexes the same providers the same way.
                 self.providers = tuple(sorted(set(usable), key=lambda u: u.to_string()))
                 self._version += 1

@@ -21,7 +21,11 @@ import grpc
 
 from dubbo_py import __version__
 from dubbo_py.cluster import configurators
+from dubbo_py.cluster.budget import RetryBudget
+from dubbo_py.cluster.failback import FailbackQueue
+from dubbo_py.cluster.loadbalance import LoadBalance, get_loadbalance
 from dubbo_py.cluster.mock import parse_mock, with_mock
+from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
@@ -33,6 +37,12 @@ from dubbo_py.rpc.channel import ClusterChannel
 from dubbo_py.rpc.introspect import service_of_stub
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 from dubbo_py.rpc.provider import ExportedServer, export
+from dubbo_py.rpc.settings import (
+    MethodSettings,
+    base_parameters,
+    check_method_options,
+    resolve_settings,
+)
 from dubbo_py.url import URL
 
 __all__ = ["Application", "Reference"]
@@ -70,14 +80,63 @@ class Reference:
     directory: RegistryDirectory
     channel: ClusterChannel
     quarantine: Any = None
+    #: The retry budget shared by every reference to this service in the application.
+    budget: Any = None
+    #: Background retries of the ``failback`` strategy.
+    failback: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     def close(self) -> None:
-        """Stop watching the registry and close provider channels."""
+        """Stop watching the registry, stop background work and close provider channels."""
         self.directory.close()
         if self.quarantine is not None:
             self.quarantine.stop()
+        if self.failback is not None:
+            self.failback.close()
         self.channel.close()
+
+
+#: Balancers that read call statistics (the invokers only record them for these).
+_STATS_BALANCERS = frozenset({"leastactive", "shortestresponse"})
+
+
+class _Tuning:
+    """A reference's live per-method settings and balancer: its own options, with consumer-side
+    overrides merged over them whenever those change."""
+
+    def __init__(self, methods: tuple[str, ...], base: dict[str, str], loadbalance: str) -> None:
+        self._methods = methods
+        self._base = base
+        self._defaults = resolve_settings(methods, base)
+        self._overrides: dict[str, str] = {}
+        self.settings: dict[str, MethodSettings] = self._defaults
+        self.loadbalance = ""
+        self.balancer: LoadBalance
+        self.stats: CallStats | None = None
+        self._set_balancer(loadbalance)
+
+    def _set_balancer(self, name: str) -> None:
+        name = name.strip().lower()
+        if name == self.loadbalance:
+            return
+        stats = default_stats() if name in _STATS_BALANCERS else None
+        self.balancer = get_loadbalance(name, stats=stats)
+        self.loadbalance, self.stats = name, stats
+
+    def update(self, overrides: Mapping[str, str]) -> bool:
+        """Apply a new set of consumer overrides; True when the balancer changed."""
+        if overrides == self._overrides:
+            return False
+        self._overrides = dict(overrides)
+        params = {**self._base, **overrides}
+        self.settings = resolve_settings(self._methods, params, self._defaults)
+        before = self.balancer
+        try:
+            self._set_balancer(params["loadbalance"])
+        except ValueError as exc:
+            log.error("ignoring loadbalance override: %s", exc)
+            self._set_balancer(self._base["loadbalance"])
+        return self.balancer is not before
 
 
 class Application:
@@ -108,6 +167,7 @@ class Application:
         self._servers: list[ExportedServer] = []
         self._references: list[Reference] = []
         self._consumer_urls: list[URL] = []
+        self._budgets: dict[str, RetryBudget] = {}
         self._stop_requested = threading.Event()
 
     # ----------------------------------------------------------------- registry
@@ -195,15 +255,29 @@ class Application:
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
         mock: str | None = None,
+        sticky: bool = False,
+        forks: int = 2,
+        quarantine_interval: float = 1.0,
+        failback: FailbackQueue | None = None,
     ) -> S:
         """A generated stub whose calls are routed, balanced and retried by dubbo-py.
 
-        ``methods`` overrides options per method, e.g. ``{"SayHello": {"retries": 0,
-        "timeout": 0.5}}``; ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried;
-        ``attachments`` go with every call (``dubbo.tag`` selects tagged providers); ``check``
-        waits up to that many seconds for the first provider list; ``mock`` degrades the
-        service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
-        :mod:`dubbo_py.cluster.mock`), also settable per method.
+        ``cluster`` is the fault-tolerance strategy (``failover``, ``failfast``, ``failsafe``,
+        ``failback``, ``forking``, ``broadcast``; see ``docs/cluster.md``); ``retries`` (failover;
+        one call may override it with the ``dubbo.retries`` metadata key) and ``timeout``
+        (seconds) are defaults for every method. ``methods`` overrides options per method, e.g.
+        ``{"SayHello": {"retries": 0, "timeout": 0.5}}`` (keys: retries, timeout, cluster, mock,
+        forks, idempotent, sticky); ``idempotent`` names methods whose DEADLINE_EXCEEDED may be
+        retried; ``attachments`` go with every call (``dubbo.tag`` selects tagged providers);
+        ``check`` waits up to that many seconds for the first provider list; ``mock`` degrades
+        the service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
+        :mod:`dubbo_py.cluster.mock`), also settable per method. ``sticky`` keeps calling the
+        same provider while it works; ``forks`` is how many providers ``forking`` calls;
+        ``quarantine_interval`` is how often (s) quarantined providers are probed; ``failback``
+        is the queue of ``failback`` retries (default: one per reference, retrying every 5 s,
+        3 times; the reference closes it when it closes). Consumer-side override rules in the
+        registry change ``timeout``, ``retries``, ``forks``, ``sticky`` and ``loadbalance`` at
+        runtime.
         """
         stub: S = self.reference_handle(
             stub_class,
@@ -219,6 +293,10 @@ class Application:
             parameters=parameters,
             check=check,
             mock=mock,
+            sticky=sticky,
+            forks=forks,
+            quarantine_interval=quarantine_interval,
+            failback=failback,
         ).stub
         return stub
 
@@ -238,27 +316,33 @@ class Application:
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
         mock: str | None = None,
+        sticky: bool = False,
+        forks: int = 2,
+        quarantine_interval: float = 1.0,
+        failback: FailbackQueue | None = None,
     ) -> Reference:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
-        from dubbo_py.cluster.budget import RetryBudget
         from dubbo_py.cluster.health_probe import grpc_health_probe
-        from dubbo_py.cluster.loadbalance import get_loadbalance
-        from dubbo_py.cluster.quarantine import Quarantine
-        from dubbo_py.cluster.stats import default_stats
+        from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
 
         spec = service_of_stub(stub_class)
         method_options = {k: dict(v) for k, v in (methods or {}).items()}
-        unknown = set(method_options) - set(spec.method_names)
-        if unknown:
-            raise ValueError(f"{spec.name} has no method(s) {sorted(unknown)}")
+        check_method_options(spec.method_names, method_options, spec.name)
         strategies = {
             m: get_strategy(str(method_options.get(m, {}).get("cluster", cluster)))
             for m in spec.method_names
         }
         mocks = {m: parse_mock(method_options.get(m, {}).get("mock", mock)) for m in strategies}
-        stats = default_stats() if loadbalance in ("leastactive", "shortestresponse") else None
-        balancer = get_loadbalance(loadbalance, stats=stats)
+        base = base_parameters(
+            retries=retries,
+            timeout=timeout,
+            forks=forks,
+            sticky=sticky,
+            loadbalance=loadbalance,
+            methods=method_options,
+        )
+        tuning = _Tuning(spec.method_names, base, loadbalance)
         consumer = self._consumer_url(spec.name, version, group, parameters, retries, timeout)
         registry = self.registry
         cache = None
@@ -273,40 +357,39 @@ class Application:
             factory.new_rulebook(),
             builtin_routers=factory.builtin_routers(),
             configure=configurators.apply,
+            configure_consumer=configurators.consumer_parameters,
             validate_configurators=configurators.parse_configurators_yaml,
             cache=cache,
             static_providers=static,
         )
         pool = ChannelPool()
-        quarantine = Quarantine(grpc_health_probe)
-        budget = RetryBudget()
+        quarantine = Quarantine(grpc_health_probe, interval=quarantine_interval)
+        budget = self._budget_for(spec.name)
+        failback_queue = failback if failback is not None else FailbackQueue()
         idempotent_methods = frozenset(idempotent) | frozenset(
             m for m, o in method_options.items() if o.get("idempotent")
         )
 
-        def retries_for(method: str) -> int:
-            return int(method_options.get(method, {}).get("retries", retries))
-
-        def timeout_for(method: str) -> float | None:
-            value = method_options.get(method, {}).get("timeout", timeout)
-            return None if value is None else float(value)
-
         def option_for(method: str, key: str) -> Any:
+            if key == "forks":
+                return tuning.settings[method].forks
             return method_options.get(method, {}).get(key)
 
         def make_context(invoker: MethodInvoker) -> ClusterContext:
             return ClusterContext(
                 service=spec.name,
                 chain=lambda: directory.chain,
-                balancer=balancer,
+                balancer=tuning.balancer,
                 call=invoker,
-                retries=retries_for,
-                timeout=timeout_for,
+                retries=lambda m: tuning.settings[m].retries,
+                timeout=lambda m: tuning.settings[m].timeout,
                 idempotent=idempotent_methods,
                 quarantine=quarantine,
                 budget=budget,
                 empty_response=invoker.empty_response,
                 options=option_for,
+                sticky=lambda m: tuning.settings[m].sticky,
+                extras={"failback_queue": failback_queue},
             )
 
         def strategy_for(method: str, invoker: MethodInvoker) -> Strategy:
@@ -316,7 +399,7 @@ class Application:
             return with_mock(strategies[method], mock_spec, lambda: type(invoker.empty_response()))
 
         channel = ClusterChannel(
-            pool, strategy_for, make_context, dict(attachments or {}), stats=stats
+            pool, strategy_for, make_context, dict(attachments or {}), stats=tuning.stats
         )
 
         def on_chain(bound: Any) -> None:
@@ -324,10 +407,20 @@ class Application:
             quarantine.retain(providers)
             gone = pool.retain(providers)
             if gone:
+                channel.forget(gone)
+            if tuning.update(directory.consumer_overrides):
+                for context in channel.contexts.values():
+                    context.balancer = tuning.balancer
                 for invoker in channel.invokers:
-                    invoker.forget(gone)
+                    invoker.stats = tuning.stats
+
+        def on_quarantine(event: QuarantineEvent) -> None:
+            # A revived provider's old channel may be deep in reconnect backoff: start afresh.
+            if event.kind == "revived" and pool.reset(event.entry.address):
+                channel.forget([event.entry.address])
 
         directory.add_listener(on_chain)
+        quarantine.on_change(on_quarantine)
         directory.start(wait=check)
         quarantine.start()
         if registry is not None:
@@ -337,10 +430,27 @@ class Application:
             except StoreError as exc:
                 log.warning("could not register consumer %s: %s", consumer, exc)
         stub = stub_class(channel)
-        ref = Reference(stub, spec.name, consumer, directory, channel, quarantine)
+        ref = Reference(
+            stub,
+            spec.name,
+            consumer,
+            directory,
+            channel,
+            quarantine,
+            budget=budget,
+            failback=failback_queue,
+        )
         with self._lock:
             self._references.append(ref)
         return ref
+
+    def _budget_for(self, service: str) -> RetryBudget:
+        # One budget per service: every reference to it shares the retries it may make.
+        with self._lock:
+            budget = self._budgets.get(service)
+            if budget is None:
+                budget = self._budgets[service] = RetryBudget()
+            return budget
 
     def _consumer_url(
         self,
