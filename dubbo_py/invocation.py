@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -25,13 +25,32 @@ TAG_ATTACHMENT = "dubbo.tag"
 RETRIES_ATTACHMENT = "dubbo.retries"
 
 
+def _fields_getter(descriptor: Any) -> Callable[[Any], tuple[Any, ...]]:
+    names = tuple(f.name for f in descriptor.fields)
+    if not names:
+        return lambda _request: ()
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        return lambda request: (one(request),)
+    getter: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*names)
+    return getter
+
+
+#: One C-level getter per message type: reading arguments is on the per-call path of any rule
+#: that reads ``arguments[N]``.
+_GETTERS: dict[Any, Callable[[Any], tuple[Any, ...]]] = {}
+
+
 def request_arguments(request: Any) -> tuple[Any, ...]:
     """What ``arguments[N]`` sees for a protobuf request: its top-level fields in declaration
     order. gRPC methods take one message, so its fields play the role of Java's argument list."""
     descriptor = getattr(request, "DESCRIPTOR", None)
     if descriptor is None:
         return () if request is None else (request,)
-    return tuple(getattr(request, f.name) for f in descriptor.fields)
+    getter = _GETTERS.get(descriptor)
+    if getter is None:
+        getter = _GETTERS.setdefault(descriptor, _fields_getter(descriptor))
+    return getter(request)
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,12 +72,20 @@ class Invocation:
         if not isinstance(self.attachments, MappingProxyType):
             object.__setattr__(self, "attachments", MappingProxyType(dict(self.attachments)))
 
-    @cached_property
+    @property
     def arguments(self) -> tuple[Any, ...]:
-        """The call's arguments as condition and shard rules see them (``arguments[N]``)."""
-        if self.explicit_arguments is not None:
-            return self.explicit_arguments
-        return request_arguments(self.request)
+        """The call's arguments as condition and shard rules see them (``arguments[N]``),
+        computed on first use and kept."""
+        # Kept by hand rather than with functools.cached_property, which takes a lock on every
+        # first access before Python 3.12 -- that is once per call here.
+        cached: tuple[Any, ...] | None = self.__dict__.get("_arguments")
+        if cached is None:
+            if self.explicit_arguments is not None:
+                cached = self.explicit_arguments
+            else:
+                cached = request_arguments(self.request)
+            object.__setattr__(self, "_arguments", cached)
+        return cached
 
     @property
     def wants_mock(self) -> bool:

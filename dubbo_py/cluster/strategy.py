@@ -217,29 +217,44 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
     if ctx.budget is not None:
         ctx.budget.deposit()
     deadline = _deadline(ctx, invocation)
-    attempts = _attempts(ctx, invocation)
-    tried: list[URL] = []
-    last: BaseException | None = None
+    provider = ctx.pick(invocation, _route(ctx, invocation, []))
+    try:
+        return ctx.call(provider, invocation, _remaining(deadline))
+    except grpc.RpcError as error:
+        # Everything past the first attempt lives apart, off the path of calls that succeed.
+        return _fail_over(ctx, invocation, deadline, provider, error)
+
+
+def _fail_over(
+    ctx: ClusterContext,
+    invocation: Invocation,
+    deadline: float | None,
+    provider: URL,
+    error: grpc.RpcError,
+) -> Any:
+    tried = [provider]
+    ctx.note_failure(provider, error)
+    if not _retryable(ctx, invocation, error):
+        raise _failure(invocation, tried, error, "failed, not retryable") from None
+    last: grpc.RpcError = error
     reason = "failed"
-    for attempt in range(attempts):
-        if attempt and ctx.budget is not None and not ctx.budget.try_withdraw():
+    for _ in range(_attempts(ctx, invocation) - 1):
+        if deadline is not None and time.monotonic() >= deadline:
+            reason = "deadline reached"
+            break
+        if ctx.budget is not None and not ctx.budget.try_withdraw():
             log.warning("retry budget exhausted for %s; not retrying", ctx.service)
             reason = "retry budget exhausted"
             break
-        candidates = _route(ctx, invocation, tried)
-        provider = ctx.pick(invocation, candidates, tried)
+        provider = ctx.pick(invocation, _route(ctx, invocation, tried), tried)
         try:
             return ctx.call(provider, invocation, _remaining(deadline))
-        except grpc.RpcError as error:
+        except grpc.RpcError as retry_error:
             tried.append(provider)
-            ctx.note_failure(provider, error)
-            if not _retryable(ctx, invocation, error):
-                raise _failure(invocation, tried, error, "failed, not retryable") from None
-            last = error
-            if deadline is not None and time.monotonic() >= deadline:
-                reason = "deadline reached"
-                break
-    assert last is not None
+            ctx.note_failure(provider, retry_error)
+            if not _retryable(ctx, invocation, retry_error):
+                raise _failure(invocation, tried, retry_error, "failed, not retryable") from None
+            last = retry_error
     raise _failure(invocation, tried, last, f"{reason} after {len(tried)} attempt(s)") from None
 
 

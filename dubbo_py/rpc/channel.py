@@ -8,8 +8,9 @@ hand it to the reference's cluster strategy, which routes, balances, calls and r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
+from types import MappingProxyType
 from typing import Any
 
 import grpc
@@ -79,13 +80,11 @@ class _MultiCallable:
         self._context = channel.context_for(invoker, self._method)
 
     def _invoke(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
-        invocation = Invocation(
-            self._service,
-            self._method,
-            request,
-            {**self._channel.attachments, **_attachments(metadata)},
-            timeout,
-        )
+        attachments: Mapping[str, str] = self._channel.attachments
+        if metadata:
+            attachments = {**attachments, **_attachments(metadata)}
+        # Without call metadata the channel's read-only attachments go as they are (no copy).
+        invocation = Invocation(self._service, self._method, request, attachments, timeout)
         return self._strategy(self._context, invocation)
 
     def __call__(
@@ -138,7 +137,8 @@ class ClusterChannel(grpc.Channel):
         self.stats = stats
         self.strategy_for = strategy_for
         self._make_context = make_context
-        self.attachments = dict(attachments or {})
+        #: Attachments every call carries (read-only; call metadata is added per call).
+        self.attachments: Mapping[str, str] = MappingProxyType(dict(attachments or {}))
         self.invokers: list[MethodInvoker] = []
         #: The cluster context of each method (by method name), for inspection and tests.
         self.contexts: dict[str, ClusterContext] = {}
