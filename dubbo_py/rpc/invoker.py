@@ -180,6 +180,7 @@ class MethodInvoker:
         self._serializer = request_serializer
         self._deserializer = response_deserializer
         self._kind = _Kind(request_streaming, response_streaming)
+        self._unary_response = not response_streaming
         self._metadata = tuple(metadata)
         self._callables: dict[str, Any] = {}
 
@@ -231,10 +232,12 @@ class MethodInvoker:
         return self._metadata + tuple(attachments.items())
 
     def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
-        call = self._callable(provider)
-        metadata = self.metadata_for(invocation)
+        call = self._callables.get(provider.address) or self._callable(provider)
+        metadata = self.metadata_for(invocation) if invocation.attachments else self._metadata
         try:
             if self._stats is None:
+                if self._unary_response:
+                    return call(invocation.request, timeout=timeout, metadata=metadata)
                 return self._send(call, invocation.request, timeout, metadata)
             with self._stats.track(provider.address, self._stats_key):
                 return self._send(call, invocation.request, timeout, metadata)
