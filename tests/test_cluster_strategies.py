@@ -521,3 +521,35 @@ def test_consumer_side_overrides_apply_to_matching_consumers_only() -> None:
     assert params == {"timeout": "200", "loadbalance": "roundrobin", "SayHello.retries": "0"}
     provider = URL.parse("tri://10.1.1.1:50051/demo.Greeter?application=shop&timeout=900")
     assert apply([provider], [everyone], {}) == [provider]  # consumer rules leave providers be
+
+
+class DictMock:
+    """A mock class answering with a plain dict."""
+
+    def SayHello(self, request: greeter_pb2.HelloRequest) -> dict[str, Any]:
+        return {"message": f"dict {request.name}", "shard": 2}
+
+
+def test_a_mock_class_may_answer_with_a_dict() -> None:
+    spec = parse_mock("force:tests.test_cluster_strategies:DictMock")
+    assert spec is not None
+    reply = with_mock(failover, spec, reply_type)(context(Providers(), urls(1)), call())
+    assert reply == greeter_pb2.HelloReply(message="dict x", shard=2)
+
+
+@pytest.mark.parametrize(
+    ("mock", "message"),
+    [
+        ('return {"nope": 1}', "is not a demo.HelloReply"),
+        ("fail:tests.test_cluster_strategies:NoSuchMock", "NoSuchMock"),
+        ("fail:tests.test_cluster_strategies:GreeterMock", "has no method SayHelloStream"),
+    ],
+)
+def test_a_reference_refuses_a_mock_that_cannot_answer(mock: str, message: str) -> None:
+    from demo import greeter_pb2_grpc
+
+    import dubbo_py
+
+    app = dubbo_py.Application("shop", registry="tri://127.0.0.1:1")
+    with app, pytest.raises(MockSpecError, match=message):
+        app.reference(greeter_pb2_grpc.GreeterStub, mock=mock)

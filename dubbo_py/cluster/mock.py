@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -59,13 +59,17 @@ class MockSpec:
                 code=grpc.StatusCode.UNAVAILABLE,
             )
         if self.action == "class":
-            module_name, _, class_name = self.value.rpartition(":")
-            try:
-                cls = getattr(importlib.import_module(module_name), class_name)
-                method = getattr(cls(), invocation.method)
-            except (ImportError, AttributeError) as exc:
-                raise MockSpecError(f"mock class {self.value!r}: {exc}") from None
-            return method(invocation.request)
+            answer = getattr(self._mock_class()(), invocation.method)(invocation.request)
+            if isinstance(answer, Mapping) and response_type is not None:
+                # A mock class may answer with a plain dict: convert it like a JSON value.
+                try:
+                    return json_format.ParseDict(dict(answer), response_type())
+                except json_format.ParseError as exc:
+                    raise MockSpecError(
+                        f"mock class {self.value!r} answered {answer!r}, not a "
+                        f"{response_type.DESCRIPTOR.full_name}: {exc}"
+                    ) from None
+            return answer
         if response_type is None:
             return None
         if self.value in ("", "empty", "null"):
@@ -76,6 +80,24 @@ class MockSpec:
             raise MockSpecError(
                 f"mock value {self.value!r} is not a {response_type.DESCRIPTOR.full_name}: {exc}"
             ) from None
+
+    def _mock_class(self) -> Any:
+        module_name, _, class_name = self.value.rpartition(":")
+        try:
+            return getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise MockSpecError(f"mock class {self.value!r}: {exc}") from None
+
+    def check(self, method: str, response_type: type[Message] | None) -> None:
+        """Raise :class:`MockSpecError` now if this spec cannot answer ``method``: a ``return``
+        value that is not the response type, a mock class that cannot be imported or has no
+        such method. A reference checks its mocks when it is built, so a typo shows up then
+        rather than in the middle of an outage."""
+        if self.action == "class":
+            if not callable(getattr(self._mock_class(), method, None)):
+                raise MockSpecError(f"mock class {self.value!r} has no method {method}")
+        elif self.action == "return":
+            self.response(Invocation("", method), response_type)
 
 
 def parse_mock(text: str | None) -> MockSpec | None:

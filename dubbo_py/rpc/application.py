@@ -396,11 +396,17 @@ class Application:
             mock_spec = mocks.get(method)
             if mock_spec is None:
                 return strategies[method]
-            return with_mock(strategies[method], mock_spec, lambda: type(invoker.empty_response()))
+            empty = invoker.empty_response()
+            response_type = None if empty is None else type(empty)
+            mock_spec.check(method, response_type)  # a bad mock fails here, not mid-outage
+            return with_mock(strategies[method], mock_spec, lambda: response_type)
 
         channel = ClusterChannel(
             pool, strategy_for, make_context, dict(attachments or {}), stats=tuning.stats
         )
+        # Built before anything starts: it checks the mocks against the response types, and a
+        # bad one must not leave watches, threads or a registered consumer behind.
+        stub = stub_class(channel)
 
         def on_chain(bound: Any) -> None:
             providers = bound.snapshot.providers
@@ -429,7 +435,6 @@ class Application:
                 self._consumer_urls.append(consumer)
             except StoreError as exc:
                 log.warning("could not register consumer %s: %s", consumer, exc)
-        stub = stub_class(channel)
         ref = Reference(
             stub,
             spec.name,

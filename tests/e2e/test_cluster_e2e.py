@@ -359,8 +359,11 @@ def test_mock(
         # Version 2.0.0's only provider is dead: a transport failure, mocked.
         on_dead = reference(app, 1, version="2.0.0", mock='fail:return {"message": "later"}')
         assert on_dead.stub.SayHello(hello()) == greeter_pb2.HelloReply(message="later")
-        classy = reference(
-            app, 1, version="2.0.0", mock="fail:tests.e2e.test_cluster_e2e:GreeterMock"
+        classy = reference(  # per method: the mock class has only SayHello
+            app,
+            1,
+            version="2.0.0",
+            methods={"SayHello": {"mock": "fail:tests.e2e.test_cluster_e2e:GreeterMock"}},
         )
         assert classy.stub.SayHello(hello("bo")) == greeter_pb2.HelloReply(
             message="degraded bo", shard=7
