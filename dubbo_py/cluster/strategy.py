@@ -214,12 +214,21 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
     """Dubbo's default: on a transport failure, retry on another provider (re-routing first),
     up to ``retries`` times, never on one already tried while others remain; application errors
     are never retried; the retry budget caps retries under a total outage."""
-    if ctx.budget is not None:
-        ctx.budget.deposit()
-    deadline = _deadline(ctx, invocation)
-    provider = ctx.pick(invocation, _route(ctx, invocation, []))
+    # The first attempt is spelled out (no helper calls): it is the path of every call.
+    budget = ctx.budget
+    if budget is not None:
+        budget.deposit()
+    timeout = invocation.timeout
+    if timeout is None:
+        timeout = ctx.timeout(invocation.method)
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        return ctx.call(provider, invocation, _remaining(deadline))
+        candidates = ctx.chain().route(invocation)
+    except NoProviderError as exc:
+        raise ClusterError(invocation.service, invocation.method, [], str(exc)) from None
+    provider = ctx.pick(invocation, candidates)
+    try:
+        return ctx.call(provider, invocation, timeout)
     except grpc.RpcError as error:
         # Everything past the first attempt lives apart, off the path of calls that succeed.
         return _fail_over(ctx, invocation, deadline, provider, error)
