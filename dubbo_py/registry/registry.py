@@ -156,12 +156,13 @@ class Registry:
         return cancel
 
     def services(self) -> list[str]:
-        """Every interface that has a folder under ``/dubbo`` (``config`` excluded)."""
+        """Every interface that has a folder under ``/dubbo`` (``config`` and the CLI's
+        ``config-history`` excluded)."""
         try:
             names = self.store.children(layout.ROOT)
         except NoNodeError:
             return []
-        return sorted(n for n in names if n != "config")
+        return sorted(n for n in names if n not in layout.RESERVED)
 
     # ----------------------------------------------------------------- config center
 
