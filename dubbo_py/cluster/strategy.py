@@ -32,6 +32,7 @@ __all__ = [
     "Strategy",
     "failfast",
     "failover",
+    "failsafe",
     "get_strategy",
 ]
 
@@ -55,7 +56,7 @@ class QuarantineView(Protocol):
         """(healthy, quarantined) among ``candidates``."""
         ...
 
-    def add(self, url: URL, reason: str) -> None:
+    def add(self, url: URL, reason: str) -> object:
         """Quarantine a provider that failed at the transport level."""
         ...
 
@@ -88,6 +89,10 @@ class ClusterContext:
     idempotent: frozenset[str] = frozenset()
     quarantine: QuarantineView | None = None
     budget: Budget | None = None
+    #: The method's empty response message (what ``failsafe`` returns on failure).
+    empty_response: Callable[[], Any] = lambda: None
+    #: Per-method extra options (``forks`` for forking, ...).
+    options: Callable[[str, str], Any] = lambda _method, _key: None
     extras: dict[str, Any] = field(default_factory=dict)
 
     def candidates(self, invocation: Invocation) -> tuple[URL, ...]:
@@ -193,11 +198,39 @@ def failfast(ctx: ClusterContext, invocation: Invocation) -> Any:
         raise
 
 
-STRATEGIES: dict[str, Strategy] = {"failover": failover, "failfast": failfast}
+def failsafe(ctx: ClusterContext, invocation: Invocation) -> Any:
+    """Never raise: a failure is logged and the method's empty response is returned (for
+    calls whose result is optional, such as audit logging)."""
+    try:
+        return failover(ctx, invocation)
+    except grpc.RpcError as error:
+        log.error(
+            "failsafe: %s.%s failed, returning an empty response: %s",
+            invocation.service,
+            invocation.method,
+            error,
+        )
+        return ctx.empty_response()
+
+
+def _lazy_strategies() -> dict[str, Strategy]:
+    from dubbo_py.cluster.failback import failback
+    from dubbo_py.cluster.parallel import broadcast, forking
+
+    return {"failback": failback, "forking": forking, "broadcast": broadcast}
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "failover": failover,
+    "failfast": failfast,
+    "failsafe": failsafe,
+}
 
 
 def get_strategy(name: str) -> Strategy:
     """The strategy called ``name``; ValueError listing the known ones otherwise."""
+    if len(STRATEGIES) == 3:
+        STRATEGIES.update(_lazy_strategies())
     try:
         return STRATEGIES[name]
     except KeyError:

@@ -17,7 +17,7 @@ from dubbo_py.registry import layout
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.store import Cancel
-from dubbo_py.router.base import Router
+from dubbo_py.router.base import Router, RuleError
 from dubbo_py.router.chain import BoundChain, RouterChain
 from dubbo_py.router.rulebook import RuleBook
 from dubbo_py.router.snapshot import Snapshot
@@ -117,6 +117,7 @@ class RegistryDirectory:
         *,
         builtin_routers: Iterable[Router] = (),
         configure: Configure = _no_overrides,
+        validate_configurators: Callable[[str, str], object] | None = None,
         cache: NotifyCache | None = None,
         static_providers: Iterable[URL] = (),
     ) -> None:
@@ -126,6 +127,7 @@ class RegistryDirectory:
         self._rulebook = rulebook
         self._builtin = tuple(builtin_routers)
         self._configure = configure
+        self._validate_configurators = validate_configurators
         self._cache = cache
         self._lock = threading.RLock()
         self._raw_providers: list[URL] = list(static_providers)
@@ -207,11 +209,27 @@ class RegistryDirectory:
             if kind == "configurators":
                 if text is None:
                     self._configurator_docs.pop(key, None)
-                else:
+                elif self._configurators_valid(key, text):
                     self._configurator_docs[key] = text
+                else:
+                    return
                 self._rebuild(providers_changed=True)
             elif self._rulebook.set_document(kind, layout.config_path(key), text):
                 self._rebuild()
+
+    def _configurators_valid(self, key: str, text: str) -> bool:
+        if self._validate_configurators is None:
+            return True
+        try:
+            self._validate_configurators(text, layout.config_path(key))
+        except RuleError as exc:
+            log.error(
+                "invalid override rule at %s: %s (previous overrides stay in force)",
+                layout.config_path(key),
+                exc,
+            )
+            return False
+        return True
 
     def _watch_provider_apps(self, providers: list[URL]) -> None:
         for provider in providers:

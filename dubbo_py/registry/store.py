@@ -10,6 +10,14 @@ again after every change until cancelled, and survives reconnection and session 
 on an absent node reports an empty child list / ``None`` data and fires when the node appears.
 Callbacks run on a store-owned thread, must not block for long, and may see coalesced changes
 (they always receive the latest state).
+
+Clarifications both stores honour: the first call comes shortly *after* registration, on the
+store's thread (with ZooKeeper, once connected). A call is made only when the state differs
+from the last one reported; for a children watch, the node's creation or deletion counts as a
+change even when the list stays empty. Once a cancel function has returned, its callback is
+never called again (cancel waits for a call in progress on another thread; a callback may
+cancel its own watch). Operations raise :class:`StoreError` while a store is disconnected or
+closed.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 
-__all__ = ["BoundRouter", "NoProviderError", "Router", "RuleError"]
+__all__ = ["BoundRouter", "ExplainingRouter", "NoProviderError", "Router", "RuleError"]
 
 
 class RuleError(ValueError):
@@ -35,14 +35,19 @@ class RuleError(ValueError):
 
 
 class NoProviderError(LookupError):
-    """No provider is left for a call; names the service, method and the router that emptied it."""
+    """No provider is left for a call; names the service, method and the router that emptied it,
+    and, when that router can tell, ``reason`` (e.g. "missing routing key attachments[tenant]")."""
 
-    def __init__(self, service: str, method: str, router: str | None) -> None:
+    def __init__(
+        self, service: str, method: str, router: str | None, reason: str | None = None
+    ) -> None:
         self.service = service
         self.method = method
         self.router = router
+        self.reason = reason
         cause = f" after routing by {router}" if router else " (no provider registered)"
-        super().__init__(f"no provider available for {service}.{method}{cause}")
+        detail = f": {reason}" if reason else ""
+        super().__init__(f"no provider available for {service}.{method}{cause}{detail}")
 
 
 @runtime_checkable
@@ -72,4 +77,14 @@ class Router(Protocol):
 
     def bind(self, snapshot: Snapshot, consumer: URL) -> BoundRouter:
         """Do this router's heavy work for ``snapshot`` and the consumer's URL."""
+        ...
+
+
+@runtime_checkable
+class ExplainingRouter(Protocol):
+    """Optional: a bound router that can say why it left no provider for a call. The chain asks
+    it only when it returned 0, and puts the answer in :class:`NoProviderError` and traces."""
+
+    def explain(self, candidates: int, invocation: Invocation) -> str | None:
+        """Why ``route(candidates, invocation)`` is empty, or ``None`` if it is not (or unknown)."""
         ...

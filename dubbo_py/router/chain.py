@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import BoundRouter, NoProviderError, Router
+from dubbo_py.router.base import BoundRouter, ExplainingRouter, NoProviderError, Router
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 
@@ -20,6 +20,17 @@ class TraceStep:
     router: str
     count_in: int
     count_out: int
+    reason: str | None = None
+
+
+def _explain(router: BoundRouter, candidates: int, invocation: Invocation) -> str | None:
+    """The router's own account of an empty result, if it offers one (never raises)."""
+    if not isinstance(router, ExplainingRouter):
+        return None
+    try:
+        return router.explain(candidates, invocation)
+    except Exception:  # an explanation must never hide the error it explains
+        return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,9 +47,15 @@ class BoundChain:
         if not mask:
             raise NoProviderError(invocation.service, invocation.method, None)
         for name, router in self.stages:
+            before = mask
             mask = router.route(mask, invocation)
             if not mask:
-                raise NoProviderError(invocation.service, invocation.method, name)
+                raise NoProviderError(
+                    invocation.service,
+                    invocation.method,
+                    name,
+                    _explain(router, before, invocation),
+                )
         return mask
 
     def route(self, invocation: Invocation) -> tuple[URL, ...]:
@@ -54,8 +71,10 @@ class BoundChain:
             before = mask.bit_count()
             if not mask:
                 break
+            candidates = mask
             mask = router.route(mask, invocation)
-            steps.append(TraceStep(name, before, mask.bit_count()))
+            reason = None if mask else _explain(router, candidates, invocation)
+            steps.append(TraceStep(name, before, mask.bit_count(), reason))
         return self.snapshot.select(mask), steps
 
 

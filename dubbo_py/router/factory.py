@@ -31,12 +31,28 @@ def builtin_routers() -> list[Router]:
 
 def document_compilers() -> dict[str, DocumentCompiler]:
     """Compilers for config-center documents by kind (``condition-router-app`` is the
-    application-scoped condition document)."""
-    return {}
+    application-scoped condition document; its YAML says ``scope: application``)."""
+    from dubbo_py.router.condition import carriers as condition
+    from dubbo_py.router.shard.router import compile_shard_document
+
+    return {
+        "condition-router": condition.routers_from_yaml,
+        "condition-router-app": condition.routers_from_yaml,
+        "shard-router": compile_shard_document,
+    }
 
 
 def _compile_route_url(url: URL, source: str) -> Router:
-    raise RuleError(f"no router compiles {url.protocol}:// URLs yet", source=source)
+    from dubbo_py.router.condition import carriers as condition
+
+    kind = url.get_str("router", url.protocol)
+    if url.protocol == "condition" or kind == "condition":
+        return condition.router_from_url(url, source)
+    raise RuleError(
+        f"unsupported router URL {url.protocol}:// (router={kind}); "
+        "expected condition:// or route://...&router=condition",
+        source=source,
+    )
 
 
 def url_compiler() -> UrlCompiler | None:

@@ -79,7 +79,8 @@ class RuleBook:
                 self.errors[source] = str(exc)
             if first:
                 kept = "previous rules stay in force" if current else "rule ignored"
-                log.error("invalid routing rule at %s: %s (%s)", source, exc, kept)
+                # RuleError's text starts with its source (path:line:column).
+                log.error("invalid routing rule %s (%s)", exc, kept)
             return False
         with self._lock:
             self._by_source[source] = (payload, routers)

@@ -20,7 +20,9 @@ from typing import Any, TypeVar
 import grpc
 
 from dubbo_py import __version__
-from dubbo_py.cluster.strategy import ClusterContext, get_strategy
+from dubbo_py.cluster import configurators
+from dubbo_py.cluster.mock import parse_mock, with_mock
+from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.directory import RegistryDirectory
@@ -192,15 +194,18 @@ class Application:
         attachments: Mapping[str, str] | None = None,
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
+        mock: str | None = None,
     ) -> S:
         """A generated stub whose calls are routed, balanced and retried by dubbo-py.
 
         ``methods`` overrides options per method, e.g. ``{"SayHello": {"retries": 0,
         "timeout": 0.5}}``; ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried;
         ``attachments`` go with every call (``dubbo.tag`` selects tagged providers); ``check``
-        waits up to that many seconds for the first provider list.
+        waits up to that many seconds for the first provider list; ``mock`` degrades the
+        service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
+        :mod:`dubbo_py.cluster.mock`), also settable per method.
         """
-        return self.reference_handle(
+        stub: S = self.reference_handle(
             stub_class,
             version=version,
             group=group,
@@ -213,11 +218,13 @@ class Application:
             attachments=attachments,
             parameters=parameters,
             check=check,
-        ).stub  # type: ignore[no-any-return]
+            mock=mock,
+        ).stub
+        return stub
 
     def reference_handle(
         self,
-        stub_class: type[Any],
+        stub_class: Any,
         *,
         version: str = "",
         group: str = "",
@@ -230,6 +237,7 @@ class Application:
         attachments: Mapping[str, str] | None = None,
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
+        mock: str | None = None,
     ) -> Reference:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
@@ -237,14 +245,20 @@ class Application:
         from dubbo_py.cluster.health_probe import grpc_health_probe
         from dubbo_py.cluster.loadbalance import get_loadbalance
         from dubbo_py.cluster.quarantine import Quarantine
+        from dubbo_py.cluster.stats import default_stats
 
         spec = service_of_stub(stub_class)
-        strategy = get_strategy(cluster)
-        balancer = get_loadbalance(loadbalance)
         method_options = {k: dict(v) for k, v in (methods or {}).items()}
         unknown = set(method_options) - set(spec.method_names)
         if unknown:
             raise ValueError(f"{spec.name} has no method(s) {sorted(unknown)}")
+        strategies = {
+            m: get_strategy(str(method_options.get(m, {}).get("cluster", cluster)))
+            for m in spec.method_names
+        }
+        mocks = {m: parse_mock(method_options.get(m, {}).get("mock", mock)) for m in strategies}
+        stats = default_stats() if loadbalance in ("leastactive", "shortestresponse") else None
+        balancer = get_loadbalance(loadbalance, stats=stats)
         consumer = self._consumer_url(spec.name, version, group, parameters, retries, timeout)
         registry = self.registry
         cache = None
@@ -258,6 +272,8 @@ class Application:
             registry,
             factory.new_rulebook(),
             builtin_routers=factory.builtin_routers(),
+            configure=configurators.apply,
+            validate_configurators=configurators.parse_configurators_yaml,
             cache=cache,
             static_providers=static,
         )
@@ -275,6 +291,9 @@ class Application:
             value = method_options.get(method, {}).get("timeout", timeout)
             return None if value is None else float(value)
 
+        def option_for(method: str, key: str) -> Any:
+            return method_options.get(method, {}).get(key)
+
         def make_context(invoker: MethodInvoker) -> ClusterContext:
             return ClusterContext(
                 service=spec.name,
@@ -286,9 +305,19 @@ class Application:
                 idempotent=idempotent_methods,
                 quarantine=quarantine,
                 budget=budget,
+                empty_response=invoker.empty_response,
+                options=option_for,
             )
 
-        channel = ClusterChannel(pool, strategy, make_context, dict(attachments or {}))
+        def strategy_for(method: str, invoker: MethodInvoker) -> Strategy:
+            mock_spec = mocks.get(method)
+            if mock_spec is None:
+                return strategies[method]
+            return with_mock(strategies[method], mock_spec, lambda: type(invoker.empty_response()))
+
+        channel = ClusterChannel(
+            pool, strategy_for, make_context, dict(attachments or {}), stats=stats
+        )
 
         def on_chain(bound: Any) -> None:
             providers = bound.snapshot.providers

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from dubbo_py.cluster.stats import CallStats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, failfast
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
@@ -72,7 +73,9 @@ class _MultiCallable:
         self._invoker = invoker
         # A request stream can be consumed only once, so it is never replayed on another
         # provider: client-streaming calls are fail-fast whatever the reference says.
-        self._strategy = failfast if request_streaming else channel.strategy
+        self._strategy = (
+            failfast if request_streaming else channel.strategy_for(self._method, invoker)
+        )
         self._context = channel.context_for(invoker)
 
     def _invoke(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
@@ -126,12 +129,14 @@ class ClusterChannel(grpc.Channel):
     def __init__(
         self,
         pool: ChannelPool,
-        strategy: Strategy,
+        strategy_for: Callable[[str, MethodInvoker], Strategy],
         make_context: Callable[[MethodInvoker], ClusterContext],
         attachments: dict[str, str] | None = None,
+        stats: CallStats | None = None,
     ) -> None:
         self.pool = pool
-        self.strategy = strategy
+        self.stats = stats
+        self.strategy_for = strategy_for
         self._make_context = make_context
         self.attachments = dict(attachments or {})
         self.invokers: list[MethodInvoker] = []
@@ -156,6 +161,7 @@ class ClusterChannel(grpc.Channel):
             response_deserializer,
             request_streaming=request_streaming,
             response_streaming=response_streaming,
+            stats=self.stats,
         )
         return _MultiCallable(self, method, invoker, request_streaming)
 

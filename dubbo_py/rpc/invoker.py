@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
@@ -117,8 +118,13 @@ class MethodInvoker:
         request_streaming: bool = False,
         response_streaming: bool = False,
         metadata: Iterable[tuple[str, str]] = (),
+        stats: CallStats | None = None,
     ) -> None:
         self._pool = pool
+        # Only balancers that read call statistics (leastactive, shortestresponse) pay for
+        # recording them.
+        self._stats = stats
+        self._stats_key = method_key(*path.lstrip("/").split("/", 1)) if stats else ""
         self._path = path
         self._serializer = request_serializer
         self._deserializer = response_deserializer
@@ -142,6 +148,10 @@ class MethodInvoker:
         self._callables[address] = made
         return made
 
+    def empty_response(self) -> Any:
+        """The method's response message with no fields set (what ``failsafe`` returns)."""
+        return self._deserializer(b"") if self._deserializer is not None else None
+
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""
         for address in addresses:
@@ -156,6 +166,14 @@ class MethodInvoker:
     def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         call = self._callable(provider)
         metadata = self.metadata_for(invocation)
+        if self._stats is None:
+            return self._send(call, invocation.request, timeout, metadata)
+        with self._stats.track(provider.address, self._stats_key):
+            return self._send(call, invocation.request, timeout, metadata)
+
+    def _send(
+        self, call: Any, request: Any, timeout: float | None, metadata: tuple[tuple[str, str], ...]
+    ) -> Any:
         if self._kind.response_streaming:
-            return _primed(call(invocation.request, timeout=timeout, metadata=metadata))
-        return call(invocation.request, timeout=timeout, metadata=metadata)
+            return _primed(call(request, timeout=timeout, metadata=metadata))
+        return call(request, timeout=timeout, metadata=metadata)

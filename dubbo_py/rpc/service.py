@@ -26,6 +26,8 @@ class ServiceOptions:
     tags: Mapping[str, str] = field(default_factory=dict)
     #: The data shard this provider owns (0-based), for the shard router; None when unsharded.
     shard: int | None = None
+    #: The shard count of the layout ``shard`` belongs to (needed while a split is under way).
+    shards: int | None = None
     #: Any further URL parameters (``timeout``, ``retries``, ``<method>.timeout`` ...).
     parameters: Mapping[str, str] = field(default_factory=dict)
 
@@ -36,6 +38,8 @@ class ServiceOptions:
             raise ValueError(f"warmup must be >= 0 ms, got {self.warmup}")
         if self.shard is not None and self.shard < 0:
             raise ValueError(f"shard must be >= 0, got {self.shard}")
+        if self.shards is not None and (self.shards < 1 or (self.shard or 0) >= self.shards):
+            raise ValueError(f"shards must be >= 1 and > shard, got {self.shards}")
         object.__setattr__(self, "tags", MappingProxyType(dict(self.tags)))
         object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
 
@@ -50,6 +54,8 @@ class ServiceOptions:
         params["warmup"] = str(self.warmup)
         if self.shard is not None:
             params["shard"] = str(self.shard)
+        if self.shards is not None:
+            params["shards"] = str(self.shards)
         for key, value in self.tags.items():
             # ``tags={"env": "gray"}`` sets Dubbo's request-routing tag ``dubbo.tag=gray`` when
             # the key is the conventional ``env``/``tag``; other keys become plain parameters
@@ -66,6 +72,7 @@ def service(
     warmup: int = 600_000,
     tags: Mapping[str, str] | None = None,
     shard: int | None = None,
+    shards: int | None = None,
     **parameters: Any,
 ) -> Callable[[T], T]:
     """Class decorator: mark a generated-servicer subclass as a dubbo-py provider.
@@ -80,6 +87,7 @@ def service(
         warmup=warmup,
         tags=dict(tags or {}),
         shard=shard,
+        shards=shards,
         parameters={k: str(v) for k, v in parameters.items()},
     )
 

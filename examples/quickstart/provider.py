@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import _paths  # noqa: F401  (puts the generated demo package on sys.path)
 from demo import greeter_pb2, greeter_pb2_grpc
@@ -19,16 +21,21 @@ from demo import greeter_pb2, greeter_pb2_grpc
 import dubbo_py
 
 
-def make_greeter(version: str, shard: int | None, tag: str | None) -> Any:
+def make_greeter(
+    version: str, shard: int | None, tag: str | None, shards: int | None = None
+) -> Any:
     """A Greeter servicer class declared as a dubbo-py provider with these options."""
 
-    @dubbo_py.service(version=version, shard=shard, tags={"dubbo.tag": tag} if tag else None)
+    @dubbo_py.service(
+        version=version, shard=shard, shards=shards, tags={"dubbo.tag": tag} if tag else None
+    )
     class Greeter(greeter_pb2_grpc.GreeterServicer):
         address = ""
 
         def SayHello(self, request: Any, context: Any) -> Any:
             if request.name == "fail":
-                context.abort(3, "asked to fail")  # INVALID_ARGUMENT: an application error
+                # An application error: consumers must see it as is, never retried.
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "asked to fail")
             return greeter_pb2.HelloReply(
                 message=f"Hello, {request.name}!",
                 provider=self.address,
@@ -53,12 +60,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--version", default="1.0.0")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--shard", type=int, default=None)
+    parser.add_argument("--shards", type=int, default=None, help="shard count of --shard's layout")
     parser.add_argument("--tag", default=None)
     parser.add_argument("--grace", type=float, default=2.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="provider %(levelname)s %(message)s")
 
-    greeter = make_greeter(args.version, args.shard, args.tag)
+    greeter = make_greeter(args.version, args.shard, args.tag, args.shards)
     app = dubbo_py.Application(args.application, registry=args.registry)
     server = app.start(greeter, port=args.port)
     greeter.address = server.address

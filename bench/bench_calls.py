@@ -1,0 +1,115 @@
+"""Calls per second through dubbo-py against a raw grpcio stub, in the same run.
+
+    python bench/bench_calls.py [--seconds 3] [--rounds 3] [--threads 1 8] [--no-zookeeper]
+
+One provider process (examples/quickstart/provider.py) serves every variant, so the only
+difference is the client path: a raw ``GreeterStub(grpc.insecure_channel(...))``, dubbo-py with a
+direct ``tri://`` address, and dubbo-py through a real ZooKeeper registry (started here from
+Debian's jars). Variants are interleaved round by round so machine noise hits them alike; the
+figure reported is the median of the rounds, and ratios are against raw grpcio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+import _paths  # noqa: E402,F401
+import grpc  # noqa: E402
+from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
+
+import dubbo_py  # noqa: E402
+from tests.support.processes import ProviderProcess  # noqa: E402
+
+Call = Callable[[], Any]
+
+
+def measure(call: Call, threads: int, seconds: float) -> float:
+    """Calls/s with ``threads`` threads each calling in a loop for ``seconds``."""
+    counts = [0] * threads
+    stop = threading.Event()
+
+    def worker(i: int) -> None:
+        n = 0
+        while not stop.is_set():
+            call()
+            n += 1
+        counts[i] = n
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    start = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in pool:
+        t.join()
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--no-zookeeper", action="store_true")
+    args = parser.parse_args()
+
+    request = greeter_pb2.HelloRequest(name="bench")
+    zk = None
+    registry = f"sqlite://{Path.cwd() / '.bench-registry.db'}"
+    if not args.no_zookeeper:
+        from tests.support.zookeeper import ZooKeeperServer
+
+        zk = ZooKeeperServer()
+        zk.start()
+        registry = f"zookeeper://{zk.address}/bench"
+    provider = ProviderProcess(registry).start()
+    try:
+        raw_channel = grpc.insecure_channel(provider.address)
+        raw = greeter_pb2_grpc.GreeterStub(raw_channel)
+        direct_app = dubbo_py.Application("bench-direct", registry=f"tri://{provider.address}")
+        direct = direct_app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        variants: dict[str, Call] = {
+            "raw grpcio": lambda: raw.SayHello(request),
+            "dubbo-py direct": lambda: direct.SayHello(request),
+        }
+        registry_app = None
+        if zk is not None:
+            registry_app = dubbo_py.Application("bench-zk", registry=registry)
+            via_zk = registry_app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            variants["dubbo-py via ZooKeeper"] = lambda: via_zk.SayHello(request)
+        for call in variants.values():  # warm up channels and caches
+            for _ in range(200):
+                call()
+        print(f"# {args.rounds} rounds x {args.seconds}s per variant, median calls/s")
+        for threads in args.threads:
+            results: dict[str, list[float]] = {name: [] for name in variants}
+            for _ in range(args.rounds):
+                for name, call in variants.items():
+                    results[name].append(measure(call, threads, args.seconds))
+            base = statistics.median(results["raw grpcio"])
+            for name, values in results.items():
+                med = statistics.median(values)
+                print(f"threads={threads:<2} {name:<24} {med:9.0f} calls/s  ratio {med / base:.3f}")
+        direct_app.close()
+        if registry_app is not None:
+            registry_app.close()
+        raw_channel.close()
+    finally:
+        provider.kill()
+        if zk is not None:
+            zk.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Override rules (configurators): change providers' parameters at runtime.
+
+Two carriers, as in Apache Dubbo:
+
+* Dubbo 2.6 ``override://`` URLs in a service's ``configurators`` category, e.g.
+  ``override://10.0.0.5:50051/demo.Greeter?category=configurators&dynamic=false&weight=0``.
+  The host is the provider's host (``0.0.0.0`` for all), the port optional (0: any port).
+* Dubbo 3 YAML documents at ``<interface>:<version>:<group>.configurators`` (scope service) or
+  ``<application>.configurators`` (scope application)::
+
+      configVersion: v3.0
+      scope: service
+      key: demo.Greeter
+      enabled: true
+      configs:
+        - addresses: ["10.0.0.5:50051"]     # or 0.0.0.0 / omitted: every provider
+          side: provider
+          parameters: {weight: 0}
+
+Matching overrides are applied in order (URLs first, then documents by key), each setting its
+parameters on the provider URL; ``enabled: false`` turns a rule off. What providers carry is then
+what load balancers (``weight``), the directory (``disabled``) and strategies read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from dubbo_py.router.base import RuleError
+from dubbo_py.url import URL
+
+__all__ = ["Override", "apply", "parse_configurators_yaml", "parse_override_url"]
+
+log = logging.getLogger(__name__)
+
+#: URL parameters that steer the rule itself and are never copied onto providers.
+CONTROL_KEYS = frozenset(
+    {
+        "category",
+        "dynamic",
+        "enabled",
+        "check",
+        "side",
+        "application",
+        "interface",
+        "version",
+        "group",
+        "anyhost",
+        "timestamp",
+        "configVersion",
+        "compatible_config",
+        "providerAddresses",
+    }
+)
+ANYHOST = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """One override: which providers (addresses, applications) and what parameters to set."""
+
+    parameters: Mapping[str, str]
+    #: ``host`` or ``host:port`` entries; empty or containing 0.0.0.0 matches every provider.
+    addresses: tuple[str, ...] = ()
+    applications: tuple[str, ...] = ()
+    side: str = "provider"
+    enabled: bool = True
+    source: str = field(default="", compare=False)
+
+    def matches(self, provider: URL) -> bool:
+        """Whether this override applies to ``provider``."""
+        if not self.enabled or self.side != "provider":
+            return False
+        if self.applications and provider.get_str("application") not in self.applications:
+            return False
+        if not self.addresses:
+            return True
+        for address in self.addresses:
+            host, _, port = address.partition(":")
+            host_ok = host in (ANYHOST, "*") or host == provider.host
+            if host_ok and (not port or port in ("0", "*") or port == str(provider.port)):
+                return True
+        return False
+
+
+def parse_override_url(url: URL, source: str = "") -> Override | None:
+    """An override from an ``override://`` URL (None for ``empty://`` or other protocols)."""
+    if url.protocol != "override":
+        return None
+    params = {k: v for k, v in url.parameters.items() if k not in CONTROL_KEYS}
+    address = url.host if not url.port else f"{url.host}:{url.port}"
+    app = url.get_str("application")
+    return Override(
+        parameters=params,
+        addresses=(address,) if url.host else (),
+        applications=(app,) if app and app != "*" else (),
+        side=url.get_str("side", "provider"),
+        enabled=url.get_bool("enabled", True),
+        source=source,
+    )
+
+
+def _strings(value: Any, where: str, source: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str | int) for v in value):
+        return tuple(str(v) for v in value)
+    raise RuleError(f"{where} must be a string or a list of strings", source=source)
+
+
+def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
+    """Overrides from a Dubbo 3 ``configurators`` document; RuleError naming what is wrong."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise RuleError(
+            f"invalid YAML: {getattr(exc, 'problem', exc)}",
+            source=source,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+        ) from None
+    if not isinstance(doc, dict):
+        raise RuleError("a configurators document must be a mapping", source=source)
+    configs = doc.get("configs")
+    if not isinstance(configs, list):
+        raise RuleError("'configs' must be a list of override entries", source=source)
+    enabled_all = doc.get("enabled", True) is not False
+    overrides = []
+    for i, entry in enumerate(configs):
+        where = f"configs[{i}]"
+        if not isinstance(entry, dict):
+            raise RuleError(f"{where} must be a mapping", source=source)
+        params = entry.get("parameters", {})
+        if not isinstance(params, dict) or not params:
+            raise RuleError(f"{where}.parameters must be a non-empty mapping", source=source)
+        side = str(entry.get("side", "provider"))
+        if side not in ("provider", "consumer"):
+            raise RuleError(f"{where}.side must be provider or consumer", source=source)
+        addresses = _strings(entry.get("addresses"), f"{where}.addresses", source)
+        addresses += _strings(entry.get("providerAddresses"), f"{where}.providerAddresses", source)
+        overrides.append(
+            Override(
+                parameters={
+                    str(k): ("true" if v is True else "false" if v is False else str(v))
+                    for k, v in params.items()
+                },
+                addresses=addresses,
+                applications=_strings(entry.get("applications"), f"{where}.applications", source),
+                side=side,
+                enabled=enabled_all and entry.get("enabled", True) is not False,
+                source=source,
+            )
+        )
+    return overrides
+
+
+def apply(providers: list[URL], urls: list[URL], documents: Mapping[str, str]) -> list[URL]:
+    """Providers with every matching override applied (the directory's ``configure`` hook).
+    An invalid document is logged with its key and skipped; the others still apply."""
+    overrides = [o for u in urls if (o := parse_override_url(u)) is not None]
+    for key in sorted(documents):
+        try:
+            overrides.extend(parse_configurators_yaml(documents[key], key))
+        except RuleError as exc:
+            log.error("ignoring invalid override rule %s: %s", key, exc)
+    if not overrides:
+        return providers
+    out = []
+    for provider in providers:
+        params: dict[str, str] = {}
+        for override in overrides:
+            if override.matches(provider):
+                params.update(override.parameters)
+        out.append(provider.with_parameter_map(params) if params else provider)
+    return out

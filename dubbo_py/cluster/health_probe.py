@@ -1,0 +1,43 @@
+"""Probe a provider with the standard gRPC health service (``grpc.health.v1.Health/Check``).
+
+Every dubbo-py provider serves the health service (design §2), so the quarantine uses this to
+decide when a dead provider is back. The probe opens a fresh channel each time on purpose: a
+channel that saw the server die may sit in reconnect backoff, and a probe must see the server
+as it is now.
+"""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from dubbo_py.url import URL
+
+__all__ = ["grpc_health_probe"]
+
+
+def grpc_health_probe(url: URL, timeout: float = 0.5) -> bool:
+    """True when the server at ``url.address`` answers a health check for the whole server
+    (service name ``""``) with SERVING within ``timeout`` seconds.
+
+    A server that answers UNIMPLEMENTED has no health service but is evidently up and serving
+    gRPC, so it counts as alive (a provider from another stack may not register the health
+    service). Any other error, a refused connection or a timeout is False; this never raises.
+    """
+    try:
+        channel = grpc.insecure_channel(url.address)
+    except Exception:
+        return False
+    try:
+        stub = health_pb2_grpc.HealthStub(channel)
+        # types-grpcio-health-checking declares HealthStub without its generated methods.
+        check = stub.Check  # type: ignore[attr-defined]
+        reply = check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+    except grpc.RpcError as error:
+        code = error.code() if isinstance(error, grpc.Call) else None
+        return code is grpc.StatusCode.UNIMPLEMENTED
+    except Exception:
+        return False
+    finally:
+        channel.close()

@@ -1,0 +1,80 @@
+"""The per-candidates view the statistics-driven balancers scan: eligible providers, their
+weights and their statistics cells, cached per candidate tuple."""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate, compress, islice
+
+from dubbo_py.cluster.loadbalance.base import IdentityCache, WeightTable, weight_table
+from dubbo_py.cluster.stats import CallStats, StatCell, method_key
+from dubbo_py.invocation import Invocation
+from dubbo_py.url import URL
+
+__all__ = ["StatsTable", "StatsTableCache", "pick_lowest"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StatsTable:
+    """Eligible candidates (see :class:`WeightTable`), their weights and cells, in order."""
+
+    table: WeightTable
+    urls: tuple[URL, ...]
+    weights: tuple[int, ...]
+    cells: tuple[StatCell, ...]
+    generation: int
+
+
+class StatsTableCache:
+    """:class:`StatsTable` per candidate tuple, rebuilt when weights may change or the
+    statistics dropped cells."""
+
+    def __init__(self, stats: CallStats) -> None:
+        self.stats = stats
+        self._cache: IdentityCache[StatsTable] = IdentityCache()
+
+    def get(self, candidates: tuple[URL, ...], invocation: Invocation, now_ms: int) -> StatsTable:
+        """The table for ``candidates`` at ``now_ms``: O(1) on a hit, O(n) to build."""
+        method = invocation.method
+        found = self._cache.lookup(candidates, method, now_ms)
+        stats = self.stats
+        if found is not None and found.generation == stats.generation:
+            return found
+        generation = stats.generation
+        table = weight_table(candidates, method, now_ms)
+        key = method_key(invocation.service, method)
+        urls = tuple(candidates[i] for i in table.eligible)
+        built = StatsTable(
+            table=table,
+            urls=urls,
+            weights=tuple(table.weights[i] for i in table.eligible),
+            cells=tuple(stats.cell(url.address, key) for url in urls),
+            generation=generation,
+        )
+        self._cache.store(candidates, method, built, now_ms, table.valid_until_ms)
+        return built
+
+
+def pick_lowest(values: list[int], st: StatsTable, rng: random.Random) -> URL:
+    """The candidate with the lowest value; several lowest are split by weighted random, or
+    uniformly when their weights are equal (the tie-break of Dubbo's ``LeastActive`` and
+    ``ShortestResponse``; the cumulative-weight bisection draws the same distribution as
+    Dubbo's subtraction loop). Every pass is a C-level iteration: O(n) with a small constant,
+    and O(log n) for the pick when everyone ties."""
+    lowest = min(values)
+    count = values.count(lowest)
+    if count == 1:
+        return st.urls[values.index(lowest)]
+    if count == len(values):
+        return st.table.pick(rng)
+    mask = list(map(lowest.__eq__, values))
+    if st.table.uniform:
+        nth = rng.randrange(count)
+    else:
+        cumulative = list(accumulate(compress(st.weights, mask)))
+        total = cumulative[-1]
+        nth = bisect_right(cumulative, rng.randrange(total)) if total > 0 else rng.randrange(count)
+    index = next(islice(compress(range(len(values)), mask), nth, None))
+    return st.urls[index]

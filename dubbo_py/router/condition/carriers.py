@@ -1,0 +1,419 @@
+"""The two ways condition rules reach a consumer, read into routers.
+
+* Dubbo 2.6 registry router URLs, in a service's ``routers`` category::
+
+      condition://0.0.0.0/demo.Greeter?category=routers&force=false&priority=1&rule=<encoded>
+
+  (``route://...&router=condition`` too: the ``router`` parameter names the kind, as in
+  Dubbo's ``RegistryDirectory.toRouters``). Priority is the ``priority`` parameter, default 0.
+* Dubbo 3 config-center YAML, ``configVersion: v3.0`` (a list of ``when => then`` strings) or
+  ``v3.1`` (``from``/``to`` conditions with weighted destinations). Scope ``service`` runs at
+  priority 140, ``application`` at 150, as Dubbo's ServiceStateRouter and AppStateRouter.
+
+Everything that is wrong raises :class:`RuleError` naming the source and the reason, with the
+line and column when the fault is in YAML syntax or in rule text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from dubbo_py.router.base import Router, RuleError
+from dubbo_py.router.condition.parser import parse_rule, parse_side
+from dubbo_py.router.condition.router import (
+    ConditionRouter,
+    ConditionRuleSet,
+    Destination,
+    MultiDestinationRouter,
+)
+from dubbo_py.router.condition.rule import Clause
+from dubbo_py.url import URL, decode_component
+
+__all__ = [
+    "APPLICATION_SCOPE_PRIORITY",
+    "SERVICE_SCOPE_PRIORITY",
+    "router_from_url",
+    "routers_from_yaml",
+    "validate_rule",
+    "validate_yaml",
+]
+
+#: Chain priority of a service-scope YAML rule (Dubbo's ServiceStateRouter).
+SERVICE_SCOPE_PRIORITY = 140
+#: Chain priority of an application-scope YAML rule (Dubbo's AppStateRouter).
+APPLICATION_SCOPE_PRIORITY = 150
+
+_SCOPES = {"service": SERVICE_SCOPE_PRIORITY, "application": APPLICATION_SCOPE_PRIORITY}
+_DOCUMENT_FIELDS = frozenset(
+    {
+        "configVersion",
+        "scope",
+        "key",
+        "enabled",
+        "force",
+        "runtime",
+        "priority",
+        "dynamic",
+        "valid",
+        "conditions",
+    }
+)
+_V31_CONDITION_FIELDS = frozenset({"from", "to", "priority", "force", "ratio", "trafficDisable"})
+
+
+# --------------------------------------------------------------------------- registry URLs
+
+
+def router_from_url(url: URL, source: str = "") -> Router:
+    """A :class:`ConditionRouter` from a ``condition://`` (or ``route://...&router=condition``)
+    URL of the ``routers`` category. ``source`` (e.g. the registry node path) names the router
+    and its errors."""
+    where = source or str(url)
+    kind = url.parameters.get("router") or url.protocol
+    if kind != "condition":
+        raise RuleError(f"not a condition router URL (router type {kind!r})", source=where)
+    category = url.parameters.get("category")
+    if category and category != "routers":
+        raise RuleError(f"router URL in category {category!r}, expected 'routers'", source=where)
+    raw = url.parameters.get("rule", "")
+    if not raw.strip():
+        raise RuleError("router URL has no 'rule' parameter", source=where)
+    rule = parse_rule(decode_component(raw), where)
+    priority_text = url.parameters.get("priority", "").strip()
+    try:
+        priority = int(priority_text) if priority_text else 0
+    except ValueError:
+        raise RuleError(f"priority {priority_text!r} is not an integer", source=where) from None
+    name = f"condition({source})" if source else f"condition({url.path or '*'}: {rule.text()})"
+    return ConditionRouter(
+        rule,
+        name=name,
+        priority=priority,
+        force=url.get_bool("force", False),
+        enabled=url.get_bool("enabled", True),
+    )
+
+
+def validate_rule(text: str, source: str) -> None:
+    """Raise :class:`RuleError` unless ``text`` is a valid ``when => then`` rule."""
+    parse_rule(text, source)
+
+
+# --------------------------------------------------------------------------- config-center YAML
+
+
+def routers_from_yaml(text: str, source: str) -> list[Router]:
+    """The routers of one condition-rule document (a list of one :class:`ConditionRuleSet`
+    that applies the document's conditions in order, at the scope's priority)."""
+    doc = _Document(text, source)
+    return [doc.build()]
+
+
+def validate_yaml(text: str, source: str) -> None:
+    """Raise :class:`RuleError` unless ``text`` is a valid condition-rule document."""
+    routers_from_yaml(text, source)
+
+
+@dataclass(frozen=True)
+class _Document:
+    text: str
+    source: str
+
+    # ------------------------------------------------------------------ errors
+
+    def error(self, reason: str, node: yaml.Node | None = None) -> RuleError:
+        if node is None:
+            return RuleError(reason, source=self.source)
+        mark = node.start_mark
+        return RuleError(reason, source=self.source, line=mark.line + 1, column=mark.column + 1)
+
+    def rule_error(self, exc: RuleError, node: yaml.Node, where: str) -> RuleError:
+        """Re-locate an error in rule text to the YAML document when the rule is written on
+        one line exactly as it reads (plain or quoted without escapes)."""
+        reason = f"{where}: {exc.reason}"
+        if exc.line is None or exc.column is None or not isinstance(node, yaml.ScalarNode):
+            return self.error(reason, node)
+        value, style = node.value, node.style
+        start, end = node.start_mark, node.end_mark
+        quote = 1 if style in ("'", '"') else 0
+        raw = self.text[start.index + quote : end.index - quote]
+        if style in (None, "'", '"') and raw == value and "\n" not in raw:
+            return RuleError(
+                reason,
+                source=self.source,
+                line=start.line + 1,
+                column=start.column + quote + exc.column,
+            )
+        if style == "|":
+            located = self.literal_block_position(node, exc.line, exc.column)
+            if located is not None:
+                line, column = located
+                return RuleError(reason, source=self.source, line=line, column=column)
+        return self.error(f"{reason} (line {exc.line}, column {exc.column} of the rule)", node)
+
+    def literal_block_position(
+        self, node: yaml.ScalarNode, line: int, column: int
+    ) -> tuple[int, int] | None:
+        """Where line/column of a ``|`` block's text is in the document: its lines are the
+        document's lines after the indicator, less their indentation."""
+        rule_lines = str(node.value).split("\n")
+        doc_lines = self.text.split("\n")
+        first = node.start_mark.line + 1
+        target = first + line - 1
+        if target >= len(doc_lines) or line > len(rule_lines):
+            return None
+        opening = doc_lines[first]
+        indent = len(opening) - len(opening.lstrip(" "))  # the block's indentation
+        if doc_lines[target][indent:] != rule_lines[line - 1] or not rule_lines[line - 1]:
+            return None
+        return target + 1, indent + column
+
+    # ------------------------------------------------------------------ reading
+
+    def load(self) -> tuple[Any, yaml.Node]:
+        if not isinstance(self.text, str):
+            raise self.error(f"a rule document must be text, not {type(self.text).__name__}")
+        try:
+            loader = yaml.SafeLoader(self.text)
+        except yaml.reader.ReaderError as exc:
+            bad_line = self.text.count("\n", 0, exc.position) + 1
+            bad_column = exc.position - (self.text.rfind("\n", 0, exc.position) + 1) + 1
+            char = chr(exc.character) if isinstance(exc.character, int) else exc.character
+            raise RuleError(
+                f"invalid YAML: character {char!r} is not allowed",
+                source=self.source,
+                line=bad_line,
+                column=bad_column,
+            ) from None
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                raise self.error("the document is empty")
+            return loader.construct_document(node), node
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            problem = "; ".join(p for p in (exc.context, exc.problem) if p) or "malformed YAML"
+            line = mark.line + 1 if mark else None
+            column = mark.column + 1 if mark else None
+            raise RuleError(
+                f"invalid YAML: {problem}", source=self.source, line=line, column=column
+            ) from None
+        except yaml.YAMLError as exc:
+            raise self.error(f"invalid YAML: {exc}") from None
+        except RecursionError:
+            raise self.error("invalid YAML: nested too deeply") from None
+        finally:
+            loader.dispose()
+
+    def build(self) -> Router:
+        data, node = self.load()
+        if not isinstance(data, dict):
+            raise self.error("a condition rule document must be a mapping of fields", node)
+        for key in data:
+            if key not in _DOCUMENT_FIELDS:
+                known = ", ".join(sorted(_DOCUMENT_FIELDS))
+                raise self.error(
+                    f"unknown field {key!r} (expected one of {known})", _key_node(node, key)
+                )
+        version = self.version(data, node)
+        scope = data.get("scope")
+        if scope not in _SCOPES:
+            raise self.error(
+                f"scope must be 'service' or 'application', not {scope!r}",
+                _value_node(node, "scope") or node,
+            )
+        key = data.get("key")
+        if not isinstance(key, str) or not key.strip():
+            raise self.error(
+                "key must name the service or application", _value_node(node, "key") or node
+            )
+        enabled = self.boolean(data, node, "enabled", True)
+        force = self.boolean(data, node, "force", False)
+        self.boolean(data, node, "runtime", True)
+        self.boolean(data, node, "dynamic", False)
+        self.boolean(data, node, "valid", True)
+        self.integer(data, node, "priority", 0)
+        conditions = data.get("conditions")
+        conditions_node = _value_node(node, "conditions")
+        if not isinstance(conditions, list) or not conditions:
+            raise self.error("conditions must be a non-empty list", conditions_node or node)
+        assert isinstance(conditions_node, yaml.SequenceNode)
+        label = self.source or f"{scope}:{key}"
+        items = list(zip(conditions, conditions_node.value, strict=True))
+        if version == "v3.1":
+            members: list[Router] = [
+                self.multi_destination(item, item_node, i, label, force, enabled)
+                for i, (item, item_node) in enumerate(items)
+            ]
+            members.sort(key=lambda m: m.priority)  # stable: equal priorities keep their order
+        else:
+            members = [
+                self.single(item, item_node, i, label, force, enabled)
+                for i, (item, item_node) in enumerate(items)
+            ]
+        return ConditionRuleSet(f"condition({label})", _SCOPES[scope], tuple(members))
+
+    def version(self, data: Mapping[str, Any], node: yaml.Node) -> str:
+        # Dubbo's ConditionRuleParser: v3.1 when the version starts with it, the v3.0 list
+        # format when absent or older.
+        version = data.get("configVersion")
+        if version is None:
+            return "v3.0"
+        if isinstance(version, str):
+            lowered = version.strip().lower()
+            if lowered.startswith("v3.1"):
+                return "v3.1"
+            if lowered in ("v3.0", "v2.7"):
+                return "v3.0"
+        raise self.error(
+            f"unsupported configVersion {version!r} (expected v3.0 or v3.1)",
+            _value_node(node, "configVersion"),
+        )
+
+    def boolean(self, data: Mapping[str, Any], node: yaml.Node, name: str, default: bool) -> bool:
+        value = data.get(name, default)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise self.error(f"{name} must be true or false, not {value!r}", _value_node(node, name))
+
+    def integer(
+        self, data: Mapping[str, Any], node: yaml.Node, name: str, default: int, where: str = ""
+    ) -> int:
+        value = data.get(name, default)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            return int(value.strip())
+        raise self.error(
+            f"{where}{name} must be an integer, not {value!r}", _value_node(node, name)
+        )
+
+    def single(
+        self, item: Any, node: yaml.Node, index: int, label: str, force: bool, enabled: bool
+    ) -> Router:
+        where = f"conditions[{index}]"
+        if isinstance(item, bool):
+            item = "true" if item else "false"  # Java's String.valueOf, as Dubbo reads it
+        elif isinstance(item, int | float):
+            item = str(item)
+        if not isinstance(item, str):
+            raise self.error(f"{where} must be a 'when => then' string", node)
+        try:
+            rule = parse_rule(item, self.source)
+        except RuleError as exc:
+            raise self.rule_error(exc, node, where) from None
+        return ConditionRouter(
+            rule, name=f"condition({label}#{index})", force=force, enabled=enabled
+        )
+
+    def multi_destination(
+        self, item: Any, node: yaml.Node, index: int, label: str, force: bool, enabled: bool
+    ) -> Router:
+        where = f"conditions[{index}]"
+        if not isinstance(item, dict):
+            raise self.error(f"{where} must be a mapping with 'from' and 'to'", node)
+        for key in item:
+            if key not in _V31_CONDITION_FIELDS:
+                raise self.error(
+                    f"{where}: unknown field {key!r} "
+                    f"(expected one of {', '.join(sorted(_V31_CONDITION_FIELDS))})",
+                    _key_node(node, key),
+                )
+        when = self.from_side(item.get("from"), _value_node(node, "from"), where)
+        destinations = self.to_side(item.get("to"), _value_node(node, "to"), where)
+        ratio = self.integer(item, node, "ratio", 0, f"{where}: ")
+        if not 0 <= ratio <= 100:
+            raise self.error(
+                f"{where}: ratio must be within 0..100, not {ratio}", _value_node(node, "ratio")
+            )
+        return MultiDestinationRouter(
+            when,
+            destinations,
+            name=f"condition({label}#{index})",
+            priority=self.integer(item, node, "priority", 0, f"{where}: "),
+            force=force or self.boolean(item, node, "force", False),
+            ratio=ratio,
+            traffic_disable=self.boolean(item, node, "trafficDisable", False),
+            enabled=enabled,
+        )
+
+    def match_text(
+        self, holder: Any, node: yaml.Node | None, where: str
+    ) -> tuple[str, yaml.Node | None]:
+        if holder is None:
+            return "", None
+        if not isinstance(holder, dict):
+            raise self.error(f"{where} must be a mapping with 'match'", node)
+        for key in holder:
+            if key not in ("match", "weight"):
+                raise self.error(f"{where}: unknown field {key!r}", _key_node(node, key))
+        match = holder.get("match")
+        match_node = _value_node(node, "match")
+        if match is None:
+            return "", match_node
+        if isinstance(match, bool):
+            match = "true" if match else "false"
+        if not isinstance(match, str):
+            raise self.error(f"{where}.match must be a condition string", match_node)
+        return match, match_node
+
+    def from_side(self, holder: Any, node: yaml.Node | None, where: str) -> tuple[Clause, ...]:
+        text, match_node = self.match_text(holder, node, f"{where}.from")
+        if isinstance(holder, dict) and "weight" in holder:
+            raise self.error(f"{where}.from: 'weight' belongs to 'to' entries", node)
+        try:
+            side = parse_side(text, self.source, then=False)
+        except RuleError as exc:
+            assert match_node is not None
+            raise self.rule_error(exc, match_node, f"{where}.from.match") from None
+        assert side is not None
+        return side
+
+    def to_side(self, items: Any, node: yaml.Node | None, where: str) -> tuple[Destination, ...]:
+        if items is None:
+            return ()  # Dubbo: no destinations means the matching calls get no provider
+        if not isinstance(items, list):
+            raise self.error(f"{where}.to must be a list of destinations", node)
+        assert isinstance(node, yaml.SequenceNode)
+        destinations: list[Destination] = []
+        for i, (entry, entry_node) in enumerate(zip(items, node.value, strict=True)):
+            here = f"{where}.to[{i}]"
+            text, match_node = self.match_text(entry, entry_node, here)
+            if not text.strip():
+                then: tuple[Clause, ...] | None = ()  # Dubbo: an empty match selects all
+            else:
+                try:
+                    then = parse_side(text, self.source, then=True)
+                except RuleError as exc:
+                    assert match_node is not None
+                    raise self.rule_error(exc, match_node, f"{here}.match") from None
+            weight = self.integer(entry or {}, entry_node, "weight", 100, f"{here}: ")
+            if weight < 0:
+                raise self.error(
+                    f"{here}: weight must not be negative", _value_node(entry_node, "weight")
+                )
+            destinations.append(Destination(then, weight))
+        return tuple(destinations)
+
+
+def _key_node(node: yaml.Node | None, key: Any) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(key):
+                return key_node
+    return node
+
+
+def _value_node(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+                found: yaml.Node = value_node
+                return found
+    return None

@@ -1,0 +1,351 @@
+"""Condition routers, precomputed against a provider snapshot (design §1).
+
+``bind(snapshot, consumer)`` does everything that does not depend on the call: it resolves
+``$`` references, evaluates the when clauses that read the consumer URL (a rule whose when side
+cannot match this consumer binds to a pass-through), and evaluates every then clause that reads
+provider URLs against every provider once, keeping the result as a mask. A call then reads only
+the invocation values the rule needs (method, ``arguments[N]``, ``attachments[k]``), looks the
+decision up in a small LRU cache keyed by exactly those values, and intersects masks: nothing
+per call walks the providers.
+
+Three routers live here:
+
+* :class:`ConditionRouter` - one ``when => then`` rule (a registry ``condition://`` URL, or one
+  entry of a v3.0 YAML ``conditions:`` list);
+* :class:`MultiDestinationRouter` - one v3.1 YAML condition (``from`` / weighted ``to`` list);
+* :class:`ConditionRuleSet` - one YAML document: its conditions applied one after another, each
+  to the survivors of the previous one (Dubbo's ``ListenableStateRouter``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TypeVar
+
+from dubbo_py.invocation import Invocation
+from dubbo_py.router.base import BoundRouter, Router
+from dubbo_py.router.condition.matcher import (
+    Matcher,
+    all_match,
+    merge_clauses,
+    read_invocation,
+    reads_invocation,
+    url_sample,
+)
+from dubbo_py.router.condition.rule import Clause, ConditionRule, Key
+from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.url import URL
+
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "PASS_THROUGH",
+    "BoundConditionRouter",
+    "BoundMultiDestinationRouter",
+    "BoundRuleSet",
+    "ConditionRouter",
+    "ConditionRuleSet",
+    "Destination",
+    "MultiDestinationRouter",
+]
+
+D = TypeVar("D")
+
+#: Entries in each bound router's per-call decision cache (distinct invocation-value tuples).
+DEFAULT_CACHE_SIZE = 512
+
+
+class _PassThrough:
+    """A bound router that keeps every candidate (disabled rule, or a when side that cannot
+    match this consumer)."""
+
+    def route(self, candidates: int, invocation: Invocation) -> int:
+        """Every candidate survives."""
+        return candidates
+
+    def __repr__(self) -> str:
+        return "PASS_THROUGH"
+
+
+#: The shared pass-through bound router.
+PASS_THROUGH: BoundRouter = _PassThrough()
+
+
+@dataclass(frozen=True, slots=True)
+class _Split:
+    """A side's matchers split into those read from a URL and those read from the call."""
+
+    static: tuple[Matcher, ...]
+    dynamic: tuple[Matcher, ...]
+
+
+def _split(clauses: Sequence[Clause], consumer: dict[str, str], *, when: bool) -> _Split:
+    matchers = merge_clauses(clauses, consumer)
+    return _Split(
+        tuple(m for m in matchers if not reads_invocation(m.key, when=when)),
+        tuple(m for m in matchers if reads_invocation(m.key, when=when)),
+    )
+
+
+def _then_mask(snapshot: Snapshot, matchers: tuple[Matcher, ...]) -> int:
+    if not matchers:
+        return snapshot.all
+    return snapshot.mask_where(lambda provider: all_match(matchers, url_sample(provider)))
+
+
+class _Probe:
+    """Reads, once per call, the invocation values some matchers need, and evaluates them
+    against those values (so decisions can be cached by the values alone)."""
+
+    __slots__ = ("_slot", "keys")
+
+    def __init__(self, groups: Sequence[tuple[Matcher, ...]]) -> None:
+        keys: list[Key] = []
+        for group in groups:
+            for matcher in group:
+                if matcher.key not in keys:
+                    keys.append(matcher.key)
+        self.keys: tuple[Key, ...] = tuple(keys)
+        self._slot = {key: i for i, key in enumerate(keys)}
+
+    def read(self, invocation: Invocation) -> tuple[str | None, ...]:
+        """The values of :attr:`keys` for this invocation (``None`` where missing)."""
+        return tuple(read_invocation(invocation, key) for key in self.keys)
+
+    def holds(self, matchers: tuple[Matcher, ...], values: tuple[str | None, ...]) -> bool:
+        """Do all ``matchers`` hold for the values :meth:`read` returned?"""
+        slot = self._slot
+        return all(m.test(values[slot[m.key]]) for m in matchers)
+
+
+# --------------------------------------------------------------------------- one rule
+
+# A decision: None = the when side does not match (pass through); otherwise the mask to keep
+# and whether an empty result stands (forced or blocking) instead of falling back to the input.
+_Decision = tuple[int, bool] | None
+
+
+@dataclass(frozen=True, eq=False)
+class BoundConditionRouter:
+    """One rule bound to a snapshot. ``route`` reads only the invocation values the rule needs
+    and intersects precomputed masks."""
+
+    probe: _Probe
+    decide: Callable[[tuple[str | None, ...]], _Decision]
+
+    def route(self, candidates: int, invocation: Invocation) -> int:
+        """Survivors among ``candidates``, Dubbo's ``ConditionStateRouter.doRoute`` semantics."""
+        decision = self.decide(self.probe.read(invocation))
+        if decision is None:
+            return candidates
+        mask, final = decision
+        survivors = candidates & mask
+        if survivors or final:
+            return survivors
+        return candidates
+
+
+@dataclass(frozen=True)
+class ConditionRouter:
+    """One ``when => then`` rule at a priority.
+
+    ``force``: when the then side leaves no provider, return none (True) or give the input back
+    (False, the default, as in Dubbo). ``enabled=False`` passes every call through.
+    """
+
+    rule: ConditionRule
+    name: str
+    priority: int = 0
+    force: bool = False
+    enabled: bool = True
+    cache_size: int = DEFAULT_CACHE_SIZE
+
+    def bind(self, snapshot: Snapshot, consumer: URL) -> BoundRouter:
+        """Precompute this rule for ``snapshot`` and the consumer's URL."""
+        if not self.enabled:
+            return PASS_THROUGH
+        sample = url_sample(consumer)
+        when = _split(self.rule.when, sample, when=True)
+        if not all_match(when.static, sample):
+            return PASS_THROUGH
+        if self.rule.then is None:
+            then = _Split((), ())
+            blocked: _Decision = (0, True)
+            fixed_mask = 0
+        else:
+            then = _split(self.rule.then, sample, when=False)
+            fixed_mask = _then_mask(snapshot, then.static)
+            blocked = None
+        probe = _Probe((when.dynamic, then.dynamic))
+        force = self.force
+
+        def decide(values: tuple[str | None, ...]) -> _Decision:
+            if not probe.holds(when.dynamic, values):
+                return None
+            if blocked is not None:
+                return blocked
+            # A then clause that reads the call holds for all providers or for none.
+            return (fixed_mask if probe.holds(then.dynamic, values) else 0, force)
+
+        return BoundConditionRouter(probe, _cached(decide, probe, self.cache_size))
+
+
+def _cached(
+    decide: Callable[[tuple[str | None, ...]], D], probe: _Probe, size: int
+) -> Callable[[tuple[str | None, ...]], D]:
+    """Decisions depend only on the probed values: a rule that reads none decides once, now;
+    others remember the last ``size`` distinct value tuples."""
+    if not probe.keys:
+        fixed = decide(())
+        return lambda _values: fixed
+    return lru_cache(maxsize=size)(decide)
+
+
+# --------------------------------------------------------------------------- v3.1 multi-destination
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """One ``to`` entry of a v3.1 condition: a then side and its weight.
+
+    ``then == ()`` selects every provider (an empty ``match``, as in Dubbo); ``None`` selects
+    none (``match: false``).
+    """
+
+    then: tuple[Clause, ...] | None
+    weight: int = 100
+
+
+# A v3.1 decision: None = pass through; () = no provider at all (traffic disabled or no `to`);
+# otherwise (mask, weight) per destination whose call-reading clauses hold.
+_MultiDecision = tuple[tuple[int, int], ...] | None
+
+
+@dataclass(frozen=True, eq=False)
+class BoundMultiDestinationRouter:
+    """One v3.1 condition bound to a snapshot."""
+
+    probe: _Probe
+    decide: Callable[[tuple[str | None, ...]], _MultiDecision]
+    force: bool
+    ratio: int
+    rng: Callable[[], float]
+
+    def route(self, candidates: int, invocation: Invocation) -> int:
+        """Dubbo's ``MultiDestConditionRouter.doRoute``: among the destinations with survivors
+        pick one by weight; keep it if it holds more than ``ratio`` percent of the candidates."""
+        decision = self.decide(self.probe.read(invocation))
+        if decision is None:
+            return candidates
+        if not decision:
+            return 0
+        subsets = [(candidates & mask, weight) for mask, weight in decision]
+        subsets = [(mask, weight) for mask, weight in subsets if mask]
+        if not subsets:
+            return 0 if self.force else candidates
+        chosen = subsets[0][0] if len(subsets) == 1 else _pick(subsets, self.rng())
+        if chosen.bit_count() * 100 // candidates.bit_count() > self.ratio:
+            return chosen
+        return 0
+
+
+def _pick(subsets: Sequence[tuple[int, int]], draw: float) -> int:
+    total = sum(weight for _, weight in subsets)
+    if total <= 0:
+        return subsets[0][0]
+    point = draw * total
+    for mask, weight in subsets:
+        if point < weight:
+            return mask
+        point -= weight
+    return subsets[-1][0]
+
+
+@dataclass(frozen=True)
+class MultiDestinationRouter:
+    """One v3.1 condition: ``from`` (a when side) and weighted ``to`` destinations.
+
+    ``force`` is true when either the condition or its document says ``force: true``;
+    ``traffic_disable`` blocks every matching call; ``ratio`` (0-100) is the share of the
+    candidates the chosen destination must exceed, else the call gets no provider.
+    """
+
+    when: tuple[Clause, ...]
+    destinations: tuple[Destination, ...]
+    name: str
+    priority: int = 0
+    force: bool = False
+    ratio: int = 0
+    traffic_disable: bool = False
+    enabled: bool = True
+    rng: Callable[[], float] = field(default=random.random, compare=False)
+    cache_size: int = DEFAULT_CACHE_SIZE
+
+    def bind(self, snapshot: Snapshot, consumer: URL) -> BoundRouter:
+        """Precompute the condition for ``snapshot`` and the consumer's URL."""
+        if not self.enabled:
+            return PASS_THROUGH
+        sample = url_sample(consumer)
+        when = _split(self.when, sample, when=True)
+        if not all_match(when.static, sample):
+            return PASS_THROUGH
+        targets: list[tuple[_Split, int, int]] = []
+        for destination in self.destinations:
+            if destination.then is None:
+                targets.append((_Split((), ()), 0, destination.weight))
+            else:
+                split = _split(destination.then, sample, when=False)
+                targets.append((split, _then_mask(snapshot, split.static), destination.weight))
+        probe = _Probe((when.dynamic, *(split.dynamic for split, _, _ in targets)))
+        blocked = self.traffic_disable or not targets
+
+        def decide(values: tuple[str | None, ...]) -> _MultiDecision:
+            if not probe.holds(when.dynamic, values):
+                return None
+            if blocked:
+                return ()
+            return tuple(
+                (mask if probe.holds(split.dynamic, values) else 0, weight)
+                for split, mask, weight in targets
+            )
+
+        cached = _cached(decide, probe, self.cache_size)
+        return BoundMultiDestinationRouter(probe, cached, self.force, self.ratio, self.rng)
+
+
+# --------------------------------------------------------------------------- a YAML document
+
+
+@dataclass(frozen=True, eq=False)
+class BoundRuleSet:
+    """A document's conditions bound to one snapshot, applied in order."""
+
+    members: tuple[BoundRouter, ...]
+
+    def route(self, candidates: int, invocation: Invocation) -> int:
+        """Each condition routes the survivors of the one before (Dubbo's
+        ``ListenableStateRouter``); an empty result ends the walk."""
+        for member in self.members:
+            candidates = member.route(candidates, invocation)
+            if not candidates:
+                break
+        return candidates
+
+
+@dataclass(frozen=True)
+class ConditionRuleSet:
+    """The routers of one config-center document, as one stage of the chain."""
+
+    name: str
+    priority: int
+    members: tuple[Router, ...]
+
+    def bind(self, snapshot: Snapshot, consumer: URL) -> BoundRouter:
+        """Bind every member; a set whose members all pass through binds to a pass-through."""
+        bound = tuple(m.bind(snapshot, consumer) for m in self.members)
+        active = tuple(b for b in bound if b is not PASS_THROUGH)
+        if not active:
+            return PASS_THROUGH
+        return BoundRuleSet(active)

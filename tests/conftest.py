@@ -1,0 +1,72 @@
+"""Shared fixtures: a real ZooKeeper for the test session, and stores on either backend."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from dubbo_py.registry.embedded import EmbeddedStore
+from dubbo_py.registry.store import Store
+from dubbo_py.registry.zookeeper import ZooKeeperStore
+from tests.support.zookeeper import ZooKeeperServer
+
+#: Generous sessions and leases: these tests never wait for them to run out (tests of expiry force
+#: it or set their own), and a loaded machine must not expire a session by accident.
+ZK_SESSION_TIMEOUT = 10.0
+EMBEDDED_LEASE = 3.0
+
+StoreFactory = Callable[[], Store]
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper server for the whole test session (started on first use)."""
+    server = ZooKeeperServer()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(
+    params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"],
+)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """The backend a store test runs against."""
+    return str(request.param)
+
+
+@pytest.fixture
+def make_store(
+    request: pytest.FixtureRequest, store_backend: str, tmp_path: Path
+) -> Iterator[StoreFactory]:
+    """Open further started stores on this test's backend and namespace (each one a separate
+    session, like another process); all are closed after the test."""
+    opened: list[ZooKeeperStore | EmbeddedStore] = []
+    chroot = f"/test-{uuid.uuid4().hex[:12]}"
+    db = tmp_path / "registry.db"
+
+    def make() -> Store:
+        store: ZooKeeperStore | EmbeddedStore
+        if store_backend == "zookeeper":
+            server: ZooKeeperServer = request.getfixturevalue("zookeeper")
+            store = ZooKeeperStore(
+                server.address, chroot, session_timeout=ZK_SESSION_TIMEOUT, connect_timeout=20
+            )
+        else:
+            store = EmbeddedStore(db, lease_seconds=EMBEDDED_LEASE, poll_interval=0.01)
+        opened.append(store)
+        assert store.start(), f"{store} did not start"
+        return store
+
+    yield make
+    for store in reversed(opened):
+        store.close()
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> Store:
+    """A started store, isolated to this test."""
+    return make_store()

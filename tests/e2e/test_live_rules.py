@@ -1,0 +1,173 @@
+"""Rules pushed through the registry change a live consumer's traffic within milliseconds, with no
+failed call, and deleting them brings the traffic back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from demo import greeter_pb2, greeter_pb2_grpc
+
+import dubbo_py
+from dubbo_py.registry.registry import Registry
+from tests.e2e.conftest import wait_until
+from tests.support.processes import ProviderProcess
+
+SETTLE = 0.1  # the promise: every call that starts 100 ms after a push obeys it
+
+
+@dataclass(frozen=True)
+class Sample:
+    started: float
+    provider: str
+    error: str = ""
+
+
+class Load:
+    """Steady calls from two threads, each recording when it started and where it landed."""
+
+    def __init__(self, call: Callable[[], str], threads: int = 2) -> None:
+        self.samples: list[Sample] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(call,)) for _ in range(threads)]
+
+    def _run(self, call: Callable[[], str]) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                sample = Sample(started, call())
+            except Exception as exc:
+                sample = Sample(started, "", repr(exc))
+            with self._lock:
+                self.samples.append(sample)
+            time.sleep(0.002)
+
+    def __enter__(self) -> Load:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+
+    def between(self, start: float, end: float) -> list[Sample]:
+        return [s for s in self.samples if start <= s.started < end]
+
+
+def _scenario(
+    registry_address: str,
+    tmp_path: Path,
+    providers: Callable[..., ProviderProcess],
+    push: Callable[[Registry, ProviderProcess, ProviderProcess], str],
+    attachments: dict[str, str] | None = None,
+    provider_args: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+) -> None:
+    p1, p2 = providers(*provider_args[0]), providers(*provider_args[1])
+    with dubbo_py.Application("shop", registry_address, cache_path=tmp_path / "c.json") as app:
+        ref = app.reference_handle(
+            greeter_pb2_grpc.GreeterStub,
+            version="1.0.0",
+            loadbalance="roundrobin",
+            timeout=5.0,
+            attachments=attachments,
+        )
+        wait_until(lambda: len(ref.directory.providers) == 2, 10, "both providers")
+        registry = app.registry
+        assert registry is not None
+        request = greeter_pb2.HelloRequest(name="load")
+        with Load(lambda: ref.stub.SayHello(request).provider) as load:
+            time.sleep(0.5)
+            pushed = time.monotonic()
+            key = push(registry, p1, p2)
+            time.sleep(1.0)
+            deleted = time.monotonic()
+            registry.delete_config(key)
+            time.sleep(1.0)
+        errors = [s for s in load.samples if s.error]
+        assert not errors, errors[:3]
+        before = load.between(0, pushed)
+        during = load.between(pushed + SETTLE, deleted)
+        after = load.between(deleted + SETTLE, float("inf"))
+        assert {s.provider for s in before} == {p1.address, p2.address}
+        assert during and {s.provider for s in during} == {p2.address}, {s.provider for s in during}
+        assert {s.provider for s in after} == {p1.address, p2.address}
+
+
+def test_condition_rule_push_and_delete_under_load(
+    registry_address: str, providers: Callable[..., ProviderProcess], tmp_path: Path
+) -> None:
+    def push(registry: Registry, _p1: ProviderProcess, p2: ProviderProcess) -> str:
+        key = "demo.Greeter:1.0.0:.condition-router"
+        registry.put_config(
+            key,
+            "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nforce: true\n"
+            f"conditions:\n  - 'method = SayHello => port = {p2.port}'\n",
+        )
+        return key
+
+    _scenario(registry_address, tmp_path, providers, push)
+
+
+def test_invalid_rule_keeps_last_good_rules(
+    registry_address: str, providers: Callable[..., ProviderProcess], tmp_path: Path
+) -> None:
+    p1, p2 = providers(), providers()
+    with dubbo_py.Application("shop", registry_address, cache_path=tmp_path / "c.json") as app:
+        ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        wait_until(lambda: len(ref.directory.providers) == 2, 10, "both providers")
+        assert app.registry is not None
+        key = "demo.Greeter:1.0.0:.condition-router"
+        head = "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nforce: true\n"
+        good = f"{head}conditions: ['=> port = {p2.port}']\n"
+        app.registry.put_config(key, good)
+        request = greeter_pb2.HelloRequest(name="x")
+
+        def only_p2() -> bool:
+            return {ref.stub.SayHello(request).provider for _ in range(10)} == {p2.address}
+
+        wait_until(only_p2, 5, "the good rule to apply")
+        app.registry.put_config(key, f"{head}conditions: ['=> port = ']\n")
+        wait_until(lambda: bool(ref.directory.rule_errors), 5, "the bad rule to be refused")
+        ((source, reason),) = ref.directory.rule_errors.items()
+        assert (key in source and "line 1" in reason) or ":" in reason
+        assert only_p2(), "the last good rule must stay in force"
+        del p1
+
+
+def test_registry_router_url_is_applied(
+    registry_address: str, providers: Callable[..., ProviderProcess], tmp_path: Path
+) -> None:
+    from urllib.parse import quote
+
+    from dubbo_py.url import URL
+
+    p1, p2 = providers(), providers()
+    with dubbo_py.Application("shop", registry_address, cache_path=tmp_path / "c.json") as app:
+        ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        wait_until(lambda: len(ref.directory.providers) == 2, 10, "both providers")
+        assert app.registry is not None
+        rule = URL.parse(
+            "condition://0.0.0.0/demo.Greeter?category=routers&dynamic=false&force=true"
+            f"&rule={quote(f'=> port = {p1.port}')}"
+        )
+        app.registry.register(rule)
+        request = greeter_pb2.HelloRequest(name="x")
+        wait_until(
+            lambda: {ref.stub.SayHello(request).provider for _ in range(10)} == {p1.address},
+            5,
+            "the router URL to apply",
+        )
+        app.registry.unregister(rule)
+        wait_until(
+            lambda: (
+                {ref.stub.SayHello(request).provider for _ in range(20)} == {p1.address, p2.address}
+            ),
+            5,
+            "traffic to return after the router URL is removed",
+        )

@@ -1,0 +1,196 @@
+"""ZooKeeper-only behaviour: sessions, outages and chroots, against a real ZooKeeper server."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from dubbo_py.registry.store import SessionState, StoreError
+from dubbo_py.registry.zookeeper import ZooKeeperStore
+from tests.support.waiting import Recorder, wait_until
+from tests.support.zookeeper import ZooKeeperServer, expire_session
+
+pytestmark = pytest.mark.zookeeper
+
+
+@pytest.fixture
+def own_zookeeper() -> Iterator[ZooKeeperServer]:
+    """A server of this test's own (not started), for tests that stop or delay it."""
+    server = ZooKeeperServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def stores() -> Iterator[list[ZooKeeperStore]]:
+    """Stores the test opens; closed afterwards."""
+    opened: list[ZooKeeperStore] = []
+    yield opened
+    for store in reversed(opened):
+        store.close()
+
+
+def _open(
+    stores: list[ZooKeeperStore], address: str, chroot: str = "", **options: Any
+) -> ZooKeeperStore:
+    """A store on a fresh chroot (unless given). Session expiry is forced in these tests, never
+    waited for, so the session timeout need not be short."""
+    options.setdefault("session_timeout", 10.0)
+    store = ZooKeeperStore(address, chroot or f"/zk-{uuid.uuid4().hex[:10]}", **options)
+    stores.append(store)
+    return store
+
+
+def test_session_expiry_gives_a_new_session_and_watches_keep_firing(
+    zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]
+) -> None:
+    store = _open(stores, zookeeper.address)
+    events = Recorder()
+    store.add_session_listener(events)
+
+    # What a provider does: register again whenever the session is new.
+    def reregister(state: SessionState) -> None:
+        if state is SessionState.NEW_SESSION:
+            store.create("/svc/providers/again", ephemeral=True)
+
+    store.add_session_listener(reregister)
+    assert store.start()
+    events.wait_last(SessionState.CONNECTED)
+    store.create("/svc/providers/me", ephemeral=True)
+    kids, data = Recorder(), Recorder()
+    store.watch_children("/svc/providers", kids)
+    store.watch_data("/svc/config", data)
+    kids.wait_last(["me"])
+    data.wait_last((None, -1))
+
+    expire_session(store)
+
+    events.wait_last(SessionState.NEW_SESSION)
+    # (Forcing the expiry may bounce the connection once more before it takes, hence no exact
+    # sequence in the middle.)
+    assert events.calls[0] is SessionState.CONNECTED
+    assert events.calls[-2:] == [SessionState.SUSPENDED, SessionState.NEW_SESSION]
+    assert events.calls.count(SessionState.NEW_SESSION) == 1
+    kids.wait_last(["again"])  # the old ephemeral node went with the old session
+    other = _open(stores, zookeeper.address, store.chroot)
+    assert other.start()
+    other.create("/svc/providers/other")
+    other.create("/svc/config", b"after expiry")
+    kids.wait_last(["again", "other"])
+    data.wait_last((b"after expiry", 0))
+
+
+def test_start_while_zookeeper_is_down_then_attach_when_it_comes_up(
+    own_zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]
+) -> None:
+    store = _open(stores, own_zookeeper.address, "/late/root", retry_max_delay=0.5)
+    events = Recorder()
+    store.add_session_listener(events)
+
+    assert store.start(timeout=0.5) is False
+    with pytest.raises(
+        StoreError, match=r"not connected to zookeeper://127\.0\.0\.1:\d+/late/root"
+    ):
+        store.get("/x")
+    kids = Recorder()
+    store.watch_children("/", kids)  # registered while down
+
+    own_zookeeper.start()
+
+    events.wait_last(SessionState.CONNECTED)
+    kids.wait_last([])
+    assert store.connected
+    store.create("/registered")
+    kids.wait_last(["registered"])
+    assert events.calls == [SessionState.CONNECTED]
+
+
+def test_server_restart_suspends_then_reconnects_the_same_session(
+    own_zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]
+) -> None:
+    own_zookeeper.start()
+    store = _open(stores, own_zookeeper.address, session_timeout=20.0, retry_max_delay=0.5)
+    observer = _open(stores, own_zookeeper.address, store.chroot)
+    events = Recorder()
+    store.add_session_listener(events)
+    assert store.start() and observer.start()
+    events.wait_last(SessionState.CONNECTED)
+    store.create("/svc/providers/me", ephemeral=True)
+    kids = Recorder()
+    observer.watch_children("/svc/providers", kids)
+    kids.wait_last(["me"])
+
+    own_zookeeper.stop()
+    events.wait_last(SessionState.SUSPENDED)
+    with pytest.raises(StoreError, match="not connected"):
+        store.create("/during/outage")
+    own_zookeeper.start()
+
+    events.wait_last(SessionState.RECONNECTED)
+    assert events.calls == [
+        SessionState.CONNECTED,
+        SessionState.SUSPENDED,
+        SessionState.RECONNECTED,
+    ]
+    # Same session: the ephemeral node is still there, and watches work again.
+    assert store.children("/svc/providers") == ["me"]
+    store.create("/svc/providers/after")
+    kids.wait_last(["after", "me"])
+
+
+def test_chroot_is_created_and_isolates_namespaces(
+    zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]
+) -> None:
+    base = f"/iso-{uuid.uuid4().hex[:8]}"
+    first = _open(stores, zookeeper.address, f"{base}/one")
+    second = _open(stores, zookeeper.address, f"{base}/two")
+    assert first.start() and second.start()
+    first.create("/dubbo/a", b"1")
+    second.create("/dubbo/b", b"2")
+    assert first.children("/dubbo") == ["a"]
+    assert second.children("/dubbo") == ["b"]
+
+    raw = KazooClient(hosts=zookeeper.address)
+    raw.start(timeout=20)
+    try:
+        assert raw.get(f"{base}/one/dubbo/a")[0] == b"1"
+        assert sorted(raw.get_children(base)) == ["one", "two"]
+    finally:
+        raw.stop()
+        raw.close()
+
+
+def test_empty_chroot_chroot_slash_and_address(
+    zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]
+) -> None:
+    store = ZooKeeperStore(zookeeper.address, "/")
+    stores.append(store)
+    assert store.address == f"zookeeper://{zookeeper.address}"
+    assert store.start()
+    assert "zookeeper" in store.children("/")  # ZooKeeper's own node at the real root
+
+
+def test_digest_auth_connects(zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]) -> None:
+    store = _open(stores, zookeeper.address, auth=("admin", "secret"))
+    assert store.start()
+    store.create("/with/auth", b"x")
+    assert store.get("/with/auth") == (b"x", 0)
+
+
+@pytest.mark.parametrize("hosts", ["", "127.0.0.1:2181/chroot", "127.0.0.1:notaport"])
+def test_bad_hosts_are_refused(hosts: str) -> None:
+    with pytest.raises(StoreError, match="invalid ZooKeeper hosts"):
+        ZooKeeperStore(hosts)
+
+
+def test_close_while_never_connected_returns(own_zookeeper: ZooKeeperServer) -> None:
+    store = ZooKeeperStore(own_zookeeper.address, retry_max_delay=0.2)
+    assert store.start(timeout=0.2) is False
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.exists("/")
+    wait_until(lambda: not store.connected)
