@@ -179,20 +179,45 @@ def test_invalid_scenarios_name_the_field_and_position(
     assert error.startswith(path) and fragment in error, error
 
 
-def test_configurators_are_reported_as_not_supported_yet(run: Cli) -> None:
-    if scenario.configurator() is not None:
-        pytest.skip("this build applies configurators")
+def test_configurators_apply_before_the_routers(run: Cli) -> None:
+    path = scenario_file(
+        run,
+        """\
+        - url: "override://10.0.0.7:50051/demo.Greeter?category=configurators&disabled=true"
+        - config: configurators
+          yaml: |
+            configs:
+              - addresses: ["10.0.0.6"]
+                parameters: {weight: 5}
+        - condition: "=> host = 10.0.0.6,10.0.0.7"
+        """,
+    )
+    out = run.json("route", "test", path)
+    assert out == {
+        "providers": ["tri://10.0.0.6:50051/demo.Greeter?version=2.0.0"],
+        "trace": [
+            {"router": "configurators", "in": 3, "out": 2},
+            {"router": "fake(rules[2])", "in": 2, "out": 1},
+        ],
+        "error": None,
+    }
+
+
+def test_an_invalid_configurators_document_is_refused(run: Cli) -> None:
     path = scenario_file(
         run,
         """\
         - config: configurators
-          yaml: "configs: [{side: provider, parameters: {weight: 5}}]"
+          yaml: |
+            configs:
+              - parameters: {}
         """,
     )
     result = run("route", "test", path)
     assert result.exit_code == 1
-    assert "configurators (override rules) are not supported yet" in result.stderr
-    assert ":12:" in result.stderr
+    assert result.stderr.strip() == (
+        f"error: {path}:13:9: rules[0]: configs[0].parameters must be a non-empty mapping"
+    )
 
 
 def test_missing_file_is_refused(run: Cli) -> None:

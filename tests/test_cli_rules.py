@@ -186,12 +186,17 @@ def test_validate_without_a_key_uses_the_kind(run: Cli) -> None:
     assert "--kind" in result.stderr
 
 
-def test_configurators_documents_are_checked_for_shape(run: Cli) -> None:
-    good = "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nconfigs:\n  - side: provider\n"
+def test_configurators_documents_are_validated_as_consumers_validate_them(run: Cli) -> None:
+    good = (
+        "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nconfigs:\n"
+        "  - addresses: ['10.0.0.5:50051']\n    parameters: {weight: 5}\n"
+    )
     assert push(run, good)[0] == 0
     assert run.text("demo.Greeter::.configurators") == good
-    code, _, err = push(run, good.replace("  - side: provider\n", "  - 7\n"))
-    assert code == 1 and "configs[0]" in err
+    code, _, err = push(run, good.replace("{weight: 5}", "{}"), name="empty.yaml")
+    assert code == 1 and "empty.yaml: configs[0].parameters must be a non-empty mapping" in err
+    code, _, err = push(run, good.replace("configs:", "configs: [").rstrip(), name="syntax.yaml")
+    assert code == 1 and "syntax.yaml:" in err and "invalid YAML" in err
 
 
 # ----------------------------------------------------------------------------- conflicts

@@ -20,6 +20,7 @@ from dubbo_py.admin.registry_commands import registry_group
 from dubbo_py.admin.route_commands import route_group
 from dubbo_py.admin.rule_commands import rules_group
 from dubbo_py.admin.service_commands import consumers, providers, services
+from dubbo_py.admin.shard_commands import shard
 from dubbo_py.registry.address import ENV_REGISTRY
 
 __all__ = ["cli", "main"]
@@ -78,15 +79,8 @@ cli.add_command(override_group)
 cli.add_command(route_group)
 cli.add_command(registry_group)
 
-# --- mount point for the shard commands (dubbo_py/admin/shard_commands.py, another branch) -----
-# The lead mounts the `shard` group here once it is merged; until then the CLI works without it.
-try:
-    from dubbo_py.admin.shard_commands import shard  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # not merged yet
-    pass
-else:
-    cli.add_command(shard)
-# -------------------------------------------------------------------------------------------------
+# The shard tools (dubbo_py/admin/shard_commands.py, written on its own branch).
+cli.add_command(shard)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -7,9 +7,7 @@ command should instead say so at once, so the CLI opens stores itself rather tha
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import Any
 
 from dubbo_py.registry.address import RegistryAddress
 from dubbo_py.registry.store import Store, StoreError
@@ -24,12 +22,6 @@ class RegistryUnreachable(StoreError):
     """The registry did not answer (the message names it)."""
 
 
-def _store_class(module: str, name: str) -> Any:
-    # Imported by name: the store implementations live in their own modules (and pull in
-    # kazoo / sqlite only when that registry is used).
-    return getattr(importlib.import_module(module), name)
-
-
 def open_admin_store(address: RegistryAddress, timeout: float) -> Store:
     """The connected store of ``address``; :class:`RegistryUnreachable` when it cannot be
     reached within ``timeout`` seconds, StoreError when it cannot be opened at all."""
@@ -38,18 +30,17 @@ def open_admin_store(address: RegistryAddress, timeout: float) -> Store:
             f"{address} is a direct provider address, not a registry "
             "(use zookeeper://host:port or sqlite:///path)"
         )
+    # Imported here: each store pulls in its own dependencies (kazoo, sqlite3).
     if address.kind == "sqlite":
-        embedded = _store_class("dubbo_py.registry.embedded", "EmbeddedStore")(address.location)
-        start = getattr(embedded, "start", None)
-        if callable(start):
-            start()
-        store: Store = embedded
-        return store
-    zk = _store_class("dubbo_py.registry.zookeeper", "ZooKeeperStore")(
-        address.location, address.chroot
-    )
+        from dubbo_py.registry.embedded import EmbeddedStore
+
+        embedded = EmbeddedStore(address.location)
+        embedded.start(timeout)
+        return embedded
+    from dubbo_py.registry.zookeeper import ZooKeeperStore
+
+    zk = ZooKeeperStore(address.location, address.chroot, connect_timeout=timeout)
     if not zk.start(timeout):
         zk.close()
         raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
-    store = zk
-    return store
+    return zk

@@ -116,14 +116,7 @@ class _View:
                 docs[key] = text
         providers = self.matched
         if self.override_urls or docs:
-            apply = configurator()
-            if apply is None:
-                self.report.note(
-                    "overrides (configurators) are not applied: this build has no "
-                    "dubbo_py.cluster.configurators.apply"
-                )
-            else:
-                providers = apply(list(providers), list(self.override_urls), docs)
+            providers = configurator()(list(providers), list(self.override_urls), docs)
         usable = [p for p in providers if not p.get_bool("disabled", False)]
         return sorted(set(usable), key=lambda u: u.to_string())
 

@@ -64,8 +64,8 @@ def route_test(scenario_file: str) -> None:
     )
     print_table(
         "trace",
-        ["ROUTER", "IN", "OUT"],
-        ([s.router, s.count_in, s.count_out] for s in result.trace),
+        ["ROUTER", "IN", "OUT", "WHY EMPTY"],
+        ([s.router, s.count_in, s.count_out, s.reason or ""] for s in result.trace),
         empty="(no router ran)",
     )
 

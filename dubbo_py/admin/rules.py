@@ -15,13 +15,13 @@ Validation runs :func:`dubbo_py.router.factory.compile_document` — exactly wha
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
+from dubbo_py.cluster import configurators
 from dubbo_py.registry import layout
 from dubbo_py.router import factory
 from dubbo_py.router.base import RuleError
@@ -260,38 +260,16 @@ def _check_key_agrees(rule: RuleKey, text: str, source: str) -> None:
         )
 
 
-def _configurator_validator() -> Callable[[str, str], object] | None:
-    try:
-        module = importlib.import_module("dubbo_py.cluster.configurators")
-    except ModuleNotFoundError as exc:
-        if exc.name and "dubbo_py.cluster.configurators".startswith(exc.name):
-            return None
-        raise
-    check = getattr(module, "validate_document", None)
-    return cast("Callable[[str, str], object]", check) if callable(check) else None
-
-
 def validate(rule: RuleKey, text: str, source: str) -> list[str]:
     """Check a document for ``rule``'s key as consumers will read it; returns the names of the
-    routers it compiles to. RuleError naming ``source`` (and line/column) when invalid."""
-    if rule.kind != "configurators":
-        return [r.name for r in factory.compile_document(rule.compile_kind, text, source)]
-    check = _configurator_validator()
-    if check is not None:
-        check(text, source)
+    routers it compiles to (none for configurators). RuleError naming ``source`` (and the line
+    and column where known) when it is invalid."""
+    if rule.kind == "configurators":
+        # What the directory runs on every configurators document it reads.
+        load_yaml(text, source)  # syntax errors with their position
+        configurators.parse_configurators_yaml(text, source)
         return []
-    # No configurator code yet: check the Dubbo 3 shape (a mapping with a non-empty
-    # ``configs`` list of mappings) so at least a malformed document is refused.
-    data, _ = load_yaml(text, source)
-    if not isinstance(data, Mapping):
-        raise RuleError("a configurators document must be a mapping of fields", source=source)
-    configs = data.get("configs")
-    if not isinstance(configs, list) or not configs:
-        raise RuleError("configs must be a non-empty list", source=source)
-    for i, item in enumerate(configs):
-        if not isinstance(item, Mapping):
-            raise RuleError(f"configs[{i}] must be a mapping", source=source)
-    return []
+    return [r.name for r in factory.compile_document(rule.compile_kind, text, source)]
 
 
 def document_enabled(text: str) -> bool | None:

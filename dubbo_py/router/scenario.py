@@ -29,13 +29,13 @@ that has exactly those fields.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import yaml
 
+from dubbo_py.cluster import configurators
 from dubbo_py.invocation import Invocation
 from dubbo_py.router import factory
 from dubbo_py.router.base import Router, RuleError
@@ -109,28 +109,24 @@ class ScenarioResult:
     trace: tuple[TraceStep, ...]
 
     def to_json(self) -> dict[str, Any]:
-        """``{"providers": [...], "trace": [{"router", "in", "out"}], "error": null}``."""
-        return {
-            "providers": list(self.providers),
-            "trace": [
-                {"router": s.router, "in": s.count_in, "out": s.count_out} for s in self.trace
-            ],
-            "error": None,
-        }
+        """``{"providers": [...], "trace": [{"router", "in", "out"}], "error": null}``; a trace
+        step whose router can say why it left no provider also has ``"reason"``."""
+        trace = []
+        for step in self.trace:
+            entry: dict[str, Any] = {
+                "router": step.router,
+                "in": step.count_in,
+                "out": step.count_out,
+            }
+            if step.reason:
+                entry["reason"] = step.reason
+            trace.append(entry)
+        return {"providers": list(self.providers), "trace": trace, "error": None}
 
 
-def configurator() -> Configure | None:
-    """The override-rule function (``dubbo_py.cluster.configurators.apply``) when this build has
-    one, else None."""
-    name = "dubbo_py.cluster.configurators"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name and name.startswith(exc.name):
-            return None
-        raise
-    apply = getattr(module, "apply", None)
-    return cast("Configure", apply) if callable(apply) else None
+def configurator() -> Configure:
+    """The override-rule function consumers run (:func:`dubbo_py.cluster.configurators.apply`)."""
+    return configurators.apply
 
 
 def route(
@@ -153,8 +149,6 @@ def run(scenario: Scenario) -> ScenarioResult:
     steps: list[TraceStep] = []
     if scenario.configurator_urls or scenario.configurator_docs:
         apply = configurator()
-        if apply is None:  # load() refuses this; kept for scenarios built by hand
-            raise ScenarioError("configurators are not supported yet", source=scenario.source)
         kept_urls, kept_written = [], []
         # One provider at a time, so each configured URL stays tied to the line it came from.
         for url, text in zip(urls, written, strict=True):
@@ -411,7 +405,6 @@ def _rules(
             url_node = _value_node(rule_node, "url")
             url = reader.url(rule["url"], url_node, f"{what}.url")
             if url.protocol == "override" or url.category == "configurators":
-                _require_configurator(reader, what, rule_node)
                 cfg_urls.append(url)
                 continue
             try:
@@ -433,7 +426,10 @@ def _rules(
                     f"{what}.yaml must be the rule document (text)", text_node or rule_node
                 )
             if kind == "configurators":
-                _require_configurator(reader, what, rule_node)
+                try:
+                    configurators.parse_configurators_yaml(text, what)
+                except RuleError as exc:
+                    raise reader.relocate(exc, what, text_node, rule_node) from None
                 cfg_docs[what] = text
                 continue
             try:
@@ -481,12 +477,3 @@ def _condition_rule(
         return factory.compile_url(url, what)
     except RuleError as exc:
         raise reader.relocate(exc, what, text_node, node) from None
-
-
-def _require_configurator(reader: _Reader, what: str, node: yaml.Node | None) -> None:
-    if configurator() is None:
-        raise reader.error(
-            f"{what}: configurators (override rules) are not supported yet by this build "
-            "(no dubbo_py.cluster.configurators.apply)",
-            node,
-        )
