@@ -304,7 +304,8 @@ class AdminGroup(SuggestingGroup):
         **extra: Any,
     ) -> Any:
         try:
-            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            # Always "dubbo-py" in messages, however it was started (python -m, tests).
+            result = super().main(args, "dubbo-py", complete_var, standalone_mode=False, **extra)
             code = result if isinstance(result, int) else 0
         except click.UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""

@@ -223,6 +223,8 @@ def resolve_key(text: str, source: str, *, key: str | None, kind: str | None) ->
         _check_key_agrees(rule, text, source)
         return rule
     data, _ = load_yaml(text, source)
+    if data is None:
+        raise RuleError("the rule file is empty", source=source)
     if kind is None:
         kind = infer_kind(data)
         if kind is None:
