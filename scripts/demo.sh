@@ -3,7 +3,7 @@
 # a consumer; calls spread over both; one provider is killed mid-run and calls continue.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e '.[examples]'
+PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q -e '.[examples]'
 python3 scripts/gen_protos.py >/dev/null
 
 work=$(mktemp -d)

@@ -6,7 +6,7 @@ if ! dpkg -s zookeeper >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
 fi
-python3 -m pip install -q -e '.[dev]'
+PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q -e '.[dev]'
 python3 scripts/gen_protos.py >/dev/null
 ruff check dubbo_py tests examples bench scripts
 mypy dubbo_py
