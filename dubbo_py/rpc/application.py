@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -15,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -34,6 +35,9 @@ from dubbo_py.rpc.introspect import service_of_stub
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 from dubbo_py.rpc.provider import ExportedServer, export
 from dubbo_py.url import URL
+
+if TYPE_CHECKING:
+    from dubbo_py.rpc.aio import AsyncChannelPool, AsyncExportedServer
 
 __all__ = ["Application", "Reference"]
 
@@ -109,6 +113,7 @@ class Application:
         self._references: list[Reference] = []
         self._consumer_urls: list[URL] = []
         self._stop_requested = threading.Event()
+        self._async_pools: list[AsyncChannelPool] = []
 
     # ----------------------------------------------------------------- registry
 
@@ -177,7 +182,61 @@ class Application:
                 server.stop(grace)
             self.close()
 
+    async def start_async(
+        self,
+        *servicers: object,
+        port: int = 0,
+        host: str | None = None,
+        bind_host: str | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+        unregister_wait: float = 0.5,
+    ) -> AsyncExportedServer:
+        """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
+        ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
+        from dubbo_py.rpc.aio import export_async
+
+        registry = await asyncio.to_thread(lambda: self.registry)
+        exported = await export_async(
+            servicers,
+            application=self.name,
+            registry=registry,
+            host=host or os.environ.get(ENV_HOST, "127.0.0.1"),
+            port=port,
+            bind_host=bind_host,
+            credentials=credentials,
+        )
+        exported.unregister_wait = unregister_wait
+        return exported
+
+    async def serve_async(self, *servicers: object, port: int = 0, grace: float = 5.0) -> None:
+        """Serve async servicers until the task is cancelled, then shut down gracefully."""
+        exported = await self.start_async(*servicers, port=port)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await exported.stop(grace)
+
     # ----------------------------------------------------------------- consumer side
+
+    def reference_async(self, stub_class: type[S], **options: Any) -> S:
+        """The asyncio flavour of :meth:`reference`: ``await stub.Unary(req)`` and
+        ``async for r in stub.Streaming(req)``. Same options; call it from the event loop that
+        will make the calls (its gRPC channels belong to that loop)."""
+        from dubbo_py.rpc.aio import AsyncChannelPool, AsyncClusterChannel
+
+        ref = self.reference_handle(stub_class, **options)
+        pool = AsyncChannelPool()
+        self._async_pools.append(pool)
+        channel = AsyncClusterChannel(pool, ref.channel.make_context, ref.channel.attachments)
+        stub: S = stub_class(channel)  # type: ignore[call-arg]
+        return stub
+
+    async def aclose(self) -> None:
+        """Close the asyncio flavour's provider channels, then everything :meth:`close` does."""
+        pools, self._async_pools = self._async_pools, []
+        for pool in pools:
+            await pool.close()
+        await asyncio.to_thread(self.close)
 
     def reference(
         self,
@@ -384,6 +443,12 @@ class Application:
             host, port = entry.rsplit(":", 1)
             out.append(URL("tri", host, int(port), consumer.path, parameters=params))
         return out
+
+    @property
+    def references(self) -> tuple[Reference, ...]:
+        """Every reference this application built (their directories, quarantines, stubs)."""
+        with self._lock:
+            return tuple(self._references)
 
     # ----------------------------------------------------------------- lifecycle
 
