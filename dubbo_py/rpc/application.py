@@ -24,6 +24,7 @@ from dubbo_py import __version__
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.mock import parse_mock, with_mock
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
+from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.directory import RegistryDirectory
@@ -138,13 +139,17 @@ class Application:
         max_workers: int = 32,
         credentials: grpc.ServerCredentials | None = None,
         unregister_wait: float = 0.5,
+        tls: ServerTLS | None = None,
     ) -> ExportedServer:
         """Serve ``servicers`` on a new gRPC server and register them; returns at once.
 
         ``host`` is the address registered for consumers (default ``$DUBBO_PY_HOST`` or
-        127.0.0.1); ``bind_host`` is the interface to listen on (default: ``host``).
+        127.0.0.1); ``bind_host`` is the interface to listen on (default: ``host``); ``tls``
+        serves over TLS (mutual TLS when it names a client CA) and says so in the provider URL.
         """
         host = host or os.environ.get(ENV_HOST, "127.0.0.1")
+        if tls is not None:
+            credentials = tls.credentials()
         exported = export(
             servicers,
             application=self.name,
@@ -190,11 +195,14 @@ class Application:
         bind_host: str | None = None,
         credentials: grpc.ServerCredentials | None = None,
         unregister_wait: float = 0.5,
+        tls: ServerTLS | None = None,
     ) -> AsyncExportedServer:
         """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
         ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
         from dubbo_py.rpc.aio import export_async
 
+        if tls is not None:
+            credentials = tls.credentials()
         registry = await asyncio.to_thread(lambda: self.registry)
         exported = await export_async(
             servicers,
@@ -254,6 +262,7 @@ class Application:
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
         mock: str | None = None,
+        tls: ClientTLS | None = None,
     ) -> S:
         """A generated stub whose calls are routed, balanced and retried by dubbo-py.
 
@@ -262,7 +271,8 @@ class Application:
         ``attachments`` go with every call (``dubbo.tag`` selects tagged providers); ``check``
         waits up to that many seconds for the first provider list; ``mock`` degrades the
         service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
-        :mod:`dubbo_py.cluster.mock`), also settable per method.
+        :mod:`dubbo_py.cluster.mock`), also settable per method; ``tls`` verifies TLS providers
+        (those whose URL says ``tls=true``) and presents a client certificate for mutual TLS.
         """
         stub: S = self.reference_handle(
             stub_class,
@@ -278,6 +288,7 @@ class Application:
             parameters=parameters,
             check=check,
             mock=mock,
+            tls=tls,
         ).stub
         return stub
 
@@ -297,6 +308,7 @@ class Application:
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
         mock: str | None = None,
+        tls: ClientTLS | None = None,
     ) -> Reference:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
@@ -336,7 +348,7 @@ class Application:
             cache=cache,
             static_providers=static,
         )
-        pool = ChannelPool()
+        pool = ChannelPool(tls)
         quarantine = Quarantine(grpc_health_probe)
         budget = RetryBudget()
         idempotent_methods = frozenset(idempotent) | frozenset(
