@@ -3,7 +3,7 @@
 # a consumer; calls spread over both; one provider is killed mid-run and calls continue.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e '.[examples]'
+PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q -e '.[examples]'
 python3 scripts/gen_protos.py >/dev/null
 
 work=$(mktemp -d)
@@ -27,7 +27,7 @@ echo "== 200 calls, provider 1 killed (kill -9) after the first second"
 python3 examples/quickstart/consumer.py --calls 200 --interval 0.01 &
 consumer=$!
 sleep 1
-kill -9 "${pids[0]}"
+{ kill -9 "${pids[0]}"; wait "${pids[0]}"; } 2>/dev/null || true
 echo "   (killed provider 1, pid ${pids[0]})"
 wait "$consumer"
 echo "== the dubbo-py CLI sees what is registered now:"

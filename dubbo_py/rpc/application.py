@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -15,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -23,6 +24,7 @@ from dubbo_py import __version__
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.mock import parse_mock, with_mock
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
+from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.directory import RegistryDirectory
@@ -34,6 +36,9 @@ from dubbo_py.rpc.introspect import service_of_stub
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 from dubbo_py.rpc.provider import ExportedServer, export
 from dubbo_py.url import URL
+
+if TYPE_CHECKING:
+    from dubbo_py.rpc.aio import AsyncChannelPool, AsyncExportedServer
 
 __all__ = ["Application", "Reference"]
 
@@ -109,6 +114,7 @@ class Application:
         self._references: list[Reference] = []
         self._consumer_urls: list[URL] = []
         self._stop_requested = threading.Event()
+        self._async_pools: list[AsyncChannelPool] = []
 
     # ----------------------------------------------------------------- registry
 
@@ -133,13 +139,17 @@ class Application:
         max_workers: int = 32,
         credentials: grpc.ServerCredentials | None = None,
         unregister_wait: float = 0.5,
+        tls: ServerTLS | None = None,
     ) -> ExportedServer:
         """Serve ``servicers`` on a new gRPC server and register them; returns at once.
 
         ``host`` is the address registered for consumers (default ``$DUBBO_PY_HOST`` or
-        127.0.0.1); ``bind_host`` is the interface to listen on (default: ``host``).
+        127.0.0.1); ``bind_host`` is the interface to listen on (default: ``host``); ``tls``
+        serves over TLS (mutual TLS when it names a client CA) and says so in the provider URL.
         """
         host = host or os.environ.get(ENV_HOST, "127.0.0.1")
+        if tls is not None:
+            credentials = tls.credentials()
         exported = export(
             servicers,
             application=self.name,
@@ -177,7 +187,64 @@ class Application:
                 server.stop(grace)
             self.close()
 
+    async def start_async(
+        self,
+        *servicers: object,
+        port: int = 0,
+        host: str | None = None,
+        bind_host: str | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+        unregister_wait: float = 0.5,
+        tls: ServerTLS | None = None,
+    ) -> AsyncExportedServer:
+        """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
+        ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
+        from dubbo_py.rpc.aio import export_async
+
+        if tls is not None:
+            credentials = tls.credentials()
+        registry = await asyncio.to_thread(lambda: self.registry)
+        exported = await export_async(
+            servicers,
+            application=self.name,
+            registry=registry,
+            host=host or os.environ.get(ENV_HOST, "127.0.0.1"),
+            port=port,
+            bind_host=bind_host,
+            credentials=credentials,
+        )
+        exported.unregister_wait = unregister_wait
+        return exported
+
+    async def serve_async(self, *servicers: object, port: int = 0, grace: float = 5.0) -> None:
+        """Serve async servicers until the task is cancelled, then shut down gracefully."""
+        exported = await self.start_async(*servicers, port=port)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await exported.stop(grace)
+
     # ----------------------------------------------------------------- consumer side
+
+    def reference_async(self, stub_class: type[S], **options: Any) -> S:
+        """The asyncio flavour of :meth:`reference`: ``await stub.Unary(req)`` and
+        ``async for r in stub.Streaming(req)``. Same options; call it from the event loop that
+        will make the calls (its gRPC channels belong to that loop)."""
+        from dubbo_py.rpc.aio import AsyncChannelPool, AsyncClusterChannel
+
+        ref = self.reference_handle(stub_class, **options)
+        pool = AsyncChannelPool()
+        self._async_pools.append(pool)
+        channel = AsyncClusterChannel(pool, ref.channel.make_context, ref.channel.attachments)
+        stub: S = stub_class(channel)  # type: ignore[call-arg]
+        return stub
+
+    async def aclose(self) -> None:
+        """Close the asyncio flavour's provider channels, then everything :meth:`close` does."""
+        pools, self._async_pools = self._async_pools, []
+        for pool in pools:
+            await pool.close()
+        await asyncio.to_thread(self.close)
 
     def reference(
         self,
@@ -195,6 +262,7 @@ class Application:
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
         mock: str | None = None,
+        tls: ClientTLS | None = None,
     ) -> S:
         """A generated stub whose calls are routed, balanced and retried by dubbo-py.
 
@@ -203,7 +271,8 @@ class Application:
         ``attachments`` go with every call (``dubbo.tag`` selects tagged providers); ``check``
         waits up to that many seconds for the first provider list; ``mock`` degrades the
         service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
-        :mod:`dubbo_py.cluster.mock`), also settable per method.
+        :mod:`dubbo_py.cluster.mock`), also settable per method; ``tls`` verifies TLS providers
+        (those whose URL says ``tls=true``) and presents a client certificate for mutual TLS.
         """
         stub: S = self.reference_handle(
             stub_class,
@@ -219,6 +288,7 @@ class Application:
             parameters=parameters,
             check=check,
             mock=mock,
+            tls=tls,
         ).stub
         return stub
 
@@ -238,6 +308,7 @@ class Application:
         parameters: Mapping[str, str] | None = None,
         check: float = 3.0,
         mock: str | None = None,
+        tls: ClientTLS | None = None,
     ) -> Reference:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
@@ -277,7 +348,7 @@ class Application:
             cache=cache,
             static_providers=static,
         )
-        pool = ChannelPool()
+        pool = ChannelPool(tls)
         quarantine = Quarantine(grpc_health_probe)
         budget = RetryBudget()
         idempotent_methods = frozenset(idempotent) | frozenset(
@@ -384,6 +455,12 @@ class Application:
             host, port = entry.rsplit(":", 1)
             out.append(URL("tri", host, int(port), consumer.path, parameters=params))
         return out
+
+    @property
+    def references(self) -> tuple[Reference, ...]:
+        """Every reference this application built (their directories, quarantines, stubs)."""
+        with self._lock:
+            return tuple(self._references)
 
     # ----------------------------------------------------------------- lifecycle
 

@@ -130,21 +130,23 @@ class ClusterChannel(grpc.Channel):
         self,
         pool: ChannelPool,
         strategy_for: Callable[[str, MethodInvoker], Strategy],
-        make_context: Callable[[MethodInvoker], ClusterContext],
+        make_context: Callable[[Any], ClusterContext],
         attachments: dict[str, str] | None = None,
         stats: CallStats | None = None,
     ) -> None:
         self.pool = pool
         self.stats = stats
         self.strategy_for = strategy_for
-        self._make_context = make_context
+        #: Builds the cluster context of one method from its provider call (shared with the
+        #: asyncio flavour, which plugs in an awaitable call).
+        self.make_context = make_context
         self.attachments = dict(attachments or {})
         self.invokers: list[MethodInvoker] = []
 
     def context_for(self, invoker: MethodInvoker) -> ClusterContext:
         """The cluster context calls of one method use (built once per method)."""
         self.invokers.append(invoker)
-        return self._make_context(invoker)
+        return self.make_context(invoker)
 
     def _multicallable(
         self,

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 
 from dubbo_py.cluster.stats import CallStats, method_key
+from dubbo_py.config.tls import ClientTLS
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
@@ -23,21 +24,19 @@ __all__ = ["ChannelPool", "MethodInvoker", "ProviderCall"]
 #: What the cluster strategies call: (provider, invocation, timeout in s or None) -> response.
 ProviderCall = Callable[[URL, Invocation, float | None], Any]
 
-CredentialsFor = Callable[[URL], grpc.ChannelCredentials | None]
-
 
 class ChannelPool:
-    """gRPC channels keyed by provider address (and TLS), created on first use."""
+    """gRPC channels keyed by provider address, created on first use. A provider whose URL says
+    ``tls=true`` gets a TLS channel (``tls``, or system roots when no ClientTLS is given)."""
 
     def __init__(
-        self,
-        credentials_for: CredentialsFor | None = None,
-        options: Iterable[tuple[str, Any]] = (),
+        self, tls: ClientTLS | None = None, options: Iterable[tuple[str, Any]] = ()
     ) -> None:
-        self._credentials_for = credentials_for
+        self._tls = tls
         self._options = list(options)
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
+        self._credentials: grpc.ChannelCredentials | None = None
 
     def channel(self, provider: URL) -> grpc.Channel:
         """The channel to this provider (created once, then shared)."""
@@ -48,11 +47,14 @@ class ChannelPool:
         with self._lock:
             channel = self._channels.get(key)
             if channel is None:
-                creds = self._credentials_for(provider) if self._credentials_for else None
-                if creds is None:
-                    channel = grpc.insecure_channel(key, options=self._options)
+                if provider.get_bool("tls"):
+                    tls = self._tls or ClientTLS()
+                    if self._credentials is None:
+                        self._credentials = tls.credentials()
+                    options = self._options + tls.channel_options()
+                    channel = grpc.secure_channel(key, self._credentials, options=options)
                 else:
-                    channel = grpc.secure_channel(key, creds, options=self._options)
+                    channel = grpc.insecure_channel(key, options=self._options)
                 self._channels[key] = channel
             return channel
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -24,7 +25,15 @@ from dubbo_py.rpc.introspect import ServiceSpec, find_add_function, service_of_s
 from dubbo_py.rpc.service import options_of
 from dubbo_py.url import URL
 
-__all__ = ["DUBBO_PROTOCOL_VERSION", "ExportedServer", "export", "provider_url"]
+__all__ = [
+    "DUBBO_PROTOCOL_VERSION",
+    "ExportedServer",
+    "bind_servicers",
+    "export",
+    "provider_url",
+    "provider_urls",
+    "register_all",
+]
 
 log = logging.getLogger(__name__)
 
@@ -112,42 +121,71 @@ def export(
     url_parameters: dict[str, str] | None = None,
 ) -> ExportedServer:
     """Serve ``servicers`` on one gRPC server and register one provider URL per service."""
-    if not servicers:
-        raise ValueError("export needs at least one servicer")
-    specs = [service_of_servicer(s) for s in servicers]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dubbo-provider"),
         options=list(options),
     )
     health_servicer = health.HealthServicer()
+    bound = bind_servicers(server, servicers, health_servicer, bind_host or host, port, credentials)
+    server.start()
+    urls = provider_urls(servicers, application, host, bound, credentials, url_parameters)
+    for name in ["", *(u.path for u in urls)]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    exported = ExportedServer(server, urls, registry, health_servicer, bound, host)
+    register_all(registry, urls)
+    return exported
+
+
+def bind_servicers(
+    server: Any,
+    servicers: Sequence[object],
+    health_servicer: Any,
+    listen_host: str,
+    port: int,
+    credentials: grpc.ServerCredentials | None,
+) -> int:
+    """Add the servicers and the health service to a (sync or asyncio) gRPC server and bind it;
+    returns the bound port."""
+    if not servicers:
+        raise ValueError("export needs at least one servicer")
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for servicer in servicers:
         add, _ = find_add_function(servicer)
         add(servicer, server)
-    listen = f"{bind_host or host}:{port}"
+    listen = f"{listen_host}:{port}"
     if credentials is None:
-        bound = server.add_insecure_port(listen)
+        bound = int(server.add_insecure_port(listen))
     else:
-        bound = server.add_secure_port(listen, credentials)
+        bound = int(server.add_secure_port(listen, credentials))
     if bound == 0:
         raise OSError(f"could not bind gRPC server to {listen}")
-    server.start()
-    serving = health_pb2.HealthCheckResponse.SERVING
-    health_servicer.set("", serving)
+    return bound
+
+
+def provider_urls(
+    servicers: Sequence[object],
+    application: str,
+    host: str,
+    port: int,
+    credentials: grpc.ServerCredentials | None,
+    url_parameters: dict[str, str] | None,
+) -> list[URL]:
+    """One provider URL per servicer (``tls=true`` when the server is secure)."""
     extra = dict(url_parameters or {})
     if credentials is not None:
         extra.setdefault("tls", "true")
-    urls = []
-    for spec, servicer in zip(specs, servicers, strict=True):
-        health_servicer.set(spec.name, serving)
-        urls.append(
-            provider_url(
-                spec, servicer, application=application, host=host, port=bound, extra=extra
-            )
+    return [
+        provider_url(
+            service_of_servicer(s), s, application=application, host=host, port=port, extra=extra
         )
-    exported = ExportedServer(server, urls, registry, health_servicer, bound, host)
-    if registry is not None:
-        for url in urls:
-            registry.register(url)
-            log.info("registered provider %s", url)
-    return exported
+        for s in servicers
+    ]
+
+
+def register_all(registry: Registry | None, urls: Sequence[URL]) -> None:
+    """Register provider URLs (no-op without a registry)."""
+    if registry is None:
+        return
+    for url in urls:
+        registry.register(url)
+        log.info("registered provider %s", url)
