@@ -297,3 +297,40 @@ def test_usage_errors_are_one_line_with_exit_2() -> None:
         assert result.exit_code == 2, args
         [line] = lines(result.stderr)
         assert line.startswith("error: ") and "--help" in line
+
+
+def test_zookeeper_auth_comes_from_the_option_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dubbo_py.registry.zookeeper as zookeeper
+
+    seen: list[object] = []
+
+    class Recorder:
+        def __init__(self, hosts: str, chroot: str, **options: object) -> None:
+            seen.append((hosts, chroot, options.get("auth")))
+
+        def start(self, timeout: float) -> bool:
+            return False
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(zookeeper, "ZooKeeperStore", Recorder)
+    registry = ["--registry", "zookeeper://zk:2181/prod"]
+    result = CliRunner().invoke(cli, [*registry, "--auth", "admin:s3cret", "services"])
+    assert result.exit_code == 1 and "unreachable" in result.stderr
+    result = CliRunner().invoke(
+        cli, [*registry, "services"], env={"DUBBO_PY_REGISTRY_AUTH": "ops:pw:with:colons"}
+    )
+    assert result.exit_code == 1
+    assert seen == [
+        ("zk:2181", "/prod", ("admin", "s3cret")),
+        ("zk:2181", "/prod", ("ops", "pw:with:colons")),
+    ]
+    bad = CliRunner().invoke(cli, [*registry, "--auth", "nocolon", "services"])
+    assert bad.exit_code == 2
+    assert lines(bad.stderr) == [
+        "error: --auth / DUBBO_PY_REGISTRY_AUTH must be user:password "
+        "(see 'dubbo-py services --help')"
+    ]

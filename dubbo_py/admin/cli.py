@@ -35,6 +35,12 @@ __all__ = ["cli", "main"]
     "else the embedded registry in your data directory).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
+@click.option(
+    "--auth",
+    metavar="USER:PASSWORD",
+    envvar="DUBBO_PY_REGISTRY_AUTH",
+    help="ZooKeeper digest credentials (prefer $DUBBO_PY_REGISTRY_AUTH: not in `ps`).",
+)
 @click.option("--operator", help="Who to record in rule history (default: $USER).")
 @click.option(
     "--timeout",
@@ -49,6 +55,7 @@ def cli(
     ctx: click.Context,
     registry_text: str | None,
     as_json: bool,
+    auth: str | None,
     operator: str | None,
     timeout: float,
 ) -> None:
@@ -67,6 +74,7 @@ def cli(
         env.registry_text = registry_text
     env.json = env.json or as_json
     env.operator = operator or env.operator
+    env.auth = auth or env.auth
     env.timeout = timeout
     ctx.call_on_close(env.close)
 

@@ -111,7 +111,9 @@ class CliEnv:
     json: bool = False
     operator: str | None = None
     timeout: float = 5.0
-    opener: StoreOpener = open_admin_store
+    #: ZooKeeper digest ``user:password`` (``--auth`` / ``$DUBBO_PY_REGISTRY_AUTH``).
+    auth: str | None = None
+    opener: StoreOpener | None = None
     history_limit: int = 20
     _store: Store | None = field(default=None, repr=False)
     _registry: Registry | None = field(default=None, repr=False)
@@ -128,8 +130,19 @@ class CliEnv:
     def store(self) -> Store:
         """The connected store (opened on first use)."""
         if self._store is None:
-            self._store = self.opener(self.address, self.timeout)
+            if self.opener is not None:
+                self._store = self.opener(self.address, self.timeout)
+            else:
+                self._store = open_admin_store(self.address, self.timeout, self._auth_pair())
         return self._store
+
+    def _auth_pair(self) -> tuple[str, str] | None:
+        if not self.auth:
+            return None
+        user, sep, password = self.auth.partition(":")
+        if not sep or not user:
+            raise click.UsageError("--auth / DUBBO_PY_REGISTRY_AUTH must be user:password")
+        return user, password
 
     @property
     def registry(self) -> Registry:

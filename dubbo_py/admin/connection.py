@@ -22,9 +22,12 @@ class RegistryUnreachable(StoreError):
     """The registry did not answer (the message names it)."""
 
 
-def open_admin_store(address: RegistryAddress, timeout: float) -> Store:
+def open_admin_store(
+    address: RegistryAddress, timeout: float, auth: tuple[str, str] | None = None
+) -> Store:
     """The connected store of ``address``; :class:`RegistryUnreachable` when it cannot be
-    reached within ``timeout`` seconds, StoreError when it cannot be opened at all."""
+    reached within ``timeout`` seconds, StoreError when it cannot be opened at all. ``auth``
+    is a ZooKeeper digest ``(user, password)``."""
     if address.kind == "direct":
         raise StoreError(
             f"{address} is a direct provider address, not a registry "
@@ -39,7 +42,7 @@ def open_admin_store(address: RegistryAddress, timeout: float) -> Store:
         return embedded
     from dubbo_py.registry.zookeeper import ZooKeeperStore
 
-    zk = ZooKeeperStore(address.location, address.chroot, connect_timeout=timeout)
+    zk = ZooKeeperStore(address.location, address.chroot, connect_timeout=timeout, auth=auth)
     if not zk.start(timeout):
         zk.close()
         raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
