@@ -127,17 +127,18 @@ def load_rule_document(text: str, source: str) -> RuleDocument:
         raise RuleError(f"rule text must be a string, got {type(text).__name__}", source=source)
     if not text.strip():
         raise RuleError("rule is empty", source=source)
-    loader = yaml.SafeLoader(text)
+    try:
+        _refuse_anchors(text, source)
+        loader = yaml.SafeLoader(text)
+    except yaml.MarkedYAMLError as exc:
+        raise _yaml_error(exc, source) from None
+    except yaml.YAMLError as exc:
+        raise RuleError(f"invalid YAML: {exc}", source=source) from None
     try:
         try:
             node = loader.get_single_node()
         except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            problem = exc.problem or exc.context or "invalid YAML"
-            line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
-            raise RuleError(
-                f"invalid YAML: {problem}", source=source, line=line, column=column
-            ) from None
+            raise _yaml_error(exc, source) from None
         except (yaml.YAMLError, RecursionError) as exc:
             raise RuleError(f"invalid YAML: {exc}", source=source) from None
         if node is None:
@@ -147,6 +148,26 @@ def load_rule_document(text: str, source: str) -> RuleDocument:
     finally:
         loader.dispose()
     return RuleDocument(data, source, positions)
+
+
+def _yaml_error(exc: yaml.MarkedYAMLError, source: str) -> RuleError:
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or exc.context or "invalid YAML"
+    line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+    return RuleError(f"invalid YAML: {problem}", source=source, line=line, column=column)
+
+
+def _refuse_anchors(text: str, source: str) -> None:
+    """Anchors and aliases point at their own position, which the composed tree forgets."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            mark = event.start_mark
+            raise RuleError(
+                "YAML anchors and aliases are not supported in rules",
+                source=source,
+                line=mark.line + 1 if mark else None,
+                column=mark.column + 1 if mark else None,
+            )
 
 
 def _build(
