@@ -23,6 +23,8 @@ __all__ = ["Path", "RuleDocument", "load_rule_document"]
 Path = tuple[str | int, ...]
 
 MAX_DEPTH = 32
+#: Rule documents are small; a megabyte is already absurd, and YAML parsing is slow.
+MAX_CHARS = 1024 * 1024
 
 
 def describe(path: Path) -> str:
@@ -120,11 +122,16 @@ class RuleDocument:
         return parent[path[-1]]
 
 
-def load_rule_document(text: str, source: str) -> RuleDocument:
+def load_rule_document(text: str, source: str, *, max_chars: int = MAX_CHARS) -> RuleDocument:
     """Parse one YAML rule document; RuleError (with line/column) for bad YAML, more than one
-    document, anchors/aliases, non-string keys or nesting deeper than 32 levels."""
+    document, anchors/aliases, non-string keys, nesting deeper than 32 levels or a document
+    longer than ``max_chars``."""
     if not isinstance(text, str):
         raise RuleError(f"rule text must be a string, got {type(text).__name__}", source=source)
+    if len(text) > max_chars:
+        raise RuleError(
+            f"rule is {len(text)} characters, more than the {max_chars} allowed", source=source
+        )
     if not text.strip():
         raise RuleError("rule is empty", source=source)
     try:

@@ -35,6 +35,7 @@ __all__ = [
     "TIMEOUT",
     "EvalFailure",
     "Program",
+    "check_source",
     "dialect",
     "globals_",
     "main",
@@ -173,6 +174,13 @@ class Program:
         return value
 
 
+def check_source(source: str) -> None:
+    """Compile ``source`` as a route script (names resolved, constants folded) without any
+    invokers; EvalFailure on the first problem. Compiling may itself allocate (starlark-rust
+    folds ``"a" * 2147483647`` at compile time), so this belongs in the sandbox too."""
+    Program.build(source, (), {})
+
+
 def first_line(message: str) -> str:
     """The ``error: ...`` line of a Starlark diagnostic (with its ``--> file:line:col``)."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
@@ -222,7 +230,8 @@ def serve(
 ) -> None:
     """Answer ``load``/``route`` requests until the parent closes the pipe.
 
-    ``load`` {id, source, invokers, context, max_callstack} builds and keeps a program (the
+    ``check`` {source} compiles a script without keeping it; ``load`` {id, source, invokers,
+    context, max_callstack} builds and keeps a program (the
     ``max_programs`` most recently used are kept); ``route`` {id, candidates, invocation,
     budget} runs one; a route for an unknown id answers ``unknown`` so the parent re-sends it.
     After a FAULT the worker answers and then calls ``on_fault`` (exits): its heap is suspect.
@@ -235,7 +244,10 @@ def serve(
             return
         reply: dict[str, Any]
         try:
-            if request["op"] == "load":
+            if request["op"] == "check":
+                check_source(request["source"])
+                reply = {"ok": True}
+            elif request["op"] == "load":
                 programs[request["id"]] = Program.build(
                     request["source"],
                     request["invokers"],

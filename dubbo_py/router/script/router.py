@@ -156,7 +156,7 @@ class BoundScriptRouter:
 
 def router_from_url(url: URL | str, source: str, *, sandbox: Sandbox | None = None) -> ScriptRouter:
     """A script router from a ``script://`` registry URL (``routers`` category)."""
-    return ScriptRouter(parse_script_url(url, source), sandbox=sandbox)
+    return ScriptRouter(parse_script_url(url, source, sandbox=sandbox), sandbox=sandbox)
 
 
 def url_record(url: URL) -> dict[str, Any]:

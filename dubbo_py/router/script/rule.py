@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
+import logging
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ import starlark
 from dubbo_py.router.base import RuleError
 from dubbo_py.router.rule_yaml import load_rule_document
 from dubbo_py.router.script import engine
+from dubbo_py.router.script.sandbox import SCRIPT, UNAVAILABLE, Sandbox, default_sandbox
 from dubbo_py.url import URL, URLError, decode_component
 
 __all__ = [
@@ -58,6 +60,8 @@ MAX_SCRIPT_CHARS = 64 * 1024
 MAX_BRACKET_DEPTH = 64
 MAX_INDENT_DEPTH = 32
 MAX_STATEMENT_TOKENS = 500
+
+logger = logging.getLogger("dubbo_py.router.script")
 
 _SPAN = re.compile(r"-->\s*[^\n]*?:(\d+):(\d+)")
 
@@ -81,7 +85,7 @@ class ScriptRule:
             object.__setattr__(self, "digest", hashlib.sha256(text.encode()).hexdigest())
 
 
-def parse_script_rule(text: str, source: str) -> ScriptRule:
+def parse_script_rule(text: str, source: str, *, sandbox: Sandbox | None = None) -> ScriptRule:
     """Read and check a ``.script-router`` YAML document; RuleError naming the problem, with
     line/column (script errors point into the YAML when the script is a ``|`` block)."""
     doc = load_rule_document(text, source)
@@ -94,10 +98,10 @@ def parse_script_rule(text: str, source: str) -> ScriptRule:
     script = doc.get_str(("script",), required=True)
     line, column = doc.positions.get(("script",), (1, 1))
     try:
-        check_script(script, source)
+        check_script(script, source, sandbox=sandbox)
     except RuleError as exc:
         if exc.line is None:
-            raise
+            raise RuleError(exc.reason, source=source, line=line, column=column) from None
         # Report where the problem is in the document: exact for a `script: |` block, the
         # start of the script value otherwise; the message keeps the script's own position.
         offset = _block_offset(text, line, column)
@@ -120,12 +124,12 @@ def parse_script_rule(text: str, source: str) -> ScriptRule:
     )
 
 
-def validate_script_yaml(text: str, source: str) -> None:
+def validate_script_yaml(text: str, source: str, *, sandbox: Sandbox | None = None) -> None:
     """Check a script rule without keeping it (``dubbo-py rule validate``); raises RuleError."""
-    parse_script_rule(text, source)
+    parse_script_rule(text, source, sandbox=sandbox)
 
 
-def parse_script_url(url: URL | str, source: str) -> ScriptRule:
+def parse_script_url(url: URL | str, source: str, *, sandbox: Sandbox | None = None) -> ScriptRule:
     """Read a ``script://`` router URL (``rule`` URL-encoded, ``type=starlark`` required)."""
     try:
         parsed = URL.parse(url) if isinstance(url, str) else url
@@ -144,7 +148,7 @@ def parse_script_url(url: URL | str, source: str) -> ScriptRule:
     if not raw.strip():
         raise RuleError("the 'rule' parameter (the URL-encoded script) is empty", source=source)
     script = decode_component(raw)
-    check_script(script, source)
+    check_script(script, source, sandbox=sandbox)
     priority_text = parsed.get_str("priority")
     try:
         priority = int(priority_text) if priority_text else DEFAULT_SCRIPT_PRIORITY
@@ -161,9 +165,11 @@ def parse_script_url(url: URL | str, source: str) -> ScriptRule:
     )
 
 
-def check_script(script: str, source: str) -> None:
+def check_script(script: str, source: str, *, sandbox: Sandbox | None = None) -> None:
     """All checks on a script's text (see the module docstring); RuleError with the script's
-    own line/column on the first problem."""
+    own line/column on the first problem. The last check compiles the script in ``sandbox``
+    (default: the process-wide :class:`ProcessSandbox`); if that sandbox is restarting, the
+    compile is skipped with a warning and happens when the router first runs the script."""
     if len(script) > MAX_SCRIPT_CHARS:
         raise RuleError(
             f"script is {len(script)} characters, more than the {MAX_SCRIPT_CHARS} allowed",
@@ -176,15 +182,23 @@ def check_script(script: str, source: str) -> None:
         raise _starlark_error(exc, source) from None
     del tree
     _check_top_level(script, source)
-    # Resolve names: compiling the module reports e.g. "Variable `x` not found" with its span.
-    # Safe in-process: the top level is now only defs and constants.
-    try:
-        module = starlark.Module()
-        starlark.eval(
-            module, starlark.parse(engine._FILE, script, engine.dialect()), engine.globals_()
+    # Compile (resolves names: "Variable `x` not found" with its span). Not in this process:
+    # starlark-rust folds constants while compiling, so `"a" * 2147483647` inside a def
+    # allocates 2 GiB right here. The sandbox compiles it under its memory cap instead.
+    outcome = (sandbox if sandbox is not None else default_sandbox()).check(script)
+    if outcome.kind == UNAVAILABLE:
+        logger.warning(
+            "%s: sandbox unavailable (%s); the script will be compiled when first used",
+            source,
+            outcome.message,
         )
-    except starlark.StarlarkError as exc:
-        raise _starlark_error(exc, source) from None
+    elif not outcome.ok:
+        if outcome.kind == SCRIPT:
+            raise _message_error(outcome.message, source)
+        raise RuleError(
+            f"compiling the script failed in the sandbox ({outcome.kind}): {outcome.message}",
+            source=source,
+        )
 
 
 def _check_shape(script: str, source: str) -> None:
@@ -331,11 +345,24 @@ def _node_error(node: ast.AST, message: str, source: str) -> RuleError:
 def _starlark_error(exc: starlark.StarlarkError, source: str) -> RuleError:
     text = str(exc)
     match = _SPAN.search(text)
-    message = engine.first_line(text)
-    message = re.sub(r"\s*\(route\.star:\d+:\d+(-\d+(:\d+)?)?\)$", "", message)
+    message = _strip_span(engine.first_line(text))
     if match:
         return RuleError(message, source=source, line=int(match[1]), column=int(match[2]))
     return RuleError(message, source=source)
+
+
+def _message_error(message: str, source: str) -> RuleError:
+    """A RuleError from the sandbox's one-line message ``... (route.star:L:C-...)``."""
+    match = re.search(r"\(route\.star:(\d+):(\d+)[^)]*\)$", message)
+    if match:
+        return RuleError(
+            _strip_span(message), source=source, line=int(match[1]), column=int(match[2])
+        )
+    return RuleError(message, source=source)
+
+
+def _strip_span(message: str) -> str:
+    return re.sub(r"\s*\(route\.star:\d+:\d+[^)]*\)$", "", message)
 
 
 def _block_offset(text: str, line: int, column: int) -> tuple[int, int] | None:

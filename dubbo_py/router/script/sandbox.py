@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -86,7 +86,12 @@ class Outcome:
 
 
 class Sandbox(Protocol):
-    """Runs ``route`` of a program for some candidates and one invocation view."""
+    """Compiles scripts and runs ``route`` of a program for candidates and an invocation."""
+
+    def check(self, source: str) -> Outcome:
+        """Compile ``source`` (names resolved, constants folded); ``Outcome(())`` when it
+        compiles, else the failure. Never raises for script problems."""
+        ...
 
     def run(
         self,
@@ -106,6 +111,14 @@ class InlineSandbox:
         self._programs: dict[str, engine.Program | engine.EvalFailure] = {}
         self._max_programs = max_programs
         self._lock = threading.Lock()
+
+    def check(self, source: str) -> Outcome:
+        """Compile in this process (see the class warning)."""
+        try:
+            engine.check_source(source)
+        except engine.EvalFailure as failure:
+            return Outcome(None, failure.kind, failure.message)
+        return Outcome(())
 
     def run(
         self,
@@ -180,6 +193,15 @@ class ProcessSandbox:
         #: Count of worker processes started (a test and monitoring aid).
         self.starts = 0
 
+    def check(self, source: str) -> Outcome:
+        """Compile ``source`` in the worker (compiling can allocate, see
+        :func:`~dubbo_py.router.script.engine.check_source`)."""
+        with self._lock:
+            reply = self._guarded(lambda worker: self._check(worker, source))
+        if isinstance(reply, Outcome):
+            return reply
+        return Outcome(()) if reply.get("ok") else self._failure(reply)
+
     def run(
         self,
         program: ProgramSpec,
@@ -189,28 +211,43 @@ class ProcessSandbox:
     ) -> Outcome:
         """Run one program; failures (including worker death) come back as an Outcome."""
         with self._lock:
-            try:
-                worker = self._ensure_worker()
-            except _WorkerGone as gone:
-                return Outcome(None, UNAVAILABLE, gone.message)
-            try:
-                reply = self._exchange(worker, program, candidates, invocation, budget)
-            except _WorkerGone as gone:
-                self._discard(worker, failed=True)
-                return Outcome(None, CRASH, gone.message)
-            self._backoff = self.restart_backoff
+            reply = self._guarded(
+                lambda worker: self._exchange(worker, program, candidates, invocation, budget)
+            )
+        if isinstance(reply, Outcome):
+            return reply
         if reply.get("ok"):
             indices = reply.get("indices")
             allowed = set(candidates)
             if isinstance(indices, list) and all(type(i) is int and i in allowed for i in indices):
                 return Outcome(tuple(indices))
             return Outcome(None, CRASH, "sandbox worker sent an invalid answer")
+        return self._failure(reply)
+
+    def _guarded(self, exchange: Callable[[_Worker], dict[str, Any]]) -> dict[str, Any] | Outcome:
+        """Run one exchange with a live worker; worker trouble becomes an Outcome."""
+        try:
+            worker = self._ensure_worker()
+        except _WorkerGone as gone:
+            return Outcome(None, UNAVAILABLE, gone.message)
+        try:
+            reply = exchange(worker)
+        except _WorkerGone as gone:
+            self._discard(worker, failed=True)
+            return Outcome(None, CRASH, gone.message)
+        if not reply.get("ok") and reply.get("kind") not in (SCRIPT, TIMEOUT, "unknown"):
+            self._discard(worker, failed=True)  # it exits after a fault; don't race it
+        else:
+            self._backoff = self.restart_backoff
+        return reply
+
+    @staticmethod
+    def _failure(reply: Mapping[str, Any]) -> Outcome:
         kind = reply.get("kind")
-        return Outcome(
-            None,
-            kind if kind in (SCRIPT, TIMEOUT) else CRASH,
-            str(reply.get("error", "unknown error"))[:2000],
-        )
+        message = str(reply.get("error", "unknown error"))[:2000]
+        if kind in (SCRIPT, TIMEOUT):
+            return Outcome(None, str(kind), message)
+        return Outcome(None, CRASH, f"sandbox worker fault: {message}; worker restarts")
 
     def close(self) -> None:
         """Stop the worker (a new one starts on the next run)."""
@@ -294,6 +331,10 @@ class ProcessSandbox:
         self._backoff = min(max(self._backoff * 2, 0.05), 30.0) if self._backoff else 0.0
 
     # ------------------------------------------------------------------ protocol
+
+    def _check(self, worker: _Worker, source: str) -> dict[str, Any]:
+        self._write(worker, {"op": "check", "source": source})
+        return self._read(worker, time.monotonic() + self.startup_timeout)
 
     def _exchange(
         self,
