@@ -44,7 +44,7 @@ from dubbo_py.router.script.sandbox import (
     Sandbox,
     default_sandbox,
 )
-from dubbo_py.router.snapshot import Snapshot, iter_bits, mask_of
+from dubbo_py.router.snapshot import Snapshot, mask_of
 from dubbo_py.url import URL
 
 __all__ = ["BoundScriptRouter", "ScriptRouter", "invocation_view", "router_from_url", "url_record"]
@@ -135,7 +135,7 @@ class BoundScriptRouter:
         if cached is not None:
             return cached
         outcome = self.router.sandbox.run(
-            self.program, list(iter_bits(candidates)), view, self.router.budget
+            self.program, _indices(candidates), view, self.router.budget
         )
         if outcome.indices is not None:
             result = mask_of(outcome.indices) & candidates
@@ -186,6 +186,12 @@ def invocation_view(invocation: Invocation) -> tuple[dict[str, Any], tuple[Any, 
     }
     key = (invocation.service, invocation.method, arguments, tuple(sorted(attachments.items())))
     return view, key
+
+
+def _indices(mask: int) -> list[int]:
+    """The set bits of ``mask``, lowest first; linear time (``iter_bits`` is quadratic in the
+    mask's width, which shows at thousands of providers)."""
+    return [i for i, bit in enumerate(bin(mask)[:1:-1]) if bit == "1"]
 
 
 def _scalar(value: object) -> str | int | float | bool | None:

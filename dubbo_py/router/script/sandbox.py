@@ -176,7 +176,7 @@ class ProcessSandbox:
         self,
         *,
         memory_limit: int = 256 * 1024 * 1024,
-        grace: float = 0.5,
+        grace: float = 1.0,
         startup_timeout: float = 10.0,
         restart_backoff: float = 0.2,
         max_programs: int = 32,
