@@ -30,8 +30,10 @@ import starlark
 __all__ = [
     "ENTRY",
     "FAULT",
+    "HEADER",
     "RESERVED_PREFIX",
     "SCRIPT",
+    "SCRIPT_FILE",
     "TIMEOUT",
     "EvalFailure",
     "Program",
@@ -49,7 +51,8 @@ FAULT = "fault"  # the interpreter itself failed (Rust panic, MemoryError): work
 #: Module globals the engine defines; scripts may not define names starting with this.
 RESERVED_PREFIX = "dubbo_sandbox_"
 ENTRY = RESERVED_PREFIX + "entry"
-_FILE = "route.star"
+#: The file name Starlark diagnostics use for the rule's script.
+SCRIPT_FILE = "route.star"
 
 PRELUDE = f"""
 {RESERVED_PREFIX}invokers = tuple([
@@ -128,7 +131,7 @@ class Program:
         module[RESERVED_PREFIX + "raw_context"] = dict(context)
         try:
             starlark.eval(module, starlark.parse("prelude.star", PRELUDE, d), g)
-            starlark.eval(module, starlark.parse(_FILE, source, d), g)
+            starlark.eval(module, starlark.parse(SCRIPT_FILE, source, d), g)
             starlark.eval(module, starlark.parse("entry.star", EPILOGUE, d), g)
             frozen = module.freeze()
         except starlark.StarlarkError as exc:
@@ -192,16 +195,17 @@ def first_line(message: str) -> str:
 
 # --------------------------------------------------------------------------- the worker process
 
-_HEADER = binary.Struct(">I")
+#: Frame header: the payload length, 4 bytes big-endian.
+HEADER = binary.Struct(">I")
 MAX_REQUEST = 64 * 1024 * 1024
 
 
 def read_frame(stream: BinaryIO, limit: int) -> Any:
     """One length-prefixed JSON message, ``None`` at end of stream."""
-    header = _read_exactly(stream, _HEADER.size)
+    header = _read_exactly(stream, HEADER.size)
     if header is None:
         return None
-    (length,) = _HEADER.unpack(header)
+    (length,) = HEADER.unpack(header)
     if length > limit:
         raise ValueError(f"message of {length} bytes exceeds {limit}")
     payload = _read_exactly(stream, length)
@@ -221,7 +225,7 @@ def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
 def write_frame(stream: BinaryIO, message: Mapping[str, Any]) -> None:
     """Write one length-prefixed JSON message and flush."""
     payload = json.dumps(message, separators=(",", ":")).encode()
-    stream.write(_HEADER.pack(len(payload)) + payload)
+    stream.write(HEADER.pack(len(payload)) + payload)
     stream.flush()
 
 

@@ -17,12 +17,16 @@ Registry URL (Dubbo 2.6 style, ``routers`` category)::
     script://0.0.0.0/demo.Greeter?category=routers&type=starlark&rule=<URL-encoded script>
         &priority=200&force=false&enabled=true
 
-Checking happens here, in the router process, *before* any Starlark runs, so it must itself be
-safe on hostile text: the script is limited in size (64 KiB), bracket nesting (64), indentation
-depth (32) and tokens per statement (500), because starlark-rust's parser and compiler recurse
-and crash the process on nesting a few thousand levels deep. The top level may only define
-functions and constants (so building a program can never run real work outside the time
-budget), ``route`` must take three positional arguments, and every name must resolve.
+Checking happens partly in the router process, before any Starlark runs there, so it must
+itself be safe on hostile text: the script is limited in size (64 KiB), bracket nesting (64),
+indentation depth (32) and tokens per statement (500), because starlark-rust's parser and
+compiler recurse and crash the process on nesting a few thousand levels deep (measured: about
+2000-4000 levels). Then the script is *parsed* here (syntax errors with line/column); the top
+level may only define functions and constants (so building a program never runs real work
+outside the time budget); ``route`` must take three positional arguments. Finally the script is
+*compiled* in the sandbox, which resolves every name - compiling is not done here because
+starlark-rust folds constant expressions while compiling (``"a" * 2147483647`` in a ``def``
+allocates 2 GiB at compile time).
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ class ScriptRule:
 
     def __post_init__(self) -> None:
         if not self.digest:
-            text = f"{self.script}\0{self.force}\0{self.key}"
+            settings = (self.script, self.key, self.enabled, self.force, self.priority)
+            text = "\0".join(map(str, settings))
             object.__setattr__(self, "digest", hashlib.sha256(text.encode()).hexdigest())
 
 
@@ -177,10 +182,9 @@ def check_script(script: str, source: str, *, sandbox: Sandbox | None = None) ->
         )
     _check_shape(script, source)
     try:
-        tree = starlark.parse(engine._FILE, script, engine.dialect())
+        starlark.parse(engine.SCRIPT_FILE, script, engine.dialect())  # parsing folds nothing
     except starlark.StarlarkError as exc:
         raise _starlark_error(exc, source) from None
-    del tree
     _check_top_level(script, source)
     # Compile (resolves names: "Variable `x` not found" with its span). Not in this process:
     # starlark-rust folds constants while compiling, so `"a" * 2147483647` inside a def

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import starlark
+
 from dubbo_py.router.script import engine
 
 __all__ = [
@@ -54,6 +56,13 @@ UNAVAILABLE = "unavailable"
 
 _MAX_REPLY = 1024 * 1024
 _ENGINE_PATH = os.path.abspath(engine.__file__)
+# The worker runs isolated (-I: no PYTHONPATH, no user site, no script directory on the path)
+# but must import the very starlark package this process uses, wherever it is installed.
+_STARLARK_HOME = os.path.dirname(os.path.dirname(os.path.abspath(starlark.__file__)))
+_BOOT = (
+    "import runpy, sys; sys.path.insert(0, sys.argv[1]); del sys.argv[:2]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 @dataclass(frozen=True)
@@ -276,6 +285,9 @@ class ProcessSandbox:
         command = [
             sys.executable,
             "-I",
+            "-c",
+            _BOOT,
+            _STARLARK_HOME,
             _ENGINE_PATH,
             "--memory-limit",
             str(self.memory_limit),
@@ -371,7 +383,7 @@ class ProcessSandbox:
         assert stream is not None
         payload = json.dumps(message, separators=(",", ":")).encode()
         try:
-            stream.write(engine._HEADER.pack(len(payload)) + payload)
+            stream.write(engine.HEADER.pack(len(payload)) + payload)
             stream.flush()
         except (BrokenPipeError, OSError):
             raise _WorkerGone(self._death_message(worker)) from None
@@ -381,7 +393,7 @@ class ProcessSandbox:
         assert stream is not None
         fd = stream.fileno()
         buffer = bytearray()
-        needed = engine._HEADER.size
+        needed = engine.HEADER.size
         header_done = False
         while len(buffer) < needed:
             remaining = deadline - time.monotonic()
@@ -396,11 +408,11 @@ class ProcessSandbox:
             if not chunk:
                 raise _WorkerGone(self._death_message(worker))
             buffer += chunk
-            if not header_done and len(buffer) >= engine._HEADER.size:
-                (length,) = engine._HEADER.unpack(bytes(buffer[: engine._HEADER.size]))
+            if not header_done and len(buffer) >= engine.HEADER.size:
+                (length,) = engine.HEADER.unpack(bytes(buffer[: engine.HEADER.size]))
                 if length > _MAX_REPLY:
                     raise _WorkerGone(f"sandbox worker sent an oversized answer ({length} bytes)")
-                del buffer[: engine._HEADER.size]
+                del buffer[: engine.HEADER.size]
                 needed, header_done = length, True
         try:
             reply = json.loads(bytes(buffer))
