@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -448,3 +449,34 @@ def test_any_script_text_is_accepted_or_a_rule_error(body: str) -> None:
             check_script(text, SOURCE)
         except RuleError as exc:
             assert exc.source == SOURCE
+
+
+# ---------------------------------------------------------------- the documentation's examples
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "routers-tag-mock-script.md"
+
+
+def test_documented_script_examples_are_true(sandbox: Sandbox) -> None:
+    text = DOC.read_text()
+    start = text.index("# script-router example")
+    rule = parse_script_rule(text[start : text.index("```", start)], SOURCE)
+    assert (rule.key, rule.priority, rule.force) == ("shop-detail", 200, False)
+    snapshot = Snapshot(
+        tuple(
+            URL.parse(f"tri://10.0.0.{i}:50051/demo.Greeter?region={region}")
+            for i, region in enumerate(["eu", "us", "eu"])
+        )
+    )
+    router = ScriptRouter(rule, sandbox=sandbox)
+    us = Invocation("demo.Greeter", "SayHello", attachments={"region": "us"})
+    assert route(router, snapshot, us) == [1]
+    assert route(router, snapshot, Invocation("demo.Greeter", "SayHello")) == [0, 2]
+    mars = Invocation("demo.Greeter", "SayHello", attachments={"region": "mars"})
+    assert route(router, snapshot, mars) == [0, 1, 2]
+
+    url = next(line for line in text.splitlines() if line.startswith("script://"))
+    from_url = router_from_url(url, "zk:/x", sandbox=sandbox)
+    assert (
+        from_url.rule.script == "def route(invokers, invocation, context):\n    return invokers\n"
+    )
+    assert route(from_url, snapshot) == [0, 1, 2]

@@ -8,6 +8,7 @@ matchIpExpression cases (dubbo-common).
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -522,3 +523,40 @@ def test_static_routing_properties(
         assert result == same_tag
     else:
         assert result == (set() if force else untagged)
+
+
+# ---------------------------------------------------------------- the documentation's example
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "routers-tag-mock-script.md"
+
+
+def doc_block(marker: str) -> str:
+    text = DOC.read_text()
+    start = text.index(marker)
+    return text[start : text.index("```", start)]
+
+
+def test_documented_tag_example_is_true() -> None:
+    router = TagRouter(parse_tag_rule(doc_block("# tag-router example"), SOURCE))
+    providers = Snapshot(
+        (
+            URL.parse("tri://10.0.0.1:20880/demo.Greeter?dubbo.tag=blue"),  # A
+            URL.parse("tri://10.0.0.2:20880/demo.Greeter"),  # B
+            URL.parse("tri://10.0.0.3:20880/demo.Greeter?env=gray"),  # C
+            URL.parse("tri://10.1.0.4:20880/demo.Greeter"),  # D
+        )
+    )
+    table = [
+        ({}, [1]),
+        ({"dubbo.tag": "gray"}, [2]),
+        ({"dubbo.tag": "gray|team1"}, [2]),
+        ({"dubbo.tag": "blue"}, [0]),
+        ({"dubbo.tag": "green"}, [1]),
+        ({"dubbo.tag": "green", "dubbo.force.tag": "true"}, []),
+        ({"dubbo.tag": "canary"}, [3]),
+    ]
+    for attachments, expected in table:
+        assert chosen(router, providers, call(**attachments)) == expected, attachments
+    chain = RouterChain([router]).bind(providers, CONSUMER)
+    with pytest.raises(NoProviderError, match="after routing by tag:shop-detail"):
+        chain.route(call(**{"dubbo.tag": "green", "dubbo.force.tag": "true"}))
