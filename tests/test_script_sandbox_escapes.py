@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -479,3 +481,51 @@ def test_parent_trusts_nothing_from_the_worker(
     finally:
         box.close()
     assert sys.executable  # the test process is intact
+
+
+def test_worker_ends_itself_when_a_step_never_returns(guard: ProcessSandbox) -> None:
+    # As if the router process died mid-call: nobody will read the answer or kill the worker.
+    # The worker's own alarm (budget + grace) must end it rather than leave an orphan spinning.
+    box = ProcessSandbox(restart_backoff=0, grace=0.2)
+    rule = parse_script_rule(
+        rule_text(RUNTIME["exponential structure compared"][0]), SOURCE, sandbox=guard
+    )
+    program = ScriptRouter(rule, sandbox=box).bind(SNAPSHOT, CONSUMER).program
+    assert (
+        box.run(
+            program, [0], {"service": "s", "method": "m", "arguments": [], "attachments": {}}, 0.05
+        ).kind
+        == "crash"
+    )
+    worker = box._ensure_worker()
+    box._write(worker, sandbox._load_request(program, 10.0))
+    assert box._read(worker, time.monotonic() + 10).get("ok")
+    box._write(
+        worker,
+        {
+            "op": "route",
+            "id": program.key,
+            "candidates": [0],
+            "budget": 0.05,
+            "deadline": 0.3,
+            "invocation": {"service": "s", "method": "m", "arguments": [], "attachments": {}},
+        },
+    )
+    assert worker.process.wait(timeout=30) == -signal.SIGALRM
+    box.close()
+
+
+def test_strings_that_starlark_cannot_hold_are_cleaned(guard: ProcessSandbox) -> None:
+    rule = parse_script_rule(
+        rule_text(
+            """
+            def route(invokers, invocation, context):
+                return invokers[:1] if invocation.attachments["k"] == "a?b" else invokers
+            """
+        ),
+        SOURCE,
+        sandbox=guard,
+    )
+    bound = ScriptRouter(rule, sandbox=guard).bind(SNAPSHOT, CONSUMER)
+    call = Invocation("demo.Greeter", "SayHello", attachments={"k": "a\udc80b"})
+    assert bound.route(SNAPSHOT.all, call) == 0b0001

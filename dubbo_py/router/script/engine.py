@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import struct as binary
 import sys
 import time
@@ -232,13 +233,17 @@ def write_frame(stream: BinaryIO, message: Mapping[str, Any]) -> None:
 def serve(
     requests: BinaryIO, replies: BinaryIO, *, max_programs: int = 32, on_fault: Callable[[], None]
 ) -> None:
-    """Answer ``load``/``route`` requests until the parent closes the pipe.
+    """Answer requests until the parent closes the pipe.
 
     ``check`` {source} compiles a script without keeping it; ``load`` {id, source, invokers,
-    context, max_callstack} builds and keeps a program (the
-    ``max_programs`` most recently used are kept); ``route`` {id, candidates, invocation,
-    budget} runs one; a route for an unknown id answers ``unknown`` so the parent re-sends it.
-    After a FAULT the worker answers and then calls ``on_fault`` (exits): its heap is suspect.
+    context, max_callstack} builds and keeps a program (the ``max_programs`` most recently used
+    are kept); ``route`` {id, candidates, invocation, budget} runs one; a route for an unknown id
+    answers ``unknown`` so the parent re-sends it. After a FAULT the worker answers and then
+    calls ``on_fault`` (exits): its heap is suspect.
+
+    Every request may carry ``deadline`` (seconds): an interval timer with SIGALRM's default
+    action (terminate) then ends this process if the request is not answered in time, even when
+    one Starlark step never returns and even if the parent is gone - no orphan keeps spinning.
     """
     programs: OrderedDict[str, Program] = OrderedDict()
     write_frame(replies, {"ok": True, "ready": True, "pid": os.getpid()})
@@ -246,6 +251,9 @@ def serve(
         request = read_frame(requests, MAX_REQUEST)
         if request is None:
             return
+        deadline = float(request.get("deadline", 0) or 0)
+        if deadline > 0:
+            signal.setitimer(signal.ITIMER_REAL, deadline)
         reply: dict[str, Any]
         try:
             if request["op"] == "check":
@@ -273,6 +281,7 @@ def serve(
                     reply = {"ok": True, "indices": chosen}
         except EvalFailure as failure:
             reply = {"ok": False, "kind": failure.kind, "error": failure.message}
+        signal.setitimer(signal.ITIMER_REAL, 0)
         write_frame(replies, reply)
         if not reply["ok"] and reply["kind"] == FAULT:
             on_fault()
@@ -304,6 +313,7 @@ def main(argv: Sequence[str]) -> int:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     _limit_resources(memory_limit)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the per-request deadline terminates us
     serve(requests, replies, max_programs=max_programs, on_fault=lambda: os._exit(3))
     return 0
 

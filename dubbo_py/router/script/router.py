@@ -163,21 +163,21 @@ def url_record(url: URL) -> dict[str, Any]:
     """The fields a script sees of a provider or of the consumer (the sandbox adds a provider's
     ``index``, its position in the snapshot)."""
     return {
-        "url": url.to_string(),
-        "address": url.address,
-        "host": url.host,
+        "url": _text(url.to_string()),
+        "address": _text(url.address),
+        "host": _text(url.host),
         "port": url.port,
-        "protocol": url.protocol,
-        "path": url.path,
-        "service": url.service_interface,
-        "parameters": dict(url.parameters),
+        "protocol": _text(url.protocol),
+        "path": _text(url.path),
+        "service": _text(url.service_interface),
+        "parameters": {_text(k): _text(v) for k, v in url.parameters.items()},
     }
 
 
 def invocation_view(invocation: Invocation) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """What a script may see of a call, and the cache key made of exactly those values."""
     arguments = tuple(_scalar(a) for a in invocation.arguments)
-    attachments = {str(k): str(v) for k, v in invocation.attachments.items()}
+    attachments = {_text(str(k)): _text(str(v)) for k, v in invocation.attachments.items()}
     view = {
         "service": invocation.service,
         "method": invocation.method,
@@ -195,6 +195,14 @@ def _indices(mask: int) -> list[int]:
 
 
 def _scalar(value: object) -> str | int | float | bool | None:
-    if value is None or isinstance(value, bool | int | float | str):
+    if value is None or isinstance(value, bool | int | float):
         return value
-    return str(value)
+    return _text(value if isinstance(value, str) else str(value))
+
+
+def _text(value: str) -> str:
+    """``value`` as valid UTF-8 text: a lone surrogate (possible in a Python str, impossible in
+    a Starlark string) becomes "?" instead of failing the conversion."""
+    if value.isascii():
+        return value
+    return value.encode("utf-8", "replace").decode("utf-8", "replace")

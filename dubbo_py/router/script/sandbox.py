@@ -171,6 +171,7 @@ class _Worker:
     process: subprocess.Popen[bytes]
     pid_of_parent: int
     loaded: set[str] = field(default_factory=set)
+    failed_loads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class ProcessSandbox:
@@ -345,8 +346,9 @@ class ProcessSandbox:
     # ------------------------------------------------------------------ protocol
 
     def _check(self, worker: _Worker, source: str) -> dict[str, Any]:
-        self._write(worker, {"op": "check", "source": source})
-        return self._read(worker, time.monotonic() + self.startup_timeout)
+        request = {"op": "check", "source": source, "deadline": self.startup_timeout}
+        self._write(worker, request)
+        return self._read(worker, time.monotonic() + self.startup_timeout + self.grace)
 
     def _exchange(
         self,
@@ -362,17 +364,24 @@ class ProcessSandbox:
             "candidates": list(candidates),
             "invocation": dict(invocation),
             "budget": budget,
+            "deadline": budget + self.grace,
         }
         for _attempt in range(2):
+            failed = worker.failed_loads.get(program.key)
+            if failed is not None:
+                return failed  # the program does not build; don't rebuild it on every call
             if program.key not in worker.loaded:
-                self._write(worker, _load_request(program))
+                self._write(worker, _load_request(program, self.startup_timeout))
                 # Building binds invokers once per snapshot: allow it the startup timeout.
-                reply = self._read(worker, time.monotonic() + self.startup_timeout)
+                reply = self._read(worker, time.monotonic() + self.startup_timeout + self.grace)
                 if not reply.get("ok"):
+                    if reply.get("kind") == SCRIPT:
+                        worker.failed_loads[program.key] = reply
                     return reply
                 worker.loaded.add(program.key)
             self._write(worker, request)
-            reply = self._read(worker, time.monotonic() + budget + self.grace)
+            # The worker's own alarm fires at the same deadline; a little slack lets it report.
+            reply = self._read(worker, time.monotonic() + budget + self.grace + 0.25)
             if reply.get("kind") != "unknown":
                 return reply
             worker.loaded.discard(program.key)  # evicted by the worker: send it again
@@ -430,14 +439,22 @@ class ProcessSandbox:
             return "sandbox worker stopped answering"
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-            hint = " (most likely the memory cap)" if -code == signal.SIGABRT else ""
+            hint = (
+                {
+                    signal.SIGABRT: " (most likely the memory cap)",
+                    signal.SIGALRM: " (its own hard deadline: one step overran the time budget)",
+                }.get(signal.Signals(-code), "")
+                if -code in signal.valid_signals()
+                else ""
+            )
             return f"sandbox worker died of {name}{hint}"
         return f"sandbox worker exited with status {code}"
 
 
-def _load_request(program: ProgramSpec) -> dict[str, Any]:
+def _load_request(program: ProgramSpec, deadline: float) -> dict[str, Any]:
     return {
         "op": "load",
+        "deadline": deadline,
         "id": program.key,
         "source": program.source,
         "invokers": [dict(i) for i in program.invokers],
