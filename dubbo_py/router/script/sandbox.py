@@ -5,10 +5,12 @@ engine cancels a run between Starlark steps once its time budget is spent. What 
 bound is a *single* builtin operation: ``"a" * 2147483647``, ``[0] * 2147483647``,
 ``sorted(range(2147483647))``, ``s.replace("a", s)`` or comparing/printing a structure doubled
 sixty times each allocate gigabytes or run for minutes inside one step, and starlark-rust answers
-an allocation failure by aborting the process. So :class:`ProcessSandbox` runs scripts in a child
-process under ``RLIMIT_AS`` (memory), ``RLIMIT_FSIZE=0`` and ``RLIMIT_CORE=0``, and kills it when
-a run overshoots its budget by more than ``grace`` seconds. The router process only ever reads
-length-limited JSON from it and checks every index it returns.
+an allocation failure by aborting the process. Compiling is no safer: constants are folded at
+compile time. So :class:`ProcessSandbox` compiles and runs scripts in a child process under
+``RLIMIT_AS`` (memory), ``RLIMIT_FSIZE=0`` and ``RLIMIT_CORE=0``; a run that overshoots its
+budget by more than ``grace`` seconds ends the child (its own SIGALRM, and the parent kills it
+too). The router process only ever reads length-limited JSON from it and checks every index it
+returns.
 
 :class:`InlineSandbox` runs the same engine in this process: faster, but a hostile or buggy
 script can exhaust memory or abort the process. Use it only for rules you trust (tests, tools).
