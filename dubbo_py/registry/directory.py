@@ -106,7 +106,8 @@ class RegistryDirectory:
     """Providers and routing of one service for one consumer.
 
     ``registry=None`` with ``static_providers`` gives a registry-less directory (direct
-    ``tri://`` addresses); built-in routers (mock, static tags) still apply.
+    ``tri://`` addresses). ``assemble`` turns the rule book's routers into the chain's (adding
+    the built-in mock and tag routers: :func:`dubbo_py.router.factory.chain_routers`).
     """
 
     def __init__(
@@ -115,7 +116,7 @@ class RegistryDirectory:
         registry: Registry | None,
         rulebook: RuleBook,
         *,
-        builtin_routers: Iterable[Router] = (),
+        assemble: Callable[[list[Router]], list[Router]] = list,
         configure: Configure = _no_overrides,
         validate_configurators: Callable[[str, str], object] | None = None,
         cache: NotifyCache | None = None,
@@ -125,7 +126,7 @@ class RegistryDirectory:
         self.registry = registry
         self.rules = ServiceRules.for_consumer(consumer)
         self._rulebook = rulebook
-        self._builtin = tuple(builtin_routers)
+        self._assemble = assemble
         self._configure = configure
         self._validate_configurators = validate_configurators
         self._cache = cache
@@ -293,7 +294,7 @@ class RegistryDirectory:
                 if providers_changed
                 else self.chain.snapshot
             )
-            chain = RouterChain([*self._builtin, *self._rulebook.routers()])
+            chain = RouterChain(self._assemble(self._rulebook.routers()))
             self.chain = chain.bind(snapshot, self.consumer)
             bound = self.chain
         for listener in self._listeners:

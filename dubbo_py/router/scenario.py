@@ -136,7 +136,7 @@ def route(
     invocation: Invocation,
 ) -> RouteOutcome:
     """Route one invocation as a consumer with these providers and rule routers would."""
-    chain = RouterChain([*factory.builtin_routers(), *routers])
+    chain = RouterChain(factory.chain_routers(list(routers)))
     bound = chain.bind(Snapshot(tuple(providers)), consumer)
     survivors, steps = bound.trace(invocation)
     return RouteOutcome(survivors, tuple(steps))

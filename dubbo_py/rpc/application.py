@@ -342,7 +342,7 @@ class Application:
             consumer,
             registry,
             factory.new_rulebook(),
-            builtin_routers=factory.builtin_routers(),
+            assemble=factory.chain_routers,
             configure=configurators.apply,
             validate_configurators=configurators.parse_configurators_yaml,
             cache=cache,

@@ -171,3 +171,36 @@ def test_registry_router_url_is_applied(
             5,
             "traffic to return after the router URL is removed",
         )
+
+
+def test_tag_rule_push_and_delete_under_load(
+    registry_address: str, providers: Callable[..., ProviderProcess], tmp_path: Path
+) -> None:
+    # Requests tagged gray: with no provider tagged gray they fall back to every provider;
+    # the dynamic rule tags p2 gray, so they go to p2 alone until it is deleted.
+    def push(registry: Registry, _p1: ProviderProcess, p2: ProviderProcess) -> str:
+        key = "greeter-provider.tag-router"
+        registry.put_config(
+            key,
+            "configVersion: v3.0\nkey: greeter-provider\nforce: false\n"
+            f"tags:\n  - name: gray\n    addresses: ['{p2.address}']\n",
+        )
+        return key
+
+    _scenario(registry_address, tmp_path, providers, push, attachments={"dubbo.tag": "gray"})
+
+
+def test_script_rule_push_and_delete_under_load(
+    registry_address: str, providers: Callable[..., ProviderProcess], tmp_path: Path
+) -> None:
+    def push(registry: Registry, _p1: ProviderProcess, p2: ProviderProcess) -> str:
+        key = "greeter-provider.script-router"
+        registry.put_config(
+            key,
+            "key: greeter-provider\ntype: starlark\nforce: true\nscript: |\n"
+            "  def route(invokers, invocation, context):\n"
+            f"      return [i for i in invokers if i.port == {p2.port}]\n",
+        )
+        return key
+
+    _scenario(registry_address, tmp_path, providers, push)

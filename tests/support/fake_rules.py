@@ -122,7 +122,8 @@ def compile_fake_url(url: URL, source: str) -> Router:
 
 
 def install(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the factory compile condition documents and URLs with the fakes."""
+    """Make the factory compile condition documents and URLs with the fakes, and leave the
+    built-in routers out, so traces show exactly the scenario's rules."""
     compilers: dict[str, Callable[[str, str], list[Router]]] = {
         "condition-router": compile_fake_document,
         "condition-router-app": compile_fake_document,
@@ -131,3 +132,4 @@ def install(monkeypatch: pytest.MonkeyPatch) -> None:
     }
     monkeypatch.setattr(factory, "document_compilers", lambda: dict(compilers))
     monkeypatch.setattr(factory, "url_compiler", lambda: compile_fake_url)
+    monkeypatch.setattr(factory, "builtin_routers", lambda: [])
