@@ -527,7 +527,7 @@ def test_static_routing_properties(
 
 # ---------------------------------------------------------------- the documentation's example
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "routers-tag-mock-script.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "routing.md"
 
 
 def doc_block(marker: str) -> str:
