@@ -148,7 +148,9 @@ class CliEnv:
     def registry(self) -> Registry:
         """The registry on :attr:`store`."""
         if self._registry is None:
-            self._registry = Registry(self.store)
+            # An authenticated operator's rules are protected: only that identity may change
+            # them, every consumer may read them.
+            self._registry = Registry(self.store, protect=bool(self.auth))
         return self._registry
 
     def who(self) -> str:

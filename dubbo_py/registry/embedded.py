@@ -211,9 +211,16 @@ class EmbeddedStore:
     # -- operations --------------------------------------------------------------------------
 
     def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = True
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        makepath: bool = True,
+        protected: bool = False,
     ) -> None:
-        """Create a node (see :class:`~dubbo_py.registry.store.Store`)."""
+        """Create a node (see :class:`~dubbo_py.registry.store.Store`). ``protected`` has no
+        effect here: who may write the embedded registry is who may write its file."""
         validate_path(path)
         if path == "/":
             raise NodeExistsError(f"node / already exists in {self.address}")

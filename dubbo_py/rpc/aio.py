@@ -93,7 +93,11 @@ async def export_async(
     urls = provider_urls(servicers, application, host, bound, credentials, url_parameters)
     for name in ["", *(u.path for u in urls)]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    await asyncio.to_thread(register_all, registry, urls)
+    try:
+        await asyncio.to_thread(register_all, registry, urls)
+    except BaseException:
+        await server.stop(0)  # a provider nobody can find must not keep a port
+        raise
     return AsyncExportedServer(server, urls, registry, health_servicer, bound, host)
 
 

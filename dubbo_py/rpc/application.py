@@ -47,10 +47,17 @@ log = logging.getLogger(__name__)
 S = TypeVar("S")
 
 ENV_HOST = "DUBBO_PY_HOST"
+ENV_AUTH = "DUBBO_PY_REGISTRY_AUTH"
 
 
-def open_store(address: RegistryAddress, *, connect_timeout: float = 5.0) -> Store | None:
-    """Open the coordination store an address names (None for direct addresses)."""
+def open_store(
+    address: RegistryAddress,
+    *,
+    connect_timeout: float = 5.0,
+    auth: tuple[str, str] | None = None,
+) -> Store | None:
+    """Open the coordination store an address names (None for direct addresses); ``auth`` is
+    a ZooKeeper digest identity."""
     if address.kind == "direct":
         return None
     if address.kind == "sqlite":
@@ -59,7 +66,7 @@ def open_store(address: RegistryAddress, *, connect_timeout: float = 5.0) -> Sto
         return EmbeddedStore(address.location)
     from dubbo_py.registry.zookeeper import ZooKeeperStore
 
-    store = ZooKeeperStore(address.location, address.chroot)
+    store = ZooKeeperStore(address.location, address.chroot, auth=auth)
     if not store.start(connect_timeout):
         log.warning("zookeeper %s unreachable; retrying in the background", address)
     return store
@@ -90,7 +97,9 @@ class Application:
 
     ``registry``: ``zookeeper://h:p[,h:p][/chroot]``, ``sqlite:///abs/path.db``, or
     ``tri://host:port`` for direct calls without a registry; ``None`` means
-    ``$DUBBO_PY_REGISTRY`` or the embedded registry in the user's data directory.
+    ``$DUBBO_PY_REGISTRY`` or the embedded registry in the user's data directory. ``auth``
+    (``user:password``, or ``$DUBBO_PY_REGISTRY_AUTH``) is the ZooKeeper digest identity the
+    application registers its providers and consumers under (protected: only it may change them).
     """
 
     def __init__(
@@ -100,9 +109,15 @@ class Application:
         *,
         cache_path: str | os.PathLike[str] | None = None,
         connect_timeout: float = 5.0,
+        auth: str | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
+        user, sep, password = (auth or os.environ.get(ENV_AUTH, "")).partition(":")
+        if (auth or os.environ.get(ENV_AUTH)) and (not sep or not user):
+            raise ValueError(f"auth must be user:password ({ENV_AUTH} included)")
+        #: ZooKeeper digest identity; when set, what this application registers is protected.
+        self.auth: tuple[str, str] | None = (user, password) if sep else None
         self.name = name
         self.address = parse_registry_address(registry)
         self._connect_timeout = connect_timeout
@@ -123,9 +138,11 @@ class Application:
         """The registry (opened on first use); None for a direct ``tri://`` address."""
         with self._lock:
             if self._registry is None and self.address.kind != "direct":
-                self._store = open_store(self.address, connect_timeout=self._connect_timeout)
+                self._store = open_store(
+                    self.address, connect_timeout=self._connect_timeout, auth=self.auth
+                )
                 assert self._store is not None
-                self._registry = Registry(self._store)
+                self._registry = Registry(self._store, protect=self.auth is not None)
             return self._registry
 
     # ----------------------------------------------------------------- provider side

@@ -132,7 +132,11 @@ def export(
     for name in ["", *(u.path for u in urls)]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     exported = ExportedServer(server, urls, registry, health_servicer, bound, host)
-    register_all(registry, urls)
+    try:
+        register_all(registry, urls)
+    except BaseException:
+        server.stop(0)  # a provider nobody can find must not keep a port
+        raise
     return exported
 
 

@@ -103,7 +103,13 @@ class MemoryStore:
     # ----------------------------------------------------------------- Store protocol
 
     def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = True
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        makepath: bool = True,
+        protected: bool = False,
     ) -> None:
         """Create a node (parents when ``makepath``)."""
         self._alive()
