@@ -338,6 +338,20 @@ def test_missing_key_passes_through_to_any_provider_unless_forced(
         assert keyed == {owner}
 
 
+def test_a_shard_without_provider_fails_naming_key_and_shard(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # A rule whose shard count the providers do not advertise (they say shards=4): no provider
+    # serves any of its shards, and the error says which key and shard found nobody.
+    with consumer(cluster.registry, tmp_path, 4) as (app, ref):
+        push_rule(app, ref, "scheme: elasticsearch\nshards: 8\nkey: attachments[tenant]\n")
+        (shard,) = locate("elasticsearch", 8, "acme").shards
+        with pytest.raises(grpc.RpcError) as info:
+            ref.stub.SayHello(greeter_pb2.HelloRequest(name="x"), metadata=[("tenant", "acme")])
+        details = info.value.details() or ""
+        assert f"routing key 'acme' -> shard {shard}: no provider serves that shard" in details
+
+
 def test_binary_attachment_key_routes_by_its_text(cluster: Cluster, tmp_path: Path) -> None:
     # gRPC metadata text must be ASCII; a non-ASCII routing key can travel as a -bin attachment
     # (bytes), which the router reads as UTF-8.
