@@ -63,7 +63,8 @@ class ShardProvider:
         if not self.record.exists():
             return Counter()
         found: Counter[str] = Counter()
-        for line in self.record.read_text(encoding="utf-8").splitlines():
+        # Only complete lines: the provider may be writing the last one right now.
+        for line in self.record.read_text(encoding="utf-8").split("\n")[:-1]:
             method, call_name, key = line.split("\t")
             if method == "SayHello" and call_name == name:
                 found[key] += 1
@@ -280,14 +281,6 @@ def test_route_prefix_forking_stays_within_owning_shards(cluster: Cluster, tmp_p
     name = f"forking-{uuid.uuid4().hex[:8]}"
     rounds = 3
     prefixes = {p: s for p, s in SOLR_ROUTE_PREFIXES.items() if len(s) <= 2}
-    # Two forks (the default): a prefix owned by two shards reaches both, one owned by one shard
-    # reaches only it — the forks never escape the routed shards.
-    with consumer(cluster.registry, tmp_path, 4, cluster="forking") as (app, ref):
-        push_rule(app, ref, SOLR_PREFIX_RULE)
-        for prefix, owners in prefixes.items():
-            for _ in range(rounds):
-                reply = ref.stub.SayHello(greeter_pb2.HelloRequest(name=name, key=prefix))
-                assert reply.shard in owners
     expected = {
         prefix: {shard: rounds if shard in owners else 0 for shard in range(4)}
         for prefix, owners in prefixes.items()
@@ -296,8 +289,17 @@ def test_route_prefix_forking_stays_within_owning_shards(cluster: Cluster, tmp_p
     def counted() -> dict[str, dict[int, int]]:
         return {prefix: cluster.calls_per_shard(name, prefix) for prefix in prefixes}
 
-    # The losing fork may still be finishing when the winner's reply is back.
-    wait_until(lambda: counted() == expected, 10, "every fork to reach its provider")
+    # Two forks (the default): a prefix owned by two shards reaches both, one owned by one shard
+    # reaches only it — the forks never escape the routed shards.
+    with consumer(cluster.registry, tmp_path, 4, cluster="forking") as (app, ref):
+        push_rule(app, ref, SOLR_PREFIX_RULE)
+        for prefix, owners in prefixes.items():
+            for _ in range(rounds):
+                reply = ref.stub.SayHello(greeter_pb2.HelloRequest(name=name, key=prefix))
+                assert reply.shard in owners
+        # The losing fork may still be on its way when the winner's reply is back; wait while
+        # the consumer (and so its channels) is still open.
+        wait_until(lambda: counted() == expected, 15, "every fork to reach its provider")
     assert counted() == expected
 
 
