@@ -77,19 +77,24 @@ def start_providers(
     """Start one provider per (shard, shards) spec, in parallel (each start is a Python
     interpreter importing grpc: seconds on a busy machine)."""
 
-    def start(spec: tuple[int, int | None]) -> ShardProvider:
-        shard, shards = spec
+    made = []
+    for shard, shards in specs:
         record = record_dir / f"calls-{uuid.uuid4().hex[:8]}.tsv"
         args = ["--shard", str(shard), "--record", str(record)]
         if shards is not None:
             args += ["--shards", str(shards)]
-        return ShardProvider(ProviderProcess(registry, *args).start(), shard, shards, record)
+        made.append(ShardProvider(ProviderProcess(registry, *args), shard, shards, record))
+    try:
+        with ThreadPoolExecutor(len(made)) as pool:
+            list(pool.map(lambda p: p.process.start(), made))
+    except BaseException:
+        for p in made:
+            p.process.kill()
+        raise
+    return made
 
-    with ThreadPoolExecutor(len(specs)) as pool:
-        return list(pool.map(start, specs))
 
-
-def bound_shard_rule(chain: BoundChain) -> BoundShardRouter | None:
+def bound_shard_router(chain: BoundChain) -> BoundShardRouter | None:
     """The shard router in a bound chain, if any."""
     for _name, router in chain.stages:
         if isinstance(router, BoundShardRouter):
@@ -104,7 +109,7 @@ def push_rule(app: dubbo_py.Application, ref: Reference, text: str) -> ShardRule
     expected = parse_shard_rule(text, RULE_KEY)
 
     def applied() -> bool:
-        bound = bound_shard_rule(ref.directory.chain)
+        bound = bound_shard_router(ref.directory.chain)
         return bound is not None and bound.rule == expected
 
     wait_until(applied, 10, f"the consumer to apply the shard rule {text!r}")
@@ -437,7 +442,7 @@ class ChainLog:
 
     def __call__(self, chain: BoundChain) -> None:
         now = time.monotonic()
-        bound = bound_shard_rule(chain)
+        bound = bound_shard_router(chain)
         if bound is None:
             return
         self.rules.setdefault(bound.rule, now)
