@@ -17,6 +17,7 @@ import grpc
 from dubbo_py.cluster.stats import CallStats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, failfast
 from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.attachments import attachments_from_metadata
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 
 __all__ = ["ClusterChannel"]
@@ -33,12 +34,6 @@ def _shared_executor() -> futures.ThreadPoolExecutor:
         if _executor is None:
             _executor = futures.ThreadPoolExecutor(32, thread_name_prefix="dubbo-future")
         return _executor
-
-
-def _attachments(metadata: Metadata) -> dict[str, str]:
-    if not metadata:
-        return {}
-    return {k: v if isinstance(v, str) else v.decode("latin-1") for k, v in metadata}
 
 
 class _Call:
@@ -83,7 +78,7 @@ class _MultiCallable:
             self._service,
             self._method,
             request,
-            {**self._channel.attachments, **_attachments(metadata)},
+            {**self._channel.attachments, **attachments_from_metadata(metadata)},
             timeout,
         )
         return self._strategy(self._context, invocation)

@@ -17,6 +17,7 @@ import grpc
 from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.config.tls import ClientTLS
 from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.attachments import metadata_from_attachments
 from dubbo_py.url import URL
 
 __all__ = ["ChannelPool", "MethodInvoker", "ProviderCall"]
@@ -119,7 +120,7 @@ class MethodInvoker:
         *,
         request_streaming: bool = False,
         response_streaming: bool = False,
-        metadata: Iterable[tuple[str, str]] = (),
+        metadata: Iterable[tuple[str, str | bytes]] = (),
         stats: CallStats | None = None,
     ) -> None:
         self._pool = pool
@@ -159,11 +160,12 @@ class MethodInvoker:
         for address in addresses:
             self._callables.pop(address, None)
 
-    def metadata_for(self, invocation: Invocation) -> tuple[tuple[str, str], ...]:
-        """gRPC metadata carrying the invocation's attachments to the provider."""
+    def metadata_for(self, invocation: Invocation) -> tuple[tuple[str, str | bytes], ...]:
+        """gRPC metadata carrying the invocation's attachments to the provider (``-bin``
+        values as the bytes the caller sent)."""
         if not invocation.attachments:
             return self._metadata
-        return self._metadata + tuple(invocation.attachments.items())
+        return self._metadata + metadata_from_attachments(invocation.attachments)
 
     def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         call = self._callable(provider)
@@ -174,7 +176,11 @@ class MethodInvoker:
             return self._send(call, invocation.request, timeout, metadata)
 
     def _send(
-        self, call: Any, request: Any, timeout: float | None, metadata: tuple[tuple[str, str], ...]
+        self,
+        call: Any,
+        request: Any,
+        timeout: float | None,
+        metadata: tuple[tuple[str, str | bytes], ...],
     ) -> Any:
         if self._kind.response_streaming:
             return _primed(call(request, timeout=timeout, metadata=metadata))
