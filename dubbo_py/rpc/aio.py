@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from dubbo_py.cluster.strategy import ClusterContext
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc.provider import bind_servicers, provider_urls, register_all
+from dubbo_py.rpc.service import ServiceOptions
 from dubbo_py.url import URL
 
 __all__ = [
@@ -84,13 +85,16 @@ async def export_async(
     bind_host: str | None = None,
     credentials: grpc.ServerCredentials | None = None,
     url_parameters: dict[str, str] | None = None,
+    service_options: Mapping[str, ServiceOptions] | None = None,
 ) -> AsyncExportedServer:
     """Serve async servicers on one ``grpc.aio`` server and register their provider URLs."""
     server = grpc.aio.server()
     health_servicer = health.aio.HealthServicer()
     bound = bind_servicers(server, servicers, health_servicer, bind_host or host, port, credentials)
     await server.start()
-    urls = provider_urls(servicers, application, host, bound, credentials, url_parameters)
+    urls = provider_urls(
+        servicers, application, host, bound, credentials, url_parameters, service_options
+    )
     for name in ["", *(u.path for u in urls)]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     try:

@@ -24,6 +24,7 @@ from dubbo_py import __version__
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.mock import parse_mock, with_mock
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
+from dubbo_py.config.model import ApplicationConfig, ProtocolConfig
 from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
@@ -110,12 +111,15 @@ class Application:
         cache_path: str | os.PathLike[str] | None = None,
         connect_timeout: float = 5.0,
         auth: str | None = None,
+        config: ApplicationConfig | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
         user, sep, password = (auth or os.environ.get(ENV_AUTH, "")).partition(":")
         if (auth or os.environ.get(ENV_AUTH)) and (not sep or not user):
             raise ValueError(f"auth must be user:password ({ENV_AUTH} included)")
+        #: The configuration file's contents, when the application came from one.
+        self.config = config
         #: ZooKeeper digest identity; when set, what this application registers is protected.
         self.auth: tuple[str, str] | None = (user, password) if sep else None
         self.name = name
@@ -130,6 +134,23 @@ class Application:
         self._consumer_urls: list[URL] = []
         self._stop_requested = threading.Event()
         self._async_pools: list[AsyncChannelPool] = []
+
+    @classmethod
+    def from_config(
+        cls, path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None
+    ) -> Application:
+        """An application configured by a ``dubbo.yaml`` file (see docs/configuration.md):
+        name, registry and auth from the file; ``start``/``serve`` and ``reference`` take
+        their defaults from its ``protocol``, ``services`` and ``references`` sections."""
+        from dubbo_py.config.loader import load_config
+
+        config = load_config(path, environ=environ)
+        return cls(
+            config.name,
+            config.registry.address,
+            auth=config.registry.auth,
+            config=config,
+        )
 
     # ----------------------------------------------------------------- registry
 
@@ -150,7 +171,7 @@ class Application:
     def start(
         self,
         *servicers: object,
-        port: int = 0,
+        port: int | None = None,
         host: str | None = None,
         bind_host: str | None = None,
         max_workers: int = 32,
@@ -160,29 +181,44 @@ class Application:
     ) -> ExportedServer:
         """Serve ``servicers`` on a new gRPC server and register them; returns at once.
 
-        ``host`` is the address registered for consumers (default ``$DUBBO_PY_HOST`` or
-        127.0.0.1); ``bind_host`` is the interface to listen on (default: ``host``); ``tls``
-        serves over TLS (mutual TLS when it names a client CA) and says so in the provider URL.
+        ``port`` 0 binds any free port; ``host`` is the address registered for consumers
+        (default ``$DUBBO_PY_HOST`` or 127.0.0.1); ``bind_host`` is the interface to listen on
+        (default: ``host``); ``tls`` serves over TLS (mutual TLS when it names a client CA) and
+        says so in the provider URL. Whatever is not given comes from the application's
+        configuration file (``protocol``, and ``services.<name>`` for each service's options).
         """
-        host = host or os.environ.get(ENV_HOST, "127.0.0.1")
-        if tls is not None:
-            credentials = tls.credentials()
+        listen = self._listen(port, host, bind_host, tls)
         exported = export(
             servicers,
             application=self.name,
             registry=self.registry,
-            host=host,
-            port=port,
-            bind_host=bind_host,
+            host=listen.host or "127.0.0.1",
+            port=listen.port,
+            bind_host=listen.bind_host,
             max_workers=max_workers,
-            credentials=credentials,
+            credentials=listen.tls.credentials() if listen.tls else credentials,
+            service_options=self.config.services if self.config else None,
         )
         exported.unregister_wait = unregister_wait
         with self._lock:
             self._servers.append(exported)
         return exported
 
-    def serve(self, *servicers: object, port: int = 0, grace: float = 5.0, **options: Any) -> None:
+    def _listen(
+        self, port: int | None, host: str | None, bind_host: str | None, tls: ServerTLS | None
+    ) -> ProtocolConfig:
+        """Listening options: arguments first, then the configuration file, then defaults."""
+        configured = self.config.protocol if self.config else ProtocolConfig()
+        return ProtocolConfig(
+            port=port if port is not None else configured.port,
+            host=host or configured.host or os.environ.get(ENV_HOST, "127.0.0.1"),
+            bind_host=bind_host or configured.bind_host,
+            tls=tls or configured.tls,
+        )
+
+    def serve(
+        self, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
+    ) -> None:
         """Serve and block until SIGINT/SIGTERM, then shut down gracefully (unregister, let
         consumers notice, drain in-flight calls for up to ``grace`` s)."""
         self.start(*servicers, port=port, **options)
@@ -207,7 +243,7 @@ class Application:
     async def start_async(
         self,
         *servicers: object,
-        port: int = 0,
+        port: int | None = None,
         host: str | None = None,
         bind_host: str | None = None,
         credentials: grpc.ServerCredentials | None = None,
@@ -218,22 +254,24 @@ class Application:
         ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
         from dubbo_py.rpc.aio import export_async
 
-        if tls is not None:
-            credentials = tls.credentials()
+        listen = self._listen(port, host, bind_host, tls)
         registry = await asyncio.to_thread(lambda: self.registry)
         exported = await export_async(
             servicers,
             application=self.name,
             registry=registry,
-            host=host or os.environ.get(ENV_HOST, "127.0.0.1"),
-            port=port,
-            bind_host=bind_host,
-            credentials=credentials,
+            host=listen.host or "127.0.0.1",
+            port=listen.port,
+            bind_host=listen.bind_host,
+            credentials=listen.tls.credentials() if listen.tls else credentials,
+            service_options=self.config.services if self.config else None,
         )
         exported.unregister_wait = unregister_wait
         return exported
 
-    async def serve_async(self, *servicers: object, port: int = 0, grace: float = 5.0) -> None:
+    async def serve_async(
+        self, *servicers: object, port: int | None = None, grace: float = 5.0
+    ) -> None:
         """Serve async servicers until the task is cancelled, then shut down gracefully."""
         exported = await self.start_async(*servicers, port=port)
         try:

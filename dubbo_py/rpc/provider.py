@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from dubbo_py import __version__
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc.introspect import ServiceSpec, find_add_function, service_of_servicer
-from dubbo_py.rpc.service import options_of
+from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
 
 __all__ = [
@@ -50,9 +50,11 @@ def provider_url(
     port: int,
     timestamp_ms: int | None = None,
     extra: dict[str, str] | None = None,
+    options: ServiceOptions | None = None,
 ) -> URL:
     """The URL a provider registers (design §3), as Apache Dubbo writes it for a triple
-    provider: methods sorted, side=provider, start timestamp for warmup, pid and release."""
+    provider: methods sorted, side=provider, start timestamp for warmup, pid and release.
+    ``options`` (from configuration) replace the servicer's ``@service`` options."""
     params = {
         "anyhost": "false",
         "application": application,
@@ -64,7 +66,7 @@ def provider_url(
         "release": __version__,
         "dubbo": DUBBO_PROTOCOL_VERSION,
     }
-    params.update(options_of(servicer).url_parameters())
+    params.update((options or options_of(servicer)).url_parameters())
     params.update(extra or {})
     return URL(PROTOCOL, host, port, spec.name, parameters=params)
 
@@ -119,6 +121,7 @@ def export(
     credentials: grpc.ServerCredentials | None = None,
     options: Sequence[tuple[str, object]] = (),
     url_parameters: dict[str, str] | None = None,
+    service_options: Mapping[str, ServiceOptions] | None = None,
 ) -> ExportedServer:
     """Serve ``servicers`` on one gRPC server and register one provider URL per service."""
     server = grpc.server(
@@ -128,7 +131,9 @@ def export(
     health_servicer = health.HealthServicer()
     bound = bind_servicers(server, servicers, health_servicer, bind_host or host, port, credentials)
     server.start()
-    urls = provider_urls(servicers, application, host, bound, credentials, url_parameters)
+    urls = provider_urls(
+        servicers, application, host, bound, credentials, url_parameters, service_options
+    )
     for name in ["", *(u.path for u in urls)]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     exported = ExportedServer(server, urls, registry, health_servicer, bound, host)
@@ -173,17 +178,28 @@ def provider_urls(
     port: int,
     credentials: grpc.ServerCredentials | None,
     url_parameters: dict[str, str] | None,
+    service_options: Mapping[str, ServiceOptions] | None = None,
 ) -> list[URL]:
-    """One provider URL per servicer (``tls=true`` when the server is secure)."""
+    """One provider URL per servicer (``tls=true`` when the server is secure); a service named
+    in ``service_options`` takes those options instead of its decorator's."""
     extra = dict(url_parameters or {})
     if credentials is not None:
         extra.setdefault("tls", "true")
-    return [
-        provider_url(
-            service_of_servicer(s), s, application=application, host=host, port=port, extra=extra
+    urls = []
+    for servicer in servicers:
+        spec = service_of_servicer(servicer)
+        urls.append(
+            provider_url(
+                spec,
+                servicer,
+                application=application,
+                host=host,
+                port=port,
+                extra=extra,
+                options=(service_options or {}).get(spec.name),
+            )
         )
-        for s in servicers
-    ]
+    return urls
 
 
 def register_all(registry: Registry | None, urls: Sequence[URL]) -> None:
