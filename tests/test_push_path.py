@@ -74,7 +74,6 @@ def test_a_pushed_rule_is_in_force_before_the_local_cache_is_written(tmp_path: P
         assert {u.port for u in directory.chain.route(CALL)} == {5001, 5002}
         registry.put_config(KEY, only_port(5002))
 
-
         def saved() -> str | None:
             return NotifyCache(tmp_path / "cache.json").configs(SERVICE).get(KEY)
 

@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dubbo_py.router.snapshot import SELECT_CACHE_SIZE, Snapshot, iter_bits, mask_of
+from dubbo_py.router.snapshot import (
+    SELECT_CACHE_SIZE,
+    Snapshot,
+    iter_bits,
+    mask_from_flags,
+    mask_of,
+)
 from dubbo_py.url import URL
 
 
@@ -76,3 +82,14 @@ def test_a_mask_outside_the_snapshot_is_refused(mask: int) -> None:
 def test_iter_bits_refuses_a_negative_mask() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         list(iter_bits(-4))
+
+
+@given(st.lists(st.booleans(), max_size=400))
+def test_mask_from_flags_sets_the_bits_whose_flag_is_one(flags: list[bool]) -> None:
+    mask = mask_from_flags(bytes(flags))
+    assert list(iter_bits(mask)) == [i for i, flag in enumerate(flags) if flag]
+
+
+def test_mask_where_keeps_the_providers_the_predicate_accepts() -> None:
+    snapshot = Snapshot(providers(50))
+    assert snapshot.mask_where(lambda p: p.host.endswith("7")) == mask_of([7, 17, 27, 37, 47])

@@ -20,10 +20,12 @@ Three routers live here:
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
+from weakref import WeakKeyDictionary
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.base import BoundRouter, Router
@@ -33,10 +35,11 @@ from dubbo_py.router.condition.matcher import (
     merge_clauses,
     read_invocation,
     reads_invocation,
+    sample_value,
     url_sample,
 )
 from dubbo_py.router.condition.rule import Clause, ConditionRule, Key
-from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.router.snapshot import Snapshot, mask_from_flags
 from dubbo_py.url import URL
 
 __all__ = [
@@ -89,10 +92,47 @@ def _split(clauses: Sequence[Clause], consumer: dict[str, str], *, when: bool) -
     )
 
 
+class _Columns:
+    """One snapshot's provider values by key, read once and shared by every condition bound to
+    that snapshot: binding a rule then tests each *distinct* value once, not every provider."""
+
+    def __init__(self, providers: tuple[URL, ...]) -> None:
+        self._providers = providers  # not the snapshot: it is the weak key of the memo
+        self._by_key: dict[str, tuple[str | None, ...]] = {}
+
+    def mask(self, matcher: Matcher) -> int:
+        """The providers whose value of the matcher's key satisfies it."""
+        name = matcher.key.name
+        column = self._by_key.get(name)
+        if column is None:
+            column = tuple(sample_value(p, name) for p in self._providers)
+            self._by_key[name] = column
+        verdict = {value: matcher.test(value) for value in set(column)}
+        return mask_from_flags(bytes(map(verdict.__getitem__, column)))
+
+
+_COLUMNS: WeakKeyDictionary[Snapshot, _Columns] = WeakKeyDictionary()
+_COLUMNS_LOCK = threading.Lock()
+
+
+def _columns(snapshot: Snapshot) -> _Columns:
+    with _COLUMNS_LOCK:
+        columns = _COLUMNS.get(snapshot)
+        if columns is None:
+            columns = _COLUMNS[snapshot] = _Columns(snapshot.providers)
+        return columns
+
+
 def _then_mask(snapshot: Snapshot, matchers: tuple[Matcher, ...]) -> int:
-    if not matchers:
-        return snapshot.all
-    return snapshot.mask_where(lambda provider: all_match(matchers, url_sample(provider)))
+    mask = snapshot.all
+    if not matchers or not mask:
+        return mask
+    columns = _columns(snapshot)
+    for matcher in matchers:
+        mask &= columns.mask(matcher)
+        if not mask:
+            break
+    return mask
 
 
 class _Probe:
