@@ -38,7 +38,7 @@ from dubbo_py.router.condition.matcher import (
     sample_value,
     url_sample,
 )
-from dubbo_py.router.condition.rule import Clause, ConditionRule, Key
+from dubbo_py.router.condition.rule import Clause, ConditionRule, Key, KeyKind
 from dubbo_py.router.snapshot import Snapshot, mask_from_flags
 from dubbo_py.url import URL
 
@@ -139,7 +139,7 @@ class _Probe:
     """Reads, once per call, the invocation values some matchers need, and evaluates them
     against those values (so decisions can be cached by the values alone)."""
 
-    __slots__ = ("_slot", "keys")
+    __slots__ = ("_readers", "_slot", "keys", "read")
 
     def __init__(self, groups: Sequence[tuple[Matcher, ...]]) -> None:
         keys: list[Key] = []
@@ -149,15 +149,54 @@ class _Probe:
                     keys.append(matcher.key)
         self.keys: tuple[Key, ...] = tuple(keys)
         self._slot = {key: i for i, key in enumerate(keys)}
-
-    def read(self, invocation: Invocation) -> tuple[str | None, ...]:
-        """The values of :attr:`keys` for this invocation (``None`` where missing)."""
-        return tuple(read_invocation(invocation, key) for key in self.keys)
+        self._readers = tuple(_reader(key) for key in keys)
+        #: ``read(invocation)``: the values of :attr:`keys` (``None`` where missing). Chosen
+        #: once here: this runs for every rule on every call.
+        self.read: Callable[[Invocation], tuple[str | None, ...]]
+        if len(self._readers) == 1:
+            (only,) = self._readers
+            self.read = lambda invocation: (only(invocation),)
+        else:
+            readers = self._readers
+            self.read = lambda invocation: tuple([r(invocation) for r in readers])
 
     def holds(self, matchers: tuple[Matcher, ...], values: tuple[str | None, ...]) -> bool:
         """Do all ``matchers`` hold for the values :meth:`read` returned?"""
         slot = self._slot
         return all(m.test(values[slot[m.key]]) for m in matchers)
+
+
+def _reader(key: Key) -> Callable[[Invocation], str | None]:
+    """A function reading ``key`` from an invocation, as :func:`read_invocation` does."""
+    if key.kind is KeyKind.METHOD:
+        return _method
+    if key.kind is KeyKind.ATTACHMENT:
+        name = key.name
+
+        def attachment(invocation: Invocation) -> str | None:
+            value = invocation.attachments.get(name)
+            return value if value is None or type(value) is str else str(value)
+
+        return attachment
+    return lambda invocation: read_invocation(invocation, key)
+
+
+def _method(invocation: Invocation) -> str | None:
+    return invocation.method
+
+
+@dataclass(frozen=True, slots=True)
+class _Fixed:
+    """A rule that reads nothing from the call, decided at bind time: keep ``mask`` of the
+    candidates, or all of them if that leaves none and the rule is not ``final``."""
+
+    mask: int
+    final: bool
+
+    def route(self, candidates: int, invocation: Invocation) -> int:
+        """Survivors among ``candidates`` (``ConditionStateRouter.doRoute`` semantics)."""
+        survivors = candidates & self.mask
+        return survivors if survivors or self.final else candidates
 
 
 # --------------------------------------------------------------------------- one rule
@@ -229,6 +268,9 @@ class ConditionRouter:
             # A then clause that reads the call holds for all providers or for none.
             return (fixed_mask if probe.holds(then.dynamic, values) else 0, force)
 
+        if not probe.keys:  # nothing to read per call: decide now
+            decision = decide(())
+            return PASS_THROUGH if decision is None else _Fixed(*decision)
         return BoundConditionRouter(probe, _cached(decide, probe, self.cache_size))
 
 
