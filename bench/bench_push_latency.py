@@ -349,10 +349,21 @@ def summary(backend: str, rounds: list[Round]) -> str:
     worst = max(max(r.latencies) for r in rounds)
     pooled = [x for r in rounds for x in r.latencies]
     missed = sum(r.missed for r in rounds)
+
+    delivery = [
+        statistics.median(percentile(r.delivery, q) for r in rounds if r.delivery) for q in (50, 99)
+    ]
+    processing = [
+        statistics.median(percentile(r.processing, q) for r in rounds if r.processing)
+        for q in (50, 99)
+    ]
+    cpu = statistics.median(r.cpu_ms_per_push for r in rounds)
     return (
         f"{backend:<10} median of {len(rounds)} rounds: p50 {p50:.1f} ms, p99 {p99:.1f} ms;"
         f" pooled p99 {percentile(pooled, 99):.1f} ms, max {worst:.1f} ms,"
-        f" {len(pooled)} samples, {missed} missed"
+        f" {len(pooled)} samples, {missed} missed; delivery p50/p99"
+        f" {delivery[0]:.1f}/{delivery[1]:.1f} ms, processing p50/p99"
+        f" {processing[0]:.1f}/{processing[1]:.1f} ms, consumer CPU {cpu:.1f} ms/push"
     )
 
 
