@@ -186,8 +186,13 @@ class RegistryDirectory:
 
     def _on_category(self, category: str, urls: list[URL]) -> None:
         real = [] if is_empty(urls) else urls
+        self._apply_category(category, real)
+        # Saved after the change is in force, as Dubbo's AbstractRegistry.notify does: the
+        # disk write stays off the push -> applied path.
         if self._cache is not None:
             self._cache.save_urls(self.rules.service, category, real)
+
+    def _apply_category(self, category: str, real: list[URL]) -> None:
         with self._lock:
             if category == layout.PROVIDERS:
                 self._raw_providers = real
@@ -204,8 +209,11 @@ class RegistryDirectory:
                 self._rebuild(providers_changed=True)
 
     def _on_document(self, kind: str, key: str, text: str | None) -> None:
-        if self._cache is not None:
+        self._apply_document(kind, key, text)
+        if self._cache is not None:  # after applying, as for categories
             self._cache.save_config(self.rules.service, key, text)
+
+    def _apply_document(self, kind: str, key: str, text: str | None) -> None:
         with self._lock:
             if kind == "configurators":
                 if text is None:
