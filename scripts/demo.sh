@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The quick-start demo on the embedded registry (no server to start): two provider processes and
-# a consumer; calls spread over both; one provider is killed mid-run and calls continue.
+# a consumer calling steadily. An operator pushes a routing rule with the dubbo-py CLI and the
+# consumer's traffic follows it at once; the rule is deleted and traffic spreads again; then one
+# provider is killed (kill -9) and every call still succeeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e '.[examples]'
+PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q -e '.[examples]'
 python3 scripts/gen_protos.py >/dev/null
 
 work=$(mktemp -d)
-registry="sqlite://$work/registry.db"
-export DUBBO_PY_REGISTRY="$registry"
+export DUBBO_PY_REGISTRY="sqlite://$work/registry.db"
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
@@ -21,14 +22,30 @@ start_provider() {
 }
 start_provider p1
 start_provider p2
-echo "== two providers up: $(grep -h READY "$work"/p*.log | cut -d' ' -f2 | paste -sd' ')"
+p1=$(cut -d' ' -f2 "$work/p1.log" | head -1)
+p2=$(cut -d' ' -f2 "$work/p2.log" | head -1)
+echo "== providers up: p1=$p1 p2=$p2"
+dubbo-py providers demo.Greeter
 
-echo "== 200 calls, provider 1 killed (kill -9) after the first second"
-python3 examples/quickstart/consumer.py --calls 200 --interval 0.01 &
+echo "== a consumer makes 500 calls (where each 50 landed is printed as it goes)"
+python3 examples/quickstart/consumer.py --calls 500 --interval 0.01 --report-every 50 &
 consumer=$!
-sleep 1
+sleep 1.5
+
+cat >"$work/only-p2.yaml" <<YAML
+configVersion: v3.0
+scope: service
+key: demo.Greeter:1.0.0
+force: true
+conditions:
+  - method = SayHello => port = ${p2##*:}
+YAML
+echo "== operator: dubbo-py rules push only-p2.yaml   (every SayHello to p2)"
+dubbo-py rules push "$work/only-p2.yaml"
+sleep 1.5
+echo "== operator: dubbo-py rules delete (traffic spreads again)"
+dubbo-py rules delete "demo.Greeter:1.0.0:.condition-router"
+sleep 1.5
 { kill -9 "${pids[0]}"; wait "${pids[0]}"; } 2>/dev/null || true
-echo "   (killed provider 1, pid ${pids[0]})"
+echo "== killed p1 with kill -9: calls fail over to p2"
 wait "$consumer"
-echo "== the dubbo-py CLI sees what is registered now:"
-dubbo-py providers demo.Greeter || true

@@ -2,11 +2,16 @@
 # Everything the test suite needs on a fresh machine, then the suite itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! dpkg -s zookeeper >/dev/null 2>&1; then
+# ZooKeeper (Debian's package; Java is on the machine) for the registry tests, openssl for the
+# TLS tests' throwaway certificates.
+need=()
+dpkg -s zookeeper >/dev/null 2>&1 || need+=(zookeeper)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-python3 -m pip install -q -e '.[dev]'
+PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q -e '.[dev]'
 python3 scripts/gen_protos.py >/dev/null
 ruff check dubbo_py tests examples bench scripts
 mypy dubbo_py

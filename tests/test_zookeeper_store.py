@@ -113,7 +113,7 @@ def test_server_restart_suspends_then_reconnects_the_same_session(
     own_zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]
 ) -> None:
     own_zookeeper.start()
-    store = _open(stores, own_zookeeper.address, session_timeout=20.0, retry_max_delay=0.5)
+    store = _open(stores, own_zookeeper.address, session_timeout=40.0, retry_max_delay=0.5)
     observer = _open(stores, own_zookeeper.address, store.chroot)
     events = Recorder()
     store.add_session_listener(events)

@@ -114,7 +114,8 @@ class RegistryDirectory:
     """Providers and routing of one service for one consumer.
 
     ``registry=None`` with ``static_providers`` gives a registry-less directory (direct
-    ``tri://`` addresses); built-in routers (mock, static tags) still apply.
+    ``tri://`` addresses). ``assemble`` turns the rule book's routers into the chain's (adding
+    the built-in mock and tag routers: :func:`dubbo_py.router.factory.chain_routers`).
     """
 
     def __init__(
@@ -123,7 +124,7 @@ class RegistryDirectory:
         registry: Registry | None,
         rulebook: RuleBook,
         *,
-        builtin_routers: Iterable[Router] = (),
+        assemble: Callable[[list[Router]], list[Router]] = list,
         configure: Configure = _no_overrides,
         configure_consumer: ConfigureConsumer | None = None,
         validate_configurators: Callable[[str, str], object] | None = None,
@@ -134,7 +135,7 @@ class RegistryDirectory:
         self.registry = registry
         self.rules = ServiceRules.for_consumer(consumer)
         self._rulebook = rulebook
-        self._builtin = tuple(builtin_routers)
+        self._assemble = assemble
         self._configure = configure
         self._configure_consumer = configure_consumer
         #: Parameters set by consumer-side overrides matching this consumer (``timeout`` in ms,
@@ -198,8 +199,13 @@ class RegistryDirectory:
 
     def _on_category(self, category: str, urls: list[URL]) -> None:
         real = [] if is_empty(urls) else urls
+        self._apply_category(category, real)
+        # Saved after the change is in force, as Dubbo's AbstractRegistry.notify does: the
+        # disk write stays off the push -> applied path.
         if self._cache is not None:
             self._cache.save_urls(self.rules.service, category, real)
+
+    def _apply_category(self, category: str, real: list[URL]) -> None:
         with self._lock:
             if category == layout.PROVIDERS:
                 self._raw_providers = real
@@ -216,8 +222,11 @@ class RegistryDirectory:
                 self._rebuild(providers_changed=True)
 
     def _on_document(self, kind: str, key: str, text: str | None) -> None:
-        if self._cache is not None:
+        self._apply_document(kind, key, text)
+        if self._cache is not None:  # after applying, as for categories
             self._cache.save_config(self.rules.service, key, text)
+
+    def _apply_document(self, kind: str, key: str, text: str | None) -> None:
         with self._lock:
             if kind == "configurators":
                 if text is None:
@@ -312,7 +321,7 @@ class RegistryDirectory:
                 if providers_changed
                 else self.chain.snapshot
             )
-            chain = RouterChain([*self._builtin, *self._rulebook.routers()])
+            chain = RouterChain(self._assemble(self._rulebook.routers()))
             self.chain = chain.bind(snapshot, self.consumer)
             bound = self.chain
         for listener in self._listeners:

@@ -211,9 +211,16 @@ class EmbeddedStore:
     # -- operations --------------------------------------------------------------------------
 
     def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = True
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        makepath: bool = True,
+        protected: bool = False,
     ) -> None:
-        """Create a node (see :class:`~dubbo_py.registry.store.Store`)."""
+        """Create a node (see :class:`~dubbo_py.registry.store.Store`). ``protected`` has no
+        effect here: who may write the embedded registry is who may write its file."""
         validate_path(path)
         if path == "/":
             raise NodeExistsError(f"node / already exists in {self.address}")
@@ -460,7 +467,7 @@ class EmbeddedStore:
             raise StoreError(f"cannot open embedded registry {self._path}: {exc}") from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = self._enable_wal(conn)
             if str(mode).lower() != "wal":
                 raise StoreError(f"cannot use WAL mode for {self._path} (got {mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -484,6 +491,24 @@ class EmbeddedStore:
             conn.close()
             raise
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> str:
+        """Switch to WAL mode, waiting up to the busy timeout for other connections' locks.
+
+        The switch needs an exclusive lock, and SQLite answers SQLITE_BUSY at once, without
+        consulting the busy timeout, while another connection holds a write lock — which is what
+        happens when several processes open a fresh registry at the same moment (a script
+        starting providers in parallel). So the wait is ours.
+        """
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
 
     def _check_foreign(self, conn: sqlite3.Connection) -> None:
         """Refuse a SQLite file that holds other tables: it is not ours to change."""

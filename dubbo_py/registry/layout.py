@@ -7,15 +7,22 @@ from dubbo_py.url import URL
 __all__ = [
     "CATEGORIES",
     "CONFIG_ROOT",
+    "HISTORY_ROOT",
+    "RESERVED",
     "ROOT",
     "category_path",
     "config_path",
+    "history_path",
     "node_path",
     "rule_key",
 ]
 
 ROOT = "/dubbo"
 CONFIG_ROOT = f"{ROOT}/config/dubbo"
+#: Where the admin CLI keeps the bounded history of every rule key (``<key>/<seq>`` below it).
+HISTORY_ROOT = f"{ROOT}/config-history"
+#: Children of ``/dubbo`` that are not service interfaces.
+RESERVED = frozenset({"config", "config-history"})
 PROVIDERS, CONSUMERS, ROUTERS, CONFIGURATORS = "providers", "consumers", "routers", "configurators"
 CATEGORIES = (PROVIDERS, CONSUMERS, ROUTERS, CONFIGURATORS)
 
@@ -42,3 +49,9 @@ def config_path(key: str) -> str:
     if not key or "/" in key:
         raise ValueError(f"bad config key {key!r}: must be non-empty and contain no '/'")
     return f"{CONFIG_ROOT}/{key}"
+
+
+def history_path(key: str) -> str:
+    """The history folder of a config key (its data is the next sequence number)."""
+    config_path(key)  # same rules for the key
+    return f"{HISTORY_ROOT}/{key}"

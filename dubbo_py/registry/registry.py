@@ -66,8 +66,12 @@ def decode_children(path: str, names: Iterable[str], warned: set[str]) -> list[U
 class Registry:
     """Register, unregister and subscribe on a coordination store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, protect: bool = False) -> None:
+        """``protect``: nodes this registry writes (providers, consumers, rules, config
+        documents) and the category folders it creates are writable by this store's identity
+        only and readable by everyone (see :meth:`Store.create`)."""
         self.store = store
+        self.protect = protect
         self._lock = threading.Lock()
         self._ephemeral: set[URL] = set()
         self._warned: set[str] = set()
@@ -86,15 +90,19 @@ class Registry:
         self._create(path, ephemeral)
 
     def _create(self, path: str, ephemeral: bool) -> None:
+        if self.protect:
+            # The service folder stays open, so that providers, consumers and operators (each
+            # with their own identity) can each own their category folder beneath it.
+            self.store.ensure_path(path.rsplit("/", 2)[0])
         try:
-            self.store.create(path, ephemeral=ephemeral)
+            self.store.create(path, ephemeral=ephemeral, protected=self.protect)
         except NodeExistsError:
             if ephemeral:
                 # A node left by our own previous session (not yet expired): take it over so it
                 # is tied to the live session and disappears with us.
                 with contextlib.suppress(NoNodeError):
                     self.store.delete(path)
-                self.store.create(path, ephemeral=True)
+                self.store.create(path, ephemeral=True, protected=self.protect)
 
     def unregister(self, url: URL) -> None:
         """Remove the URL's node (no error if it is already gone)."""
@@ -156,12 +164,13 @@ class Registry:
         return cancel
 
     def services(self) -> list[str]:
-        """Every interface that has a folder under ``/dubbo`` (``config`` excluded)."""
+        """Every interface that has a folder under ``/dubbo`` (``config`` and the CLI's
+        ``config-history`` excluded)."""
         try:
             names = self.store.children(layout.ROOT)
         except NoNodeError:
             return []
-        return sorted(n for n in names if n != "config")
+        return sorted(n for n in names if n not in layout.RESERVED)
 
     # ----------------------------------------------------------------- config center
 
@@ -184,14 +193,19 @@ class Registry:
                 return self.store.set(path, data)
             except NoNodeError:
                 try:
-                    self.store.create(path, data)
+                    self._create_config(path, data)
                     return 0
                 except NodeExistsError:
                     return self.store.set(path, data)
         if version == -1:
-            self.store.create(path, data)
+            self._create_config(path, data)
             return 0
         return self.store.set(path, data, version)
+
+    def _create_config(self, path: str, data: bytes) -> None:
+        if self.protect:
+            self.store.ensure_path(layout.ROOT)
+        self.store.create(path, data, protected=self.protect)
 
     def delete_config(self, key: str, version: int = -1) -> None:
         """Delete a document (NoNodeError if absent)."""

@@ -78,10 +78,22 @@ class Store(Protocol):
     """A tiny ZooKeeper-like coordination store."""
 
     def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = True
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        makepath: bool = True,
+        protected: bool = False,
     ) -> None:
         """Create a node (parents too when ``makepath``; parents are never ephemeral).
-        Raises :class:`NodeExistsError`, or :class:`NoNodeError` for a missing parent."""
+        Raises :class:`NodeExistsError`, or :class:`NoNodeError` for a missing parent.
+
+        ``protected``: only this store's identity may change or delete the node (and create or
+        delete children of it), everyone may read it — ZooKeeper ACLs with the digest identity
+        the store authenticates with; parents created on the way are protected alike. Without
+        an identity (or in the embedded store, whose access control is its file's permissions)
+        the node is created as usual."""
         ...
 
     def ensure_path(self, path: str) -> None:

@@ -19,6 +19,7 @@ from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.retry import KazooRetry
+from kazoo.security import make_acl, make_digest_acl
 
 from dubbo_py.registry._paths import child_path, parent_of, validate_path
 from dubbo_py.registry._watch import (
@@ -87,6 +88,13 @@ class ZooKeeperStore:
         # considered lost (kazoo would notice too, after 2/3 of the session timeout).
         self._op_timeout = max(session_timeout, connect_timeout)
         auth_data = [("digest", f"{auth[0]}:{auth[1]}")] if auth else None
+        # Rules and providers written by an authenticated store: its identity may do anything,
+        # the world (every consumer) may only read.
+        self._protected_acl = (
+            [make_digest_acl(auth[0], auth[1], all=True), make_acl("world", "anyone", read=True)]
+            if auth
+            else None
+        )
         try:
             self._client = KazooClient(
                 hosts=hosts,
@@ -186,16 +194,24 @@ class ZooKeeperStore:
     # -- operations --------------------------------------------------------------------------
 
     def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = True
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        makepath: bool = True,
+        protected: bool = False,
     ) -> None:
-        """Create a node (see :class:`~dubbo_py.registry.store.Store`)."""
+        """Create a node (see :class:`~dubbo_py.registry.store.Store`); ``protected`` nodes
+        get the ACL "our digest identity: all; anyone: read"."""
         validate_path(path)
         if path == "/":
             raise NodeExistsError(f"node / already exists in {self.address}")
+        acl = self._protected_acl if protected else None
         self._call(
             path,
             lambda: self._client.create_async(
-                self._full(path), bytes(data), ephemeral=ephemeral, makepath=makepath
+                self._full(path), bytes(data), acl=acl, ephemeral=ephemeral, makepath=makepath
             ),
         )
 
@@ -404,7 +420,10 @@ class ZooKeeperStore:
                 f"cannot create {where}: ephemeral {parent_of(path)} cannot have children"
             ) from exc
         except kz.NoAuthError as exc:
-            raise StoreError(f"not authorised for {where}") from exc
+            raise StoreError(
+                f"not authorised to change {where}: it is protected; authenticate as its owner "
+                "(--auth user:password, or DUBBO_PY_REGISTRY_AUTH)"
+            ) from exc
         except (*_CONNECTION_ERRORS, self._client.handler.timeout_exception) as exc:
             raise StoreError(f"not connected to {self.address} ({path}): {exc!r}") from exc
         except kz.KazooException as exc:

@@ -13,6 +13,7 @@ from dubbo_py.url import URL
 __all__ = [
     "DOCUMENT_KINDS",
     "builtin_routers",
+    "chain_routers",
     "compile_document",
     "compile_url",
     "document_compilers",
@@ -25,32 +26,59 @@ DOCUMENT_KINDS = ("condition-router", "tag-router", "script-router", "shard-rout
 
 
 def builtin_routers() -> list[Router]:
-    """Routers every consumer runs whatever the rules."""
-    return []
+    """Routers every consumer runs whatever the rules: the mock selector and the tag router
+    (static ``dubbo.tag`` provider tags; a ``tag-router`` document replaces it)."""
+    from dubbo_py.router.mock import MockRouter
+    from dubbo_py.router.tag import TagRouter
+
+    return [MockRouter(), TagRouter()]
+
+
+def chain_routers(rule_routers: list[Router]) -> list[Router]:
+    """The routers of a consumer's chain: the built-in ones plus those compiled from rules,
+    where a rule-driven tag router takes the place of the static one."""
+    from dubbo_py.router.tag import TagRouter
+
+    has_tag_rule = any(isinstance(r, TagRouter) for r in rule_routers)
+    builtins = [r for r in builtin_routers() if not (has_tag_rule and isinstance(r, TagRouter))]
+    return [*builtins, *rule_routers]
 
 
 def document_compilers() -> dict[str, DocumentCompiler]:
     """Compilers for config-center documents by kind (``condition-router-app`` is the
     application-scoped condition document; its YAML says ``scope: application``)."""
     from dubbo_py.router.condition import carriers as condition
+    from dubbo_py.router.script import ScriptRouter, parse_script_rule
     from dubbo_py.router.shard.router import compile_shard_document
+    from dubbo_py.router.tag import TagRouter, parse_tag_rule
+
+    def tag_router(text: str, source: str) -> list[Router]:
+        return [TagRouter(parse_tag_rule(text, source))]
+
+    def script_router(text: str, source: str) -> list[Router]:
+        return [ScriptRouter(parse_script_rule(text, source))]
 
     return {
         "condition-router": condition.routers_from_yaml,
         "condition-router-app": condition.routers_from_yaml,
         "shard-router": compile_shard_document,
+        "tag-router": tag_router,
+        "script-router": script_router,
     }
 
 
 def _compile_route_url(url: URL, source: str) -> Router:
+    from dubbo_py.router import script
     from dubbo_py.router.condition import carriers as condition
 
     kind = url.get_str("router", url.protocol)
     if url.protocol == "condition" or kind == "condition":
         return condition.router_from_url(url, source)
+    if url.protocol == "script" or kind == "script":
+        return script.router_from_url(url, source)
     raise RuleError(
-        f"unsupported router URL {url.protocol}:// (router={kind}); "
-        "expected condition:// or route://...&router=condition",
+        f"unsupported router URL {url.protocol}:// (router={kind}); expected condition://, "
+        "script:// or route://...&router=condition|script",
         source=source,
     )
 

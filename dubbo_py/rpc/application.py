@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -15,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -27,6 +28,8 @@ from dubbo_py.cluster.loadbalance import LoadBalance, get_loadbalance
 from dubbo_py.cluster.mock import parse_mock, with_mock
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
+from dubbo_py.config.model import ApplicationConfig, ProtocolConfig
+from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.directory import RegistryDirectory
@@ -45,6 +48,9 @@ from dubbo_py.rpc.settings import (
 )
 from dubbo_py.url import URL
 
+if TYPE_CHECKING:
+    from dubbo_py.rpc.aio import AsyncChannelPool, AsyncExportedServer
+
 __all__ = ["Application", "Reference"]
 
 log = logging.getLogger(__name__)
@@ -52,10 +58,17 @@ log = logging.getLogger(__name__)
 S = TypeVar("S")
 
 ENV_HOST = "DUBBO_PY_HOST"
+ENV_AUTH = "DUBBO_PY_REGISTRY_AUTH"
 
 
-def open_store(address: RegistryAddress, *, connect_timeout: float = 5.0) -> Store | None:
-    """Open the coordination store an address names (None for direct addresses)."""
+def open_store(
+    address: RegistryAddress,
+    *,
+    connect_timeout: float = 5.0,
+    auth: tuple[str, str] | None = None,
+) -> Store | None:
+    """Open the coordination store an address names (None for direct addresses); ``auth`` is
+    a ZooKeeper digest identity."""
     if address.kind == "direct":
         return None
     if address.kind == "sqlite":
@@ -64,7 +77,7 @@ def open_store(address: RegistryAddress, *, connect_timeout: float = 5.0) -> Sto
         return EmbeddedStore(address.location)
     from dubbo_py.registry.zookeeper import ZooKeeperStore
 
-    store = ZooKeeperStore(address.location, address.chroot)
+    store = ZooKeeperStore(address.location, address.chroot, auth=auth)
     if not store.start(connect_timeout):
         log.warning("zookeeper %s unreachable; retrying in the background", address)
     return store
@@ -144,7 +157,9 @@ class Application:
 
     ``registry``: ``zookeeper://h:p[,h:p][/chroot]``, ``sqlite:///abs/path.db``, or
     ``tri://host:port`` for direct calls without a registry; ``None`` means
-    ``$DUBBO_PY_REGISTRY`` or the embedded registry in the user's data directory.
+    ``$DUBBO_PY_REGISTRY`` or the embedded registry in the user's data directory. ``auth``
+    (``user:password``, or ``$DUBBO_PY_REGISTRY_AUTH``) is the ZooKeeper digest identity the
+    application registers its providers and consumers under (protected: only it may change them).
     """
 
     def __init__(
@@ -154,9 +169,18 @@ class Application:
         *,
         cache_path: str | os.PathLike[str] | None = None,
         connect_timeout: float = 5.0,
+        auth: str | None = None,
+        config: ApplicationConfig | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
+        user, sep, password = (auth or os.environ.get(ENV_AUTH, "")).partition(":")
+        if (auth or os.environ.get(ENV_AUTH)) and (not sep or not user):
+            raise ValueError(f"auth must be user:password ({ENV_AUTH} included)")
+        #: The configuration file's contents, when the application came from one.
+        self.config = config
+        #: ZooKeeper digest identity; when set, what this application registers is protected.
+        self.auth: tuple[str, str] | None = (user, password) if sep else None
         self.name = name
         self.address = parse_registry_address(registry)
         self._connect_timeout = connect_timeout
@@ -169,6 +193,24 @@ class Application:
         self._consumer_urls: list[URL] = []
         self._budgets: dict[str, RetryBudget] = {}
         self._stop_requested = threading.Event()
+        self._async_pools: list[AsyncChannelPool] = []
+
+    @classmethod
+    def from_config(
+        cls, path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None
+    ) -> Application:
+        """An application configured by a ``dubbo.yaml`` file (see docs/configuration.md):
+        name, registry and auth from the file; ``start``/``serve`` and ``reference`` take
+        their defaults from its ``protocol``, ``services`` and ``references`` sections."""
+        from dubbo_py.config.loader import load_config
+
+        config = load_config(path, environ=environ)
+        return cls(
+            config.name,
+            config.registry.address,
+            auth=config.registry.auth,
+            config=config,
+        )
 
     # ----------------------------------------------------------------- registry
 
@@ -177,9 +219,11 @@ class Application:
         """The registry (opened on first use); None for a direct ``tri://`` address."""
         with self._lock:
             if self._registry is None and self.address.kind != "direct":
-                self._store = open_store(self.address, connect_timeout=self._connect_timeout)
+                self._store = open_store(
+                    self.address, connect_timeout=self._connect_timeout, auth=self.auth
+                )
                 assert self._store is not None
-                self._registry = Registry(self._store)
+                self._registry = Registry(self._store, protect=self.auth is not None)
             return self._registry
 
     # ----------------------------------------------------------------- provider side
@@ -187,35 +231,54 @@ class Application:
     def start(
         self,
         *servicers: object,
-        port: int = 0,
+        port: int | None = None,
         host: str | None = None,
         bind_host: str | None = None,
         max_workers: int = 32,
         credentials: grpc.ServerCredentials | None = None,
         unregister_wait: float = 0.5,
+        tls: ServerTLS | None = None,
     ) -> ExportedServer:
         """Serve ``servicers`` on a new gRPC server and register them; returns at once.
 
-        ``host`` is the address registered for consumers (default ``$DUBBO_PY_HOST`` or
-        127.0.0.1); ``bind_host`` is the interface to listen on (default: ``host``).
+        ``port`` 0 binds any free port; ``host`` is the address registered for consumers
+        (default ``$DUBBO_PY_HOST`` or 127.0.0.1); ``bind_host`` is the interface to listen on
+        (default: ``host``); ``tls`` serves over TLS (mutual TLS when it names a client CA) and
+        says so in the provider URL. Whatever is not given comes from the application's
+        configuration file (``protocol``, and ``services.<name>`` for each service's options).
         """
-        host = host or os.environ.get(ENV_HOST, "127.0.0.1")
+        listen = self._listen(port, host, bind_host, tls)
         exported = export(
             servicers,
             application=self.name,
             registry=self.registry,
-            host=host,
-            port=port,
-            bind_host=bind_host,
+            host=listen.host or "127.0.0.1",
+            port=listen.port,
+            bind_host=listen.bind_host,
             max_workers=max_workers,
-            credentials=credentials,
+            credentials=listen.tls.credentials() if listen.tls else credentials,
+            service_options=self.config.services if self.config else None,
         )
         exported.unregister_wait = unregister_wait
         with self._lock:
             self._servers.append(exported)
         return exported
 
-    def serve(self, *servicers: object, port: int = 0, grace: float = 5.0, **options: Any) -> None:
+    def _listen(
+        self, port: int | None, host: str | None, bind_host: str | None, tls: ServerTLS | None
+    ) -> ProtocolConfig:
+        """Listening options: arguments first, then the configuration file, then defaults."""
+        configured = self.config.protocol if self.config else ProtocolConfig()
+        return ProtocolConfig(
+            port=port if port is not None else configured.port,
+            host=host or configured.host or os.environ.get(ENV_HOST, "127.0.0.1"),
+            bind_host=bind_host or configured.bind_host,
+            tls=tls or configured.tls,
+        )
+
+    def serve(
+        self, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
+    ) -> None:
         """Serve and block until SIGINT/SIGTERM, then shut down gracefully (unregister, let
         consumers notice, drain in-flight calls for up to ``grace`` s)."""
         self.start(*servicers, port=port, **options)
@@ -237,7 +300,66 @@ class Application:
                 server.stop(grace)
             self.close()
 
+    async def start_async(
+        self,
+        *servicers: object,
+        port: int | None = None,
+        host: str | None = None,
+        bind_host: str | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+        unregister_wait: float = 0.5,
+        tls: ServerTLS | None = None,
+    ) -> AsyncExportedServer:
+        """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
+        ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
+        from dubbo_py.rpc.aio import export_async
+
+        listen = self._listen(port, host, bind_host, tls)
+        registry = await asyncio.to_thread(lambda: self.registry)
+        exported = await export_async(
+            servicers,
+            application=self.name,
+            registry=registry,
+            host=listen.host or "127.0.0.1",
+            port=listen.port,
+            bind_host=listen.bind_host,
+            credentials=listen.tls.credentials() if listen.tls else credentials,
+            service_options=self.config.services if self.config else None,
+        )
+        exported.unregister_wait = unregister_wait
+        return exported
+
+    async def serve_async(
+        self, *servicers: object, port: int | None = None, grace: float = 5.0
+    ) -> None:
+        """Serve async servicers until the task is cancelled, then shut down gracefully."""
+        exported = await self.start_async(*servicers, port=port)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await exported.stop(grace)
+
     # ----------------------------------------------------------------- consumer side
+
+    def reference_async(self, stub_class: type[S], **options: Any) -> S:
+        """The asyncio flavour of :meth:`reference`: ``await stub.Unary(req)`` and
+        ``async for r in stub.Streaming(req)``. Same options; call it from the event loop that
+        will make the calls (its gRPC channels belong to that loop)."""
+        from dubbo_py.rpc.aio import AsyncChannelPool, AsyncClusterChannel
+
+        ref = self.reference_handle(stub_class, **options)
+        pool = AsyncChannelPool()
+        self._async_pools.append(pool)
+        channel = AsyncClusterChannel(pool, ref.channel.make_context, ref.channel.attachments)
+        stub: S = stub_class(channel)  # type: ignore[call-arg]
+        return stub
+
+    async def aclose(self) -> None:
+        """Close the asyncio flavour's provider channels, then everything :meth:`close` does."""
+        pools, self._async_pools = self._async_pools, []
+        for pool in pools:
+            await pool.close()
+        await asyncio.to_thread(self.close)
 
     def reference(
         self,
@@ -259,6 +381,7 @@ class Application:
         forks: int = 2,
         quarantine_interval: float = 1.0,
         failback: FailbackQueue | None = None,
+        tls: ClientTLS | None = None,
     ) -> S:
         """A generated stub whose calls are routed, balanced and retried by dubbo-py.
 
@@ -277,7 +400,8 @@ class Application:
         is the queue of ``failback`` retries (default: one per reference, retrying every 5 s,
         3 times; the reference closes it when it closes). Consumer-side override rules in the
         registry change ``timeout``, ``retries``, ``forks``, ``sticky`` and ``loadbalance`` at
-        runtime.
+        runtime. ``tls`` verifies TLS providers (those whose URL says ``tls=true``) and presents
+        a client certificate for mutual TLS.
         """
         stub: S = self.reference_handle(
             stub_class,
@@ -297,6 +421,7 @@ class Application:
             forks=forks,
             quarantine_interval=quarantine_interval,
             failback=failback,
+            tls=tls,
         ).stub
         return stub
 
@@ -320,6 +445,7 @@ class Application:
         forks: int = 2,
         quarantine_interval: float = 1.0,
         failback: FailbackQueue | None = None,
+        tls: ClientTLS | None = None,
     ) -> Reference:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
@@ -355,14 +481,14 @@ class Application:
             consumer,
             registry,
             factory.new_rulebook(),
-            builtin_routers=factory.builtin_routers(),
+            assemble=factory.chain_routers,
             configure=configurators.apply,
             configure_consumer=configurators.consumer_parameters,
             validate_configurators=configurators.parse_configurators_yaml,
             cache=cache,
             static_providers=static,
         )
-        pool = ChannelPool()
+        pool = ChannelPool(tls)
         quarantine = Quarantine(grpc_health_probe, interval=quarantine_interval)
         budget = self._budget_for(spec.name)
         failback_queue = failback if failback is not None else FailbackQueue()
@@ -375,8 +501,12 @@ class Application:
                 return tuning.settings[method].forks
             return method_options.get(method, {}).get(key)
 
+        # Every method's context, of either flavour (the asyncio one builds its own): a
+        # consumer override of loadbalance swaps the balancer in all of them.
+        contexts: list[ClusterContext] = []
+
         def make_context(invoker: MethodInvoker) -> ClusterContext:
-            return ClusterContext(
+            context = ClusterContext(
                 service=spec.name,
                 chain=lambda: directory.chain,
                 balancer=tuning.balancer,
@@ -391,6 +521,8 @@ class Application:
                 sticky=lambda m: tuning.settings[m].sticky,
                 extras={"failback_queue": failback_queue},
             )
+            contexts.append(context)
+            return context
 
         def strategy_for(method: str, invoker: MethodInvoker) -> Strategy:
             mock_spec = mocks.get(method)
@@ -415,7 +547,7 @@ class Application:
             if gone:
                 channel.forget(gone)
             if tuning.update(directory.consumer_overrides):
-                for context in channel.contexts.values():
+                for context in contexts:
                     context.balancer = tuning.balancer
                 for invoker in channel.invokers:
                     invoker.stats = tuning.stats
@@ -499,6 +631,12 @@ class Application:
             host, port = entry.rsplit(":", 1)
             out.append(URL("tri", host, int(port), consumer.path, parameters=params))
         return out
+
+    @property
+    def references(self) -> tuple[Reference, ...]:
+        """Every reference this application built (their directories, quarantines, stubs)."""
+        with self._lock:
+            return tuple(self._references)
 
     # ----------------------------------------------------------------- lifecycle
 

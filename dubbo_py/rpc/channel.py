@@ -18,6 +18,7 @@ import grpc
 from dubbo_py.cluster.stats import CallStats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, failfast
 from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.attachments import attachments_from_metadata
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 
 __all__ = ["ClusterChannel"]
@@ -34,12 +35,6 @@ def _shared_executor() -> futures.ThreadPoolExecutor:
         if _executor is None:
             _executor = futures.ThreadPoolExecutor(32, thread_name_prefix="dubbo-future")
         return _executor
-
-
-def _attachments(metadata: Metadata) -> dict[str, str]:
-    if not metadata:
-        return {}
-    return {k: v if isinstance(v, str) else v.decode("latin-1") for k, v in metadata}
 
 
 class _Call:
@@ -82,7 +77,7 @@ class _MultiCallable:
     def _invoke(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
         attachments: Mapping[str, str] = self._channel.attachments
         if metadata:
-            attachments = {**attachments, **_attachments(metadata)}
+            attachments = {**attachments, **attachments_from_metadata(metadata)}
         # Without call metadata the channel's read-only attachments go as they are (no copy).
         invocation = Invocation(self._service, self._method, request, attachments, timeout)
         return self._strategy(self._context, invocation)
@@ -129,14 +124,16 @@ class ClusterChannel(grpc.Channel):
         self,
         pool: ChannelPool,
         strategy_for: Callable[[str, MethodInvoker], Strategy],
-        make_context: Callable[[MethodInvoker], ClusterContext],
+        make_context: Callable[[Any], ClusterContext],
         attachments: dict[str, str] | None = None,
         stats: CallStats | None = None,
     ) -> None:
         self.pool = pool
         self.stats = stats
         self.strategy_for = strategy_for
-        self._make_context = make_context
+        #: Builds the cluster context of one method from its provider call (shared with the
+        #: asyncio flavour, which plugs in an awaitable call).
+        self.make_context = make_context
         #: Attachments every call carries (read-only; call metadata is added per call).
         self.attachments: Mapping[str, str] = MappingProxyType(dict(attachments or {}))
         self.invokers: list[MethodInvoker] = []
@@ -146,7 +143,7 @@ class ClusterChannel(grpc.Channel):
     def context_for(self, invoker: MethodInvoker, method: str = "") -> ClusterContext:
         """The cluster context calls of one method use (built once per method)."""
         self.invokers.append(invoker)
-        context = self._make_context(invoker)
+        context = self.make_context(invoker)
         if method:
             self.contexts[method] = context
         return context

@@ -16,7 +16,9 @@ import grpc
 
 from dubbo_py.cluster.errors import ProviderUnavailable
 from dubbo_py.cluster.stats import CallStats, method_key
-from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
+from dubbo_py.config.tls import ClientTLS
+from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.attachments import metadata_from_attachments
 from dubbo_py.url import URL
 
 __all__ = ["ChannelPool", "MethodInvoker", "ProviderCall"]
@@ -24,11 +26,10 @@ __all__ = ["ChannelPool", "MethodInvoker", "ProviderCall"]
 #: What the cluster strategies call: (provider, invocation, timeout in s or None) -> response.
 ProviderCall = Callable[[URL, Invocation, float | None], Any]
 
-CredentialsFor = Callable[[URL], grpc.ChannelCredentials | None]
-
 
 class ChannelPool:
-    """gRPC channels keyed by provider address (and TLS), created on first use.
+    """gRPC channels keyed by provider address, created on first use. A provider whose URL says
+    ``tls=true`` gets a TLS channel (``tls``, or system roots when no ClientTLS is given).
 
     A channel that is dropped (its provider left the registry) or replaced (:meth:`reset`) is
     closed only after ``linger`` seconds, so calls still in flight on it -- such as those a
@@ -37,12 +38,12 @@ class ChannelPool:
 
     def __init__(
         self,
-        credentials_for: CredentialsFor | None = None,
+        tls: ClientTLS | None = None,
         options: Iterable[tuple[str, Any]] = (),
         *,
         linger: float = 30.0,
     ) -> None:
-        self._credentials_for = credentials_for
+        self._tls = tls
         # Each channel owns its subchannels: gRPC's process-wide subchannel pool would hand a
         # fresh channel the old one's connection, still in reconnect backoff after the provider
         # died, so neither reset() nor a new channel after the provider came back would help.
@@ -50,6 +51,7 @@ class ChannelPool:
         self._linger = linger
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
+        self._credentials: grpc.ChannelCredentials | None = None
         self._closing: list[threading.Timer] = []
 
     def channel(self, provider: URL) -> grpc.Channel:
@@ -66,10 +68,14 @@ class ChannelPool:
             return channel
 
     def _open(self, provider: URL) -> grpc.Channel:
-        creds = self._credentials_for(provider) if self._credentials_for else None
-        if creds is None:
-            return grpc.insecure_channel(provider.address, options=self._options)
-        return grpc.secure_channel(provider.address, creds, options=self._options)
+        # Caller holds the lock.
+        if provider.get_bool("tls"):
+            tls = self._tls or ClientTLS()
+            if self._credentials is None:
+                self._credentials = tls.credentials()
+            options = self._options + tls.channel_options()
+            return grpc.secure_channel(provider.address, self._credentials, options=options)
+        return grpc.insecure_channel(provider.address, options=self._options)
 
     def _close_later(self, channels: list[grpc.Channel]) -> None:
         if not channels:
@@ -167,7 +173,7 @@ class MethodInvoker:
         *,
         request_streaming: bool = False,
         response_streaming: bool = False,
-        metadata: Iterable[tuple[str, str]] = (),
+        metadata: Iterable[tuple[str, str | bytes]] = (),
         stats: CallStats | None = None,
     ) -> None:
         self._pool = pool
@@ -220,16 +226,13 @@ class MethodInvoker:
         for address in addresses:
             self._callables.pop(address, None)
 
-    def metadata_for(self, invocation: Invocation) -> tuple[tuple[str, str], ...]:
-        """gRPC metadata carrying the invocation's attachments to the provider (without the
-        consumer-side controls such as ``dubbo.retries``)."""
-        attachments = invocation.attachments
-        if not attachments:
+    def metadata_for(self, invocation: Invocation) -> tuple[tuple[str, str | bytes], ...]:
+        """gRPC metadata carrying the invocation's attachments to the provider (``-bin``
+        values as the bytes the caller sent; consumer-side controls such as ``dubbo.retries``
+        are not sent)."""
+        if not invocation.attachments:
             return self._metadata
-        if RETRIES_ATTACHMENT in attachments:
-            items = tuple(kv for kv in attachments.items() if kv[0] != RETRIES_ATTACHMENT)
-            return self._metadata + items
-        return self._metadata + tuple(attachments.items())
+        return self._metadata + metadata_from_attachments(invocation.attachments)
 
     def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         call = self._callables.get(provider.address) or self._callable(provider)
@@ -251,7 +254,11 @@ class MethodInvoker:
             raise ProviderUnavailable(provider.address, "channel closed") from exc
 
     def _send(
-        self, call: Any, request: Any, timeout: float | None, metadata: tuple[tuple[str, str], ...]
+        self,
+        call: Any,
+        request: Any,
+        timeout: float | None,
+        metadata: tuple[tuple[str, str | bytes], ...],
     ) -> Any:
         if self._kind.response_streaming:
             return _primed(call(request, timeout=timeout, metadata=metadata))

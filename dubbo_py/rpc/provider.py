@@ -11,9 +11,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -21,10 +22,18 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from dubbo_py import __version__
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc.introspect import ServiceSpec, find_add_function, service_of_servicer
-from dubbo_py.rpc.service import options_of
+from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
 
-__all__ = ["DUBBO_PROTOCOL_VERSION", "ExportedServer", "export", "provider_url"]
+__all__ = [
+    "DUBBO_PROTOCOL_VERSION",
+    "ExportedServer",
+    "bind_servicers",
+    "export",
+    "provider_url",
+    "provider_urls",
+    "register_all",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +50,11 @@ def provider_url(
     port: int,
     timestamp_ms: int | None = None,
     extra: dict[str, str] | None = None,
+    options: ServiceOptions | None = None,
 ) -> URL:
     """The URL a provider registers (design §3), as Apache Dubbo writes it for a triple
-    provider: methods sorted, side=provider, start timestamp for warmup, pid and release."""
+    provider: methods sorted, side=provider, start timestamp for warmup, pid and release.
+    ``options`` (from configuration) replace the servicer's ``@service`` options."""
     params = {
         "anyhost": "false",
         "application": application,
@@ -55,7 +66,7 @@ def provider_url(
         "release": __version__,
         "dubbo": DUBBO_PROTOCOL_VERSION,
     }
-    params.update(options_of(servicer).url_parameters())
+    params.update((options or options_of(servicer)).url_parameters())
     params.update(extra or {})
     return URL(PROTOCOL, host, port, spec.name, parameters=params)
 
@@ -110,44 +121,91 @@ def export(
     credentials: grpc.ServerCredentials | None = None,
     options: Sequence[tuple[str, object]] = (),
     url_parameters: dict[str, str] | None = None,
+    service_options: Mapping[str, ServiceOptions] | None = None,
 ) -> ExportedServer:
     """Serve ``servicers`` on one gRPC server and register one provider URL per service."""
-    if not servicers:
-        raise ValueError("export needs at least one servicer")
-    specs = [service_of_servicer(s) for s in servicers]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dubbo-provider"),
         options=list(options),
     )
     health_servicer = health.HealthServicer()
+    bound = bind_servicers(server, servicers, health_servicer, bind_host or host, port, credentials)
+    server.start()
+    urls = provider_urls(
+        servicers, application, host, bound, credentials, url_parameters, service_options
+    )
+    for name in ["", *(u.path for u in urls)]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    exported = ExportedServer(server, urls, registry, health_servicer, bound, host)
+    try:
+        register_all(registry, urls)
+    except BaseException:
+        server.stop(0)  # a provider nobody can find must not keep a port
+        raise
+    return exported
+
+
+def bind_servicers(
+    server: Any,
+    servicers: Sequence[object],
+    health_servicer: Any,
+    listen_host: str,
+    port: int,
+    credentials: grpc.ServerCredentials | None,
+) -> int:
+    """Add the servicers and the health service to a (sync or asyncio) gRPC server and bind it;
+    returns the bound port."""
+    if not servicers:
+        raise ValueError("export needs at least one servicer")
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for servicer in servicers:
         add, _ = find_add_function(servicer)
         add(servicer, server)
-    listen = f"{bind_host or host}:{port}"
+    listen = f"{listen_host}:{port}"
     if credentials is None:
-        bound = server.add_insecure_port(listen)
+        bound = int(server.add_insecure_port(listen))
     else:
-        bound = server.add_secure_port(listen, credentials)
+        bound = int(server.add_secure_port(listen, credentials))
     if bound == 0:
         raise OSError(f"could not bind gRPC server to {listen}")
-    server.start()
-    serving = health_pb2.HealthCheckResponse.SERVING
-    health_servicer.set("", serving)
+    return bound
+
+
+def provider_urls(
+    servicers: Sequence[object],
+    application: str,
+    host: str,
+    port: int,
+    credentials: grpc.ServerCredentials | None,
+    url_parameters: dict[str, str] | None,
+    service_options: Mapping[str, ServiceOptions] | None = None,
+) -> list[URL]:
+    """One provider URL per servicer (``tls=true`` when the server is secure); a service named
+    in ``service_options`` takes those options instead of its decorator's."""
     extra = dict(url_parameters or {})
     if credentials is not None:
         extra.setdefault("tls", "true")
     urls = []
-    for spec, servicer in zip(specs, servicers, strict=True):
-        health_servicer.set(spec.name, serving)
+    for servicer in servicers:
+        spec = service_of_servicer(servicer)
         urls.append(
             provider_url(
-                spec, servicer, application=application, host=host, port=bound, extra=extra
+                spec,
+                servicer,
+                application=application,
+                host=host,
+                port=port,
+                extra=extra,
+                options=(service_options or {}).get(spec.name),
             )
         )
-    exported = ExportedServer(server, urls, registry, health_servicer, bound, host)
-    if registry is not None:
-        for url in urls:
-            registry.register(url)
-            log.info("registered provider %s", url)
-    return exported
+    return urls
+
+
+def register_all(registry: Registry | None, urls: Sequence[URL]) -> None:
+    """Register provider URLs (no-op without a registry)."""
+    if registry is None:
+        return
+    for url in urls:
+        registry.register(url)
+        log.info("registered provider %s", url)

@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--interval", type=float, default=0.0, help="pause between calls (s)")
     parser.add_argument("--loadbalance", default="roundrobin")
+    parser.add_argument(
+        "--report-every", type=int, default=0, help="print where the last N calls landed"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="consumer %(levelname)s %(message)s")
 
@@ -37,14 +40,21 @@ def main(argv: list[str] | None = None) -> int:
             timeout=2.0,
         )
         served_by: collections.Counter[str] = collections.Counter()
+        window: collections.Counter[str] = collections.Counter()
         failed = 0
         for i in range(args.calls):
             try:
                 reply = greeter.SayHello(greeter_pb2.HelloRequest(name=f"ada-{i}"))
                 served_by[reply.provider] += 1
+                window[reply.provider] += 1
             except Exception as exc:  # the demo reports failures instead of stopping
                 failed += 1
+                window["failed"] += 1
                 print(f"call {i} failed: {exc}", flush=True)
+            if args.report_every and (i + 1) % args.report_every == 0:
+                spread = ", ".join(f"{p}: {n}" for p, n in sorted(window.items()))
+                print(f"  calls {i + 2 - args.report_every:>4}-{i + 1:<4} {spread}", flush=True)
+                window.clear()
             if args.interval:
                 time.sleep(args.interval)
         for provider, count in sorted(served_by.items()):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,31 @@ from demo import greeter_pb2, greeter_pb2_grpc
 import dubbo_py
 
 
+class CallLog:
+    """Appends one line per call, ``<method> <name> <key>`` (tab-separated), to a file, so
+    tests and demos can count which provider a call reached (broadcast and forking calls return
+    one reply for several providers)."""
+
+    def __init__(self, path: str | None) -> None:
+        self._lock = threading.Lock()
+        self._file = open(path, "a", encoding="utf-8", buffering=1) if path else None  # noqa: SIM115
+
+    def add(self, method: str, request: Any) -> None:
+        if self._file is not None:
+            with self._lock:
+                self._file.write(f"{method}\t{request.name}\t{request.key}\n")
+
+
 def make_greeter(
-    version: str, shard: int | None, tag: str | None, shards: int | None = None
+    version: str,
+    shard: int | None,
+    tag: str | None,
+    shards: int | None = None,
+    record: str | None = None,
 ) -> Any:
-    """A Greeter servicer class declared as a dubbo-py provider with these options."""
+    """A Greeter servicer class declared as a dubbo-py provider with these options; ``record``
+    names a file that gets one line per call (see :class:`CallLog`)."""
+    calls = CallLog(record)
 
     @dubbo_py.service(
         version=version, shard=shard, shards=shards, tags={"dubbo.tag": tag} if tag else None
@@ -33,6 +55,7 @@ def make_greeter(
         address = ""
 
         def SayHello(self, request: Any, context: Any) -> Any:
+            calls.add("SayHello", request)
             if request.name == "fail":
                 # An application error: consumers must see it as is, never retried.
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "asked to fail")
@@ -43,6 +66,7 @@ def make_greeter(
             )
 
         def SayHelloStream(self, request: Any, context: Any) -> Any:
+            calls.add("SayHelloStream", request)
             for i in range(max(1, request.count)):
                 yield greeter_pb2.HelloReply(
                     message=f"Hello #{i}, {request.name}!",
@@ -63,10 +87,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shards", type=int, default=None, help="shard count of --shard's layout")
     parser.add_argument("--tag", default=None)
     parser.add_argument("--grace", type=float, default=2.0)
+    parser.add_argument("--record", default=None, help="append one line per call to this file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="provider %(levelname)s %(message)s")
 
-    greeter = make_greeter(args.version, args.shard, args.tag, args.shards)
+    greeter = make_greeter(args.version, args.shard, args.tag, args.shards, args.record)
     app = dubbo_py.Application(args.application, registry=args.registry)
     server = app.start(greeter, port=args.port)
     greeter.address = server.address

@@ -29,6 +29,7 @@ __all__ = [
     "range_match",
     "read_invocation",
     "reads_invocation",
+    "sample_value",
     "url_sample",
 ]
 
@@ -75,6 +76,21 @@ def url_sample(url: URL) -> dict[str, str]:
     if remote:
         sample["application"] = remote
     return sample
+
+
+def sample_value(url: URL, name: str) -> str | None:
+    """``url_sample(url).get(name)`` without building the whole sample (binding a rule to many
+    providers reads one key of each)."""
+    params = url.parameters
+    if name == "application":
+        return params.get("remote.application") or params.get("application")
+    if name in ("protocol", "username", "password", "host", "path"):
+        return getattr(url, name) or params.get(name)
+    if name == "port":
+        return str(url.port) if url.port else params.get(name)
+    if name == "address":
+        return url.address if url.host else params.get(name)
+    return params.get(name)
 
 
 def argument_text(value: Any) -> str | None:

@@ -20,10 +20,12 @@ Three routers live here:
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
+from weakref import WeakKeyDictionary
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.base import BoundRouter, Router
@@ -33,10 +35,11 @@ from dubbo_py.router.condition.matcher import (
     merge_clauses,
     read_invocation,
     reads_invocation,
+    sample_value,
     url_sample,
 )
-from dubbo_py.router.condition.rule import Clause, ConditionRule, Key
-from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.router.condition.rule import Clause, ConditionRule, Key, KeyKind
+from dubbo_py.router.snapshot import Snapshot, mask_from_flags
 from dubbo_py.url import URL
 
 __all__ = [
@@ -89,17 +92,54 @@ def _split(clauses: Sequence[Clause], consumer: dict[str, str], *, when: bool) -
     )
 
 
+class _Columns:
+    """One snapshot's provider values by key, read once and shared by every condition bound to
+    that snapshot: binding a rule then tests each *distinct* value once, not every provider."""
+
+    def __init__(self, providers: tuple[URL, ...]) -> None:
+        self._providers = providers  # not the snapshot: it is the weak key of the memo
+        self._by_key: dict[str, tuple[str | None, ...]] = {}
+
+    def mask(self, matcher: Matcher) -> int:
+        """The providers whose value of the matcher's key satisfies it."""
+        name = matcher.key.name
+        column = self._by_key.get(name)
+        if column is None:
+            column = tuple(sample_value(p, name) for p in self._providers)
+            self._by_key[name] = column
+        verdict = {value: matcher.test(value) for value in set(column)}
+        return mask_from_flags(bytes(map(verdict.__getitem__, column)))
+
+
+_COLUMNS: WeakKeyDictionary[Snapshot, _Columns] = WeakKeyDictionary()
+_COLUMNS_LOCK = threading.Lock()
+
+
+def _columns(snapshot: Snapshot) -> _Columns:
+    with _COLUMNS_LOCK:
+        columns = _COLUMNS.get(snapshot)
+        if columns is None:
+            columns = _COLUMNS[snapshot] = _Columns(snapshot.providers)
+        return columns
+
+
 def _then_mask(snapshot: Snapshot, matchers: tuple[Matcher, ...]) -> int:
-    if not matchers:
-        return snapshot.all
-    return snapshot.mask_where(lambda provider: all_match(matchers, url_sample(provider)))
+    mask = snapshot.all
+    if not matchers or not mask:
+        return mask
+    columns = _columns(snapshot)
+    for matcher in matchers:
+        mask &= columns.mask(matcher)
+        if not mask:
+            break
+    return mask
 
 
 class _Probe:
     """Reads, once per call, the invocation values some matchers need, and evaluates them
     against those values (so decisions can be cached by the values alone)."""
 
-    __slots__ = ("_slot", "keys")
+    __slots__ = ("_readers", "_slot", "keys", "read")
 
     def __init__(self, groups: Sequence[tuple[Matcher, ...]]) -> None:
         keys: list[Key] = []
@@ -109,15 +149,54 @@ class _Probe:
                     keys.append(matcher.key)
         self.keys: tuple[Key, ...] = tuple(keys)
         self._slot = {key: i for i, key in enumerate(keys)}
-
-    def read(self, invocation: Invocation) -> tuple[str | None, ...]:
-        """The values of :attr:`keys` for this invocation (``None`` where missing)."""
-        return tuple(read_invocation(invocation, key) for key in self.keys)
+        self._readers = tuple(_reader(key) for key in keys)
+        #: ``read(invocation)``: the values of :attr:`keys` (``None`` where missing). Chosen
+        #: once here: this runs for every rule on every call.
+        self.read: Callable[[Invocation], tuple[str | None, ...]]
+        if len(self._readers) == 1:
+            (only,) = self._readers
+            self.read = lambda invocation: (only(invocation),)
+        else:
+            readers = self._readers
+            self.read = lambda invocation: tuple([r(invocation) for r in readers])
 
     def holds(self, matchers: tuple[Matcher, ...], values: tuple[str | None, ...]) -> bool:
         """Do all ``matchers`` hold for the values :meth:`read` returned?"""
         slot = self._slot
         return all(m.test(values[slot[m.key]]) for m in matchers)
+
+
+def _reader(key: Key) -> Callable[[Invocation], str | None]:
+    """A function reading ``key`` from an invocation, as :func:`read_invocation` does."""
+    if key.kind is KeyKind.METHOD:
+        return _method
+    if key.kind is KeyKind.ATTACHMENT:
+        name = key.name
+
+        def attachment(invocation: Invocation) -> str | None:
+            value = invocation.attachments.get(name)
+            return value if value is None or type(value) is str else str(value)
+
+        return attachment
+    return lambda invocation: read_invocation(invocation, key)
+
+
+def _method(invocation: Invocation) -> str | None:
+    return invocation.method
+
+
+@dataclass(frozen=True, slots=True)
+class _Fixed:
+    """A rule that reads nothing from the call, decided at bind time: keep ``mask`` of the
+    candidates, or all of them if that leaves none and the rule is not ``final``."""
+
+    mask: int
+    final: bool
+
+    def route(self, candidates: int, invocation: Invocation) -> int:
+        """Survivors among ``candidates`` (``ConditionStateRouter.doRoute`` semantics)."""
+        survivors = candidates & self.mask
+        return survivors if survivors or self.final else candidates
 
 
 # --------------------------------------------------------------------------- one rule
@@ -189,6 +268,9 @@ class ConditionRouter:
             # A then clause that reads the call holds for all providers or for none.
             return (fixed_mask if probe.holds(then.dynamic, values) else 0, force)
 
+        if not probe.keys:  # nothing to read per call: decide now
+            decision = decide(())
+            return PASS_THROUGH if decision is None else _Fixed(*decision)
         return BoundConditionRouter(probe, _cached(decide, probe, self.cache_size))
 
 

@@ -1,0 +1,393 @@
+"""Rule push -> applied latency across consumer processes, on ZooKeeper and the embedded store.
+
+    python bench/bench_push_latency.py [--consumers 20] [--pushes 20] [--interval 0.3]
+                                       [--rounds 3] [--backends zookeeper embedded]
+
+For each backend: a registry (a real ZooKeeper started here from Debian's jars, or the embedded
+SQLite store with its default 20 ms poll), two provider processes
+(``examples/quickstart/provider.py``) and ``--consumers`` consumer processes (this script with
+``consumer``). Each consumer builds an ``Application.reference_handle`` for the Greeter and adds
+a listener to its ``RegistryDirectory``; on every new bound chain it notes ``time.time()`` first,
+then routes a probe call on that chain and prints which provider ports it reaches.
+
+The parent pushes ``--pushes`` condition-router documents per round with
+``Registry.put_config``, alternating a rule that keeps only provider 1 and one that keeps only
+provider 2, ``--interval`` seconds apart, noting ``time.time()`` just before each write. A push's
+latency at a consumer is the time from that instant to the consumer's first chain that routes
+the probe to the pushed rule's provider. One untimed push first brings every consumer to a known
+rule. Every process runs on this machine, so one wall clock serves all. The figures are the
+p50 / p99 / max over every (consumer, push) pair of a round, and the median of the rounds.
+
+Each consumer also notes when the store handed it the document (it wraps the directory's
+document callback), which splits the latency into *delivery* (push -> document in the consumer:
+the write, the watch event, the re-read) and *processing* (parse, compile, rebind, swap). The
+consumers' CPU time per push (from ``/proc``, background work included) is printed too: on a
+small machine, 20 consumers waking at once mostly wait for a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+import _paths  # noqa: E402,F401
+
+SERVICE = "demo.Greeter"
+RULE_KEY = f"{SERVICE}:1.0.0:.condition-router"
+
+
+def rule_text(port: int, push: int) -> str:
+    """A service-scope condition document that keeps only the provider on ``port``; ``push``
+    goes in a comment so every write is a new document even when the rule repeats."""
+    return (
+        f"# push {push}\nconfigVersion: v3.0\nscope: service\nkey: {SERVICE}:1.0.0\n"
+        f"force: true\nconditions:\n  - '=> port = {port}'\n"
+    )
+
+
+# --------------------------------------------------------------------------- consumer process
+
+
+def consumer_main(registry: str, cache: str, name: str) -> None:
+    """One consumer: report ``APPLIED <time> <ports>`` for every new bound chain, ``READY``
+    once both providers are seen; exit when stdin closes."""
+    from demo import greeter_pb2, greeter_pb2_grpc
+
+    import dubbo_py
+    from dubbo_py.invocation import Invocation
+    from dubbo_py.router.base import NoProviderError
+    from dubbo_py.router.chain import BoundChain
+
+    probe = Invocation(SERVICE, "SayHello", greeter_pb2.HelloRequest(name="probe"))
+    lock = threading.Lock()
+
+    def on_chain(chain: BoundChain) -> None:
+        applied = time.time()  # first: the new chain was swapped in just before this call
+        try:
+            ports = sorted({u.port for u in chain.route(probe)})
+        except NoProviderError:
+            ports = []
+        with lock:
+            print(f"APPLIED {applied:.6f} {','.join(map(str, ports)) or '-'}", flush=True)
+
+    app = dubbo_py.Application(name, registry=registry, cache_path=cache)
+    ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=30.0)
+    ref.directory.add_listener(on_chain)
+    directory: Any = ref.directory
+    on_document = directory._on_document
+
+    def received(kind: str, key: str, text: str | None) -> None:
+        # When the store handed the document over, for the delivery/processing split; the
+        # watch closures look the method up on the instance at each call.
+        if key == RULE_KEY and text and text.startswith("# push "):
+            with lock:
+                print(f"RECEIVED {time.time():.6f} {text.split()[2]}", flush=True)
+        on_document(kind, key, text)
+
+    directory._on_document = received
+    deadline = time.monotonic() + 60
+    while len(ref.directory.providers) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    on_chain(ref.directory.chain)  # the state the parent starts from
+    with lock:
+        print(f"READY {len(ref.directory.providers)}", flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+    app.close()
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+@dataclass
+class Consumer:
+    """A consumer process and what it reported: (time, ports) per applied chain."""
+
+    proc: subprocess.Popen[str]
+    applied: list[tuple[float, str]] = field(default_factory=list)
+    received: dict[int, float] = field(default_factory=dict)
+    ready: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            parts = line.split()
+            if parts[:1] == ["APPLIED"]:
+                with self.lock:
+                    self.applied.append((float(parts[1]), parts[2]))
+            elif parts[:1] == ["RECEIVED"]:
+                with self.lock:
+                    self.received.setdefault(int(parts[2]), float(parts[1]))
+            elif parts[:1] == ["READY"]:
+                self.ready.set()
+
+    def last(self) -> str | None:
+        with self.lock:
+            return self.applied[-1][1] if self.applied else None
+
+    def reports(self) -> tuple[list[tuple[float, str]], dict[int, float]]:
+        with self.lock:
+            return list(self.applied), dict(self.received)
+
+
+def start_consumers(registry: str, count: int, workdir: Path) -> list[Consumer]:
+    consumers = []
+    for i in range(count):
+        log = (workdir / f"consumer-{i}.log").open("w")
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "consumer",
+                "--registry",
+                registry,
+                "--cache",
+                str(workdir / f"cache-{i}.json"),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            cwd=ROOT,
+        )
+        log.close()
+        consumer = Consumer(proc)
+        threading.Thread(target=consumer.read, daemon=True).start()
+        consumers.append(consumer)
+    return consumers
+
+
+def stop_consumers(consumers: list[Consumer]) -> None:
+    for consumer in consumers:
+        if consumer.proc.stdin is not None:
+            consumer.proc.stdin.close()
+    for consumer in consumers:
+        try:
+            consumer.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            consumer.proc.kill()
+            consumer.proc.wait(5)
+
+
+def wait_for(predicate: object, timeout: float, what: str) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far (0 where /proc cannot tell)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclass
+class Round:
+    """One round's latencies (ms) over every (consumer, push), and pushes never seen applied;
+    ``delivery`` is push -> document handed to the directory, ``processing`` the rest."""
+
+    latencies: list[float]
+    missed: int
+    delivery: list[float]
+    processing: list[float]
+    cpu_ms_per_push: float
+
+    def line(self) -> str:
+        lat = self.latencies
+        split = ""
+        if self.delivery and self.processing:
+            split = (
+                f"  [delivery p50 {percentile(self.delivery, 50):.1f} p99"
+                f" {percentile(self.delivery, 99):.1f}; processing p50"
+                f" {percentile(self.processing, 50):.1f} p99 {percentile(self.processing, 99):.1f}]"
+            )
+        return (
+            f"p50 {percentile(lat, 50):6.1f} ms  p99 {percentile(lat, 99):6.1f} ms"
+            f"  max {max(lat):6.1f} ms  ({len(lat)} samples, {self.missed} missed){split}"
+            f"  consumer CPU {self.cpu_ms_per_push:.1f} ms/push"
+        )
+
+
+def push_round(
+    put: object,
+    consumers: list[Consumer],
+    labels: tuple[str, str],
+    pushes: int,
+    interval: float,
+    first_push: int,
+) -> Round:
+    """Push ``pushes`` rules alternating between ``labels`` (each a provider port) and measure."""
+    assert callable(put)
+    pushed: list[tuple[float, str, int]] = []
+    pids = [c.proc.pid for c in consumers]
+    cpu_before = cpu_seconds(pids)
+    start = time.monotonic()
+    for k in range(pushes):
+        target = start + k * interval
+        time.sleep(max(0.0, target - time.monotonic()))
+        port = labels[k % 2]
+        at = time.time()
+        put(rule_text(int(port), first_push + k))
+        pushed.append((at, port, first_push + k))
+    final = pushed[-1][1]
+    with contextlib.suppress(TimeoutError):  # a consumer that never got there counts as missed
+        wait_for(lambda: all(c.last() == final for c in consumers), 10, "the last push")
+    # Everything the consumers burnt during the round (pushes plus background: pings, polls,
+    # heartbeats), per push and consumer.
+    cpu_ms = (cpu_seconds(pids) - cpu_before) * 1e3 / (pushes * len(consumers))
+    latencies: list[float] = []
+    delivery: list[float] = []
+    processing: list[float] = []
+    missed = 0
+    for consumer in consumers:
+        reports, received = consumer.reports()
+        for at, port, number in pushed:
+            applied = next((t for t, ports in reports if t >= at and ports == port), None)
+            if applied is None:
+                missed += 1
+                continue
+            latencies.append((applied - at) * 1e3)
+            got = received.get(number)
+            if got is not None and got <= applied:
+                delivery.append((got - at) * 1e3)
+                processing.append((applied - got) * 1e3)
+    return Round(latencies, missed, delivery, processing, cpu_ms)
+
+
+@contextmanager
+def registry_for(backend: str, workdir: Path) -> Iterator[str]:
+    """A fresh registry address on ``backend`` (zookeeper: a server started here)."""
+    if backend == "zookeeper":
+        from tests.support.zookeeper import ZooKeeperServer
+
+        with ZooKeeperServer() as zk:
+            yield f"zookeeper://{zk.address}/push-{uuid.uuid4().hex[:8]}"
+    else:
+        yield f"sqlite://{workdir / 'registry.db'}"
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> list[Round]:
+    import dubbo_py
+    from tests.support.processes import ProviderProcess
+
+    rounds: list[Round] = []
+    with tempfile.TemporaryDirectory(prefix="push-bench-") as tmp:
+        workdir = Path(tmp)
+        with registry_for(backend, workdir) as registry:
+            began = time.monotonic()
+            p1 = ProviderProcess(registry, log_dir=workdir).start()
+            p2 = ProviderProcess(registry, log_dir=workdir).start()
+            admin = dubbo_py.Application("push-bench-admin", registry=registry)
+            consumers = start_consumers(registry, args.consumers, workdir)
+            try:
+                wait_for(lambda: all(c.ready.is_set() for c in consumers), 90, "consumers")
+                assert admin.registry is not None
+                reg = admin.registry
+                started = time.monotonic() - began
+                labels = (str(p1.port), str(p2.port))
+
+                def put(text: str) -> None:
+                    reg.put_config(RULE_KEY, text)
+
+                put(rule_text(p2.port, 0))  # untimed: every consumer on a known rule first
+                wait_for(lambda: all(c.last() == labels[1] for c in consumers), 15, "warm-up")
+                print(
+                    f"{backend}: {args.consumers} consumers and 2 providers up in {started:.1f}s",
+                    flush=True,
+                )
+                for r in range(args.rounds):
+                    result = push_round(
+                        put, consumers, labels, args.pushes, args.interval, 1 + r * args.pushes
+                    )
+                    rounds.append(result)
+                    print(f"{backend}: round {r + 1}: {result.line()}", flush=True)
+                    time.sleep(args.interval)
+            finally:
+                stop_consumers(consumers)
+                admin.close()
+                p1.kill()
+                p2.kill()
+    return rounds
+
+
+def summary(backend: str, rounds: list[Round]) -> str:
+    p50 = statistics.median(percentile(r.latencies, 50) for r in rounds)
+    p99 = statistics.median(percentile(r.latencies, 99) for r in rounds)
+    worst = max(max(r.latencies) for r in rounds)
+    pooled = [x for r in rounds for x in r.latencies]
+    missed = sum(r.missed for r in rounds)
+
+    delivery = [
+        statistics.median(percentile(r.delivery, q) for r in rounds if r.delivery) for q in (50, 99)
+    ]
+    processing = [
+        statistics.median(percentile(r.processing, q) for r in rounds if r.processing)
+        for q in (50, 99)
+    ]
+    cpu = statistics.median(r.cpu_ms_per_push for r in rounds)
+    return (
+        f"{backend:<10} median of {len(rounds)} rounds: p50 {p50:.1f} ms, p99 {p99:.1f} ms;"
+        f" pooled p99 {percentile(pooled, 99):.1f} ms, max {worst:.1f} ms,"
+        f" {len(pooled)} samples, {missed} missed; delivery p50/p99"
+        f" {delivery[0]:.1f}/{delivery[1]:.1f} ms, processing p50/p99"
+        f" {processing[0]:.1f}/{processing[1]:.1f} ms, consumer CPU {cpu:.1f} ms/push"
+    )
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["consumer"]:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--registry", required=True)
+        parser.add_argument("--cache", required=True)
+        parser.add_argument("--name", default="push-bench")
+        ns = parser.parse_args(sys.argv[2:])
+        consumer_main(ns.registry, ns.cache, ns.name)
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--consumers", type=int, default=20)
+    parser.add_argument("--pushes", type=int, default=20, help="pushes per round")
+    parser.add_argument("--interval", type=float, default=0.3, help="seconds between pushes")
+    parser.add_argument("--rounds", type=int, default=3)
+    backends = ["zookeeper", "embedded"]
+    parser.add_argument("--backends", nargs="+", default=backends, choices=backends)
+    args = parser.parse_args()
+    results = {backend: run_backend(backend, args) for backend in args.backends}
+    for backend, rounds in results.items():
+        print(summary(backend, rounds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,349 @@
+"""What every ``dubbo-py`` command shares: the run's environment (registry, ``--json``,
+operator), errors with their exit codes, output helpers and the suggesting command group.
+
+Exit codes: 0 success, 1 a refused operation (invalid rule, conflict, denied, not found,
+registry unreachable), 2 usage. Errors are one line on stderr; with ``--json`` an object
+``{"error": message, "reason": ...}`` is also printed on stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import getpass
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from dubbo_py.admin.connection import RegistryUnreachable, StoreOpener, open_admin_store
+from dubbo_py.admin.history import History
+from dubbo_py.admin.ruleops import Conflict, NotFound, RuleOps
+from dubbo_py.registry.address import RegistryAddress, RegistryAddressError, parse_registry_address
+from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store import Store, StoreError
+from dubbo_py.router.base import RuleError
+
+__all__ = [
+    "CONTEXT_SETTINGS",
+    "AdminError",
+    "CliEnv",
+    "SuggestingGroup",
+    "closest",
+    "emit_json",
+    "env_of",
+    "json_option",
+    "operator_option",
+    "print_table",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Set to see the traceback of an internal error instead of one line.
+DEBUG_ENV = "DUBBO_PY_DEBUG"
+
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class AdminError(click.ClickException):
+    """A refused operation: exit 1, one line on stderr (and ``{"error": ...}`` with --json).
+
+    ``reason`` is a short word scripts can test: invalid, conflict, not-found, denied,
+    unreachable, registry, unsupported. ``payload`` replaces the JSON error object when a
+    command has its own error shape; ``printed`` says stdout output was already written.
+    """
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str = "refused",
+        payload: dict[str, Any] | None = None,
+        printed: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.payload = payload
+        self.printed = printed
+        self.json = False
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        """One line on stderr; the JSON object on stdout when ``--json`` was asked for."""
+        if self.json and not self.printed:
+            emit_json(self.payload or {"error": self.message, "reason": self.reason})
+        click.echo(f"error: {self.message}", err=True)
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice most like ``word`` (difflib), None when none is close."""
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return matches[0] if matches else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` or ``""``."""
+    match = closest(word, choices)
+    return f"; did you mean {match!r}?" if match else ""
+
+
+def _operator_default() -> str:
+    with contextlib.suppress(Exception):
+        return os.environ.get("USER") or getpass.getuser()
+    return "unknown"
+
+
+@dataclass
+class CliEnv:
+    """One CLI run: which registry, output mode, who is operating. The registry is opened on
+    first use (``rules validate`` and ``route test`` never open it) and closed at exit.
+
+    Tests pass a ``CliEnv`` with their own ``opener`` as the click ``obj``."""
+
+    registry_text: str | None = None
+    json: bool = False
+    operator: str | None = None
+    timeout: float = 5.0
+    #: ZooKeeper digest ``user:password`` (``--auth`` / ``$DUBBO_PY_REGISTRY_AUTH``).
+    auth: str | None = None
+    opener: StoreOpener | None = None
+    history_limit: int = 20
+    _store: Store | None = field(default=None, repr=False)
+    _registry: Registry | None = field(default=None, repr=False)
+
+    @property
+    def address(self) -> RegistryAddress:
+        """The registry address: ``--registry``, ``$DUBBO_PY_REGISTRY`` or the embedded default."""
+        try:
+            return parse_registry_address(self.registry_text)
+        except RegistryAddressError as exc:
+            raise click.UsageError(f"bad registry address: {exc}") from None
+
+    @property
+    def store(self) -> Store:
+        """The connected store (opened on first use)."""
+        if self._store is None:
+            if self.opener is not None:
+                self._store = self.opener(self.address, self.timeout)
+            else:
+                self._store = open_admin_store(self.address, self.timeout, self._auth_pair())
+        return self._store
+
+    def _auth_pair(self) -> tuple[str, str] | None:
+        if not self.auth:
+            return None
+        user, sep, password = self.auth.partition(":")
+        if not sep or not user:
+            raise click.UsageError("--auth / DUBBO_PY_REGISTRY_AUTH must be user:password")
+        return user, password
+
+    @property
+    def registry(self) -> Registry:
+        """The registry on :attr:`store`."""
+        if self._registry is None:
+            # An authenticated operator's rules are protected: only that identity may change
+            # them, every consumer may read them.
+            self._registry = Registry(self.store, protect=bool(self.auth))
+        return self._registry
+
+    def who(self) -> str:
+        """The operator recorded in history: ``--operator``, else ``$USER``."""
+        return self.operator or _operator_default()
+
+    def rule_ops(self) -> RuleOps:
+        """Versioned rule writes with history, as this operator."""
+        return RuleOps(self.registry, History(self.store, self.history_limit), self.who())
+
+    def history(self) -> History:
+        """The rule history on this registry."""
+        return History(self.store, self.history_limit)
+
+    def close(self) -> None:
+        """Close the store if it was opened."""
+        store, self._store, self._registry = self._store, None, None
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.close()
+
+
+def env_of(ctx: click.Context | None = None) -> CliEnv:
+    """The run's :class:`CliEnv`."""
+    ctx = ctx or click.get_current_context()
+    env = ctx.find_object(CliEnv)
+    if env is None:  # a command invoked without the root group (unit tests of one command)
+        env = ctx.ensure_object(CliEnv)
+    return env
+
+
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        env_of(ctx).json = True
+
+
+def json_option(f: F) -> F:
+    """``--json``: print one JSON value on stdout instead of tables."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        expose_value=False,
+        callback=_set_json,
+        help="Print JSON for scripts instead of tables.",
+    )(f)
+
+
+def _set_operator(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        env_of(ctx).operator = value
+
+
+def operator_option(f: F) -> F:
+    """``--operator NAME``: who is recorded in the rule history (default ``$USER``)."""
+    return click.option(
+        "--operator",
+        expose_value=False,
+        callback=_set_operator,
+        help="Who to record in the history (default: $USER).",
+    )(f)
+
+
+def emit_json(value: Any) -> None:
+    """Print one JSON value on stdout."""
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def console() -> Console:
+    """A rich console on the current stdout (wide and plain when it is not a terminal)."""
+    out = Console(file=sys.stdout, highlight=False)
+    if not out.is_terminal:
+        out = Console(file=sys.stdout, highlight=False, width=200, no_color=True)
+    return out
+
+
+def print_table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    empty: str = "",
+    *,
+    header: bool = True,
+) -> None:
+    """A rich table (or ``empty`` when there are no rows)."""
+    rows = list(rows)
+    out = console()
+    if not rows:
+        if empty:
+            out.print(empty)
+        return
+    table = Table(
+        title=title, title_justify="left", show_edge=False, pad_edge=False, show_header=header
+    )
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if cell is None else str(cell) for cell in row))
+    out.print(table)
+
+
+def _as_admin_error(exc: BaseException) -> AdminError | None:
+    if isinstance(exc, AdminError):
+        return exc
+    if isinstance(exc, RuleError):
+        return AdminError(str(exc), reason="invalid")
+    if isinstance(exc, Conflict):
+        return AdminError(str(exc), reason="conflict")
+    if isinstance(exc, NotFound):
+        return AdminError(str(exc), reason="not-found")
+    if isinstance(exc, RegistryUnreachable):
+        return AdminError(str(exc), reason="unreachable")
+    if isinstance(exc, StoreError):
+        text = str(exc)
+        reason = "denied" if "auth" in text.lower() or "denied" in text.lower() else "registry"
+        return AdminError(f"registry error: {text or type(exc).__name__}", reason=reason)
+    return None
+
+
+class SuggestingGroup(click.Group):
+    """A group that suggests the closest subcommand (difflib) for a mistyped one, and turns
+    domain errors into :class:`AdminError` with the right exit code."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if (
+            name
+            and not name.startswith("-")
+            and self.get_command(ctx, name) is None
+            and not ctx.resilient_parsing
+        ):
+            commands = self.list_commands(ctx)
+            hint = did_you_mean(name, commands) or f" (commands: {', '.join(commands)})"
+            raise click.UsageError(f"no such command {name!r}{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        env = ctx.find_object(CliEnv)
+        try:
+            return super().invoke(ctx)
+        except AdminError as exc:
+            exc.json = exc.json or bool(env and env.json)
+            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            error = _as_admin_error(exc)
+            if error is None:
+                raise
+            error.json = bool(env and env.json)
+            raise error from None
+
+
+class AdminGroup(SuggestingGroup):
+    """The root group: runs the command and renders every error as one line (exit 1 refused,
+    2 usage), in tests (CliRunner) and from the console script alike."""
+
+    def main(  # type: ignore[override,unused-ignore]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            # Always "dubbo-py" in messages, however it was started (python -m, tests).
+            result = super().main(args, "dubbo-py", complete_var, standalone_mode=False, **extra)
+            code = result if isinstance(result, int) else 0
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            click.echo(f"error: {exc.format_message()}{hint}", err=True)
+            code = 2
+        except click.ClickException as exc:
+            exc.show()
+            code = exc.exit_code
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            code = 1
+        except StoreError as exc:  # raised while closing, outside any command
+            click.echo(f"error: registry error: {exc}", err=True)
+            code = 1
+        except Exception as exc:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            click.echo(
+                f"error: internal error ({type(exc).__name__}: {exc}); "
+                f"set {DEBUG_ENV}=1 for the traceback",
+                err=True,
+            )
+            code = 1
+        if standalone_mode:
+            sys.exit(code)
+        return code

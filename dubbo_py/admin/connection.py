@@ -1,0 +1,49 @@
+"""Opening the registry for one CLI run: fail fast (with one clear line) when it is unreachable.
+
+A consumer or provider keeps retrying an unreachable ZooKeeper in the background; an operator's
+command should instead say so at once, so the CLI opens stores itself rather than through
+:func:`dubbo_py.rpc.application.open_store`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dubbo_py.registry.address import RegistryAddress
+from dubbo_py.registry.store import Store, StoreError
+
+__all__ = ["RegistryUnreachable", "StoreOpener", "open_admin_store"]
+
+#: Opens (and connects) the store of an address within a timeout in seconds.
+StoreOpener = Callable[[RegistryAddress, float], Store]
+
+
+class RegistryUnreachable(StoreError):
+    """The registry did not answer (the message names it)."""
+
+
+def open_admin_store(
+    address: RegistryAddress, timeout: float, auth: tuple[str, str] | None = None
+) -> Store:
+    """The connected store of ``address``; :class:`RegistryUnreachable` when it cannot be
+    reached within ``timeout`` seconds, StoreError when it cannot be opened at all. ``auth``
+    is a ZooKeeper digest ``(user, password)``."""
+    if address.kind == "direct":
+        raise StoreError(
+            f"{address} is a direct provider address, not a registry "
+            "(use zookeeper://host:port or sqlite:///path)"
+        )
+    # Imported here: each store pulls in its own dependencies (kazoo, sqlite3).
+    if address.kind == "sqlite":
+        from dubbo_py.registry.embedded import EmbeddedStore
+
+        embedded = EmbeddedStore(address.location)
+        embedded.start(timeout)
+        return embedded
+    from dubbo_py.registry.zookeeper import ZooKeeperStore
+
+    zk = ZooKeeperStore(address.location, address.chroot, connect_timeout=timeout, auth=auth)
+    if not zk.start(timeout):
+        zk.close()
+        raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
+    return zk

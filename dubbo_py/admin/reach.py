@@ -1,0 +1,189 @@
+"""What a rule change would do to live traffic: for every registered consumer that watches the
+rule's key, which providers each of its methods reaches now and would reach after the change.
+
+The consumer's view is rebuilt from the registry the way its directory builds it (providers
+matched to the consumer, overrides applied when this build has a configurator, every rule
+document it watches and every router URL of its service, compiled by the factory), then routed
+with :func:`dubbo_py.router.scenario.route` — the same code ``route test`` and consumers run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dubbo_py.admin.rules import RuleKey
+from dubbo_py.invocation import Invocation
+from dubbo_py.registry import layout
+from dubbo_py.registry.directory import ServiceRules, matches_consumer
+from dubbo_py.registry.registry import Registry
+from dubbo_py.router import factory
+from dubbo_py.router.base import Router, RuleError
+from dubbo_py.router.scenario import configurator, route
+from dubbo_py.url import URL
+
+__all__ = ["ConsumerReach", "ReachReport", "reach_of_change"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerReach:
+    """One consumer and method: provider addresses reached before and after the change."""
+
+    consumer: URL
+    method: str
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        """Whether the change moves this consumer's traffic."""
+        return self.before != self.after
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"consumer", "application", "method", "before", "after", "changed"}``."""
+        return {
+            "consumer": self.consumer.to_string(),
+            "application": self.consumer.get_str("application"),
+            "method": self.method,
+            "before": list(self.before),
+            "after": list(self.after),
+            "changed": self.changed,
+        }
+
+
+@dataclass
+class ReachReport:
+    """Every affected consumer's reach, and notes on what could not be taken into account."""
+
+    rows: list[ConsumerReach] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        """Add a note once."""
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def _watched(consumer: URL, providers: Sequence[URL]) -> list[tuple[str, str]]:
+    rules = ServiceRules.for_consumer(consumer)
+    keys = rules.static_keys()
+    for app in sorted({p.get_str("application") for p in providers} - {""}):
+        keys += ServiceRules.provider_app_keys(app)
+    return keys
+
+
+def _methods(providers: Sequence[URL], wanted: Sequence[str]) -> list[str]:
+    if wanted:
+        return list(wanted)
+    names = {m.strip() for p in providers for m in p.get_str("methods").split(",") if m.strip()}
+    return sorted(names) or [""]
+
+
+class _View:
+    """A consumer's providers and rule sources, read once from the registry."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        consumer: URL,
+        raw_providers: list[URL],
+        report: ReachReport,
+        texts: dict[str, str | None],
+    ) -> None:
+        self.registry = registry
+        self.consumer = consumer
+        self.report = report
+        self.texts = texts
+        self.matched = [p for p in raw_providers if matches_consumer(consumer, p)]
+        self.keys = _watched(consumer, self.matched)
+        service = consumer.service_interface
+        self.router_urls = registry.lookup(service, layout.ROUTERS)
+        self.override_urls = registry.lookup(service, layout.CONFIGURATORS)
+        self.routers_path = layout.category_path(service, layout.ROUTERS)
+
+    def text(self, key: str) -> str | None:
+        if key not in self.texts:
+            doc = self.registry.get_config(key)
+            self.texts[key] = None if doc is None else doc.text
+        return self.texts[key]
+
+    def providers(self, override: Mapping[str, str | None]) -> list[URL]:
+        docs: dict[str, str] = {}
+        for kind, key in self.keys:
+            text = override[key] if key in override else self.text(key)
+            if kind == "configurators" and text:
+                docs[key] = text
+        providers = self.matched
+        if self.override_urls or docs:
+            providers = configurator()(list(providers), list(self.override_urls), docs)
+        usable = [p for p in providers if not p.get_bool("disabled", False)]
+        return sorted(set(usable), key=lambda u: u.to_string())
+
+    def routers(self, override: Mapping[str, str | None]) -> list[Router]:
+        out: list[Router] = []
+        for kind, key in self.keys:
+            if kind == "configurators":
+                continue
+            text = override[key] if key in override else self.text(key)
+            if not text or not text.strip():
+                continue
+            try:
+                out.extend(factory.compile_document(kind, text, layout.config_path(key)))
+            except RuleError as exc:
+                self.report.note(f"ignored (invalid, as consumers would): {exc}")
+        for url in self.router_urls:
+            source = f"{self.routers_path}/{url.encode()}"
+            try:
+                out.append(factory.compile_url(url, source))
+            except RuleError as exc:
+                self.report.note(f"ignored (invalid, as consumers would): {exc}")
+        return out
+
+
+def reach_of_change(
+    registry: Registry,
+    rule: RuleKey,
+    new_text: str | None,
+    *,
+    methods: Sequence[str] = (),
+    attachments: Mapping[str, str] | None = None,
+) -> ReachReport:
+    """Before/after reach of every consumer that watches ``rule.key`` if its document became
+    ``new_text`` (None: deleted). ``methods`` defaults to the methods the providers advertise."""
+    report = ReachReport()
+    texts: dict[str, str | None] = {}
+    change = {rule.key: new_text}
+    nearby: set[str] = set()  # keys of the same kind watched nearby, to hint at a typo
+    for service in registry.services():
+        consumers = registry.lookup(service, layout.CONSUMERS)
+        if not consumers:
+            continue
+        raw = registry.lookup(service, layout.PROVIDERS)
+        for consumer in sorted(consumers, key=lambda u: u.to_string()):
+            view = _View(registry, consumer, raw, report, texts)
+            watched = {key for _, key in view.keys}
+            if rule.key not in watched:
+                if service == rule.interface or rule.application_scoped:
+                    nearby.update(k for k in watched if k.endswith(f".{rule.kind}"))
+                continue
+            before_providers = view.providers({})
+            after_providers = view.providers(change)
+            before_routers = view.routers({})
+            after_routers = view.routers(change)
+            for method in _methods(view.matched, methods):
+                invocation = Invocation(service, method, attachments=dict(attachments or {}))
+                before = route(consumer, before_providers, before_routers, invocation)
+                after = route(consumer, after_providers, after_routers, invocation)
+                report.rows.append(
+                    ConsumerReach(
+                        consumer,
+                        method,
+                        tuple(p.address for p in before.providers),
+                        tuple(p.address for p in after.providers),
+                    )
+                )
+    if not report.rows:
+        hint = f" (consumers watch: {', '.join(sorted(nearby))})" if nearby else ""
+        report.note(f"no registered consumer watches {rule.key}{hint}")
+    return report

@@ -1,0 +1,287 @@
+"""``dubbo.yaml``: one application's configuration in a file.
+
+.. code-block:: yaml
+
+    application: shop
+    registry: {address: "zookeeper://127.0.0.1:2181", auth: "admin:secret"}
+    protocol: {port: 50051, host: 10.0.0.5, tls: {cert_chain: server.pem, private_key: server.key}}
+    services:
+      demo.Greeter: {version: 1.0.0, weight: 100, tags: {env: gray}}
+    references:
+      demo.Greeter:
+        version: 1.0.0
+        loadbalance: roundrobin
+        timeout: 1.0
+        methods: {SayHello: {retries: 0, mock: "fail:return {}"}}
+
+Loaded with ``yaml.safe_load`` only. Environment variables override the file:
+``DUBBO_PY_APPLICATION``, ``DUBBO_PY_REGISTRY`` (address), ``DUBBO_PY_REGISTRY_AUTH``,
+``DUBBO_PY_PROTOCOL_PORT``, ``DUBBO_PY_HOST``. Relative TLS paths are relative to the file.
+Every error names the file, the key path and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from dubbo_py.config.model import (
+    ApplicationConfig,
+    ConfigError,
+    ProtocolConfig,
+    ReferenceConfig,
+    RegistryConfig,
+)
+from dubbo_py.config.tls import ClientTLS, ServerTLS, TLSConfigError
+from dubbo_py.rpc.service import ServiceOptions
+
+__all__ = ["load_config", "parse_config"]
+
+T = TypeVar("T")
+
+
+class _Reader:
+    def __init__(self, source: str, base: Path) -> None:
+        self.source = source
+        self.base = base
+
+    def fail(self, path: str, problem: str) -> ConfigError:
+        return ConfigError(path, problem, self.source)
+
+    def mapping(self, value: Any, path: str, allowed: tuple[str, ...] | None) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {type(value).__name__}")
+        out = {str(k): v for k, v in value.items()}
+        if allowed is not None:
+            for key in out:
+                if key not in allowed:
+                    raise self.fail(
+                        f"{path}.{key}" if path else key,
+                        f"unknown key (expected one of {', '.join(allowed)})",
+                    )
+        return out
+
+    def typed(self, value: Any, path: str, kind: type[T], convert: Callable[[Any], T]) -> T:
+        if isinstance(value, bool) and kind is not bool:
+            raise self.fail(path, f"expected {kind.__name__}, got a boolean")
+        try:
+            return convert(value)
+        except (TypeError, ValueError):
+            raise self.fail(path, f"expected {kind.__name__}, got {value!r}") from None
+
+    def file(self, value: Any, path: str) -> Path:
+        if not isinstance(value, str) or not value:
+            raise self.fail(path, "expected a file path")
+        p = Path(value)
+        return p if p.is_absolute() else self.base / p
+
+    def server_tls(self, value: Any, path: str) -> ServerTLS | None:
+        if value is None:
+            return None
+        raw = self.mapping(value, path, ("cert_chain", "private_key", "client_ca"))
+        for required in ("cert_chain", "private_key"):
+            if required not in raw:
+                raise self.fail(f"{path}.{required}", "required")
+        client_ca = raw.get("client_ca")
+        return ServerTLS(
+            self.file(raw["cert_chain"], f"{path}.cert_chain"),
+            self.file(raw["private_key"], f"{path}.private_key"),
+            self.file(client_ca, f"{path}.client_ca") if client_ca else None,
+        )
+
+    def client_tls(self, value: Any, path: str) -> ClientTLS | None:
+        if value is None:
+            return None
+        raw = self.mapping(value, path, ("ca", "cert_chain", "private_key", "server_name"))
+        try:
+            return ClientTLS(
+                ca=self.file(raw["ca"], f"{path}.ca") if "ca" in raw else None,
+                cert_chain=(
+                    self.file(raw["cert_chain"], f"{path}.cert_chain")
+                    if "cert_chain" in raw
+                    else None
+                ),
+                private_key=(
+                    self.file(raw["private_key"], f"{path}.private_key")
+                    if "private_key" in raw
+                    else None
+                ),
+                server_name=str(raw["server_name"]) if "server_name" in raw else None,
+            )
+        except TLSConfigError as exc:
+            raise self.fail(path, str(exc)) from None
+
+    def service(self, value: Any, path: str) -> ServiceOptions:
+        allowed = ("version", "group", "weight", "warmup", "tags", "shard", "shards", "parameters")
+        raw = self.mapping(value, path, allowed)
+        try:
+            return ServiceOptions(
+                version=str(raw.get("version", "")),
+                group=str(raw.get("group", "")),
+                weight=self.typed(raw.get("weight", 100), f"{path}.weight", int, int),
+                warmup=self.typed(raw.get("warmup", 600_000), f"{path}.warmup", int, int),
+                tags={
+                    str(k): str(v)
+                    for k, v in self.mapping(raw.get("tags"), f"{path}.tags", None).items()
+                },
+                shard=(
+                    self.typed(raw["shard"], f"{path}.shard", int, int) if "shard" in raw else None
+                ),
+                shards=(
+                    self.typed(raw["shards"], f"{path}.shards", int, int)
+                    if "shards" in raw
+                    else None
+                ),
+                parameters={
+                    k: str(v)
+                    for k, v in self.mapping(
+                        raw.get("parameters"), f"{path}.parameters", None
+                    ).items()
+                },
+            )
+        except ValueError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise self.fail(path, str(exc)) from None
+
+    def reference(self, value: Any, path: str) -> ReferenceConfig:
+        allowed = (
+            "version",
+            "group",
+            "loadbalance",
+            "cluster",
+            "retries",
+            "timeout",
+            "methods",
+            "idempotent",
+            "attachments",
+            "parameters",
+            "check",
+            "mock",
+            "tls",
+        )
+        raw = self.mapping(value, path, allowed)
+        methods = {
+            m: self.mapping(o, f"{path}.methods.{m}", None)
+            for m, o in self.mapping(raw.get("methods"), f"{path}.methods", None).items()
+        }
+        idempotent = raw.get("idempotent", [])
+        if not isinstance(idempotent, list):
+            raise self.fail(f"{path}.idempotent", "expected a list of method names")
+        try:
+            return ReferenceConfig(
+                version=str(raw.get("version", "")),
+                group=str(raw.get("group", "")),
+                loadbalance=str(raw.get("loadbalance", "random")),
+                cluster=str(raw.get("cluster", "failover")),
+                retries=self.typed(raw.get("retries", 2), f"{path}.retries", int, int),
+                timeout=(
+                    self.typed(raw["timeout"], f"{path}.timeout", float, float)
+                    if raw.get("timeout") is not None
+                    else None
+                ),
+                methods=methods,
+                idempotent=frozenset(str(m) for m in idempotent),
+                attachments={
+                    k: str(v)
+                    for k, v in self.mapping(
+                        raw.get("attachments"), f"{path}.attachments", None
+                    ).items()
+                },
+                parameters={
+                    k: str(v)
+                    for k, v in self.mapping(
+                        raw.get("parameters"), f"{path}.parameters", None
+                    ).items()
+                },
+                check=self.typed(raw.get("check", 3.0), f"{path}.check", float, float),
+                mock=str(raw["mock"]) if raw.get("mock") is not None else None,
+                tls=self.client_tls(raw.get("tls"), f"{path}.tls"),
+            )
+        except ConfigError as exc:
+            if exc.source:
+                raise
+            raise self.fail(f"{path}.{exc.path}", exc.problem) from None
+
+
+def parse_config(
+    text: str,
+    *,
+    source: str = "dubbo.yaml",
+    base: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ApplicationConfig:
+    """Parse a ``dubbo.yaml`` document (see the module doc); ConfigError on any problem."""
+    env = os.environ if environ is None else environ
+    reader = _Reader(source, base or Path.cwd())
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", exc)
+        raise ConfigError("", f"{where}invalid YAML: {problem}", source) from None
+    top = reader.mapping(doc, "", ("application", "registry", "protocol", "services", "references"))
+    app = top.get("application")
+    if isinstance(app, dict):
+        app = reader.mapping(app, "application", ("name",)).get("name")
+    name = env.get("DUBBO_PY_APPLICATION") or (str(app) if app else "")
+    if not name:
+        raise reader.fail("application", "required: the application's name")
+
+    registry_raw = top.get("registry")
+    if isinstance(registry_raw, str):
+        registry_raw = {"address": registry_raw}
+    reg = reader.mapping(registry_raw, "registry", ("address", "auth"))
+    registry = RegistryConfig(
+        address=env.get("DUBBO_PY_REGISTRY") or reg.get("address"),
+        auth=env.get("DUBBO_PY_REGISTRY_AUTH") or reg.get("auth"),
+    )
+    if registry.address is not None:
+        from dubbo_py.registry.address import RegistryAddressError, parse_registry_address
+
+        try:
+            parse_registry_address(registry.address)
+        except RegistryAddressError as exc:
+            raise reader.fail("registry.address", str(exc)) from None
+    if registry.auth is not None and ":" not in registry.auth:
+        raise reader.fail("registry.auth", "expected user:password")
+
+    proto = reader.mapping(top.get("protocol"), "protocol", ("port", "host", "bind_host", "tls"))
+    port_value = env.get("DUBBO_PY_PROTOCOL_PORT", proto.get("port", 0))
+    port = reader.typed(port_value, "protocol.port", int, int)
+    if not 0 <= port <= 65535:
+        raise reader.fail("protocol.port", f"{port} is not a port (0-65535)")
+    protocol = ProtocolConfig(
+        port=port,
+        host=env.get("DUBBO_PY_HOST") or proto.get("host"),
+        bind_host=proto.get("bind_host"),
+        tls=reader.server_tls(proto.get("tls"), "protocol.tls"),
+    )
+    services = {
+        str(k): reader.service(v, f"services.{k}")
+        for k, v in reader.mapping(top.get("services"), "services", None).items()
+    }
+    references = {
+        str(k): reader.reference(v, f"references.{k}")
+        for k, v in reader.mapping(top.get("references"), "references", None).items()
+    }
+    return ApplicationConfig(name, registry, protocol, services, references)
+
+
+def load_config(
+    path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None
+) -> ApplicationConfig:
+    """Load ``dubbo.yaml`` from a file (ConfigError naming the file when it can't be read)."""
+    file = Path(path)
+    try:
+        text = file.read_text("utf-8")
+    except OSError as exc:
+        raise ConfigError("", f"cannot read configuration: {exc.strerror}", str(file)) from None
+    return parse_config(text, source=str(file), base=file.parent, environ=environ)

@@ -1,0 +1,128 @@
+"""Configuration objects. The programmatic API (keyword arguments) and ``dubbo.yaml`` both
+produce these, so what a file says and what code says mean exactly the same thing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from dubbo_py.config.tls import ClientTLS, ServerTLS
+from dubbo_py.rpc.service import ServiceOptions
+
+__all__ = [
+    "ApplicationConfig",
+    "ConfigError",
+    "ProtocolConfig",
+    "ReferenceConfig",
+    "RegistryConfig",
+    "ServiceOptions",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; ``path`` is the key path (``references.
+    demo.Greeter.timeout``) and ``source`` the file, when there is one."""
+
+    def __init__(self, path: str, problem: str, source: str = "") -> None:
+        self.path = path
+        self.problem = problem
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{path}: {problem}" if path else f"{where}{problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryConfig:
+    """Where the registry is and who we are to it."""
+
+    address: str | None = None
+    #: ``user:password`` for ZooKeeper digest authentication.
+    auth: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolConfig:
+    """How providers listen."""
+
+    port: int = 0
+    host: str | None = None
+    bind_host: str | None = None
+    tls: ServerTLS | None = None
+
+
+LOADBALANCES = ("random", "roundrobin", "leastactive", "shortestresponse", "consistenthash")
+CLUSTERS = ("failover", "failfast", "failsafe", "failback", "forking", "broadcast")
+METHOD_KEYS = ("retries", "timeout", "cluster", "mock", "forks", "idempotent")
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceConfig:
+    """How a consumer calls one service (``Application.reference`` options)."""
+
+    version: str = ""
+    group: str = ""
+    loadbalance: str = "random"
+    cluster: str = "failover"
+    retries: int = 2
+    timeout: float | None = None
+    methods: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    idempotent: frozenset[str] = frozenset()
+    attachments: Mapping[str, str] = field(default_factory=dict)
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    check: float = 3.0
+    mock: str | None = None
+    tls: ClientTLS | None = None
+
+    def __post_init__(self) -> None:
+        if self.loadbalance not in LOADBALANCES:
+            raise ConfigError("loadbalance", f"{self.loadbalance!r} is not one of {LOADBALANCES}")
+        if self.cluster not in CLUSTERS:
+            raise ConfigError("cluster", f"{self.cluster!r} is not one of {CLUSTERS}")
+        if self.retries < 0:
+            raise ConfigError("retries", f"must be >= 0, got {self.retries}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigError("timeout", f"must be > 0 seconds, got {self.timeout}")
+        for method, options in self.methods.items():
+            for key in options:
+                if key not in METHOD_KEYS:
+                    raise ConfigError(
+                        f"methods.{method}.{key}", f"unknown option (known: {METHOD_KEYS})"
+                    )
+            cluster = options.get("cluster")
+            if cluster is not None and cluster not in CLUSTERS:
+                raise ConfigError(
+                    f"methods.{method}.cluster", f"{cluster!r} is not one of {CLUSTERS}"
+                )
+        object.__setattr__(self, "idempotent", frozenset(self.idempotent))
+        object.__setattr__(
+            self,
+            "methods",
+            MappingProxyType({m: MappingProxyType(dict(o)) for m, o in self.methods.items()}),
+        )
+        object.__setattr__(self, "attachments", MappingProxyType(dict(self.attachments)))
+        object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
+
+    def merged(self, **overrides: Any) -> ReferenceConfig:
+        """This configuration with keyword overrides (code wins over file)."""
+        known = {f.name for f in fields(self)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise TypeError(f"unknown reference option(s): {sorted(unknown)}")
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(overrides)
+        return ReferenceConfig(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplicationConfig:
+    """Everything one application's ``dubbo.yaml`` says."""
+
+    name: str
+    registry: RegistryConfig = RegistryConfig()
+    protocol: ProtocolConfig = ProtocolConfig()
+    #: Provider options by service name (``demo.Greeter``); they override the decorator's.
+    services: Mapping[str, ServiceOptions] = field(default_factory=dict)
+    #: Consumer options by service name.
+    references: Mapping[str, ReferenceConfig] = field(default_factory=dict)

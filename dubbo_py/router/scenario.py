@@ -1,0 +1,479 @@
+"""``route test`` scenarios: which providers one invocation would reach under some rules.
+
+A scenario is a YAML document (the format is in ``docs/cli.md``)::
+
+    consumer: consumer://10.0.0.1/demo.Greeter?application=shop
+    invocation: {method: SayHello, arguments: ["alice", 3], attachments: {dubbo.tag: gray}}
+    providers:
+      - tri://10.0.0.5:50051/demo.Greeter?version=1.0.0
+    rules:
+      - condition: "host = 10.0.0.1 => host = 10.0.0.5"
+      - url: "condition://0.0.0.0/demo.Greeter?category=routers&rule=..."
+      - config: condition-router
+        yaml: |
+          scope: service
+          key: demo.Greeter
+          conditions: ["method = SayHello => version = 1.0.0"]
+
+Evaluation runs the code a live consumer runs: every rule is compiled by
+:mod:`dubbo_py.router.factory`, the chain is ``builtin_routers()`` plus those routers, bound to a
+snapshot of the providers (taken as the consumer's provider list, in the order written) and
+traced for the invocation. :func:`route` is the same evaluation over URLs, for callers that read
+providers and rules from a registry (``rules push --dry-run``).
+
+A bare ``condition:`` rule is a Dubbo 2.6 condition router URL
+(``condition://0.0.0.0/<service>?category=routers&rule=...``) whose ``force``, ``enabled`` and
+``priority`` parameters are the rule's optional fields of the same names — the one carrier
+that has exactly those fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import yaml
+
+from dubbo_py.cluster import configurators
+from dubbo_py.invocation import Invocation
+from dubbo_py.router import factory
+from dubbo_py.router.base import Router, RuleError
+from dubbo_py.router.chain import RouterChain, TraceStep
+from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.url import URL, URLError, encode_component
+
+__all__ = [
+    "CONFIG_KINDS",
+    "Configure",
+    "RouteOutcome",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioResult",
+    "configurator",
+    "load",
+    "route",
+    "run",
+    "run_text",
+]
+
+#: Values of a rule's ``config:`` field.
+CONFIG_KINDS = (*factory.DOCUMENT_KINDS, "configurators")
+
+#: Applies override rules: (providers, configurator URLs, documents by source) -> providers.
+Configure = Callable[[list[URL], list[URL], Mapping[str, str]], list[URL]]
+
+_TOP_FIELDS = frozenset({"consumer", "invocation", "now_ms", "providers", "rules"})
+_INVOCATION_FIELDS = frozenset({"method", "arguments", "attachments"})
+_RULE_FIELDS = {
+    "condition": frozenset({"condition", "force", "enabled", "priority"}),
+    "url": frozenset({"url"}),
+    "config": frozenset({"config", "yaml"}),
+}
+
+
+class ScenarioError(RuleError):
+    """A scenario that cannot be evaluated: the message names the field or rule (``rules[N]``)
+    and, where known, the line and column in the scenario file."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteOutcome:
+    """Survivors (in snapshot order) and one trace step per router that ran."""
+
+    providers: tuple[URL, ...]
+    trace: tuple[TraceStep, ...]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A parsed scenario, its rules compiled."""
+
+    source: str
+    consumer: URL
+    invocation: Invocation
+    #: The provider URLs exactly as written, and parsed.
+    providers: tuple[str, ...]
+    provider_urls: tuple[URL, ...]
+    routers: tuple[Router, ...]
+    configurator_urls: tuple[URL, ...] = ()
+    configurator_docs: Mapping[str, str] = field(default_factory=dict)
+    now_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioResult:
+    """What ``route test`` prints: the survivors as written, in input order, and the trace."""
+
+    providers: tuple[str, ...]
+    trace: tuple[TraceStep, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"providers": [...], "trace": [{"router", "in", "out"}], "error": null}``; a trace
+        step whose router can say why it left no provider also has ``"reason"``."""
+        trace = []
+        for step in self.trace:
+            entry: dict[str, Any] = {
+                "router": step.router,
+                "in": step.count_in,
+                "out": step.count_out,
+            }
+            if step.reason:
+                entry["reason"] = step.reason
+            trace.append(entry)
+        return {"providers": list(self.providers), "trace": trace, "error": None}
+
+
+def configurator() -> Configure:
+    """The override-rule function consumers run (:func:`dubbo_py.cluster.configurators.apply`)."""
+    return configurators.apply
+
+
+def route(
+    consumer: URL,
+    providers: Sequence[URL],
+    routers: Sequence[Router],
+    invocation: Invocation,
+) -> RouteOutcome:
+    """Route one invocation as a consumer with these providers and rule routers would."""
+    chain = RouterChain(factory.chain_routers(list(routers)))
+    bound = chain.bind(Snapshot(tuple(providers)), consumer)
+    survivors, steps = bound.trace(invocation)
+    return RouteOutcome(survivors, tuple(steps))
+
+
+def run(scenario: Scenario) -> ScenarioResult:
+    """Evaluate a scenario (configurators first, as the directory applies them, then routers)."""
+    urls = list(scenario.provider_urls)
+    written = list(scenario.providers)
+    steps: list[TraceStep] = []
+    if scenario.configurator_urls or scenario.configurator_docs:
+        apply = configurator()
+        kept_urls, kept_written = [], []
+        # One provider at a time, so each configured URL stays tied to the line it came from.
+        for url, text in zip(urls, written, strict=True):
+            for out in apply([url], list(scenario.configurator_urls), scenario.configurator_docs):
+                if not out.get_bool("disabled", False):
+                    kept_urls.append(out)
+                    kept_written.append(text)
+        steps.append(TraceStep("configurators", len(urls), len(kept_urls)))
+        urls, written = kept_urls, kept_written
+    outcome = route(scenario.consumer, urls, scenario.routers, scenario.invocation)
+    position = {id(u): i for i, u in enumerate(urls)}
+    survivors = tuple(written[position[id(u)]] for u in outcome.providers)
+    return ScenarioResult(survivors, (*steps, *outcome.trace))
+
+
+def run_text(text: str, source: str = "scenario") -> ScenarioResult:
+    """Load and run a scenario; :class:`ScenarioError` when it (or a rule) is invalid."""
+    return run(load(text, source))
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@dataclass(frozen=True)
+class _Reader:
+    text: str
+    source: str
+
+    def error(self, reason: str, node: yaml.Node | None) -> ScenarioError:
+        if node is None:
+            return ScenarioError(reason, source=self.source)
+        mark = node.start_mark
+        return ScenarioError(reason, source=self.source, line=mark.line + 1, column=mark.column + 1)
+
+    def load(self) -> tuple[Any, yaml.MappingNode]:
+        loader = yaml.SafeLoader(self.text)
+        try:
+            node = loader.get_single_node()
+            data = None if node is None else loader.construct_document(node)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            raise ScenarioError(
+                f"invalid YAML: {exc.problem or exc.context or 'malformed'}",
+                source=self.source,
+                line=mark.line + 1 if mark else None,
+                column=mark.column + 1 if mark else None,
+            ) from None
+        except yaml.YAMLError as exc:
+            raise ScenarioError(f"invalid YAML: {exc}", source=self.source) from None
+        except RecursionError:
+            raise ScenarioError("invalid YAML: nested too deeply", source=self.source) from None
+        finally:
+            loader.dispose()
+        if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
+            raise self.error("a scenario must be a YAML mapping (consumer, providers, ...)", node)
+        return data, node
+
+    def unknown_fields(
+        self, data: Mapping[Any, Any], node: yaml.Node, known: frozenset[str], what: str
+    ) -> None:
+        for key in data:
+            if key not in known:
+                raise self.error(
+                    f"{what}: unknown field {key!r} (expected {', '.join(sorted(known))})",
+                    _key_node(node, key),
+                )
+
+    def url(self, value: Any, node: yaml.Node | None, what: str) -> URL:
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"{what} must be a URL string", node)
+        try:
+            return URL.parse(value)
+        except URLError as exc:
+            raise self.error(f"{what}: {exc}", node) from None
+
+    def relocate(
+        self, exc: RuleError, what: str, node: yaml.Node | None, fallback: yaml.Node | None
+    ) -> ScenarioError:
+        """A rule's error placed in the scenario file: exactly when the rule text is a
+        one-line scalar (or a literal block), else at the rule with the rule-relative place."""
+        reason = f"{what}: {exc.reason}"
+        if exc.line is None or exc.column is None or not isinstance(node, yaml.ScalarNode):
+            return self.error(reason, node or fallback)
+        start, end = node.start_mark, node.end_mark
+        style = node.style
+        if style in (None, "'", '"'):
+            quote = 1 if style else 0
+            raw = self.text[start.index + quote : end.index - quote]
+            if raw == node.value and "\n" not in raw and exc.line == 1:
+                return ScenarioError(
+                    reason,
+                    source=self.source,
+                    line=start.line + 1,
+                    column=start.column + quote + exc.column,
+                )
+        if style == "|":
+            header = self.text[start.index : self.text.find("\n", start.index)]
+            body = self.text[self.text.find("\n", start.index) + 1 : end.index]
+            indents = [len(s) - len(s.lstrip(" ")) for s in body.split("\n") if s.strip()]
+            if indents and not any(c.isdigit() for c in header):
+                return ScenarioError(
+                    reason,
+                    source=self.source,
+                    line=start.line + 1 + exc.line,
+                    column=indents[0] + exc.column,
+                )
+        where = f" (line {exc.line}, column {exc.column} of the rule)"
+        return self.error(reason + where, node)
+
+
+def _key_node(node: yaml.Node | None, key: Any) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for k, _ in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == str(key):
+                return cast("yaml.Node", k)
+    return node
+
+
+def _value_node(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return cast("yaml.Node", v)
+    return None
+
+
+def _items(node: yaml.Node | None) -> list[yaml.Node | None]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def load(text: str, source: str = "scenario") -> Scenario:
+    """Parse a scenario and compile its rules; :class:`ScenarioError` naming the field or rule
+    and its line and column when anything is wrong."""
+    reader = _Reader(text, source)
+    data, root = reader.load()
+    reader.unknown_fields(data, root, _TOP_FIELDS, "scenario")
+
+    if "consumer" not in data:
+        raise reader.error("the scenario needs a 'consumer' URL", root)
+    consumer = reader.url(data["consumer"], _value_node(root, "consumer"), "consumer")
+
+    invocation = _invocation(reader, consumer, data.get("invocation"), root)
+
+    if "providers" not in data:
+        raise reader.error("the scenario needs a 'providers' list (provider URLs)", root)
+    providers_node = _value_node(root, "providers")
+    raw_providers = data["providers"]
+    if raw_providers is None:
+        raw_providers = []
+    if not isinstance(raw_providers, list):
+        raise reader.error("providers must be a list of provider URLs", providers_node)
+    nodes = _items(providers_node)
+    written: list[str] = []
+    urls: list[URL] = []
+    for i, value in enumerate(raw_providers):
+        node = nodes[i] if i < len(nodes) else providers_node
+        urls.append(reader.url(value, node, f"providers[{i}]"))
+        written.append(str(value).strip())
+
+    now_ms = data.get("now_ms")
+    if now_ms is not None and (
+        not isinstance(now_ms, int) or isinstance(now_ms, bool) or now_ms < 0
+    ):
+        raise reader.error("now_ms must be a non-negative integer", _value_node(root, "now_ms"))
+
+    routers, cfg_urls, cfg_docs = _rules(reader, consumer, data.get("rules"), root)
+    return Scenario(
+        source=source,
+        consumer=consumer,
+        invocation=invocation,
+        providers=tuple(written),
+        provider_urls=tuple(urls),
+        routers=tuple(routers),
+        configurator_urls=tuple(cfg_urls),
+        configurator_docs=cfg_docs,
+        now_ms=now_ms,
+    )
+
+
+def _invocation(reader: _Reader, consumer: URL, raw: Any, root: yaml.Node) -> Invocation:
+    node = _value_node(root, "invocation")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise reader.error("invocation must be a mapping (method, arguments, attachments)", node)
+    reader.unknown_fields(raw, node or root, _INVOCATION_FIELDS, "invocation")
+    method = raw.get("method", "")
+    if method is None:
+        method = ""
+    if not isinstance(method, str):
+        raise reader.error("invocation.method must be a string", _value_node(node, "method"))
+    arguments = raw.get("arguments", [])
+    if arguments is None:
+        arguments = []
+    if not isinstance(arguments, list):
+        raise reader.error("invocation.arguments must be a list", _value_node(node, "arguments"))
+    attachments = raw.get("attachments", {})
+    if attachments is None:
+        attachments = {}
+    attachments_node = _value_node(node, "attachments")
+    if not isinstance(attachments, dict):
+        raise reader.error("invocation.attachments must be a mapping", attachments_node)
+    clean: dict[str, str] = {}
+    for key, value in attachments.items():
+        if isinstance(value, (dict, list)) or value is None:
+            raise reader.error(
+                f"invocation.attachments[{key}] must be a string",
+                _value_node(attachments_node, str(key)) or attachments_node,
+            )
+        clean[str(key)] = _scalar_text(value)
+    return Invocation(
+        service=consumer.service_interface,
+        method=method,
+        attachments=clean,
+        explicit_arguments=tuple(arguments),
+    )
+
+
+def _rules(
+    reader: _Reader, consumer: URL, raw: Any, root: yaml.Node
+) -> tuple[list[Router], list[URL], dict[str, str]]:
+    node = _value_node(root, "rules")
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise reader.error("rules must be a list", node)
+    nodes = _items(node)
+    routers: list[Router] = []
+    cfg_urls: list[URL] = []
+    cfg_docs: dict[str, str] = {}
+    for i, rule in enumerate(raw):
+        rule_node = nodes[i] if i < len(nodes) else node
+        what = f"rules[{i}]"
+        if not isinstance(rule, dict):
+            raise reader.error(f"{what} must be a mapping with condition, url or config", rule_node)
+        carriers = [k for k in _RULE_FIELDS if k in rule]
+        if len(carriers) != 1:
+            raise reader.error(
+                f"{what} needs exactly one of 'condition', 'url' or 'config'", rule_node
+            )
+        carrier = carriers[0]
+        reader.unknown_fields(rule, rule_node or root, _RULE_FIELDS[carrier], what)
+        if carrier == "condition":
+            routers.append(_condition_rule(reader, consumer, rule, rule_node, what))
+        elif carrier == "url":
+            url_node = _value_node(rule_node, "url")
+            url = reader.url(rule["url"], url_node, f"{what}.url")
+            if url.protocol == "override" or url.category == "configurators":
+                cfg_urls.append(url)
+                continue
+            try:
+                routers.append(factory.compile_url(url, what))
+            except RuleError as exc:
+                raise reader.relocate(exc, what, None, url_node) from None
+        else:
+            kind = rule["config"]
+            kind_node = _value_node(rule_node, "config")
+            if kind not in CONFIG_KINDS:
+                raise reader.error(
+                    f"{what}.config must be one of {', '.join(CONFIG_KINDS)}, not {kind!r}",
+                    kind_node,
+                )
+            text = rule.get("yaml")
+            text_node = _value_node(rule_node, "yaml")
+            if not isinstance(text, str) or not text.strip():
+                raise reader.error(
+                    f"{what}.yaml must be the rule document (text)", text_node or rule_node
+                )
+            if kind == "configurators":
+                try:
+                    configurators.parse_configurators_yaml(text, what)
+                except RuleError as exc:
+                    raise reader.relocate(exc, what, text_node, rule_node) from None
+                cfg_docs[what] = text
+                continue
+            try:
+                routers.extend(factory.compile_document(_document_kind(kind, text), text, what))
+            except RuleError as exc:
+                raise reader.relocate(exc, what, text_node, rule_node) from None
+    return routers, cfg_urls, cfg_docs
+
+
+def _document_kind(kind: str, text: str) -> str:
+    # An application-scoped condition document has its own compiler, as consumers read it from
+    # <application>.condition-router (see ServiceRules in the directory).
+    if kind != "condition-router":
+        return kind
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return kind  # the compiler reports the syntax error with its position
+    if isinstance(data, dict) and data.get("scope") == "application":
+        return "condition-router-app"
+    return kind
+
+
+def _condition_rule(
+    reader: _Reader, consumer: URL, rule: Mapping[str, Any], node: yaml.Node | None, what: str
+) -> Router:
+    text = rule["condition"]
+    text_node = _value_node(node, "condition")
+    if not isinstance(text, str) or not text.strip():
+        raise reader.error(f"{what}.condition must be a 'when => then' rule", text_node or node)
+    params = {"category": "routers", "rule": encode_component(text)}
+    for name in ("force", "enabled"):
+        if name in rule:
+            value = rule[name]
+            if not isinstance(value, bool):
+                raise reader.error(f"{what}.{name} must be true or false", _value_node(node, name))
+            params[name] = _scalar_text(value)
+    if "priority" in rule:
+        priority = rule["priority"]
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise reader.error(f"{what}.priority must be an integer", _value_node(node, "priority"))
+        params["priority"] = str(priority)
+    url = URL("condition", "0.0.0.0", 0, consumer.service_interface, parameters=params)
+    try:
+        return factory.compile_url(url, what)
+    except RuleError as exc:
+        raise reader.relocate(exc, what, text_node, node) from None

@@ -1,0 +1,290 @@
+"""The asyncio flavour (``grpc.aio``) of both sides.
+
+Provider: ``await app.start_async(AsyncServicer())`` serves ``async def`` servicer methods on a
+``grpc.aio`` server and registers them like the blocking flavour. Consumer:
+``app.reference_async(GreeterStub)`` returns the generated stub bound to an
+:class:`AsyncClusterChannel`: ``await stub.SayHello(req)`` and ``async for r in
+stub.SayHelloStream(req)`` are routed, balanced and retried exactly as in the blocking flavour —
+the same directory, router chain, load balancer, quarantine and retry budget; only the provider
+call and the retry loop are awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2
+
+from dubbo_py.cluster.attempts import Attempts
+from dubbo_py.cluster.strategy import ClusterContext
+from dubbo_py.invocation import Invocation
+from dubbo_py.registry.registry import Registry
+from dubbo_py.rpc.attachments import attachments_from_metadata, metadata_from_attachments
+from dubbo_py.rpc.provider import bind_servicers, provider_urls, register_all
+from dubbo_py.rpc.service import ServiceOptions
+from dubbo_py.url import URL
+
+__all__ = [
+    "AsyncChannelPool",
+    "AsyncClusterChannel",
+    "AsyncExportedServer",
+    "AsyncMethodInvoker",
+    "export_async",
+    "failover_async",
+]
+
+log = logging.getLogger(__name__)
+
+AsyncStrategy = Callable[[ClusterContext, Invocation], Awaitable[Any]]
+
+
+# ---------------------------------------------------------------------------- provider side
+
+
+@dataclass
+class AsyncExportedServer:
+    """A running ``grpc.aio`` server with its registered provider URLs."""
+
+    server: grpc.aio.Server
+    urls: list[URL]
+    registry: Registry | None
+    health: Any
+    port: int
+    host: str
+    unregister_wait: float = 0.5
+
+    @property
+    def address(self) -> str:
+        """``host:port`` consumers use."""
+        return f"{self.host}:{self.port}"
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Unregister, wait for consumers to notice, then drain in-flight calls."""
+        if self.registry is not None:
+            for url in self.urls:
+                try:
+                    await asyncio.to_thread(self.registry.unregister, url)
+                except Exception as exc:  # keep shutting down whatever the registry says
+                    log.warning("could not unregister %s: %s", url, exc)
+            await asyncio.sleep(self.unregister_wait)
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+
+
+async def export_async(
+    servicers: Sequence[object],
+    *,
+    application: str,
+    registry: Registry | None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    bind_host: str | None = None,
+    credentials: grpc.ServerCredentials | None = None,
+    url_parameters: dict[str, str] | None = None,
+    service_options: Mapping[str, ServiceOptions] | None = None,
+) -> AsyncExportedServer:
+    """Serve async servicers on one ``grpc.aio`` server and register their provider URLs."""
+    server = grpc.aio.server()
+    health_servicer = health.aio.HealthServicer()
+    bound = bind_servicers(server, servicers, health_servicer, bind_host or host, port, credentials)
+    await server.start()
+    urls = provider_urls(
+        servicers, application, host, bound, credentials, url_parameters, service_options
+    )
+    for name in ["", *(u.path for u in urls)]:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    try:
+        await asyncio.to_thread(register_all, registry, urls)
+    except BaseException:
+        await server.stop(0)  # a provider nobody can find must not keep a port
+        raise
+    return AsyncExportedServer(server, urls, registry, health_servicer, bound, host)
+
+
+# ---------------------------------------------------------------------------- consumer side
+
+
+class AsyncChannelPool:
+    """``grpc.aio`` channels by provider address (they belong to the event loop that made them)."""
+
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def channel(self, provider: URL) -> grpc.aio.Channel:
+        """The channel to this provider."""
+        channel = self._channels.get(provider.address)
+        if channel is None:
+            channel = grpc.aio.insecure_channel(provider.address)
+            self._channels[provider.address] = channel
+        return channel
+
+    async def close(self) -> None:
+        """Close every channel."""
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            await channel.close()
+
+
+async def _primed(stream: Any) -> AsyncIterator[Any]:
+    # Read the first response before handing the stream back, so that a dead provider fails
+    # inside the strategy, where it can still fail over.
+    iterator = stream.__aiter__()
+    try:
+        first = await iterator.__anext__()
+    except StopAsyncIteration:
+        return _from([])
+    return _chain(first, iterator)
+
+
+async def _from(items: list[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
+async def _chain(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    yield first
+    async for item in rest:
+        yield item
+
+
+class AsyncMethodInvoker:
+    """Calls one method on the provider the strategy picked (awaitable)."""
+
+    def __init__(
+        self,
+        pool: AsyncChannelPool,
+        path: str,
+        request_serializer: Callable[[Any], bytes] | None,
+        response_deserializer: Callable[[bytes], Any] | None,
+        response_streaming: bool,
+    ) -> None:
+        self._pool = pool
+        self._path = path
+        self._serializer = request_serializer
+        self._deserializer = response_deserializer
+        self._streaming = response_streaming
+        self._callables: dict[str, Any] = {}
+
+    def _callable(self, provider: URL) -> Any:
+        made = self._callables.get(provider.address)
+        if made is None:
+            channel = self._pool.channel(provider)
+            factory = channel.unary_stream if self._streaming else channel.unary_unary
+            made = factory(
+                self._path,
+                request_serializer=self._serializer,
+                response_deserializer=self._deserializer,
+            )
+            self._callables[provider.address] = made
+        return made
+
+    def empty_response(self) -> Any:
+        """The method's empty response message."""
+        return self._deserializer(b"") if self._deserializer is not None else None
+
+    async def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        call = self._callable(provider)
+        metadata = metadata_from_attachments(invocation.attachments)
+        if self._streaming:
+            return await _primed(call(invocation.request, timeout=timeout, metadata=metadata))
+        return await call(invocation.request, timeout=timeout, metadata=metadata)
+
+
+async def failover_async(ctx: ClusterContext, invocation: Invocation) -> Any:
+    """The failover strategy, awaited (see :func:`dubbo_py.cluster.strategy.failover`)."""
+    attempts = Attempts(ctx, invocation)
+    for provider in attempts:
+        try:
+            return await ctx.call(provider, invocation, attempts.remaining())
+        except grpc.RpcError as error:
+            attempts.failed(provider, error)
+    raise attempts.error()
+
+
+class _AsyncMultiCallable:
+    def __init__(self, channel: AsyncClusterChannel, path: str, invoker: AsyncMethodInvoker):
+        self._channel = channel
+        self._service, _, self._method = path.lstrip("/").partition("/")
+        self._context = channel.make_context(invoker)
+        self._streaming = invoker._streaming
+
+    def _invocation(self, request: Any, timeout: float | None, metadata: Any) -> Invocation:
+        # Decoded as the blocking flavour does, so -bin values reach the provider unchanged.
+        attachments = {**self._channel.attachments, **attachments_from_metadata(metadata)}
+        return Invocation(self._service, self._method, request, attachments, timeout)
+
+    def __call__(
+        self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
+    ) -> Any:
+        invocation = self._invocation(request, timeout, metadata)
+        if self._streaming:
+            return self._stream(invocation)
+        return failover_async(self._context, invocation)
+
+    async def _stream(self, invocation: Invocation) -> AsyncIterator[Any]:
+        responses = await failover_async(self._context, invocation)
+        async for response in responses:
+            yield response
+
+
+class AsyncClusterChannel:
+    """A ``grpc.aio.Channel`` look-alike: generated stubs work unchanged (unary-unary and
+    unary-stream methods; client-streaming methods are not routed in the asyncio flavour)."""
+
+    def __init__(
+        self,
+        pool: AsyncChannelPool,
+        make_context: Callable[[Any], ClusterContext],
+        attachments: Mapping[str, str] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.make_context = make_context
+        self.attachments = dict(attachments or {})
+
+    def _multicallable(
+        self, method: str, serializer: Any, deserializer: Any, streaming: bool
+    ) -> _AsyncMultiCallable:
+        invoker = AsyncMethodInvoker(self.pool, method, serializer, deserializer, streaming)
+        return _AsyncMultiCallable(self, method, invoker)
+
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Any = None,
+        response_deserializer: Any = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return self._multicallable(method, request_serializer, response_deserializer, False)
+
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Any = None,
+        response_deserializer: Any = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return self._multicallable(method, request_serializer, response_deserializer, True)
+
+    def stream_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return _unsupported(method)
+
+    def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return _unsupported(method)
+
+    async def close(self) -> None:
+        """Close every provider channel."""
+        await self.pool.close()
+
+
+def _unsupported(method: str) -> Callable[..., Any]:
+    def call(*_: Any, **__: Any) -> Any:
+        raise NotImplementedError(
+            f"{method}: client-streaming calls are not routed by the asyncio flavour yet"
+        )
+
+    return call

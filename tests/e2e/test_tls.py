@@ -1,0 +1,82 @@
+"""TLS and mutual TLS between consumers and providers, on real gRPC servers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from demo import greeter_pb2, greeter_pb2_grpc
+
+import dubbo_py
+from dubbo_py.config.tls import ClientTLS, ServerTLS, TLSConfigError
+from examples.quickstart.provider import make_greeter
+from tests.e2e.conftest import wait_until
+from tests.support.certs import Certs, make_certs
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+def _serve(registry: str, tls: ServerTLS) -> tuple[dubbo_py.Application, str]:
+    app = dubbo_py.Application("tls-provider", registry)
+    greeter = make_greeter("1.0.0", None, None)
+    server = app.start(greeter, tls=tls)
+    greeter.address = server.address
+    assert server.urls[0].get("tls") == "true"  # the provider URL says so
+    return app, server.address
+
+
+def test_tls_call(certs: Certs, tmp_path: Path) -> None:
+    registry = f"sqlite://{tmp_path}/r.db"
+    provider, address = _serve(registry, ServerTLS(certs.server_cert, certs.server_key))
+    try:
+        with dubbo_py.Application("shop", registry, cache_path=tmp_path / "c") as app:
+            ref = app.reference_handle(
+                greeter_pb2_grpc.GreeterStub, version="1.0.0", tls=ClientTLS(ca=certs.ca)
+            )
+            wait_until(lambda: len(ref.directory.providers) == 1, 10, "the TLS provider")
+            assert ref.stub.SayHello(greeter_pb2.HelloRequest(name="t")).provider == address
+    finally:
+        provider.close()
+
+
+def test_mtls_call_and_plaintext_or_certless_clients_refused(certs: Certs, tmp_path: Path) -> None:
+    registry = f"sqlite://{tmp_path}/r.db"
+    tls = ServerTLS(certs.server_cert, certs.server_key, client_ca=certs.ca)
+    provider, address = _serve(registry, tls)
+    try:
+        with dubbo_py.Application("shop", registry, cache_path=tmp_path / "c") as app:
+            mutual = ClientTLS(
+                ca=certs.ca, cert_chain=certs.client_cert, private_key=certs.client_key
+            )
+            greeter = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", tls=mutual)
+            assert greeter.SayHello(greeter_pb2.HelloRequest(name="m")).provider == address
+
+            certless = app.reference(
+                greeter_pb2_grpc.GreeterStub, version="1.0.0", tls=ClientTLS(ca=certs.ca)
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                certless.SayHello(greeter_pb2.HelloRequest(name="x"), timeout=3)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+        with grpc.insecure_channel(address) as plaintext:
+            with pytest.raises(grpc.RpcError) as info:
+                greeter_pb2_grpc.GreeterStub(plaintext).SayHello(
+                    greeter_pb2.HelloRequest(name="p"), timeout=3
+                )
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        provider.close()
+
+
+def test_bad_tls_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(TLSConfigError, match=r"missing\.pem"):
+        ServerTLS(tmp_path / "missing.pem", tmp_path / "k").credentials()
+    (tmp_path / "junk.pem").write_text("not a certificate")
+    with pytest.raises(TLSConfigError, match="not a PEM"):
+        ClientTLS(ca=tmp_path / "junk.pem").credentials()
+    with pytest.raises(TLSConfigError, match="go together"):
+        ClientTLS(cert_chain=tmp_path / "c.pem")
