@@ -122,7 +122,9 @@ def main() -> None:
             timeout=TIMEOUT,
         )
         deadline = time.monotonic() + 30
-        while len(ref.directory.providers) < args.providers or not ref.directory.chain.stages:
+        while len(ref.directory.providers) < args.providers or "condition" not in (
+            chain_description(ref)
+        ):
             if time.monotonic() > deadline:
                 raise SystemExit(f"providers or rules never arrived: {chain_description(ref)}")
             time.sleep(0.05)
