@@ -553,3 +553,28 @@ def test_a_reference_refuses_a_mock_that_cannot_answer(mock: str, message: str) 
     app = dubbo_py.Application("shop", registry="tri://127.0.0.1:1")
     with app, pytest.raises(MockSpecError, match=message):
         app.reference(greeter_pb2_grpc.GreeterStub, mock=mock)
+
+
+def test_the_asyncio_failover_follows_the_same_rules() -> None:
+    import asyncio
+
+    from dubbo_py.rpc.aio import failover_async
+
+    ps = urls(4)
+    fake = Providers(**{p.host: "down" for p in ps})
+
+    async def call_async(provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        return fake(provider, invocation, timeout)
+
+    ctx = context(fake, ps)
+    ctx.call = call_async
+    with pytest.raises(ClusterError) as info:
+        asyncio.run(failover_async(ctx, call()))
+    assert len(set(fake.calls)) == 3 and info.value.tried == tuple(fake.calls)
+    fake.calls.clear()
+    with pytest.raises(ClusterError):
+        asyncio.run(failover_async(ctx, call(**{RETRIES_ATTACHMENT: "0"})))
+    assert len(fake.calls) == 1
+    fake.behaviour = {p.host: "invalid" for p in ps}
+    with pytest.raises(FakeRpcError):
+        asyncio.run(failover_async(ctx, call()))
