@@ -203,11 +203,25 @@ class _Reader:
                 check=self.typed(raw.get("check", 3.0), f"{path}.check", float, float),
                 mock=str(raw["mock"]) if raw.get("mock") is not None else None,
                 tls=self.client_tls(raw.get("tls"), f"{path}.tls"),
+                sticky=self.typed(raw.get("sticky", False), f"{path}.sticky", bool, _boolean),
+                forks=self.typed(raw.get("forks", 2), f"{path}.forks", int, int),
+                quarantine_interval=self.typed(
+                    raw.get("quarantine_interval", 1.0),
+                    f"{path}.quarantine_interval",
+                    float,
+                    float,
+                ),
             )
         except ConfigError as exc:
             if exc.source:
                 raise
             raise self.fail(f"{path}.{exc.path}", exc.problem) from None
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(value)
+    return value
 
 
 def parse_config(

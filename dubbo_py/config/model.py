@@ -10,6 +10,7 @@ from typing import Any
 
 from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.rpc.service import ServiceOptions
+from dubbo_py.rpc.settings import METHOD_OPTION_KEYS
 
 __all__ = [
     "ApplicationConfig",
@@ -54,7 +55,6 @@ class ProtocolConfig:
 
 LOADBALANCES = ("random", "roundrobin", "leastactive", "shortestresponse", "consistenthash")
 CLUSTERS = ("failover", "failfast", "failsafe", "failback", "forking", "broadcast")
-METHOD_KEYS = ("retries", "timeout", "cluster", "mock", "forks", "idempotent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,12 @@ class ReferenceConfig:
     check: float = 3.0
     mock: str | None = None
     tls: ClientTLS | None = None
+    #: Keep calling the same provider while it works (failover).
+    sticky: bool = False
+    #: How many providers ``forking`` calls at once.
+    forks: int = 2
+    #: How often (s) quarantined providers are probed for revival.
+    quarantine_interval: float = 1.0
 
     def __post_init__(self) -> None:
         if self.loadbalance not in LOADBALANCES:
@@ -84,12 +90,17 @@ class ReferenceConfig:
             raise ConfigError("retries", f"must be >= 0, got {self.retries}")
         if self.timeout is not None and self.timeout <= 0:
             raise ConfigError("timeout", f"must be > 0 seconds, got {self.timeout}")
+        if self.forks < 1:
+            raise ConfigError("forks", f"must be >= 1, got {self.forks}")
+        if self.quarantine_interval <= 0:
+            raise ConfigError(
+                "quarantine_interval", f"must be > 0 seconds, got {self.quarantine_interval}"
+            )
         for method, options in self.methods.items():
             for key in options:
-                if key not in METHOD_KEYS:
-                    raise ConfigError(
-                        f"methods.{method}.{key}", f"unknown option (known: {METHOD_KEYS})"
-                    )
+                if key not in METHOD_OPTION_KEYS:
+                    known = ", ".join(sorted(METHOD_OPTION_KEYS))
+                    raise ConfigError(f"methods.{method}.{key}", f"unknown option (known: {known})")
             cluster = options.get("cluster")
             if cluster is not None and cluster not in CLUSTERS:
                 raise ConfigError(
@@ -105,13 +116,14 @@ class ReferenceConfig:
         object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
 
     def merged(self, **overrides: Any) -> ReferenceConfig:
-        """This configuration with keyword overrides (code wins over file)."""
+        """This configuration with keyword overrides (code wins over file; an override of
+        ``None`` means "not given" and keeps the current value)."""
         known = {f.name for f in fields(self)}
         unknown = set(overrides) - known
         if unknown:
             raise TypeError(f"unknown reference option(s): {sorted(unknown)}")
         values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values.update(overrides)
+        values.update({k: v for k, v in overrides.items() if v is not None})
         return ReferenceConfig(**values)
 
 

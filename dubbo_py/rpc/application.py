@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,8 +28,8 @@ from dubbo_py.cluster.loadbalance import LoadBalance, get_loadbalance
 from dubbo_py.cluster.mock import parse_mock, with_mock
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
-from dubbo_py.config.model import ApplicationConfig, ProtocolConfig
-from dubbo_py.config.tls import ClientTLS, ServerTLS
+from dubbo_py.config.model import ApplicationConfig, ProtocolConfig, ReferenceConfig
+from dubbo_py.config.tls import ServerTLS
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.directory import RegistryDirectory
@@ -361,91 +361,45 @@ class Application:
             await pool.close()
         await asyncio.to_thread(self.close)
 
-    def reference(
-        self,
-        stub_class: type[S],
-        *,
-        version: str = "",
-        group: str = "",
-        loadbalance: str = "random",
-        cluster: str = "failover",
-        retries: int = 2,
-        timeout: float | None = None,
-        methods: Mapping[str, Mapping[str, Any]] | None = None,
-        idempotent: Iterable[str] = (),
-        attachments: Mapping[str, str] | None = None,
-        parameters: Mapping[str, str] | None = None,
-        check: float = 3.0,
-        mock: str | None = None,
-        sticky: bool = False,
-        forks: int = 2,
-        quarantine_interval: float = 1.0,
-        failback: FailbackQueue | None = None,
-        tls: ClientTLS | None = None,
-    ) -> S:
+    def reference(self, stub_class: type[S], **options: Any) -> S:
         """A generated stub whose calls are routed, balanced and retried by dubbo-py.
 
-        ``cluster`` is the fault-tolerance strategy (``failover``, ``failfast``, ``failsafe``,
-        ``failback``, ``forking``, ``broadcast``; see ``docs/cluster.md``); ``retries`` (failover;
-        one call may override it with the ``dubbo.retries`` metadata key) and ``timeout``
-        (seconds) are defaults for every method. ``methods`` overrides options per method, e.g.
-        ``{"SayHello": {"retries": 0, "timeout": 0.5}}`` (keys: retries, timeout, cluster, mock,
-        forks, idempotent, sticky); ``idempotent`` names methods whose DEADLINE_EXCEEDED may be
-        retried; ``attachments`` go with every call (``dubbo.tag`` selects tagged providers);
-        ``check`` waits up to that many seconds for the first provider list; ``mock`` degrades
-        the service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
+        ``options`` are the fields of :class:`~dubbo_py.config.model.ReferenceConfig`, on top
+        of the configuration file's ``references.<service>`` section when the application has
+        one (code wins):
+
+        ``version``, ``group``; ``loadbalance`` (random, roundrobin, leastactive,
+        shortestresponse, consistenthash); ``cluster`` the fault-tolerance strategy
+        (``failover``, ``failfast``, ``failsafe``, ``failback``, ``forking``, ``broadcast``;
+        see ``docs/cluster.md``); ``retries`` (failover; one call may override it with the
+        ``dubbo.retries`` metadata key) and ``timeout`` (seconds) are defaults for every method.
+        ``methods`` overrides options per method, e.g. ``{"SayHello": {"retries": 0,
+        "timeout": 0.5}}`` (keys: retries, timeout, cluster, mock, forks, idempotent, sticky);
+        ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried; ``attachments`` go
+        with every call (``dubbo.tag`` selects tagged providers); ``check`` waits up to that
+        many seconds for the first provider list; ``mock`` degrades the service
+        (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
         :mod:`dubbo_py.cluster.mock`), also settable per method. ``sticky`` keeps calling the
         same provider while it works; ``forks`` is how many providers ``forking`` calls;
-        ``quarantine_interval`` is how often (s) quarantined providers are probed; ``failback``
-        is the queue of ``failback`` retries (default: one per reference, retrying every 5 s,
-        3 times; the reference closes it when it closes). Consumer-side override rules in the
-        registry change ``timeout``, ``retries``, ``forks``, ``sticky`` and ``loadbalance`` at
-        runtime. ``tls`` verifies TLS providers (those whose URL says ``tls=true``) and presents
-        a client certificate for mutual TLS.
+        ``quarantine_interval`` is how often (s) quarantined providers are probed. ``tls``
+        verifies TLS providers (those whose URL says ``tls=true``) and presents a client
+        certificate for mutual TLS. ``failback`` (not a configuration field) is the queue of
+        ``failback`` retries (default: one per reference, retrying every 5 s, 3 times).
+        Consumer-side override rules in the registry change ``timeout``, ``retries``,
+        ``forks``, ``sticky`` and ``loadbalance`` at runtime. An unknown option is a TypeError
+        and a bad value a ConfigError naming it.
         """
-        stub: S = self.reference_handle(
-            stub_class,
-            version=version,
-            group=group,
-            loadbalance=loadbalance,
-            cluster=cluster,
-            retries=retries,
-            timeout=timeout,
-            methods=methods,
-            idempotent=idempotent,
-            attachments=attachments,
-            parameters=parameters,
-            check=check,
-            mock=mock,
-            sticky=sticky,
-            forks=forks,
-            quarantine_interval=quarantine_interval,
-            failback=failback,
-            tls=tls,
-        ).stub
+        stub: S = self.reference_handle(stub_class, **options).stub
         return stub
 
+    def reference_config(self, service: str, **options: Any) -> ReferenceConfig:
+        """The configuration a reference to ``service`` uses: the file's section for it (or
+        the defaults) with ``options`` on top."""
+        configured = self.config.references.get(service) if self.config else None
+        return (configured or ReferenceConfig()).merged(**options)
+
     def reference_handle(
-        self,
-        stub_class: Any,
-        *,
-        version: str = "",
-        group: str = "",
-        loadbalance: str = "random",
-        cluster: str = "failover",
-        retries: int = 2,
-        timeout: float | None = None,
-        methods: Mapping[str, Mapping[str, Any]] | None = None,
-        idempotent: Iterable[str] = (),
-        attachments: Mapping[str, str] | None = None,
-        parameters: Mapping[str, str] | None = None,
-        check: float = 3.0,
-        mock: str | None = None,
-        sticky: bool = False,
-        forks: int = 2,
-        quarantine_interval: float = 1.0,
-        failback: FailbackQueue | None = None,
-        tls: ClientTLS | None = None,
+        self, stub_class: Any, *, failback: FailbackQueue | None = None, **options: Any
     ) -> Reference:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
@@ -453,7 +407,10 @@ class Application:
         from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
 
         spec = service_of_stub(stub_class)
-        method_options = {k: dict(v) for k, v in (methods or {}).items()}
+        config = self.reference_config(spec.name, **options)
+        loadbalance, cluster, mock = config.loadbalance, config.cluster, config.mock
+        retries, timeout = config.retries, config.timeout
+        method_options = {k: dict(v) for k, v in config.methods.items()}
         check_method_options(spec.method_names, method_options, spec.name)
         strategies = {
             m: get_strategy(str(method_options.get(m, {}).get("cluster", cluster)))
@@ -463,13 +420,15 @@ class Application:
         base = base_parameters(
             retries=retries,
             timeout=timeout,
-            forks=forks,
-            sticky=sticky,
+            forks=config.forks,
+            sticky=config.sticky,
             loadbalance=loadbalance,
             methods=method_options,
         )
         tuning = _Tuning(spec.method_names, base, loadbalance)
-        consumer = self._consumer_url(spec.name, version, group, parameters, retries, timeout)
+        consumer = self._consumer_url(
+            spec.name, config.version, config.group, config.parameters, retries, timeout
+        )
         registry = self.registry
         cache = None
         if registry is not None:
@@ -488,11 +447,11 @@ class Application:
             cache=cache,
             static_providers=static,
         )
-        pool = ChannelPool(tls)
-        quarantine = Quarantine(grpc_health_probe, interval=quarantine_interval)
+        pool = ChannelPool(config.tls)
+        quarantine = Quarantine(grpc_health_probe, interval=config.quarantine_interval)
         budget = self._budget_for(spec.name)
         failback_queue = failback if failback is not None else FailbackQueue()
-        idempotent_methods = frozenset(idempotent) | frozenset(
+        idempotent_methods = config.idempotent | frozenset(
             m for m, o in method_options.items() if o.get("idempotent")
         )
 
@@ -534,7 +493,7 @@ class Application:
             return with_mock(strategies[method], mock_spec, lambda: response_type)
 
         channel = ClusterChannel(
-            pool, strategy_for, make_context, dict(attachments or {}), stats=tuning.stats
+            pool, strategy_for, make_context, dict(config.attachments), stats=tuning.stats
         )
         # Built before anything starts: it checks the mocks against the response types, and a
         # bad one must not leave watches, threads or a registered consumer behind.
@@ -559,7 +518,7 @@ class Application:
 
         directory.add_listener(on_chain)
         quarantine.on_change(on_quarantine)
-        directory.start(wait=check)
+        directory.start(wait=config.check)
         quarantine.start()
         if registry is not None:
             try:

@@ -128,6 +128,7 @@ def test_reference_config_merge_is_code_over_file() -> None:
     assert (merged.version, merged.timeout, merged.loadbalance) == ("1.0.0", 0.5, "roundrobin")
     with pytest.raises(TypeError, match="colour"):
         base.merged(colour="red")
+    assert base.merged(attachments=None, timeout=None) == base  # None: not given
 
 
 @given(st.text(max_size=200))
