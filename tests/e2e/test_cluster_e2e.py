@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.rpc.application import Reference
 from dubbo_py.url import URL
 from tests.e2e.conftest import wait_until
+from tests.support.load import Load
 from tests.support.processes import ProviderProcess
 
 SERVICE = "demo.Greeter"
@@ -64,54 +64,6 @@ def dead_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-@dataclass(frozen=True)
-class Sample:
-    started: float
-    provider: str = ""
-    error: str = ""
-
-
-class Load:
-    """Steady calls from ``threads`` threads, each recording when it started, where it landed
-    and any error."""
-
-    def __init__(self, call: Callable[[], str], threads: int, pause: float = 0.002) -> None:
-        self.samples: list[Sample] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._pause = pause
-        self._threads = [threading.Thread(target=self._run, args=(call,)) for _ in range(threads)]
-
-    def _run(self, call: Callable[[], str]) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                sample = Sample(started, call())
-            except Exception as exc:
-                sample = Sample(started, error=repr(exc))
-            with self._lock:
-                self.samples.append(sample)
-            time.sleep(self._pause)
-
-    def __enter__(self) -> Load:
-        for t in self._threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join()
-
-    def errors(self) -> list[Sample]:
-        with self._lock:
-            return [s for s in self.samples if s.error]
-
-    def between(self, start: float, end: float = float("inf")) -> list[Sample]:
-        with self._lock:
-            return [s for s in self.samples if start <= s.started < end]
 
 
 @contextmanager

@@ -3,10 +3,8 @@ failed call, and deleting them brings the traffic back."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from demo import greeter_pb2, greeter_pb2_grpc
@@ -14,6 +12,7 @@ from demo import greeter_pb2, greeter_pb2_grpc
 import dubbo_py
 from dubbo_py.registry.registry import Registry
 from tests.e2e.conftest import wait_until
+from tests.support.load import Load
 from tests.support.processes import ProviderProcess
 
 # How long the consumer may take to apply a change before the test calls it broken. This is a
@@ -21,47 +20,6 @@ from tests.support.processes import ProviderProcess
 # measured by bench/bench_push_latency.py. What the test asserts exactly is behaviour: every
 # call that starts after the consumer swapped in the new routing obeys it, and none fails.
 APPLY_BOUND = 2.0
-
-
-@dataclass(frozen=True)
-class Sample:
-    started: float
-    provider: str
-    error: str = ""
-
-
-class Load:
-    """Steady calls from two threads, each recording when it started and where it landed."""
-
-    def __init__(self, call: Callable[[], str], threads: int = 2) -> None:
-        self.samples: list[Sample] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(call,)) for _ in range(threads)]
-
-    def _run(self, call: Callable[[], str]) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                sample = Sample(started, call())
-            except Exception as exc:
-                sample = Sample(started, "", repr(exc))
-            with self._lock:
-                self.samples.append(sample)
-            time.sleep(0.002)
-
-    def __enter__(self) -> Load:
-        for t in self._threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join()
-
-    def between(self, start: float, end: float) -> list[Sample]:
-        return [s for s in self.samples if start <= s.started < end]
 
 
 def _scenario(
@@ -87,7 +45,7 @@ def _scenario(
         swaps: list[float] = []  # when the consumer swapped in a new bound chain
         ref.directory.add_listener(lambda _chain: swaps.append(time.monotonic()))
         request = greeter_pb2.HelloRequest(name="load")
-        with Load(lambda: ref.stub.SayHello(request).provider) as load:
+        with Load(lambda: ref.stub.SayHello(request).provider, threads=2) as load:
             time.sleep(0.5)
             pushed = time.monotonic()
             key = push(registry, p1, p2)
