@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ from dubbo_py.url import URL
 
 __all__ = [
     "STRATEGIES",
+    "Attempts",
     "Balancer",
     "Budget",
     "ClusterContext",
@@ -234,6 +235,66 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
         return _fail_over(ctx, invocation, deadline, provider, error)
 
 
+class Attempts:
+    """One retrying call's bookkeeping, shared by the blocking and the asyncio failover:
+    ``for provider in attempts: try: call; except grpc.RpcError as e: attempts.failed(...)``,
+    then ``raise attempts.error()``.
+
+    Each iteration re-routes, skips providers already tried while others remain, and before
+    every retry checks the deadline and asks the retry budget. ``failed`` records a failure
+    (quarantining transport failures) and raises what the caller must see when the error must
+    not be retried."""
+
+    def __init__(self, ctx: ClusterContext, invocation: Invocation, deadline: float | None) -> None:
+        self.ctx = ctx
+        self.invocation = invocation
+        self.deadline = deadline
+        self.total = _attempts(ctx, invocation)
+        self.tried: list[URL] = []
+        self.last: BaseException | None = None
+        self.reason = "failed"
+
+    @classmethod
+    def start(cls, ctx: ClusterContext, invocation: Invocation) -> Attempts:
+        """A call about to make its first attempt (counts it in the retry budget)."""
+        if ctx.budget is not None:
+            ctx.budget.deposit()
+        return cls(ctx, invocation, _deadline(ctx, invocation))
+
+    def __iter__(self) -> Iterator[URL]:
+        for _ in range(len(self.tried), self.total):
+            if self.tried:
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.reason = "deadline reached"
+                    return
+                if self.ctx.budget is not None and not self.ctx.budget.try_withdraw():
+                    log.warning("retry budget exhausted for %s; not retrying", self.ctx.service)
+                    self.reason = "retry budget exhausted"
+                    return
+            candidates = _route(self.ctx, self.invocation, self.tried)
+            yield self.ctx.pick(self.invocation, candidates, self.tried)
+
+    def remaining(self) -> float | None:
+        """Seconds left of the call's deadline (None: no deadline)."""
+        return _remaining(self.deadline)
+
+    def failed(self, provider: URL, error: grpc.RpcError) -> None:
+        """Record a failed attempt; raises what the caller must see when ``error`` must not be
+        retried."""
+        self.tried.append(provider)
+        self.ctx.note_failure(provider, error)
+        if not _retryable(self.ctx, self.invocation, error):
+            raise _failure(self.invocation, self.tried, error, "failed, not retryable") from None
+        self.last = error
+
+    def error(self) -> BaseException:
+        """The error to raise once no attempt is left: a ClusterError naming the service,
+        method and every provider tried."""
+        assert self.last is not None, "error() before any failed attempt"
+        reason = f"{self.reason} after {len(self.tried)} attempt(s)"
+        return _failure(self.invocation, self.tried, self.last, reason)
+
+
 def _fail_over(
     ctx: ClusterContext,
     invocation: Invocation,
@@ -241,30 +302,14 @@ def _fail_over(
     provider: URL,
     error: grpc.RpcError,
 ) -> Any:
-    tried = [provider]
-    ctx.note_failure(provider, error)
-    if not _retryable(ctx, invocation, error):
-        raise _failure(invocation, tried, error, "failed, not retryable") from None
-    last: grpc.RpcError = error
-    reason = "failed"
-    for _ in range(_attempts(ctx, invocation) - 1):
-        if deadline is not None and time.monotonic() >= deadline:
-            reason = "deadline reached"
-            break
-        if ctx.budget is not None and not ctx.budget.try_withdraw():
-            log.warning("retry budget exhausted for %s; not retrying", ctx.service)
-            reason = "retry budget exhausted"
-            break
-        provider = ctx.pick(invocation, _route(ctx, invocation, tried), tried)
+    attempts = Attempts(ctx, invocation, deadline)
+    attempts.failed(provider, error)
+    for provider in attempts:
         try:
-            return ctx.call(provider, invocation, _remaining(deadline))
+            return ctx.call(provider, invocation, attempts.remaining())
         except grpc.RpcError as retry_error:
-            tried.append(provider)
-            ctx.note_failure(provider, retry_error)
-            if not _retryable(ctx, invocation, retry_error):
-                raise _failure(invocation, tried, retry_error, "failed, not retryable") from None
-            last = retry_error
-    raise _failure(invocation, tried, last, f"{reason} after {len(tried)} attempt(s)") from None
+            attempts.failed(provider, retry_error)
+    raise attempts.error() from None
 
 
 def failfast(ctx: ClusterContext, invocation: Invocation) -> Any:

@@ -20,8 +20,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2
 
-from dubbo_py.cluster.attempts import Attempts
-from dubbo_py.cluster.strategy import ClusterContext
+from dubbo_py.cluster.strategy import Attempts, ClusterContext
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc.attachments import attachments_from_metadata, metadata_from_attachments
@@ -197,7 +196,7 @@ class AsyncMethodInvoker:
 
 async def failover_async(ctx: ClusterContext, invocation: Invocation) -> Any:
     """The failover strategy, awaited (see :func:`dubbo_py.cluster.strategy.failover`)."""
-    attempts = Attempts(ctx, invocation)
+    attempts = Attempts.start(ctx, invocation)
     for provider in attempts:
         try:
             return await ctx.call(provider, invocation, attempts.remaining())
