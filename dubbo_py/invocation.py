@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -13,6 +12,7 @@ __all__ = [
     "RETRIES_ATTACHMENT",
     "TAG_ATTACHMENT",
     "Invocation",
+    "field_names",
     "request_arguments",
 ]
 
@@ -25,65 +25,81 @@ TAG_ATTACHMENT = "dubbo.tag"
 RETRIES_ATTACHMENT = "dubbo.retries"
 
 
-def _fields_getter(descriptor: Any) -> Callable[[Any], tuple[Any, ...]]:
-    names = tuple(f.name for f in descriptor.fields)
-    if not names:
-        return lambda _request: ()
-    if len(names) == 1:
-        one = operator.attrgetter(names[0])
-        return lambda request: (one(request),)
-    getter: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*names)
-    return getter
+def field_names(request: Any) -> tuple[str, ...] | None:
+    """The top-level field names of a protobuf request in declaration order (what
+    ``arguments[N]`` indexes), or ``None`` for something that is not a message."""
+    message_type = type(request)
+    names = _FIELD_NAMES.get(message_type)
+    if names is None:
+        descriptor = getattr(request, "DESCRIPTOR", None)
+        if descriptor is None:
+            return None
+        names = _FIELD_NAMES.setdefault(message_type, tuple(f.name for f in descriptor.fields))
+    return names
 
 
-#: One C-level getter per message type: reading arguments is on the per-call path of any rule
-#: that reads ``arguments[N]``.
-_GETTERS: dict[Any, Callable[[Any], tuple[Any, ...]]] = {}
+#: Field names per message type: reading arguments is on the per-call path of any rule that
+#: reads ``arguments[N]``.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def request_arguments(request: Any) -> tuple[Any, ...]:
     """What ``arguments[N]`` sees for a protobuf request: its top-level fields in declaration
     order. gRPC methods take one message, so its fields play the role of Java's argument list."""
-    descriptor = getattr(request, "DESCRIPTOR", None)
-    if descriptor is None:
+    names = field_names(request)
+    if names is None:
         return () if request is None else (request,)
-    getter = _GETTERS.get(descriptor)
-    if getter is None:
-        getter = _GETTERS.setdefault(descriptor, _fields_getter(descriptor))
-    return getter(request)
+    return tuple([getattr(request, name) for name in names])
 
 
-@dataclass(frozen=True, eq=False)
+_NO_ATTACHMENTS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, eq=False, init=False, slots=True)
 class Invocation:
     """One call: service (protobuf full name), method, request, attachments and timeout.
 
     ``arguments`` defaults to :func:`request_arguments` of the request and is computed only when
-    a router reads it; pass it explicitly (as ``route test`` does) to override.
+    a router reads it; pass ``explicit_arguments`` (as ``route test`` does) to override.
     """
 
     service: str
     method: str
-    request: Any = None
-    attachments: Mapping[str, str] = field(default_factory=dict)
-    timeout: float | None = None
-    explicit_arguments: tuple[Any, ...] | None = None
+    request: Any
+    attachments: Mapping[str, str]
+    timeout: float | None
+    explicit_arguments: tuple[Any, ...] | None
+    _arguments: tuple[Any, ...] | None = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.attachments, MappingProxyType):
-            object.__setattr__(self, "attachments", MappingProxyType(dict(self.attachments)))
+    # Written out rather than generated: one Invocation is built per call, and the generated
+    # frozen __init__ plus a __post_init__ cost two Python frames where this costs one.
+    def __init__(
+        self,
+        service: str,
+        method: str,
+        request: Any = None,
+        attachments: Mapping[str, str] = _NO_ATTACHMENTS,
+        timeout: float | None = None,
+        explicit_arguments: tuple[Any, ...] | None = None,
+    ) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "service", service)
+        setattr_(self, "method", method)
+        setattr_(self, "request", request)
+        if type(attachments) is not MappingProxyType:
+            attachments = MappingProxyType(dict(attachments))
+        setattr_(self, "attachments", attachments)
+        setattr_(self, "timeout", timeout)
+        setattr_(self, "explicit_arguments", explicit_arguments)
+        setattr_(self, "_arguments", explicit_arguments)
 
     @property
     def arguments(self) -> tuple[Any, ...]:
         """The call's arguments as condition and shard rules see them (``arguments[N]``),
         computed on first use and kept."""
-        # Kept by hand rather than with functools.cached_property, which takes a lock on every
-        # first access before Python 3.12 -- that is once per call here.
-        cached: tuple[Any, ...] | None = self.__dict__.get("_arguments")
+        cached = self._arguments
         if cached is None:
-            if self.explicit_arguments is not None:
-                cached = self.explicit_arguments
-            else:
-                cached = request_arguments(self.request)
+            cached = request_arguments(self.request)
             object.__setattr__(self, "_arguments", cached)
         return cached
 

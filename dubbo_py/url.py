@@ -57,12 +57,17 @@ class URL:
     username: str = ""
     password: str = ""
     parameters: Mapping[str, str] = field(default_factory=dict)
+    #: ``host:port`` (or just the host when there is no port). Derived, and stored rather than
+    #: computed because every call reads it (channel, quarantine and statistics lookups).
+    address: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.parameters, MappingProxyType):
             object.__setattr__(self, "parameters", _freeze(self.parameters))
         if not 0 <= self.port <= 65535:
             raise URLError(f"port {self.port} out of range 0..65535")
+        address = f"{self.host}:{self.port}" if self.port else self.host
+        object.__setattr__(self, "address", address)
 
     def __hash__(self) -> int:
         return hash(
@@ -189,11 +194,6 @@ class URL:
         return self.to_string()
 
     # ------------------------------------------------------------------ accessors
-
-    @property
-    def address(self) -> str:
-        """``host:port`` (or just the host when there is no port)."""
-        return f"{self.host}:{self.port}" if self.port else self.host
 
     @property
     def service_interface(self) -> str:

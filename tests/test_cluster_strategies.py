@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import grpc
@@ -20,11 +20,14 @@ from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.errors import ClusterError
 from dubbo_py.cluster.failback import FailbackQueue, failback
 from dubbo_py.cluster.loadbalance import get_loadbalance
+from dubbo_py.cluster.method_settings import SettingsTable
 from dubbo_py.cluster.mock import MockSpec, MockSpecError, parse_mock, with_mock
 from dubbo_py.cluster.parallel import broadcast, forking
 from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.strategy import (
+    ChainSource,
     ClusterContext,
+    FixedRoutes,
     failfast,
     failover,
     failsafe,
@@ -94,17 +97,31 @@ class Providers:
         return greeter_pb2.HelloReply(message="hi", provider=provider.address)
 
 
+class ChangingRoutes:
+    """Routes that hand out the next of several chains each time they are read."""
+
+    def __init__(self, *chains: BoundChain) -> None:
+        self._chains = iter(chains)
+
+    @property
+    def chain(self) -> BoundChain:
+        return next(self._chains)
+
+
+def settings(default: MethodSettings | None = None, **per_method: MethodSettings) -> SettingsTable:
+    return SettingsTable(per_method, default)
+
+
 def context(
     providers: Providers,
     candidates: tuple[URL, ...],
     *,
-    chain: Callable[[], BoundChain] | None = None,
+    routes: ChainSource | None = None,
     **options: Any,
 ) -> ClusterContext:
-    bound = chain_of(candidates)
     return ClusterContext(
         service=SERVICE,
-        chain=chain or (lambda: bound),
+        routes=routes or FixedRoutes(chain_of(candidates)),
         balancer=options.pop("balancer", get_loadbalance("roundrobin")),
         call=providers,
         empty_response=greeter_pb2.HelloReply,
@@ -135,7 +152,7 @@ def test_failover_tries_three_distinct_providers_and_names_them_all() -> None:
 def test_failover_never_repeats_a_provider_while_others_remain() -> None:
     ps = urls(5)
     fake = Providers(**{p.host: "down" for p in ps[:4]})
-    reply = failover(context(fake, ps, retries=lambda _m: 4), call())
+    reply = failover(context(fake, ps, settings=settings(MethodSettings(retries=4))), call())
     assert reply.provider == ps[4].address
     assert sorted(fake.calls) == sorted(p.address for p in ps)
 
@@ -144,7 +161,7 @@ def test_failover_repeats_only_after_every_provider_was_tried() -> None:
     ps = urls(2)
     fake = Providers(**{p.host: "down" for p in ps})
     with pytest.raises(ClusterError):
-        failover(context(fake, ps, retries=lambda _m: 3), call())
+        failover(context(fake, ps, settings=settings(MethodSettings(retries=3))), call())
     assert len(fake.calls) == 4
     assert set(fake.calls[:2]) == {p.address for p in ps}
 
@@ -152,7 +169,9 @@ def test_failover_repeats_only_after_every_provider_was_tried() -> None:
 def test_retries_per_method_and_per_call() -> None:
     ps = urls(5)
     fake = Providers(**{p.host: "down" for p in ps})
-    ctx = context(fake, ps, retries=lambda m: 0 if m == "SayHello" else 4)
+    ctx = context(
+        fake, ps, settings=settings(MethodSettings(retries=4), SayHello=MethodSettings(retries=0))
+    )
     with pytest.raises(ClusterError):
         failover(ctx, call())
     assert len(fake.calls) == 1
@@ -203,9 +222,9 @@ def test_deadline_exceeded_is_retried_only_for_idempotent_methods() -> None:
 
 def test_failover_routes_again_before_each_retry() -> None:
     first, second = urls(2)
-    chains = iter([chain_of([first]), chain_of([second])])
+    routes = ChangingRoutes(chain_of([first]), chain_of([second]))
     fake = Providers(**{first.host: "down"})
-    reply = failover(context(fake, (first,), chain=lambda: next(chains)), call())
+    reply = failover(context(fake, (first,), routes=routes), call())
     assert reply.provider == second.address
     assert fake.calls == [first.address, second.address]
 
@@ -232,7 +251,7 @@ def test_transport_failures_quarantine_the_provider_and_later_calls_skip_it() ->
 def test_sticky_keeps_one_provider_while_it_works_then_sticks_to_the_next() -> None:
     ps = urls(3)
     fake = Providers()
-    ctx = context(fake, ps, sticky=lambda _m: True)
+    ctx = context(fake, ps, settings=settings(MethodSettings(sticky=True)))
     served = {failover(ctx, call()).provider for _ in range(6)}
     assert len(served) == 1
     (held,) = served
@@ -354,7 +373,7 @@ def test_failback_background_retries_draw_from_the_budget() -> None:
 def test_forking_returns_the_first_success() -> None:
     ps = urls(2)
     fake = Providers(**{ps[0].host: "slow:1"})
-    reply = forking(context(fake, ps, options=lambda _m, _k: 2), call())
+    reply = forking(context(fake, ps, settings=settings(MethodSettings(forks=2))), call())
     assert reply.provider == ps[1].address
     assert fake.finished == [ps[1].address]  # did not wait for the slow fork
     assert sorted(fake.calls) == sorted(p.address for p in ps)
@@ -364,10 +383,13 @@ def test_forking_fails_only_when_every_fork_failed_naming_them() -> None:
     ps = urls(3)
     fake = Providers(**{p.host: "down" for p in ps})
     with pytest.raises(ClusterError) as info:
-        forking(context(fake, ps, options=lambda _m, _k: 3), call())
+        forking(context(fake, ps, settings=settings(MethodSettings(forks=3))), call())
     assert set(info.value.tried) == {p.address for p in ps} and len(fake.calls) == 3
     fake.behaviour[ps[1].host] = "ok"
-    assert forking(context(fake, ps, options=lambda _m, _k: 3), call()).provider == ps[1].address
+    assert (
+        forking(context(fake, ps, settings=settings(MethodSettings(forks=3))), call()).provider
+        == ps[1].address
+    )
 
 
 def test_forking_raises_an_application_answer_as_is() -> None:
@@ -382,7 +404,7 @@ def test_forking_deadline() -> None:
     ps = urls(2)
     fake = Providers(**{p.host: "slow:0.5" for p in ps})
     with pytest.raises(ClusterError) as info:
-        forking(context(fake, ps, timeout=lambda _m: 0.05), call())
+        forking(context(fake, ps, settings=settings(MethodSettings(timeout=0.05))), call())
     assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 

@@ -79,8 +79,11 @@ class RetryBudget:
         return self._reserve // self._withdrawal
 
     def _advance(self) -> None:
+        # Caller holds the lock.
+        self._advance_to(int((self._clock() - self._origin) // self._slice_width))
+
+    def _advance_to(self, now: int) -> None:
         # Caller holds the lock. Zero the slices that fell out of the window since last time.
-        now = int((self._clock() - self._origin) // self._slice_width)
         if now <= self._slot_index:
             return
         steps = min(now - self._slot_index, _SLICES)
@@ -94,8 +97,12 @@ class RetryBudget:
         """Credit one request."""
         if not self._deposit:
             return
+        # Every call deposits: the slice is computed here and the window moved only when a
+        # slice boundary was crossed (a tenth of the TTL), to keep the common case one frame.
+        now = int((self._clock() - self._origin) // self._slice_width)
         with self._lock:
-            self._advance()
+            if now > self._slot_index:
+                self._advance_to(now)
             self._slots[self._slot_index % _SLICES] += self._deposit
             self._sum += self._deposit
 

@@ -43,7 +43,7 @@ def forking(ctx: ClusterContext, invocation: Invocation) -> Any:
     reads where latency matters more than load. When every fork failed, an application error
     (a provider's answer) is raised as is; otherwise a :class:`ClusterError` names every fork.
     The deadline bounds the wait: a call still running then fails with DEADLINE_EXCEEDED."""
-    forks = int(ctx.options(invocation.method, "forks") or 2)
+    forks = ctx.settings[invocation.method].forks
     deadline = _deadline(ctx, invocation)
     chosen = _pick_distinct(ctx, invocation, max(1, forks))
     timeout = _remaining(deadline)

@@ -27,8 +27,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Literal
 
 from dubbo_py.url import URL
@@ -86,6 +87,8 @@ class Quarantine:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, QuarantineEntry] = {}
+        #: The quarantined providers by address (a read-only view: truthy while any is in).
+        self.addresses: Mapping[str, QuarantineEntry] = MappingProxyType(self._entries)
         # address -> number of the quarantine episode, so a probe that raced with a removal and
         # re-add does not revive (or count against) the new episode
         self._episodes: dict[str, int] = {}

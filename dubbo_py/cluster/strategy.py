@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ from dubbo_py.cluster.errors import (
     is_transport_failure,
     status_code,
 )
+from dubbo_py.cluster.method_settings import MethodSettings, SettingsTable
 from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.router.base import NoProviderError
 from dubbo_py.router.chain import BoundChain
@@ -34,7 +35,9 @@ __all__ = [
     "Attempts",
     "Balancer",
     "Budget",
+    "ChainSource",
     "ClusterContext",
+    "FixedRoutes",
     "QuarantineView",
     "Strategy",
     "failfast",
@@ -59,6 +62,11 @@ class Balancer(Protocol):
 class QuarantineView(Protocol):
     """The part of the quarantine a strategy uses."""
 
+    @property
+    def addresses(self) -> Mapping[str, object]:
+        """The quarantined providers by address (empty, hence falsy, when none is)."""
+        ...
+
     def partition(self, candidates: tuple[URL, ...]) -> tuple[tuple[URL, ...], tuple[URL, ...]]:
         """(healthy, quarantined) among ``candidates``."""
         ...
@@ -66,6 +74,23 @@ class QuarantineView(Protocol):
     def add(self, url: URL, reason: str) -> object:
         """Quarantine a provider that failed at the transport level."""
         ...
+
+
+class ChainSource(Protocol):
+    """Where a strategy reads the current bound router chain (a registry directory); read again
+    before every attempt, so a retry sees the latest providers and rules."""
+
+    @property
+    def chain(self) -> BoundChain:
+        """The chain bound to the current provider snapshot."""
+        ...
+
+
+@dataclass(frozen=True)
+class FixedRoutes:
+    """A :class:`ChainSource` that never changes (tests, one-off tools)."""
+
+    chain: BoundChain
 
 
 class Budget(Protocol):
@@ -82,34 +107,32 @@ class Budget(Protocol):
 
 @dataclass
 class ClusterContext:
-    """What a strategy needs for one reference (one service on the consumer side)."""
+    """What a strategy needs for one reference (one service on the consumer side).
+
+    The per-call path reads plain attributes and one dict lookup here (``settings[method]``),
+    no callbacks: whoever owns the context swaps ``balancer`` and updates ``settings`` in place
+    when consumer overrides arrive."""
 
     service: str
-    chain: Callable[[], BoundChain]
+    routes: ChainSource
     balancer: Balancer
     call: ProviderCall
-    #: Retries for a method (attempts = retries + 1); one call may override it with the
-    #: ``dubbo.retries`` attachment (:data:`~dubbo_py.invocation.RETRIES_ATTACHMENT`).
-    retries: Callable[[str], int] = lambda _method: 2
-    #: Default timeout for a method, in seconds (None: no deadline).
-    timeout: Callable[[str], float | None] = lambda _method: None
+    #: Settings per method (retries, default timeout, forks, sticky). One call may override
+    #: retries with the ``dubbo.retries`` attachment
+    #: (:data:`~dubbo_py.invocation.RETRIES_ATTACHMENT`).
+    settings: Mapping[str, MethodSettings] = field(default_factory=SettingsTable)
     #: Methods whose DEADLINE_EXCEEDED may be retried (declared idempotent).
     idempotent: frozenset[str] = frozenset()
     quarantine: QuarantineView | None = None
     budget: Budget | None = None
     #: The method's empty response message (what ``failsafe`` returns on failure).
     empty_response: Callable[[], Any] = lambda: None
-    #: Per-method extra options (``forks`` for forking, ...).
-    options: Callable[[str, str], Any] = lambda _method, _key: None
-    #: Whether a method is sticky: keep calling the provider that answered last while it stays
-    #: routable, untried in this call and out of quarantine (Dubbo's ``sticky``).
-    sticky: Callable[[str], bool] = lambda _method: False
     extras: dict[str, Any] = field(default_factory=dict)
     _sticky: URL | None = field(default=None, init=False, repr=False)
 
     def candidates(self, invocation: Invocation) -> tuple[URL, ...]:
         """Route now (re-read the directory's chain, so a retry sees the latest rules)."""
-        return self.chain().route(invocation)
+        return self.routes.chain.route(invocation)
 
     def pick(
         self, invocation: Invocation, candidates: tuple[URL, ...], tried: Iterable[URL] = ()
@@ -121,10 +144,11 @@ class ClusterContext:
         if tried:
             tried_set = set(tried)
             pool = tuple(c for c in candidates if c not in tried_set) or candidates
-        if self.quarantine is not None:
-            healthy, quarantined = self.quarantine.partition(pool)
+        quarantine = self.quarantine
+        if quarantine is not None and quarantine.addresses:
+            healthy, quarantined = quarantine.partition(pool)
             pool = healthy or quarantined
-        if not self.sticky(invocation.method):
+        if not self.settings[invocation.method].sticky:
             return self.balancer.select(pool, invocation)
         # As Dubbo's AbstractClusterInvoker.select: the sticky provider wins while it is among
         # the candidates and was not tried in this call; otherwise balance and stick to that.
@@ -147,9 +171,9 @@ Strategy = Callable[[ClusterContext, Invocation], Any]
 
 
 def _deadline(ctx: ClusterContext, invocation: Invocation) -> float | None:
-    timeout = (
-        invocation.timeout if invocation.timeout is not None else ctx.timeout(invocation.method)
-    )
+    timeout = invocation.timeout
+    if timeout is None:
+        timeout = ctx.settings[invocation.method].timeout
     return None if timeout is None else time.monotonic() + timeout
 
 
@@ -169,7 +193,7 @@ def _retryable(ctx: ClusterContext, invocation: Invocation, error: BaseException
 def _attempts(ctx: ClusterContext, invocation: Invocation) -> int:
     text = invocation.attachments.get(RETRIES_ATTACHMENT) if invocation.attachments else None
     if text is None:
-        return max(0, ctx.retries(invocation.method)) + 1
+        return max(0, ctx.settings[invocation.method].retries) + 1
     try:
         return max(0, int(text)) + 1
     except ValueError:
@@ -180,7 +204,7 @@ def _attempts(ctx: ClusterContext, invocation: Invocation) -> int:
             invocation.service,
             invocation.method,
         )
-        return max(0, ctx.retries(invocation.method)) + 1
+        return max(0, ctx.settings[invocation.method].retries) + 1
 
 
 def _route(ctx: ClusterContext, invocation: Invocation, tried: list[URL]) -> tuple[URL, ...]:
@@ -221,10 +245,10 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
         budget.deposit()
     timeout = invocation.timeout
     if timeout is None:
-        timeout = ctx.timeout(invocation.method)
+        timeout = ctx.settings[invocation.method].timeout
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        candidates = ctx.chain().route(invocation)
+        candidates = ctx.routes.chain.route(invocation)
     except NoProviderError as exc:
         raise ClusterError(invocation.service, invocation.method, [], str(exc)) from None
     provider = ctx.pick(invocation, candidates)

@@ -14,7 +14,16 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 
-__all__ = ["BoundRouter", "ExplainingRouter", "NoProviderError", "Router", "RuleError"]
+__all__ = [
+    "PASS_THROUGH",
+    "BoundRouter",
+    "ExplainingRouter",
+    "NoProviderError",
+    "Router",
+    "RuleError",
+    "SpecializingRouter",
+    "specialize",
+]
 
 
 class RuleError(ValueError):
@@ -59,6 +68,50 @@ class BoundRouter(Protocol):
         valid invocation (a rule that cannot decide passes ``candidates`` through or returns 0
         when forced)."""
         ...
+
+
+@runtime_checkable
+class SpecializingRouter(Protocol):
+    """Optional: a bound router that can say what it does to plain calls of one method.
+
+    A *plain* call carries no attachments (most calls); ``call`` is one such call of the method
+    (its request is not meant to be read). The answer is ``(router, reads_call)``: an equivalent
+    router for plain calls of that method (``self``, a cheaper one, or
+    :data:`PASS_THROUGH`), and whether its result still depends on anything in such a call
+    beyond the method -- the request, say. The chain folds routers that depend on nothing into
+    one precomputed mask (see :class:`~dubbo_py.router.chain.BoundChain`)."""
+
+    def specialize(self, call: Invocation) -> tuple[BoundRouter, bool]:
+        """``(equivalent router, reads_call)`` for plain calls of ``call.method``."""
+        ...
+
+
+def specialize(router: BoundRouter, call: Invocation) -> tuple[BoundRouter, bool]:
+    """What ``router`` does to plain calls like ``call``: its own answer if it is a
+    :class:`SpecializingRouter`, else ``(router, True)`` (it may read anything)."""
+    if isinstance(router, SpecializingRouter):
+        return router.specialize(call)
+    return router, True
+
+
+class _PassThrough:
+    """A bound router that keeps every candidate (a disabled rule, or one that cannot apply to
+    this consumer). The chain leaves it out of the per-call walk."""
+
+    def route(self, candidates: int, invocation: Invocation) -> int:
+        """Every candidate survives."""
+        return candidates
+
+    def specialize(self, call: Invocation) -> tuple[BoundRouter, bool]:
+        """Reads nothing, for any call."""
+        return self, False
+
+    def __repr__(self) -> str:
+        return "PASS_THROUGH"
+
+
+#: The shared pass-through bound router.
+PASS_THROUGH: BoundRouter = _PassThrough()
 
 
 @runtime_checkable

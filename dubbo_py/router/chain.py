@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import BoundRouter, ExplainingRouter, NoProviderError, Router
+from dubbo_py.router.base import (
+    PASS_THROUGH,
+    BoundRouter,
+    ExplainingRouter,
+    NoProviderError,
+    Router,
+    specialize,
+)
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 
@@ -33,20 +40,71 @@ def _explain(router: BoundRouter, candidates: int, invocation: Invocation) -> st
         return None
 
 
+Stages = tuple[tuple[str, BoundRouter], ...]
+
+
 @dataclass(frozen=True, eq=False)
 class BoundChain:
     """A chain bound to one snapshot; immutable, so a call in flight keeps the view it started
-    with while a notification swaps in a new one."""
+    with while a notification swaps in a new one.
+
+    Plain calls (no attachments) of one method take a shortcut planned on the method's first
+    such call: the leading routers whose result cannot depend on such a call -- the mock and
+    tag routers, a condition rule that reads only the method -- are folded into one mask, and
+    the routers after them are replaced by what they amount to for that method (a rule about
+    another method passes everything through and drops out). Only what reads the request is
+    left to run per call."""
 
     snapshot: Snapshot
-    stages: tuple[tuple[str, BoundRouter], ...]
+    stages: Stages
+    #: The stages a call walks: pass-through routers left out (they keep every candidate).
+    active: Stages = field(init=False, repr=False)
+    #: Per method, for plain calls: (mask after the folded routers, the routers left), or None
+    #: when the folded routers leave no provider (the full walk then says which one did).
+    _plans: dict[str, tuple[int, Stages] | None] = field(init=False, repr=False)
 
-    def route_mask(self, invocation: Invocation) -> int:
-        """The surviving mask; raises :class:`NoProviderError` naming the router that emptied it."""
+    def __post_init__(self) -> None:
+        active = tuple((n, r) for n, r in self.stages if r is not PASS_THROUGH)
+        object.__setattr__(self, "active", active)
+        object.__setattr__(self, "_plans", {})
+
+    def plan(self, call: Invocation) -> tuple[int, Stages] | None:
+        """The shortcut for plain calls of ``call.method`` (see the class docstring); computed
+        once per method and kept."""
+        plans = self._plans
+        method = call.method
+        if method in plans:
+            return plans[method]
+        plain = Invocation(call.service, method)
         mask = self.snapshot.all
-        if not mask:
-            raise NoProviderError(invocation.service, invocation.method, None)
-        for name, router in self.stages:
+        left: list[tuple[str, BoundRouter]] = []
+        for name, router in self.active:
+            special, reads_call = specialize(router, plain)
+            if special is PASS_THROUGH:
+                continue
+            if left or reads_call:
+                left.append((name, special))
+            else:
+                mask = special.route(mask, plain)
+        plan = (mask, tuple(left)) if mask else None
+        plans[method] = plan
+        return plan
+
+    def route(self, invocation: Invocation) -> tuple[URL, ...]:
+        """The providers this invocation may reach; raises :class:`NoProviderError` naming the
+        router that left none."""
+        snapshot = self.snapshot
+        everything = snapshot.all
+        plan = None
+        if not invocation.attachments:
+            plan = self._plans.get(invocation.method) or self.plan(invocation)
+        if plan is None:
+            mask, stages = everything, self.active
+            if not mask:
+                raise NoProviderError(invocation.service, invocation.method, None)
+        else:
+            mask, stages = plan
+        for name, router in stages:
             before = mask
             mask = router.route(mask, invocation)
             if not mask:
@@ -56,11 +114,8 @@ class BoundChain:
                     name,
                     _explain(router, before, invocation),
                 )
-        return mask
-
-    def route(self, invocation: Invocation) -> tuple[URL, ...]:
-        """The providers this invocation may reach."""
-        return self.snapshot.select(self.route_mask(invocation))
+        # Snapshot.select's full-mask shortcut written out: this runs on every call.
+        return snapshot.providers if mask == everything else snapshot.select(mask)
 
     def trace(self, invocation: Invocation) -> tuple[tuple[URL, ...], list[TraceStep]]:
         """Survivors and a per-router trace; stops (with an empty result) where a router empties

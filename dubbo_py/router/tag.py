@@ -94,6 +94,11 @@ class BoundTagRouter:
             return result
         return candidates & self.untagged
 
+    def specialize(self, call: Invocation) -> tuple[BoundTagRouter, bool]:
+        """A plain call carries no tag: only the consumer's own tag, fixed at bind time,
+        decides."""
+        return self, False
+
     def _dynamic_entry(self, tag: str, force_tag: bool) -> int | None:
         dynamic = self.dynamic
         assert dynamic is not None

@@ -25,6 +25,7 @@ from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.failback import FailbackQueue
 from dubbo_py.cluster.loadbalance import LoadBalance, get_loadbalance
+from dubbo_py.cluster.method_settings import SettingsTable
 from dubbo_py.cluster.mock import parse_mock, with_mock
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
@@ -41,7 +42,6 @@ from dubbo_py.rpc.introspect import service_of_stub
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 from dubbo_py.rpc.provider import ExportedServer, export
 from dubbo_py.rpc.settings import (
-    MethodSettings,
     base_parameters,
     check_method_options,
     resolve_settings,
@@ -122,7 +122,8 @@ class _Tuning:
         self._base = base
         self._defaults = resolve_settings(methods, base)
         self._overrides: dict[str, str] = {}
-        self.settings: dict[str, MethodSettings] = self._defaults
+        #: Read by every call of the reference; updated in place when overrides change.
+        self.settings = SettingsTable(self._defaults)
         self.loadbalance = ""
         self.balancer: LoadBalance
         self.stats: CallStats | None = None
@@ -142,7 +143,7 @@ class _Tuning:
             return False
         self._overrides = dict(overrides)
         params = {**self._base, **overrides}
-        self.settings = resolve_settings(self._methods, params, self._defaults)
+        self.settings.update(resolve_settings(self._methods, params, self._defaults))
         before = self.balancer
         try:
             self._set_balancer(params["loadbalance"])
@@ -455,11 +456,6 @@ class Application:
             m for m, o in method_options.items() if o.get("idempotent")
         )
 
-        def option_for(method: str, key: str) -> Any:
-            if key == "forks":
-                return tuning.settings[method].forks
-            return method_options.get(method, {}).get(key)
-
         # Every method's context, of either flavour (the asyncio one builds its own): a
         # consumer override of loadbalance swaps the balancer in all of them.
         contexts: list[ClusterContext] = []
@@ -467,17 +463,14 @@ class Application:
         def make_context(invoker: MethodInvoker) -> ClusterContext:
             context = ClusterContext(
                 service=spec.name,
-                chain=lambda: directory.chain,
+                routes=directory,
                 balancer=tuning.balancer,
                 call=invoker,
-                retries=lambda m: tuning.settings[m].retries,
-                timeout=lambda m: tuning.settings[m].timeout,
+                settings=tuning.settings,
                 idempotent=idempotent_methods,
                 quarantine=quarantine,
                 budget=budget,
                 empty_response=invoker.empty_response,
-                options=option_for,
-                sticky=lambda m: tuning.settings[m].sticky,
                 extras={"failback_queue": failback_queue},
             )
             contexts.append(context)

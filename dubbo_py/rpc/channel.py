@@ -64,23 +64,14 @@ class _MultiCallable:
         invoker: MethodInvoker,
         request_streaming: bool,
     ) -> None:
-        self._channel = channel
         self._service, _, self._method = path.lstrip("/").partition("/")
-        self._invoker = invoker
         # A request stream can be consumed only once, so it is never replayed on another
         # provider: client-streaming calls are fail-fast whatever the reference says.
         self._strategy = (
             failfast if request_streaming else channel.strategy_for(self._method, invoker)
         )
         self._context = channel.context_for(invoker, self._method)
-
-    def _invoke(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
-        attachments: Mapping[str, str] = self._channel.attachments
-        if metadata:
-            attachments = {**attachments, **attachments_from_metadata(metadata)}
-        # Without call metadata the channel's read-only attachments go as they are (no copy).
-        invocation = Invocation(self._service, self._method, request, attachments, timeout)
-        return self._strategy(self._context, invocation)
+        self._attachments = channel.attachments
 
     def __call__(
         self,
@@ -91,7 +82,12 @@ class _MultiCallable:
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
     ) -> Any:
-        return self._invoke(request, timeout, metadata)
+        # Without call metadata the channel's read-only attachments go as they are (no copy).
+        attachments: Mapping[str, str] = self._attachments
+        if metadata:
+            attachments = {**attachments, **attachments_from_metadata(metadata)}
+        invocation = Invocation(self._service, self._method, request, attachments, timeout)
+        return self._strategy(self._context, invocation)
 
     def with_call(
         self,
@@ -102,7 +98,7 @@ class _MultiCallable:
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
     ) -> tuple[Any, _Call]:
-        return self._invoke(request, timeout, metadata), _Call("")
+        return self(request, timeout, metadata), _Call("")
 
     def future(
         self,
@@ -114,7 +110,7 @@ class _MultiCallable:
         compression: grpc.Compression | None = None,
     ) -> futures.Future[Any]:
         """Run the call on a shared thread pool (a ``concurrent.futures.Future``)."""
-        return _shared_executor().submit(self._invoke, request, timeout, metadata)
+        return _shared_executor().submit(self, request, timeout, metadata)
 
 
 class ClusterChannel(grpc.Channel):

@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from dubbo_py.cluster.method_settings import MethodSettings
 
 __all__ = [
     "METHOD_OPTION_KEYS",
@@ -31,17 +32,6 @@ log = logging.getLogger(__name__)
 METHOD_OPTION_KEYS = frozenset(
     {"retries", "timeout", "cluster", "mock", "forks", "idempotent", "sticky"}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class MethodSettings:
-    """What one method's calls use: retries (attempts = retries + 1), default timeout in seconds
-    (None: no deadline), forks (for ``forking``) and stickiness."""
-
-    retries: int = 2
-    timeout: float | None = None
-    forks: int = 2
-    sticky: bool = False
 
 
 def check_method_options(

@@ -409,12 +409,12 @@ def test_consumer_side_override_changes_timeout_and_loadbalance(
             "  - side: consumer\n    addresses: [0.0.0.0]\n"
             "    parameters: {timeout: 300, loadbalance: roundrobin, SayHello.retries: 0}\n",
         )
-        wait_until(lambda: context.retries("SayHello") == 0, 5, "the consumer override")
+        wait_until(lambda: context.settings["SayHello"].retries == 0, 5, "the consumer override")
         assert getattr(context.balancer, "name", "") == "roundrobin"
         assert ref.stub.SayHello(hello("ada")).message == "Hello, ada!"
         assert deadlines[-1] == pytest.approx(0.3)  # timeout is in ms, as in Dubbo
         registry.delete_config(key)
-        wait_until(lambda: context.retries("SayHello") == 2, 5, "the override to go")
+        wait_until(lambda: context.settings["SayHello"].retries == 2, 5, "the override to go")
         assert ref.stub.SayHello(hello("back")).message == "Hello, back!"
         assert deadlines[-1] == pytest.approx(5.0)
         assert getattr(context.balancer, "name", "") == "random"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 import math
 import threading
+import time
 from dataclasses import dataclass
 
 from dubbo_py.cluster.loadbalance.base import (
@@ -197,17 +198,20 @@ class RoundRobinLoadBalance:
         self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
     ) -> URL:
         """The next candidate in the smooth weighted rotation."""
-        check_candidates(candidates)
-        if len(candidates) == 1:
+        # check_candidates, current_millis, the cache lookup and the purge check are written
+        # out: a steady state (same candidates, weights settled) costs this frame and next().
+        if len(candidates) < 2:
+            check_candidates(candidates)
             return candidates[0]
-        now = current_millis() if now_ms is None else now_ms
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         method = invocation.method
         schedule = self._schedules.lookup(candidates, method, now)
         if schedule is not None:
             state = schedule.state
             with state.lock:
                 if state.schedule is schedule:
-                    state.purge(now)
+                    if now > state.next_purge_ms:
+                        state.purge(now)
                     return candidates[schedule.next(now)]
         table = weight_table(candidates, method, now)
         state = self._state(candidates[0].service_key, method)

@@ -12,11 +12,12 @@ Semantics follow Apache Dubbo 3.3's ``AbstractConditionMatcher``, ``WildcardValu
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
-from dubbo_py.invocation import Invocation
+from dubbo_py.invocation import Invocation, field_names
 from dubbo_py.router.condition.rule import Clause, Glob, Key, KeyKind, Range, Ref, Value
 from dubbo_py.url import URL
 
@@ -25,6 +26,7 @@ __all__ = [
     "all_match",
     "argument_text",
     "glob_match",
+    "invocation_reader",
     "merge_clauses",
     "range_match",
     "read_invocation",
@@ -105,16 +107,19 @@ def argument_text(value: Any) -> str | None:
     return str(value)
 
 
+def _walk(value: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        if value is None:
+            return None
+        value = value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+    return value
+
+
 def _argument(invocation: Invocation, key: Key) -> str | None:
     arguments = invocation.arguments
     if key.index >= len(arguments):
         return None
-    value: Any = arguments[key.index]
-    for name in key.path:
-        if value is None:
-            return None
-        value = value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
-    return argument_text(value)
+    return argument_text(_walk(arguments[key.index], key.path))
 
 
 def read_invocation(invocation: Invocation, key: Key) -> str | None:
@@ -130,6 +135,47 @@ def read_invocation(invocation: Invocation, key: Key) -> str | None:
         value = invocation.attachments.get(key.name)
         return None if value is None else str(value)
     raise ValueError(f"{key.text()} does not read the invocation")
+
+
+def invocation_reader(key: Key) -> Callable[[Invocation], str | None]:
+    """A function reading ``key`` from an invocation, with :func:`read_invocation`'s result.
+
+    Rules run their readers on every call, so each is specialised here: the method is a
+    C-level attribute read, and ``arguments[N]`` remembers per request message type which field
+    it is and reads that one field, instead of building the whole argument tuple."""
+    if key.kind is KeyKind.METHOD:
+        return attrgetter("method")
+    if key.kind is KeyKind.ATTACHMENT:
+        name = key.name
+
+        def attachment(invocation: Invocation) -> str | None:
+            value = invocation.attachments.get(name)
+            return value if value is None or type(value) is str else str(value)
+
+        return attachment
+    if key.kind is not KeyKind.ARGUMENT:
+        return lambda invocation: read_invocation(invocation, key)
+    index, path = key.index, key.path
+    #: Message type -> the name of its field ``index`` (learnt on a type's first call).
+    field_of: dict[type, str] = {}
+
+    def argument(invocation: Invocation) -> str | None:
+        request = invocation.request
+        name = field_of.get(type(request))
+        if name is None or invocation.explicit_arguments is not None:
+            names = field_names(request)
+            if names is not None and index < len(names):
+                field_of[type(request)] = names[index]
+            return read_invocation(invocation, key)
+        try:
+            value = getattr(request, name)
+            if path:
+                value = _walk(value, path)
+        except Exception:  # as read_invocation: an unreadable field is a missing value
+            return None
+        return value if type(value) is str else argument_text(value)
+
+    return argument
 
 
 def reads_invocation(key: Key, *, when: bool) -> bool:

@@ -24,16 +24,16 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TypeVar
+from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import BoundRouter, Router
+from dubbo_py.router.base import PASS_THROUGH, BoundRouter, Router, specialize
 from dubbo_py.router.condition.matcher import (
     Matcher,
     all_match,
+    invocation_reader,
     merge_clauses,
-    read_invocation,
     reads_invocation,
     sample_value,
     url_sample,
@@ -58,22 +58,6 @@ D = TypeVar("D")
 
 #: Entries in each bound router's per-call decision cache (distinct invocation-value tuples).
 DEFAULT_CACHE_SIZE = 512
-
-
-class _PassThrough:
-    """A bound router that keeps every candidate (disabled rule, or a when side that cannot
-    match this consumer)."""
-
-    def route(self, candidates: int, invocation: Invocation) -> int:
-        """Every candidate survives."""
-        return candidates
-
-    def __repr__(self) -> str:
-        return "PASS_THROUGH"
-
-
-#: The shared pass-through bound router.
-PASS_THROUGH: BoundRouter = _PassThrough()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,40 +133,42 @@ class _Probe:
                     keys.append(matcher.key)
         self.keys: tuple[Key, ...] = tuple(keys)
         self._slot = {key: i for i, key in enumerate(keys)}
-        self._readers = tuple(_reader(key) for key in keys)
+        self._readers = tuple(invocation_reader(key) for key in keys)
         #: ``read(invocation)``: the values of :attr:`keys` (``None`` where missing). Chosen
         #: once here: this runs for every rule on every call.
         self.read: Callable[[Invocation], tuple[str | None, ...]]
+        readers = self._readers
+        if len(readers) == 1:
+            (only,) = readers
+            self.read = lambda invocation: (only(invocation),)
+        elif len(readers) == 2:
+            first, second = readers
+            self.read = lambda invocation: (first(invocation), second(invocation))
+        else:
+            self.read = lambda invocation: tuple([r(invocation) for r in readers])
+
+    @property
+    def reads_request(self) -> bool:
+        """Whether any key reads the request (``arguments[N]``)."""
+        return any(key.kind is KeyKind.ARGUMENT for key in self.keys)
+
+    def memoized(
+        self, decide: Callable[[tuple[str | None, ...]], D], size: int
+    ) -> tuple[Callable[[Invocation], Any], Callable[[Any], D]]:
+        """``(read, decide)`` for the call path: ``decide(read(invocation))`` is
+        ``decide(self.read(invocation))``, remembering the last ``size`` distinct values.
+
+        A rule that reads one value (the common case) reads it bare, without a tuple around
+        it, so that a call costs the reader alone and a C-level cache hit."""
         if len(self._readers) == 1:
             (only,) = self._readers
-            self.read = lambda invocation: (only(invocation),)
-        else:
-            readers = self._readers
-            self.read = lambda invocation: tuple([r(invocation) for r in readers])
+            return only, lru_cache(maxsize=size)(lambda value: decide((value,)))
+        return self.read, lru_cache(maxsize=size)(decide)
 
     def holds(self, matchers: tuple[Matcher, ...], values: tuple[str | None, ...]) -> bool:
         """Do all ``matchers`` hold for the values :meth:`read` returned?"""
         slot = self._slot
         return all(m.test(values[slot[m.key]]) for m in matchers)
-
-
-def _reader(key: Key) -> Callable[[Invocation], str | None]:
-    """A function reading ``key`` from an invocation, as :func:`read_invocation` does."""
-    if key.kind is KeyKind.METHOD:
-        return _method
-    if key.kind is KeyKind.ATTACHMENT:
-        name = key.name
-
-        def attachment(invocation: Invocation) -> str | None:
-            value = invocation.attachments.get(name)
-            return value if value is None or type(value) is str else str(value)
-
-        return attachment
-    return lambda invocation: read_invocation(invocation, key)
-
-
-def _method(invocation: Invocation) -> str | None:
-    return invocation.method
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +184,10 @@ class _Fixed:
         survivors = candidates & self.mask
         return survivors if survivors or self.final else candidates
 
+    def specialize(self, call: Invocation) -> tuple[BoundRouter, bool]:
+        """Reads nothing, for any call."""
+        return self, False
+
 
 # --------------------------------------------------------------------------- one rule
 
@@ -211,12 +201,14 @@ class BoundConditionRouter:
     """One rule bound to a snapshot. ``route`` reads only the invocation values the rule needs
     and intersects precomputed masks."""
 
-    probe: _Probe
-    decide: Callable[[tuple[str | None, ...]], _Decision]
+    read: Callable[[Invocation], Any]
+    decide: Callable[[Any], _Decision]
+    #: Whether the rule reads the request (``arguments[N]``), not just the method/attachments.
+    reads_request: bool = True
 
     def route(self, candidates: int, invocation: Invocation) -> int:
         """Survivors among ``candidates``, Dubbo's ``ConditionStateRouter.doRoute`` semantics."""
-        decision = self.decide(self.probe.read(invocation))
+        decision = self.decide(self.read(invocation))
         if decision is None:
             return candidates
         mask, final = decision
@@ -224,6 +216,14 @@ class BoundConditionRouter:
         if survivors or final:
             return survivors
         return candidates
+
+    def specialize(self, call: Invocation) -> tuple[BoundRouter, bool]:
+        """For plain calls of one method a rule that does not read the request is decided
+        once: it passes everything through or keeps a fixed mask."""
+        if self.reads_request:
+            return self, True
+        decision = self.decide(self.read(call))
+        return (PASS_THROUGH if decision is None else _Fixed(*decision)), False
 
 
 @dataclass(frozen=True)
@@ -271,18 +271,8 @@ class ConditionRouter:
         if not probe.keys:  # nothing to read per call: decide now
             decision = decide(())
             return PASS_THROUGH if decision is None else _Fixed(*decision)
-        return BoundConditionRouter(probe, _cached(decide, probe, self.cache_size))
-
-
-def _cached(
-    decide: Callable[[tuple[str | None, ...]], D], probe: _Probe, size: int
-) -> Callable[[tuple[str | None, ...]], D]:
-    """Decisions depend only on the probed values: a rule that reads none decides once, now;
-    others remember the last ``size`` distinct value tuples."""
-    if not probe.keys:
-        fixed = decide(())
-        return lambda _values: fixed
-    return lru_cache(maxsize=size)(decide)
+        read, cached = probe.memoized(decide, self.cache_size)
+        return BoundConditionRouter(read, cached, probe.reads_request)
 
 
 # --------------------------------------------------------------------------- v3.1 multi-destination
@@ -309,8 +299,8 @@ _MultiDecision = tuple[tuple[int, int], ...] | None
 class BoundMultiDestinationRouter:
     """One v3.1 condition bound to a snapshot."""
 
-    probe: _Probe
-    decide: Callable[[tuple[str | None, ...]], _MultiDecision]
+    read: Callable[[Invocation], Any]
+    decide: Callable[[Any], _MultiDecision]
     force: bool
     ratio: int
     rng: Callable[[], float]
@@ -318,7 +308,7 @@ class BoundMultiDestinationRouter:
     def route(self, candidates: int, invocation: Invocation) -> int:
         """Dubbo's ``MultiDestConditionRouter.doRoute``: among the destinations with survivors
         pick one by weight; keep it if it holds more than ``ratio`` percent of the candidates."""
-        decision = self.decide(self.probe.read(invocation))
+        decision = self.decide(self.read(invocation))
         if decision is None:
             return candidates
         if not decision:
@@ -393,8 +383,8 @@ class MultiDestinationRouter:
                 for split, mask, weight in targets
             )
 
-        cached = _cached(decide, probe, self.cache_size)
-        return BoundMultiDestinationRouter(probe, cached, self.force, self.ratio, self.rng)
+        read, cached = probe.memoized(decide, self.cache_size)
+        return BoundMultiDestinationRouter(read, cached, self.force, self.ratio, self.rng)
 
 
 # --------------------------------------------------------------------------- a YAML document
@@ -414,6 +404,22 @@ class BoundRuleSet:
             if not candidates:
                 break
         return candidates
+
+    def specialize(self, call: Invocation) -> tuple[BoundRouter, bool]:
+        """The members that still do something for plain calls of ``call.method``; a single one
+        stands for the set."""
+        members: list[BoundRouter] = []
+        reads_call = False
+        for member in self.members:
+            special, reads = specialize(member, call)
+            if special is not PASS_THROUGH:
+                members.append(special)
+                reads_call = reads_call or reads
+        if not members:
+            return PASS_THROUGH, False
+        if len(members) == 1:
+            return members[0], reads_call
+        return BoundRuleSet(tuple(members)), reads_call
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,38 @@
+"""What one method's calls use — retries, default timeout, forks, stickiness — and the table of
+them a reference's cluster context reads on every call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MethodSettings", "SettingsTable"]
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSettings:
+    """What one method's calls use: retries (attempts = retries + 1), default timeout in seconds
+    (None: no deadline), forks (for ``forking``) and stickiness."""
+
+    retries: int = 2
+    timeout: float | None = None
+    forks: int = 2
+    sticky: bool = False
+
+
+class SettingsTable(dict[str, MethodSettings]):
+    """Settings by method name; a method not in the table gets ``default``.
+
+    A plain ``dict`` underneath, so reading a method's settings on the call path is one C-level
+    lookup; whoever owns the table (a reference, as overrides arrive) updates it in place, and
+    a call in flight keeps the :class:`MethodSettings` it already read."""
+
+    def __init__(
+        self,
+        settings: dict[str, MethodSettings] | None = None,
+        default: MethodSettings | None = None,
+    ) -> None:
+        super().__init__(settings or {})
+        self.default = default or MethodSettings()
+
+    def __missing__(self, method: str) -> MethodSettings:
+        return self.default
