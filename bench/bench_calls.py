@@ -1,65 +1,37 @@
 """Calls per second through dubbo-py against a raw grpcio stub, in the same run.
 
-    python bench/bench_calls.py [--seconds 3] [--rounds 3] [--threads 1 8] [--no-zookeeper]
+    python bench/bench_calls.py [--seconds 1] [--rounds 20] [--threads 1 8] [--no-zookeeper]
 
 One provider process (examples/quickstart/provider.py) serves every variant, so the only
 difference is the client path: a raw ``GreeterStub(grpc.insecure_channel(...))``, dubbo-py with a
 direct ``tri://`` address, and dubbo-py through a real ZooKeeper registry (started here from
-Debian's jars). Variants are interleaved round by round so machine noise hits them alike; the
-figure reported is the median of the rounds, and ratios are against raw grpcio.
+Debian's jars). Variants are interleaved round by round so machine noise hits them alike (see
+``bench/interleave.py`` for the figures printed); ratios are against raw grpcio.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
 import _paths  # noqa: E402,F401
 import grpc  # noqa: E402
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
+from interleave import HEADER, Call, compare  # noqa: E402
 
 import dubbo_py  # noqa: E402
 from tests.support.processes import ProviderProcess  # noqa: E402
 
-Call = Callable[[], Any]
-
-
-def measure(call: Call, threads: int, seconds: float) -> float:
-    """Calls/s with ``threads`` threads each calling in a loop for ``seconds``."""
-    counts = [0] * threads
-    stop = threading.Event()
-
-    def worker(i: int) -> None:
-        n = 0
-        while not stop.is_set():
-            call()
-            n += 1
-        counts[i] = n
-
-    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    start = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for t in pool:
-        t.join()
-    return sum(counts) / (time.perf_counter() - start)
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--no-zookeeper", action="store_true")
     args = parser.parse_args()
@@ -91,16 +63,11 @@ def main() -> None:
         for call in variants.values():  # warm up channels and caches
             for _ in range(200):
                 call()
-        print(f"# {args.rounds} rounds x {args.seconds}s per variant, median calls/s")
+        print(f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved")
+        print(HEADER)
         for threads in args.threads:
-            results: dict[str, list[float]] = {name: [] for name in variants}
-            for _ in range(args.rounds):
-                for name, call in variants.items():
-                    results[name].append(measure(call, threads, args.seconds))
-            base = statistics.median(results["raw grpcio"])
-            for name, values in results.items():
-                med = statistics.median(values)
-                print(f"threads={threads:<2} {name:<24} {med:9.0f} calls/s  ratio {med / base:.3f}")
+            result = compare(variants, threads, args.rounds, args.seconds, [provider.pid])
+            print("\n".join(result.lines()), flush=True)
         direct_app.close()
         if registry_app is not None:
             registry_app.close()

@@ -1,17 +1,16 @@
 """Calls per second through dubbo-py's full call path against raw grpcio, in the same run.
 
-    python bench/bench_full_path.py [--seconds 2] [--rounds 7] [--threads 1 8] [--providers 3]
+    python bench/bench_full_path.py [--seconds 1] [--rounds 20] [--threads 1 8] [--providers 3]
 
 The full path: a ZooKeeper registry directory (a real server, started here from Debian's jars),
 three condition rules in the chain (two that read the call -- method and arguments[0] -- and one
-that reads the consumer), the built-in routers of ``dubbo_py.router.factory`` (tag and mock, once
-merged; the script prints the chain it measured), ``roundrobin`` and ``failover`` with the retry
+that reads the consumer), the built-in routers of ``dubbo_py.router.factory`` (tag and mock; the
+script prints the chain it measured), ``roundrobin`` and ``failover`` with the retry
 budget and the quarantine in place. The raw side cycles over plain ``GreeterStub`` s of the same
 provider processes with the same deadline per call, so both clients spread the same work over
 the same servers and the only difference is the client path. Variants are interleaved round by
-round (the first alternating) so machine noise hits them alike; the figures are the median of
-the rounds, ratios are against raw grpcio, and the per-round ratios (their median and range)
-say how noisy the machine was. The client process's CPU time per call is printed too.
+round so machine noise hits them alike (``bench/interleave.py`` explains the figures printed);
+ratios are against raw grpcio.
 
 ``--overhead`` instead times the client path alone (the gRPC call replaced by a canned reply);
 ``--profile FILE`` runs the dubbo-py client alone under cProfile for ``--seconds`` and
@@ -23,7 +22,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import itertools
-import statistics
 import sys
 import time
 import timeit
@@ -32,9 +30,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+import bench_calls  # noqa: E402,F401  (puts the demo protos on sys.path)
 import grpc  # noqa: E402
-from bench_calls import Call, measure  # noqa: E402  (also puts the demo protos on sys.path)
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
+from interleave import HEADER, Call, compare  # noqa: E402
 
 import dubbo_py  # noqa: E402
 from dubbo_py.router import factory  # noqa: E402
@@ -55,15 +54,6 @@ conditions:
   - 'arguments[0] = vip => region = gold'
   - 'application = reporting => port = 1'
 """
-
-
-def measure_with_cpu(call: Call, threads: int, seconds: float) -> tuple[float, float]:
-    """(calls/s, client CPU seconds per call) for one :func:`measure` run. CPU time is less
-    disturbed than wall time by other work on a shared machine."""
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    rate = measure(call, threads, seconds)
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    return rate, cpu / max(1.0, rate * wall)
 
 
 def print_overhead(ref: Any, request: Any, calls: int = 100_000, repeats: int = 5) -> None:
@@ -92,8 +82,8 @@ def chain_description(ref: Any) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--providers", type=int, default=3)
     parser.add_argument("--profile", metavar="FILE", default=None)
@@ -163,31 +153,11 @@ def main() -> None:
             print(f"# profile written to {args.profile}")
             return
 
-        print(
-            f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved; median calls/s,"
-            " and the client process's CPU time per call (median µs)"
-        )
+        print(f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved")
+        print(HEADER)
         for threads in args.threads:
-            rates: dict[str, list[float]] = {name: [] for name in variants}
-            cpu: dict[str, list[float]] = {name: [] for name in variants}
-            for round_no in range(args.rounds):
-                # Alternate which variant goes first so a drift in machine load is shared.
-                order = list(variants) if round_no % 2 == 0 else list(reversed(variants))
-                for name in order:
-                    rate, cpu_per_call = measure_with_cpu(variants[name], threads, args.seconds)
-                    rates[name].append(rate)
-                    cpu[name].append(cpu_per_call)
-            raw = rates["raw grpcio"]
-            base = statistics.median(raw)
-            for name, values in rates.items():
-                med = statistics.median(values)
-                ratios = sorted(v / r for v, r in zip(values, raw, strict=True))
-                print(
-                    f"threads={threads:<2} {name:<20} {med:7.0f} calls/s  ratio {med / base:.3f}"
-                    f"  per-round ratio median {statistics.median(ratios):.3f}"
-                    f" ({ratios[0]:.2f}..{ratios[-1]:.2f})"
-                    f"  client CPU {statistics.median(cpu[name]) * 1e6:5.0f} µs/call"
-                )
+            result = compare(variants, threads, args.rounds, args.seconds, [p.pid for p in started])
+            print("\n".join(result.lines()), flush=True)
     finally:
         app.close()
         for channel in raw_channels:

@@ -1,0 +1,146 @@
+"""Throughput of several client variants measured in interleaved rounds, for the calls/s benchmarks.
+
+On a small shared machine wall-clock throughput drifts and jumps by tens of percent from one
+second to the next (other tenants, CPU steal), far more than the differences being measured. So
+every variant runs once per round, in an order that alternates round by round (A B, B A, ...), and
+the figures compare variants *within* rounds:
+
+* ``ratio``: the variant's calls over its time, summed over all rounds, against the baseline's;
+* ``per-round``: the median of the per-round ratios, with the quartiles (the middle half of the
+  rounds lies between them), which says how far one round can be trusted.
+
+CPU time per call is also kept, for the client process and for the provider processes: when both
+cores are saturated, throughput is set by the CPU a call costs on *both* sides.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Call = Callable[[], Any]
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One variant's run in one round."""
+
+    calls: int
+    seconds: float
+    client_cpu: float
+    provider_cpu: float
+
+    @property
+    def rate(self) -> float:
+        """Calls per second."""
+        return self.calls / self.seconds
+
+
+def run(call: Call, threads: int, seconds: float, providers: Sequence[int] = ()) -> Run:
+    """``threads`` threads calling ``call`` in a loop for ``seconds``."""
+    counts = [0] * threads
+    stop = threading.Event()
+
+    def worker(i: int) -> None:
+        n = 0
+        while not stop.is_set():
+            call()
+            n += 1
+        counts[i] = n
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    served0 = sum(process_cpu(pid) for pid in providers)
+    cpu0 = time.process_time()
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
+    served = sum(process_cpu(pid) for pid in providers) - served0
+    return Run(sum(counts), elapsed, cpu, served)
+
+
+@dataclass
+class Comparison:
+    """Every variant's runs, round by round; the first variant is the baseline."""
+
+    threads: int
+    runs: dict[str, list[Run]] = field(default_factory=dict)
+
+    @property
+    def baseline(self) -> str:
+        """The variant ratios are taken against."""
+        return next(iter(self.runs))
+
+    def rate(self, name: str) -> float:
+        """Calls per second over all rounds."""
+        runs = self.runs[name]
+        return sum(r.calls for r in runs) / sum(r.seconds for r in runs)
+
+    def ratio(self, name: str) -> float:
+        """Overall calls/s against the baseline's."""
+        return self.rate(name) / self.rate(self.baseline)
+
+    def round_ratios(self, name: str) -> list[float]:
+        """Calls/s against the baseline's in the same round, sorted."""
+        pairs = zip(self.runs[name], self.runs[self.baseline], strict=True)
+        return sorted(r.rate / b.rate for r, b in pairs)
+
+    def cpu_per_call(self, name: str) -> tuple[float, float]:
+        """(client, providers) CPU seconds per call over all rounds."""
+        runs = self.runs[name]
+        calls = max(1, sum(r.calls for r in runs))
+        return sum(r.client_cpu for r in runs) / calls, sum(r.provider_cpu for r in runs) / calls
+
+    def lines(self) -> list[str]:
+        """One line per variant."""
+        out = []
+        for name in self.runs:
+            ratios = self.round_ratios(name)
+            low, mid, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            client, served = self.cpu_per_call(name)
+            out.append(
+                f"threads={self.threads:<2} {name:<24} {self.rate(name):7.0f} calls/s"
+                f"  ratio {self.ratio(name):.3f}"
+                f"  per-round {mid:.3f} [{low:.3f}, {high:.3f}]"
+                f"  CPU/call client {client * 1e6:4.0f} µs, providers {served * 1e6:4.0f} µs"
+            )
+        return out
+
+
+def compare(
+    variants: dict[str, Call],
+    threads: int,
+    rounds: int,
+    seconds: float,
+    providers: Sequence[int] = (),
+) -> Comparison:
+    """Run every variant once per round, alternating the order round by round."""
+    result = Comparison(threads, {name: [] for name in variants})
+    names = list(variants)
+    for round_no in range(rounds):
+        for name in names if round_no % 2 == 0 else reversed(names):
+            result.runs[name].append(run(variants[name], threads, seconds, providers))
+    return result
+
+
+HEADER = (
+    "# ratio: calls/s over all rounds against the first variant's; per-round: median ratio"
+    " within a round [quartiles]; CPU time per call of this process and of the providers"
+)
