@@ -6,7 +6,8 @@ The full path: a ZooKeeper registry directory (a real server, started here from 
 three condition rules in the chain (two that read the call -- method and arguments[0] -- and one
 that reads the consumer), the built-in routers of ``dubbo_py.router.factory`` (tag and mock; the
 script prints the chain it measured), ``roundrobin`` and ``failover`` with the retry
-budget and the quarantine in place. The raw side cycles over plain ``GreeterStub`` s of the same
+budget and the quarantine in place; the providers are past their warmup (started with
+``--warmup 0``). The raw side cycles over plain ``GreeterStub`` s of the same
 provider processes with the same deadline per call, so both clients spread the same work over
 the same servers and the only difference is the client path. Variants are interleaved round by
 round so machine noise hits them alike (``bench/interleave.py`` explains the figures printed);
@@ -98,7 +99,10 @@ def main() -> None:
     zk = ZooKeeperServer()
     zk.start()
     registry = f"zookeeper://{zk.address}/bench-full"
-    started = [ProviderProcess(registry).start() for _ in range(args.providers)]
+    # Providers past their warmup, as in a steady deployment: during warmup (10 minutes by
+    # default) every balancer deliberately sends a new provider less traffic, which the raw
+    # side's plain rotation does not, so the comparison would be of two traffic shapes.
+    started = [ProviderProcess(registry, "--warmup", "0").start() for _ in range(args.providers)]
     app = dubbo_py.Application("bench-full", registry=registry)
     raw_channels = [grpc.insecure_channel(p.address) for p in started]
     try:

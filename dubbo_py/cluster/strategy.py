@@ -243,15 +243,21 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
     budget = ctx.budget
     if budget is not None:
         budget.deposit()
+    settings = ctx.settings[invocation.method]
     timeout = invocation.timeout
     if timeout is None:
-        timeout = ctx.settings[invocation.method].timeout
+        timeout = settings.timeout
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
         candidates = ctx.routes.chain.route(invocation)
     except NoProviderError as exc:
         raise ClusterError(invocation.service, invocation.method, [], str(exc)) from None
-    provider = ctx.pick(invocation, candidates)
+    quarantine = ctx.quarantine
+    if not settings.sticky and (quarantine is None or not quarantine.addresses):
+        # ctx.pick's common case (nothing quarantined, not sticky, nothing tried yet).
+        provider = ctx.balancer.select(candidates, invocation)
+    else:
+        provider = ctx.pick(invocation, candidates)
     try:
         return ctx.call(provider, invocation, timeout)
     except grpc.RpcError as error:

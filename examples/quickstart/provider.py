@@ -43,13 +43,19 @@ def make_greeter(
     tag: str | None,
     shards: int | None = None,
     record: str | None = None,
+    warmup: int = 600_000,
 ) -> Any:
     """A Greeter servicer class declared as a dubbo-py provider with these options; ``record``
-    names a file that gets one line per call (see :class:`CallLog`)."""
+    names a file that gets one line per call (see :class:`CallLog`); ``warmup`` is the ms over
+    which the provider's weight ramps up after it starts."""
     calls = CallLog(record)
 
     @dubbo_py.service(
-        version=version, shard=shard, shards=shards, tags={"dubbo.tag": tag} if tag else None
+        version=version,
+        shard=shard,
+        shards=shards,
+        tags={"dubbo.tag": tag} if tag else None,
+        warmup=warmup,
     )
     class Greeter(greeter_pb2_grpc.GreeterServicer):
         address = ""
@@ -88,10 +94,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tag", default=None)
     parser.add_argument("--grace", type=float, default=2.0)
     parser.add_argument("--record", default=None, help="append one line per call to this file")
+    parser.add_argument(
+        "--warmup", type=int, default=600_000, help="ms over which the weight ramps up (0: none)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="provider %(levelname)s %(message)s")
 
-    greeter = make_greeter(args.version, args.shard, args.tag, args.shards, args.record)
+    greeter = make_greeter(
+        args.version, args.shard, args.tag, args.shards, args.record, warmup=args.warmup
+    )
     app = dubbo_py.Application(args.application, registry=args.registry)
     server = app.start(greeter, port=args.port)
     greeter.address = server.address
