@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -43,13 +44,31 @@ def field_names(request: Any) -> tuple[str, ...] | None:
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
+def _fields_getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    if not names:
+        return lambda _request: ()
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        return lambda request: (one(request),)
+    getter: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*names)
+    return getter
+
+
+#: One C-level getter per message type: consistent hashing, shard and script rules read the
+#: whole argument tuple on every call.
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+
 def request_arguments(request: Any) -> tuple[Any, ...]:
     """What ``arguments[N]`` sees for a protobuf request: its top-level fields in declaration
     order. gRPC methods take one message, so its fields play the role of Java's argument list."""
-    names = field_names(request)
-    if names is None:
-        return () if request is None else (request,)
-    return tuple([getattr(request, name) for name in names])
+    getter = _GETTERS.get(type(request))
+    if getter is None:
+        names = field_names(request)
+        if names is None:
+            return () if request is None else (request,)
+        getter = _GETTERS.setdefault(type(request), _fields_getter(names))
+    return getter(request)
 
 
 _NO_ATTACHMENTS: Mapping[str, str] = MappingProxyType({})

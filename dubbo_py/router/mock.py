@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dubbo_py.invocation import MOCK_ATTACHMENT, Invocation
+from dubbo_py.invocation import Invocation
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 
@@ -34,11 +34,9 @@ class BoundMockRouter:
 
     def route(self, candidates: int, invocation: Invocation) -> int:
         """Mock providers for calls that want them, the others for every other call."""
-        # Invocation.wants_mock written out: this runs on every call.
-        wants = invocation.attachments.get(MOCK_ATTACHMENT)
-        if wants is not None and wants.lower() == "true":
-            return candidates & self.mocked
-        return candidates & self.normal
+        # Calls without attachments never get here: the chain's per-method plan folds this
+        # router into its precomputed mask (see ``specialize``).
+        return candidates & (self.mocked if invocation.wants_mock else self.normal)
 
     def specialize(self, call: Invocation) -> tuple[BoundMockRouter, bool]:
         """A plain call never asks for mocks: its result is fixed."""
