@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from fractions import Fraction
 from typing import Any
 
@@ -147,3 +148,42 @@ def test_granted_retries_bounded_over_time(
             last_slice = int((clock.now - start) // (ttl / 10))
     reserve = int(min_rate * ttl)
     assert granted <= Fraction(ratio) * requests + reserve * (last_slice // 10 + 1)
+
+
+def test_counted_requests_are_credited_in_the_slice_they_were_counted_in() -> None:
+    # The call path counts with count_request (folding first when a slice ended), as
+    # deposit() does: credits expire a ttl after the slice they were earned in.
+    clock = Clock()
+    budget = RetryBudget(ratio=0.5, min_retries_per_second=0, ttl=10, clock=clock)
+
+    def count() -> None:
+        if budget.clock() >= budget.next_fold:
+            budget.fold()
+        budget.count_request()
+
+    for _ in range(10):
+        count()
+    clock.now += 5
+    for _ in range(10):
+        count()
+    assert budget.balance() == 10
+    clock.now += 5  # the first ten expire, the second ten are 5 s old
+    assert budget.balance() == 5
+    clock.now += 5
+    assert budget.balance() == 0
+
+
+def test_concurrent_deposits_are_all_counted() -> None:
+    budget = RetryBudget(ratio=1.0, min_retries_per_second=0, clock=Clock())
+
+    def work() -> None:
+        for _ in range(5_000):
+            budget.deposit()
+            budget.count_request()
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert budget.balance() == 8 * 5_000 * 2

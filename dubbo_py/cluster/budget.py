@@ -11,6 +11,12 @@ class. Amounts are integers: ``ratio`` is held as the fraction ``p / q`` nearest
 ``q <= 10**6`` (exact for ratios such as 0.1, 0.2, 0.25); a deposit adds ``p`` units, a retry
 costs ``q``, and the reserve is ``floor(min_retries_per_second * ttl * q)`` units.
 
+Counting a request is lock-free (an append to a list, C-level, so the call path pays no Python
+frame for it). The counts are folded into the window by the first deposit past a slice boundary
+(before it counts itself) and whenever a retry asks; requests counted since the last fold are
+credited to that fold's slice, which is where they were made -- or, if a caller skipped the
+fold, earlier, so a credit can expire early but never outlives its slice.
+
 Guarantee: between two instants less than ``ttl / 10`` apart (in particular, with a frozen
 clock), ``retries granted <= ratio * requests + min_retries_per_second * ttl``. Over a longer
 stretch whose withdrawals fall in slices ``0 .. k`` (slice = ``ttl / 10``), the reserve term is
@@ -24,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from fractions import Fraction
+from functools import partial
 
 __all__ = ["RetryBudget"]
 
@@ -67,6 +74,16 @@ class RetryBudget:
         self._slot_index = 0  # absolute index of the newest slice
         self._sum = 0
         self._lock = threading.Lock()
+        self._pending: list[None] = []
+        #: The clock this budget reads (seconds, monotonic).
+        self.clock = clock
+        #: Counts one request without crediting it yet (a C-level call: no Python frame). A
+        #: caller that uses it instead of :meth:`deposit` must first call :meth:`fold` when
+        #: ``clock() >= next_fold``, as :meth:`deposit` does; otherwise requests are credited
+        #: to the slice of the last fold and expire early (never late).
+        self.count_request: Callable[[], None] = partial(self._pending.append, None)
+        #: When the current slice ends (on :attr:`clock`): the next deposit after it folds.
+        self.next_fold = self._origin + self._slice_width
 
     @property
     def ratio(self) -> Fraction:
@@ -78,38 +95,44 @@ class RetryBudget:
         """Retries available with no request at all (``min_retries_per_second * ttl``)."""
         return self._reserve // self._withdrawal
 
-    def _advance(self) -> None:
-        # Caller holds the lock.
-        self._advance_to(int((self._clock() - self._origin) // self._slice_width))
+    def _fold(self) -> None:
+        # Caller holds the lock. Credit the requests counted since the last fold to that fold's
+        # slice, then zero the slices that fell out of the window since.
+        now = int((self._clock() - self._origin) // self._slice_width)
+        pending = self._pending
+        counted = len(pending)
+        if counted:
+            # Appends racing with this land after the first `counted` items: they stay.
+            del pending[:counted]
+            credit = counted * self._deposit
+            self._slots[self._slot_index % _SLICES] += credit
+            self._sum += credit
+        if now > self._slot_index:
+            steps = min(now - self._slot_index, _SLICES)
+            for k in range(1, steps + 1):
+                slot = (self._slot_index + k) % _SLICES
+                self._sum -= self._slots[slot]
+                self._slots[slot] = 0
+            self._slot_index = now
+        self.next_fold = self._origin + (self._slot_index + 1) * self._slice_width
 
-    def _advance_to(self, now: int) -> None:
-        # Caller holds the lock. Zero the slices that fell out of the window since last time.
-        if now <= self._slot_index:
-            return
-        steps = min(now - self._slot_index, _SLICES)
-        for k in range(1, steps + 1):
-            slot = (self._slot_index + k) % _SLICES
-            self._sum -= self._slots[slot]
-            self._slots[slot] = 0
-        self._slot_index = now
+    def fold(self) -> None:
+        """Credit the requests counted since the last fold and move the window to now."""
+        with self._lock:
+            self._fold()
 
     def deposit(self) -> None:
         """Credit one request."""
-        if not self._deposit:
-            return
-        # Every call deposits: the slice is computed here and the window moved only when a
-        # slice boundary was crossed (a tenth of the TTL), to keep the common case one frame.
-        now = int((self._clock() - self._origin) // self._slice_width)
-        with self._lock:
-            if now > self._slot_index:
-                self._advance_to(now)
-            self._slots[self._slot_index % _SLICES] += self._deposit
-            self._sum += self._deposit
+        # Fold first: what is pending then was all counted in the fold's slice, so credits
+        # land in the slice they were earned in.
+        if self._clock() >= self.next_fold:
+            self.fold()
+        self._pending.append(None)
 
     def try_withdraw(self) -> bool:
         """Take one retry if the budget allows it; False leaves the budget untouched."""
         with self._lock:
-            self._advance()
+            self._fold()
             if self._reserve + self._sum < self._withdrawal:
                 return False
             self._slots[self._slot_index % _SLICES] -= self._withdrawal
@@ -119,7 +142,7 @@ class RetryBudget:
     def balance(self) -> int:
         """Retries that could be made now (never negative)."""
         with self._lock:
-            self._advance()
+            self._fold()
             return max(0, (self._reserve + self._sum) // self._withdrawal)
 
     def __repr__(self) -> str:

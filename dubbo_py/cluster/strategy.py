@@ -40,6 +40,7 @@ __all__ = [
     "FixedRoutes",
     "QuarantineView",
     "Strategy",
+    "continue_failover",
     "failfast",
     "failover",
     "failsafe",
@@ -262,7 +263,7 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
         return ctx.call(provider, invocation, timeout)
     except grpc.RpcError as error:
         # Everything past the first attempt lives apart, off the path of calls that succeed.
-        return _fail_over(ctx, invocation, deadline, provider, error)
+        return continue_failover(ctx, invocation, deadline, provider, error)
 
 
 class Attempts:
@@ -325,13 +326,15 @@ class Attempts:
         return _failure(self.invocation, self.tried, self.last, reason)
 
 
-def _fail_over(
+def continue_failover(
     ctx: ClusterContext,
     invocation: Invocation,
     deadline: float | None,
     provider: URL,
     error: grpc.RpcError,
 ) -> Any:
+    """Failover after its first attempt, on ``provider``, failed with ``error`` (the request
+    already counted in the retry budget; ``deadline`` on ``time.monotonic``, or None)."""
     attempts = Attempts(ctx, invocation, deadline)
     attempts.failed(provider, error)
     for provider in attempts:

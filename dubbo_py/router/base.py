@@ -8,7 +8,8 @@ candidate mask and an invocation to a mask, evaluating only what reads the invoc
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Hashable
+from typing import Any, Protocol, runtime_checkable
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.snapshot import Snapshot
@@ -17,11 +18,15 @@ from dubbo_py.url import URL
 __all__ = [
     "PASS_THROUGH",
     "BoundRouter",
+    "Decision",
     "ExplainingRouter",
+    "Lookup",
+    "LookupRouter",
     "NoProviderError",
     "Router",
     "RuleError",
     "SpecializingRouter",
+    "lookups",
     "specialize",
 ]
 
@@ -92,6 +97,35 @@ def specialize(router: BoundRouter, call: Invocation) -> tuple[BoundRouter, bool
     if isinstance(router, SpecializingRouter):
         return router.specialize(call)
     return router, True
+
+
+#: What a condition-style router decides for one call: ``None`` keeps every candidate;
+#: ``(mask, final)`` keeps ``candidates & mask``, or -- when that is empty and ``final`` is
+#: False -- the candidates it was given (Dubbo's non-forced rule).
+Decision = tuple[int, bool] | None
+#: ``(read, decide)``: ``decide(read(request))`` is a router's :data:`Decision` for a plain call
+#: whose request is of one message type. Both are meant to be C-level callables (an
+#: ``attrgetter``, an ``lru_cache`` hit) so that a call plan runs them without a Python frame.
+Lookup = tuple[Callable[[Any], Hashable], Callable[[Any], Decision]]
+
+
+@runtime_checkable
+class LookupRouter(Protocol):
+    """Optional: a specialized router (see :class:`SpecializingRouter`) whose decision for a
+    plain call is a lookup keyed by what it reads from the request."""
+
+    def lookups(self, request_type: type) -> tuple[Lookup, ...] | None:
+        """Lookups applied in order, each to the survivors of the one before, equivalent to
+        ``route`` for plain calls whose request is a ``request_type``; ``None`` when this
+        router cannot say so for that type."""
+        ...
+
+
+def lookups(router: BoundRouter, request_type: type) -> tuple[Lookup, ...] | None:
+    """``router``'s lookups for plain calls with a ``request_type`` request, or ``None``."""
+    if isinstance(router, LookupRouter):
+        return router.lookups(request_type)
+    return None
 
 
 class _PassThrough:

@@ -499,10 +499,12 @@ class Application:
             if gone:
                 channel.forget(gone)
             if tuning.update(directory.consumer_overrides):
-                for context in contexts:
-                    context.balancer = tuning.balancer
+                # Statistics first: a call plan compiled for the new balancer must see whether
+                # calls are to be recorded (plans are current only while the balancer is).
                 for invoker in channel.invokers:
                     invoker.stats = tuning.stats
+                for context in contexts:
+                    context.balancer = tuning.balancer
 
         def on_quarantine(event: QuarantineEvent) -> None:
             # A revived provider's old channel may be deep in reconnect backoff: start afresh.

@@ -10,13 +10,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
+from time import monotonic, time_ns
 from types import MappingProxyType
 from typing import Any
 
 import grpc
 
+from dubbo_py.cluster.plan import CallPlan, compile_plan
 from dubbo_py.cluster.stats import CallStats
-from dubbo_py.cluster.strategy import ClusterContext, Strategy, failfast
+from dubbo_py.cluster.strategy import (
+    ClusterContext,
+    Strategy,
+    continue_failover,
+    failfast,
+    failover,
+)
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import attachments_from_metadata
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
@@ -72,6 +80,11 @@ class _MultiCallable:
         )
         self._context = channel.context_for(invoker, self._method)
         self._attachments = channel.attachments
+        #: Plain calls under failover run a compiled plan when one is current.
+        self._plannable = self._strategy is failover and not self._attachments
+        self._plan: CallPlan | None = None
+        #: What the last failed compile was tried against (not retried until it changes).
+        self._unplanned: tuple[object, ...] | None = None
 
     def __call__(
         self,
@@ -82,12 +95,103 @@ class _MultiCallable:
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
     ) -> Any:
+        # Failover's first attempt under a call plan (dubbo_py/cluster/plan.py), written out in
+        # this one frame: it runs on every call. The checks say the plan is still current.
+        plan = self._plan
+        ctx = self._context
+        quarantine = ctx.quarantine
+        if (
+            plan is None
+            or metadata
+            or plan.chain is not ctx.routes.chain
+            or plan.balancer is not ctx.balancer
+            or plan.settings is not ctx.settings[self._method]
+            or plan.invoker is not ctx.call
+            or type(request) is not plan.request_type
+            or (quarantine is not None and quarantine.addresses)
+        ):
+            return self._call(request, timeout, metadata)
+        mask = plan.mask
+        for read, decide in plan.lookups:
+            decision = decide(read(request))
+            if decision is not None:
+                survivors = mask & decision[0]
+                if survivors or decision[1]:
+                    mask = survivors
+                    if not mask:  # the strategy raises the error naming the router
+                        return self._call(request, timeout, metadata)
+        budget = plan.budget
+        if budget is not None:  # RetryBudget.deposit, written out
+            if budget.clock() >= budget.next_fold:
+                budget.fold()
+            budget.count_request()
+        now_ms = time_ns() // 1_000_000
+        pick = plan.picks.get(mask)
+        if pick is None or now_ms >= pick.valid_until_ms:
+            pick = plan.pick_for(mask, now_ms)
+        provider = pick.only
+        if provider is None:
+            if pick.pick is not None:
+                provider = pick.pick(now_ms)
+            if provider is None:
+                provider = ctx.balancer.select(
+                    pick.candidates, Invocation(self._service, self._method, request)
+                )
+        if timeout is None:
+            timeout = plan.timeout
+        started = 0.0 if timeout is None else monotonic()
+        multicallable = plan.multicallables.get(provider.address)
+        try:
+            if multicallable is None:
+                invocation = Invocation(self._service, self._method, request, timeout=timeout)
+                return ctx.call(provider, invocation, timeout)
+            return multicallable(request, timeout=timeout)
+        except grpc.RpcError as error:
+            deadline = None if timeout is None else started + timeout
+            invocation = Invocation(self._service, self._method, request, timeout=timeout)
+            return continue_failover(ctx, invocation, deadline, provider, error)
+        except ValueError:
+            if multicallable is None:
+                raise
+            # The provider's channel was closed after this call picked it (it left): the
+            # invoker turns that into a transport failure failover can handle.
+            invocation = Invocation(self._service, self._method, request, timeout=timeout)
+            try:
+                return ctx.call(provider, invocation, timeout)
+            except grpc.RpcError as error:
+                deadline = None if timeout is None else started + timeout
+                return continue_failover(ctx, invocation, deadline, provider, error)
+
+    def _call(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
+        """A call the plan does not cover: compile a plan first when the call is plain and
+        none is current, then run the call through the strategy."""
+        if self._plannable and not metadata:
+            self._replan(request)
         # Without call metadata the channel's read-only attachments go as they are (no copy).
         attachments: Mapping[str, str] = self._attachments
         if metadata:
             attachments = {**attachments, **attachments_from_metadata(metadata)}
         invocation = Invocation(self._service, self._method, request, attachments, timeout)
         return self._strategy(self._context, invocation)
+
+    def _replan(self, request: Any) -> None:
+        ctx = self._context
+        now = (
+            ctx.routes.chain,
+            ctx.balancer,
+            ctx.settings[self._method],
+            ctx.call,
+            type(request),
+        )
+        plan = self._plan
+        tried = self._unplanned
+        if plan is not None:
+            tried = (plan.chain, plan.balancer, plan.settings, plan.invoker, plan.request_type)
+        if tried is not None and all(a is b for a, b in zip(tried, now, strict=True)):
+            return  # compiled against this already (the call is here for another reason)
+        plan = compile_plan(ctx, self._method, request)
+        self._plan = plan
+        self._unplanned = now if plan is None else None
 
     def with_call(
         self,

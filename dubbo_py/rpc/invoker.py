@@ -201,6 +201,25 @@ class MethodInvoker:
         self._stats_key = method_key(*self._path.lstrip("/").split("/", 1)) if stats else ""
         self._stats = stats
 
+    @property
+    def plain(self) -> bool:
+        """True when a call is its multicallable alone -- unary request and response, no call
+        statistics, no fixed metadata -- so a call plan may call :attr:`multicallables`
+        directly."""
+        kind = self._kind
+        return (
+            self._stats is None
+            and not kind.request_streaming
+            and not kind.response_streaming
+            and not self._metadata
+        )
+
+    @property
+    def multicallables(self) -> dict[str, Any]:
+        """The gRPC multicallables made so far, by provider address (read-only for callers:
+        entries appear on a provider's first call and go when its channel is dropped)."""
+        return self._callables
+
     def _callable(self, provider: URL) -> Any:
         address = provider.address
         found = self._callables.get(address)

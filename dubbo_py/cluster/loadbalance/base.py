@@ -35,6 +35,7 @@ import struct
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Generic, Protocol, TypeVar
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_WEIGHT",
     "IdentityCache",
     "LoadBalance",
+    "Picker",
     "WeightTable",
     "calculate_warmup_weight",
     "check_candidates",
@@ -76,6 +78,15 @@ class LoadBalance(Protocol):
     ) -> URL:
         """The provider this invocation goes to."""
         ...
+
+
+#: What a balancer's optional ``picker(candidates, method, now_ms)`` returns for a call plan:
+#: ``(pick, valid_until_ms)``. While ``now_ms < valid_until_ms``, ``pick(now_ms)`` chooses among
+#: those candidates exactly as ``select`` would for a call of ``method`` that carries nothing
+#: else the balancer reads, or returns ``None`` when it cannot (the caller then uses
+#: ``select``). Balancers that read the call or call statistics (consistent hash, least
+#: active, shortest response) have no picker.
+Picker = tuple[Callable[[int], URL | None], float]
 
 
 def current_millis() -> int:
@@ -293,6 +304,14 @@ class IdentityCache(Generic[T]):
             self._entries[key] = _Entry(candidates, value, computed_ms, valid_until_ms)
             while len(self._entries) > self._max_entries:
                 del self._entries[next(iter(self._entries))]
+
+    def forget(self, candidates: tuple[URL, ...], method: str) -> None:
+        """Drop the entry of ``candidates`` and ``method``, if it is theirs."""
+        key = (id(candidates), method)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.candidates is candidates:
+                del self._entries[key]
 
     def clear(self) -> None:
         """Forget everything."""

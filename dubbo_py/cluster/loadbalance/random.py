@@ -19,6 +19,7 @@ import random
 
 from dubbo_py.cluster.loadbalance.base import (
     IdentityCache,
+    Picker,
     WeightTable,
     check_candidates,
     current_millis,
@@ -47,9 +48,20 @@ class RandomLoadBalance:
         if len(candidates) == 1:
             return candidates[0]
         now = current_millis() if now_ms is None else now_ms
-        method = invocation.method
+        return self._table(candidates, invocation.method, now).pick(self._rng)
+
+    def picker(self, candidates: tuple[URL, ...], method: str, now_ms: int) -> Picker | None:
+        """For a call plan: ``(pick, valid_until_ms)``, ``pick(now_ms)`` choosing as
+        :meth:`select` does while ``now_ms < valid_until_ms``."""
+        if len(candidates) < 2:
+            return None
+        table = self._table(candidates, method, now_ms)
+        rng = self._rng
+        return (lambda _now_ms: table.pick(rng)), table.valid_until_ms
+
+    def _table(self, candidates: tuple[URL, ...], method: str, now: int) -> WeightTable:
         table = self._tables.lookup(candidates, method, now)
         if table is None:
             table = weight_table(candidates, method, now)
             self._tables.store(candidates, method, table, now, table.valid_until_ms)
-        return table.pick(self._rng)
+        return table

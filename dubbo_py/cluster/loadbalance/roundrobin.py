@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from dubbo_py.cluster.loadbalance.base import (
     IdentityCache,
+    Picker,
     WeightTable,
     check_candidates,
     current_millis,
@@ -69,6 +70,7 @@ class _Schedule:
         "state",
         "t",
         "total",
+        "valid_until_ms",
         "weight_of",
     )
 
@@ -98,24 +100,37 @@ class _Schedule:
             heapq.heapify(heap)
             self.classes.append((weight, heap))
         self.last_select_ms = now_ms
+        #: Until when (epoch ms) the weights it was built with hold (warmup changes them).
+        self.valid_until_ms = math.inf
 
-    def next(self, now_ms: int) -> int:
-        """One step of smooth weighted round robin; the chosen candidate index."""
-        self.t += 1
-        t = self.t
-        best_index = -1
-        best_value = 0
-        best_heap: list[tuple[int, int]] = []
-        for weight, heap in self.classes:
-            neg_c, index = heap[0]
-            value = weight * t - neg_c
-            if best_index < 0 or value > best_value or (value == best_value and index < best_index):
-                best_index, best_value, best_heap = index, value, heap
-        new_c = self.c[best_index] - self.total
-        self.c[best_index] = new_c
-        heapq.heapreplace(best_heap, (-new_c, best_index))
-        self.last_select_ms = now_ms
-        return best_index
+    def pick(self, now_ms: int) -> URL | None:
+        """One step of smooth weighted round robin: the chosen candidate; ``None`` when this
+        schedule is no longer its state's (rebound meanwhile for another candidate tuple)."""
+        state = self.state
+        with state.lock:
+            if state.schedule is not self:
+                return None
+            if now_ms > state.next_purge_ms:
+                state.purge(now_ms)
+            self.t += 1
+            t = self.t
+            best_index = -1
+            best_value = 0
+            best_heap: list[tuple[int, int]] = []
+            for weight, heap in self.classes:
+                neg_c, index = heap[0]
+                value = weight * t - neg_c
+                if (
+                    best_index < 0
+                    or value > best_value
+                    or (value == best_value and index < best_index)
+                ):
+                    best_index, best_value, best_heap = index, value, heap
+            new_c = self.c[best_index] - self.total
+            self.c[best_index] = new_c
+            heapq.heapreplace(best_heap, (-new_c, best_index))
+            self.last_select_ms = now_ms
+            return self.candidates[best_index]
 
     def slots(self) -> dict[str, _Slot]:
         """The materialised ``current`` of every scheduled provider."""
@@ -198,28 +213,42 @@ class RoundRobinLoadBalance:
         self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
     ) -> URL:
         """The next candidate in the smooth weighted rotation."""
-        # check_candidates, current_millis, the cache lookup and the purge check are written
-        # out: a steady state (same candidates, weights settled) costs this frame and next().
+        # check_candidates and current_millis are written out: a steady state (same
+        # candidates, weights settled) costs this frame, the cache lookup and one pick.
         if len(candidates) < 2:
             check_candidates(candidates)
             return candidates[0]
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         method = invocation.method
-        schedule = self._schedules.lookup(candidates, method, now)
-        if schedule is not None:
-            state = schedule.state
-            with state.lock:
-                if state.schedule is schedule:
-                    if now > state.next_purge_ms:
-                        state.purge(now)
-                    return candidates[schedule.next(now)]
+        while True:
+            schedule = self._schedules.lookup(candidates, method, now)
+            if schedule is None:
+                schedule = self._rebind(candidates, method, now)
+            chosen = schedule.pick(now)
+            if chosen is not None:
+                return chosen
+            # Another candidate tuple of this method was scheduled meanwhile: bind again.
+            self._schedules.forget(candidates, method)
+
+    def picker(self, candidates: tuple[URL, ...], method: str, now_ms: int) -> Picker | None:
+        """For a call plan: ``(pick, valid_until_ms)`` where ``pick(now_ms)`` is
+        ``select(candidates, <a call of method>, now_ms=now_ms)`` -- or ``None`` once another
+        candidate tuple took the rotation over -- while ``now_ms < valid_until_ms``."""
+        if len(candidates) < 2:
+            return None
+        schedule = self._schedules.lookup(candidates, method, now_ms)
+        if schedule is None:
+            schedule = self._rebind(candidates, method, now_ms)
+        return schedule.pick, schedule.valid_until_ms
+
+    def _rebind(self, candidates: tuple[URL, ...], method: str, now: int) -> _Schedule:
         table = weight_table(candidates, method, now)
         state = self._state(candidates[0].service_key, method)
         with state.lock:
             schedule = state.rebind(candidates, table, now)
-            index = schedule.next(now)
+            schedule.valid_until_ms = table.valid_until_ms
         self._schedules.store(candidates, method, schedule, now, table.valid_until_ms)
-        return candidates[index]
+        return schedule
 
     def tracked(
         self, service_key: str, method: str, *, now_ms: int | None = None

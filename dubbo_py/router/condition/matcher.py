@@ -31,6 +31,7 @@ __all__ = [
     "range_match",
     "read_invocation",
     "reads_invocation",
+    "request_field_reader",
     "sample_value",
     "url_sample",
 ]
@@ -176,6 +177,37 @@ def invocation_reader(key: Key) -> Callable[[Invocation], str | None]:
         return value if type(value) is str else argument_text(value)
 
     return argument
+
+
+def _repeated(field: Any) -> bool:
+    flag = getattr(field, "is_repeated", None)  # protobuf 6+; `label` is gone in 7
+    if flag is None:
+        return bool(field.label == field.LABEL_REPEATED)
+    return bool(flag)
+
+
+def request_field_reader(request_type: type, key: Key) -> Callable[[Any], Any] | None:
+    """A C-level reader (an ``attrgetter``) of ``arguments[N].path`` for requests of
+    ``request_type`` that gives what :func:`read_invocation` gives, or ``None`` when no plain
+    attribute read does: that needs a protobuf message whose field N and each field along the
+    path exist and are singular, the last one a string."""
+    if key.kind is not KeyKind.ARGUMENT:
+        return None
+    descriptor = getattr(request_type, "DESCRIPTOR", None)
+    fields = getattr(descriptor, "fields", None)
+    if fields is None or key.index >= len(fields):
+        return None
+    field = fields[key.index]
+    names = [field.name]
+    for name in key.path:
+        message = field.message_type
+        if message is None or _repeated(field) or name not in message.fields_by_name:
+            return None
+        field = message.fields_by_name[name]
+        names.append(name)
+    if field.type != field.TYPE_STRING or _repeated(field):
+        return None
+    return attrgetter(".".join(names))
 
 
 def reads_invocation(key: Key, *, when: bool) -> bool:

@@ -28,13 +28,22 @@ from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import PASS_THROUGH, BoundRouter, Router, specialize
+from dubbo_py.router.base import (
+    PASS_THROUGH,
+    BoundRouter,
+    Decision,
+    Lookup,
+    Router,
+    lookups,
+    specialize,
+)
 from dubbo_py.router.condition.matcher import (
     Matcher,
     all_match,
     invocation_reader,
     merge_clauses,
     reads_invocation,
+    request_field_reader,
     sample_value,
     url_sample,
 )
@@ -188,12 +197,17 @@ class _Fixed:
         """Reads nothing, for any call."""
         return self, False
 
+    def lookups(self, request_type: type) -> tuple[Lookup, ...]:
+        """The same decision for every request: keyed by the request's type, which is
+        ``request_type`` for every call the lookup is used for (both callables stay C-level)."""
+        return ((type, {request_type: (self.mask, self.final)}.get),)
+
 
 # --------------------------------------------------------------------------- one rule
 
 # A decision: None = the when side does not match (pass through); otherwise the mask to keep
 # and whether an empty result stands (forced or blocking) instead of falling back to the input.
-_Decision = tuple[int, bool] | None
+_Decision = Decision
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,6 +219,9 @@ class BoundConditionRouter:
     decide: Callable[[Any], _Decision]
     #: Whether the rule reads the request (``arguments[N]``), not just the method/attachments.
     reads_request: bool = True
+    #: The one key the rule reads per call, when it reads one (``decide`` then takes its bare
+    #: value); None when it reads several.
+    key: Key | None = None
 
     def route(self, candidates: int, invocation: Invocation) -> int:
         """Survivors among ``candidates``, Dubbo's ``ConditionStateRouter.doRoute`` semantics."""
@@ -224,6 +241,14 @@ class BoundConditionRouter:
             return self, True
         decision = self.decide(self.read(call))
         return (PASS_THROUGH if decision is None else _Fixed(*decision)), False
+
+    def lookups(self, request_type: type) -> tuple[Lookup, ...] | None:
+        """A rule reading one request field that is a plain attribute of ``request_type`` is
+        ``decide`` of that attribute (see :func:`request_field_reader`)."""
+        if self.key is None:
+            return None
+        reader = request_field_reader(request_type, self.key)
+        return None if reader is None else ((reader, self.decide),)
 
 
 @dataclass(frozen=True)
@@ -272,7 +297,8 @@ class ConditionRouter:
             decision = decide(())
             return PASS_THROUGH if decision is None else _Fixed(*decision)
         read, cached = probe.memoized(decide, self.cache_size)
-        return BoundConditionRouter(read, cached, probe.reads_request)
+        only = probe.keys[0] if len(probe.keys) == 1 else None
+        return BoundConditionRouter(read, cached, probe.reads_request, only)
 
 
 # --------------------------------------------------------------------------- v3.1 multi-destination
@@ -420,6 +446,16 @@ class BoundRuleSet:
         if len(members) == 1:
             return members[0], reads_call
         return BoundRuleSet(tuple(members)), reads_call
+
+    def lookups(self, request_type: type) -> tuple[Lookup, ...] | None:
+        """The members' lookups in order (an empty result ends the walk either way)."""
+        found: list[Lookup] = []
+        for member in self.members:
+            own = lookups(member, request_type)
+            if own is None:
+                return None
+            found.extend(own)
+        return tuple(found)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,143 @@
+"""Call plans: failover's first attempt for one method, compiled.
+
+Most calls are *plain*: no call metadata, no channel attachments, a method that is not sticky,
+nothing quarantined. While the directory's bound chain, the balancer and the method's settings
+stay the same, such a call of one method always does the same things -- fold the routers that
+cannot read it, run the ones that read the request, balance over the survivors, call the
+provider's multicallable -- and most of their inputs are fixed. A :class:`CallPlan` holds those
+inputs, worked out on the first plain call:
+
+* routing: the chain's per-method plan (:meth:`~dubbo_py.router.chain.BoundChain.plan`) -- the
+  mask the call-independent routers leave -- and, for each router that reads the request, a
+  :data:`~dubbo_py.router.base.Lookup` (a C-level reader and a cached decision);
+* balancing: per surviving mask, the candidates and the balancer's
+  :data:`~dubbo_py.cluster.loadbalance.base.Picker` (no picker needed for one candidate);
+* the call: the method invoker's cached gRPC multicallables, by provider address.
+
+The stub's multicallable (``dubbo_py.rpc.channel``) runs a plan in its own frame, without an
+:class:`~dubbo_py.invocation.Invocation`, and counts the request in the retry budget with a
+C-level call; a failure continues as :func:`~dubbo_py.cluster.strategy.failover` would
+(:func:`~dubbo_py.cluster.strategy.continue_failover`). Every call first checks the plan is
+still current (identity checks against the context); anything a plan cannot express -- a
+router without lookups, a sticky method, a balancer without a picker for several candidates --
+means no plan, or a fall back to ``balancer.select`` for that call, and the strategy runs as
+usual. ``tests/test_call_plans.py`` checks plans against the strategy they stand for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dubbo_py.cluster.budget import RetryBudget
+from dubbo_py.cluster.loadbalance.base import Picker
+from dubbo_py.cluster.method_settings import MethodSettings
+from dubbo_py.cluster.strategy import Balancer, ClusterContext
+from dubbo_py.invocation import Invocation
+from dubbo_py.router.base import Lookup, lookups
+from dubbo_py.router.chain import BoundChain
+from dubbo_py.rpc.invoker import MethodInvoker
+from dubbo_py.url import URL
+
+__all__ = ["MAX_PICKS", "CallPlan", "Pick", "compile_plan"]
+
+#: Surviving masks a plan keeps a pick for; beyond that, calls with a new mask balance through
+#: ``balancer.select`` (rules that split traffic finely produce many masks).
+MAX_PICKS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """How a plan balances over one surviving mask: ``only`` when one candidate is left, else
+    ``pick(now_ms)`` while ``now_ms < valid_until_ms`` (``pick`` None, or returning None: use
+    ``balancer.select``)."""
+
+    candidates: tuple[URL, ...]
+    only: URL | None
+    pick: Callable[[int], URL | None] | None
+    valid_until_ms: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CallPlan:
+    """A method's compiled first attempt (see the module docstring). The fields up to
+    ``invoker`` are what it was compiled from: the plan is current while they are what the
+    context holds and the request is a ``request_type``."""
+
+    chain: BoundChain
+    balancer: Balancer
+    settings: MethodSettings
+    invoker: MethodInvoker
+    request_type: type
+    method: str
+    #: The mask left by the routers folded for this method.
+    mask: int
+    #: The request-reading routers' lookups, in chain order.
+    lookups: tuple[Lookup, ...]
+    #: The retry budget when there is one (counted with its C-level ``count_request``).
+    budget: RetryBudget | None
+    #: The cached multicallables by provider address (the invoker's own dict).
+    multicallables: dict[str, Any]
+    #: Deadline in seconds when a call gives none (the method's ``timeout``).
+    timeout: float | None
+    picks: dict[int, Pick] = field(default_factory=dict)
+
+    def pick_for(self, mask: int, now_ms: int) -> Pick:
+        """The :class:`Pick` of ``mask`` at ``now_ms`` (kept for later calls, up to
+        :data:`MAX_PICKS` masks)."""
+        snapshot = self.chain.snapshot
+        candidates = snapshot.providers if mask == snapshot.all else snapshot.select(mask)
+        if len(candidates) == 1:
+            made = Pick(candidates, candidates[0], None, float("inf"))
+        else:
+            picker: Callable[[tuple[URL, ...], str, int], Picker | None] | None = getattr(
+                self.balancer, "picker", None
+            )
+            found = None if picker is None else picker(candidates, self.method, now_ms)
+            if found is None:
+                made = Pick(candidates, None, None, float("inf"))
+            else:
+                made = Pick(candidates, None, found[0], found[1])
+        if mask in self.picks or len(self.picks) < MAX_PICKS:
+            self.picks[mask] = made
+        return made
+
+
+def compile_plan(ctx: ClusterContext, method: str, request: Any) -> CallPlan | None:
+    """A plan for plain calls of ``method`` with requests like ``request`` under ``ctx`` as it
+    is now, or ``None`` when such calls need more than a plan expresses: a sticky method, a
+    retry budget other than :class:`RetryBudget`, a provider call other than a plain
+    :class:`MethodInvoker`, a router that reads the request without lookups, or no provider
+    left by the call-independent routers (the strategy then raises the error naming it)."""
+    settings = ctx.settings[method]
+    invoker = ctx.call
+    budget = ctx.budget
+    if settings.sticky or not isinstance(invoker, MethodInvoker) or not invoker.plain:
+        return None
+    if budget is not None and not isinstance(budget, RetryBudget):
+        return None
+    chain = ctx.routes.chain
+    routing = chain.plan(Invocation(ctx.service, method))
+    if routing is None:
+        return None
+    mask, stages = routing
+    found: list[Lookup] = []
+    for _name, router in stages:
+        own = lookups(router, type(request))
+        if own is None:
+            return None
+        found.extend(own)
+    return CallPlan(
+        chain=chain,
+        balancer=ctx.balancer,
+        settings=settings,
+        invoker=invoker,
+        request_type=type(request),
+        method=method,
+        mask=mask,
+        lookups=tuple(found),
+        budget=budget,
+        multicallables=invoker.multicallables,
+        timeout=settings.timeout,
+    )

@@ -1,0 +1,330 @@
+"""Call plans: a stub's plain calls under failover take a compiled plan, and get exactly what
+the failover strategy gives -- the same provider, call after call, or the same error.
+
+Only the gRPC call itself is faked (the method invoker's multicallables for the plan, a
+provider call for the strategy); chain, routers, balancers, budget and quarantine are real.
+End-to-end tests against real provider processes run every stub call through plans as well.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+import pytest
+from demo import greeter_pb2, greeter_pb2_grpc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dubbo_py.cluster.budget import RetryBudget
+from dubbo_py.cluster.errors import ClusterError
+from dubbo_py.cluster.loadbalance import RandomLoadBalance, RoundRobinLoadBalance
+from dubbo_py.cluster.method_settings import MethodSettings, SettingsTable
+from dubbo_py.cluster.quarantine import Quarantine
+from dubbo_py.cluster.strategy import Balancer, ClusterContext, failover
+from dubbo_py.invocation import Invocation
+from dubbo_py.router.chain import BoundChain, RouterChain
+from dubbo_py.router.condition import ConditionRouter, parse_rule
+from dubbo_py.router.condition.router import ConditionRuleSet
+from dubbo_py.router.factory import builtin_routers
+from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.rpc.channel import ClusterChannel
+from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
+from dubbo_py.url import URL
+
+SERVICE = "demo.Greeter"
+CONSUMER = URL.parse("consumer://10.0.0.9/demo.Greeter?application=shop")
+
+
+class Unavailable(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "connection refused"
+
+
+class Routes:
+    """A directory stand-in whose chain a test swaps, as a notification does."""
+
+    def __init__(self, chain: BoundChain) -> None:
+        self.chain = chain
+
+
+def bind(providers: tuple[URL, ...], rules: Sequence[str] = (), as_set: bool = False) -> BoundChain:
+    routers: list[Any] = [
+        ConditionRouter(parse_rule(rule), f"rule{i}", 140 + i) for i, rule in enumerate(rules)
+    ]
+    if as_set and routers:
+        routers = [ConditionRuleSet("set", 150, tuple(routers))]
+    return RouterChain([*builtin_routers(), *routers]).bind(Snapshot(providers), CONSUMER)
+
+
+class Client:
+    """A stub on a ClusterChannel whose provider calls are fakes: ``down`` addresses fail with
+    UNAVAILABLE; every attempt is recorded, and whether it went through the plan (straight to
+    the multicallable) or the strategy (the invoker)."""
+
+    def __init__(
+        self,
+        routes: Routes,
+        balancer: Balancer,
+        *,
+        table: SettingsTable | None = None,
+        quarantine: Quarantine | None = None,
+        budget: RetryBudget | None = None,
+    ) -> None:
+        self.attempts: list[tuple[str, str]] = []
+        self.down: set[str] = set()
+        self.contexts: list[ClusterContext] = []
+        client = self
+
+        class Invoker(MethodInvoker):
+            def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+                return client.answer("strategy", provider.address)
+
+        def make_context(invoker: Any) -> ClusterContext:
+            ctx = ClusterContext(
+                SERVICE,
+                routes,
+                balancer,
+                invoker,
+                settings=table if table is not None else SettingsTable(),
+                quarantine=quarantine,
+                budget=budget,
+            )
+            self.contexts.append(ctx)
+            return ctx
+
+        channel = ClusterChannel(ChannelPool(), lambda _m, _i: failover, make_context)
+        original = channel._multicallable
+
+        def multicallable(method: str, *args: Any) -> Any:
+            made = original(method, *args)
+            invoker = channel.invokers[-1]
+            invoker.__class__ = Invoker  # the strategy's provider call, faked
+            return made
+
+        channel._multicallable = multicallable  # type: ignore[method-assign]
+        self.stub = greeter_pb2_grpc.GreeterStub(channel)
+        self.invoker = channel.invokers[0]
+        self.routes = routes
+
+    def serve(self, providers: tuple[URL, ...]) -> None:
+        """Give every provider a fake multicallable (what the plan calls)."""
+        for url in providers:
+            self.invoker.multicallables[url.address] = self._fake(url.address)
+
+    def _fake(self, address: str) -> Callable[..., Any]:
+        return lambda request, timeout=None: self.answer("plan", address)
+
+    def answer(self, path: str, address: str) -> Any:
+        self.attempts.append((path, address))
+        if address in self.down:
+            raise Unavailable()
+        return greeter_pb2.HelloReply(provider=address)
+
+
+class Reference:
+    """The failover strategy itself over the same chain, with its own balancer."""
+
+    def __init__(self, routes: Routes, balancer: Balancer) -> None:
+        self.ctx = ClusterContext(SERVICE, routes, balancer, self._call)
+
+    def _call(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        return greeter_pb2.HelloReply(provider=provider.address)
+
+    def say_hello(self, request: Any) -> Any:
+        return failover(self.ctx, Invocation(SERVICE, "SayHello", request))
+
+
+def outcome(call: Callable[[], Any]) -> tuple[str, str]:
+    try:
+        return "ok", call().provider
+    except ClusterError as exc:
+        return "error", str(exc)
+
+
+WHEN = ["arguments[0] = vip", "arguments[0] = v*", "arguments[0] != bob", "method = SayHello"]
+THEN = ["host = 10.0.0.1", "host != 10.0.0.1", "region = a", "port = 1", ""]
+
+provider_lists = st.lists(
+    st.builds(
+        lambda host, port, region, weight: URL(
+            "tri",
+            host,
+            port,
+            SERVICE,
+            parameters={"region": region, "weight": str(weight)},
+        ),
+        st.sampled_from(["10.0.0.1", "10.0.0.2", "10.0.0.3"]),
+        st.sampled_from([20880, 50051]),
+        st.sampled_from(["a", "b"]),
+        st.sampled_from([100, 100, 50, 0]),
+    ),
+    min_size=0,
+    max_size=6,
+    unique_by=lambda url: url.address,
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    providers=provider_lists,
+    rules=st.lists(st.tuples(st.sampled_from(WHEN), st.sampled_from(THEN)), max_size=3),
+    as_set=st.booleans(),
+    balancer=st.sampled_from(["roundrobin", "random"]),
+    names=st.lists(st.sampled_from(["vip", "vic", "bob", ""]), min_size=1, max_size=12),
+)
+def test_a_planned_call_reaches_what_failover_reaches(
+    providers: list[URL],
+    rules: list[tuple[str, str]],
+    as_set: bool,
+    balancer: str,
+    names: list[str],
+) -> None:
+    texts = [f"{when} => {then}" for when, then in rules]
+    chain = bind(tuple(providers), texts, as_set)
+    seed = random.randrange(2**32)
+
+    def make() -> Balancer:
+        if balancer == "roundrobin":
+            return RoundRobinLoadBalance()
+        return RandomLoadBalance(random.Random(seed))
+
+    client = Client(Routes(chain), make())
+    client.serve(tuple(providers))
+    reference = Reference(Routes(chain), make())
+    for name in names:
+        request = greeter_pb2.HelloRequest(name=name)
+        expected = outcome(lambda r=request: reference.say_hello(r))
+        assert outcome(lambda r=request: client.stub.SayHello(r)) == expected
+    # The first call compiled the plan; every later attempt went straight to a multicallable.
+    assert all(path == "plan" for path, _ in client.attempts[1:])
+
+
+def urls(n: int) -> tuple[URL, ...]:
+    return tuple(URL.parse(f"tri://10.0.0.{i}:50051/{SERVICE}") for i in range(1, n + 1))
+
+
+def test_plain_calls_take_the_plan_and_others_the_strategy() -> None:
+    providers = urls(3)
+    client = Client(Routes(bind(providers)), RoundRobinLoadBalance())
+    client.serve(providers)
+    hello = greeter_pb2.HelloRequest(name="x")
+    for _ in range(4):
+        client.stub.SayHello(hello)
+    # The first call compiles the plan (and runs through the strategy); the rest use it.
+    assert [path for path, _ in client.attempts] == ["strategy", "plan", "plan", "plan"]
+    client.stub.SayHello(hello, metadata=[("x-trace", "1")])
+    assert client.attempts[-1][0] == "strategy"
+    # The rotation is one rotation whichever path a call took.
+    assert [address for _, address in client.attempts] == [
+        p.address for p in (*providers, providers[0], providers[1])
+    ]
+
+
+def test_a_new_chain_is_used_by_the_next_call() -> None:
+    first, second = urls(2), urls(3)[2:]
+    client = Client(Routes(bind(first)), RoundRobinLoadBalance())
+    client.serve(urls(3))
+    hello = greeter_pb2.HelloRequest(name="x")
+    for _ in range(3):
+        client.stub.SayHello(hello)
+    client.routes.chain = bind(second)
+    assert client.stub.SayHello(hello).provider == second[0].address
+    assert client.stub.SayHello(hello).provider == second[0].address
+    assert client.attempts[-1] == ("plan", second[0].address)
+
+
+def test_a_rule_reading_the_request_is_decided_in_the_plan() -> None:
+    providers = urls(3)
+    chain = bind(providers, ["arguments[0] = vip => host = 10.0.0.2"])
+    client = Client(Routes(chain), RoundRobinLoadBalance())
+    client.serve(providers)
+    for _ in range(3):
+        assert client.stub.SayHello(greeter_pb2.HelloRequest(name="vip")).provider == (
+            providers[1].address
+        )
+    assert client.attempts[-1][0] == "plan"
+    others = {client.stub.SayHello(greeter_pb2.HelloRequest(name="bob")).provider for _ in range(3)}
+    assert others == {p.address for p in providers}
+
+
+def test_a_forced_rule_leaving_no_provider_names_it() -> None:
+    providers = urls(2)
+    chain = RouterChain(
+        [
+            *builtin_routers(),
+            ConditionRouter(parse_rule("arguments[0] = vip => host = 10.9.9.9"), "vip", 140, True),
+        ]
+    ).bind(Snapshot(providers), CONSUMER)
+    client = Client(Routes(chain), RoundRobinLoadBalance())
+    client.serve(providers)
+    client.stub.SayHello(greeter_pb2.HelloRequest(name="bob"))
+    with pytest.raises(ClusterError, match="after routing by vip"):
+        client.stub.SayHello(greeter_pb2.HelloRequest(name="vip"))
+
+
+def test_a_failed_first_attempt_fails_over_and_quarantines() -> None:
+    providers = urls(3)
+    quarantine = Quarantine(lambda _url: False, interval=60)
+    client = Client(Routes(bind(providers)), RoundRobinLoadBalance(), quarantine=quarantine)
+    client.serve(providers)
+    hello = greeter_pb2.HelloRequest(name="x")
+    client.stub.SayHello(hello)  # compiles the plan; goes to 10.0.0.1
+    client.down.add(providers[1].address)
+    reply = client.stub.SayHello(hello)  # the plan picks 10.0.0.2, which is down
+    assert reply.provider != providers[1].address
+    assert client.attempts[-2] == ("plan", providers[1].address)
+    assert providers[1].address in quarantine.addresses
+    # While a provider is quarantined calls take the strategy, which skips it.
+    served = {client.stub.SayHello(hello).provider for _ in range(6)}
+    assert providers[1].address not in served
+    assert {path for path, _ in client.attempts[-6:]} == {"strategy"}
+
+
+def test_sticky_methods_and_setting_changes_leave_the_plan() -> None:
+    providers = urls(3)
+    table = SettingsTable()
+    client = Client(Routes(bind(providers)), RoundRobinLoadBalance(), table=table)
+    client.serve(providers)
+    hello = greeter_pb2.HelloRequest(name="x")
+    client.stub.SayHello(hello)
+    client.stub.SayHello(hello)
+    assert client.attempts[-1][0] == "plan"
+    table["SayHello"] = MethodSettings(sticky=True)
+    served = [client.stub.SayHello(hello).provider for _ in range(4)]
+    assert len(set(served)) == 1
+    assert {path for path, _ in client.attempts[-4:]} == {"strategy"}
+
+
+def test_a_swapped_balancer_is_used_by_the_next_call() -> None:
+    providers = urls(2)
+    client = Client(Routes(bind(providers)), RoundRobinLoadBalance())
+    client.serve(providers)
+    hello = greeter_pb2.HelloRequest(name="x")
+    client.stub.SayHello(hello)
+    client.stub.SayHello(hello)
+
+    class Second:
+        def select(self, candidates: tuple[URL, ...], invocation: Invocation, **_: Any) -> URL:
+            return candidates[1]
+
+    for ctx in client.contexts:
+        ctx.balancer = Second()
+    assert {client.stub.SayHello(hello).provider for _ in range(3)} == {providers[1].address}
+
+
+def test_planned_calls_count_in_the_retry_budget() -> None:
+    providers = urls(2)
+    budget = RetryBudget(ratio=0.5, min_retries_per_second=0)
+    client = Client(Routes(bind(providers)), RoundRobinLoadBalance(), budget=budget)
+    client.serve(providers)
+    hello = greeter_pb2.HelloRequest(name="x")
+    for _ in range(10):
+        client.stub.SayHello(hello)
+    assert [path for path, _ in client.attempts].count("plan") == 9
+    assert budget.balance() == 5
