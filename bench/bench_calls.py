@@ -1,12 +1,17 @@
 """Calls per second through dubbo-py against a raw grpcio stub, in the same run.
 
     python bench/bench_calls.py [--seconds 1] [--rounds 20] [--threads 1 8] [--no-zookeeper]
+                                [--side-rounds 15] [--side-threads 4]
 
 One provider process (examples/quickstart/provider.py) serves every variant, so the only
 difference is the client path: a raw ``GreeterStub(grpc.insecure_channel(...))``, dubbo-py with a
 direct ``tri://`` address, and dubbo-py through a real ZooKeeper registry (started here from
 Debian's jars). Variants are interleaved round by round so machine noise hits them alike (see
 ``bench/interleave.py`` for the figures printed); ratios are against raw grpcio.
+
+Then each dubbo-py variant runs *side by side* with raw grpcio (``--side-threads`` threads each,
+at the same time, ``--side-rounds`` rounds), which cancels the machine's noise out of the ratio;
+a second raw grpcio channel run the same way (A/A) shows how precise that is.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import _paths  # noqa: E402,F401
 import grpc  # noqa: E402
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
-from interleave import HEADER, Call, compare  # noqa: E402
+from interleave import HEADER, Call, compare, side_by_side  # noqa: E402
 
 import dubbo_py  # noqa: E402
 from tests.support.processes import ProviderProcess  # noqa: E402
@@ -34,6 +39,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--no-zookeeper", action="store_true")
+    parser.add_argument("--side-rounds", type=int, default=15)
+    parser.add_argument("--side-threads", type=int, default=4)
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")
@@ -49,6 +56,8 @@ def main() -> None:
     try:
         raw_channel = grpc.insecure_channel(provider.address)
         raw = greeter_pb2_grpc.GreeterStub(raw_channel)
+        control_channel = grpc.insecure_channel(provider.address)
+        control = greeter_pb2_grpc.GreeterStub(control_channel)
         direct_app = dubbo_py.Application("bench-direct", registry=f"tri://{provider.address}")
         direct = direct_app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
         variants: dict[str, Call] = {
@@ -60,14 +69,31 @@ def main() -> None:
             registry_app = dubbo_py.Application("bench-zk", registry=registry)
             via_zk = registry_app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
             variants["dubbo-py via ZooKeeper"] = lambda: via_zk.SayHello(request)
-        for call in variants.values():  # warm up channels and caches
-            for _ in range(200):
+        for call in [*variants.values(), lambda: control.SayHello(request)]:
+            for _ in range(200):  # warm up channels and caches
                 call()
         print(f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved")
         print(HEADER)
         for threads in args.threads:
             result = compare(variants, threads, args.rounds, args.seconds, [provider.pid])
             print("\n".join(result.lines()), flush=True)
+        if args.side_rounds > 0:
+            print(
+                f"# side by side: {args.side_rounds} rounds x {args.seconds}s, against raw grpcio"
+            )
+            side = {"raw grpcio (A/A control)": lambda: control.SayHello(request)}
+            side.update((name, call) for name, call in variants.items() if name != "raw grpcio")
+            for name, call in side.items():
+                pair = side_by_side(
+                    name,
+                    variants["raw grpcio"],
+                    call,
+                    args.side_threads,
+                    args.side_rounds,
+                    args.seconds,
+                )
+                print(pair.line(), flush=True)
+        control_channel.close()
         direct_app.close()
         if registry_app is not None:
             registry_app.close()

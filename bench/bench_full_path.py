@@ -13,6 +13,10 @@ the same servers and the only difference is the client path. Variants are interl
 round so machine noise hits them alike (``bench/interleave.py`` explains the figures printed);
 ratios are against raw grpcio.
 
+Then the full path runs *side by side* with raw grpcio (``--side-threads`` threads each, at the
+same time, ``--side-rounds`` rounds), with raw grpcio against itself as the A/A control (see
+``bench/interleave.py``).
+
 ``--overhead`` instead times the client path alone (the gRPC call replaced by a canned reply);
 ``--profile FILE`` runs the dubbo-py client alone under cProfile for ``--seconds`` and
 writes the stats (``python -m pstats FILE``).
@@ -34,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_calls  # noqa: E402,F401  (puts the demo protos on sys.path)
 import grpc  # noqa: E402
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
-from interleave import HEADER, Call, compare  # noqa: E402
+from interleave import HEADER, Call, compare, side_by_side  # noqa: E402
 
 import dubbo_py  # noqa: E402
 from dubbo_py.cluster.strategy import failover  # noqa: E402
@@ -104,6 +108,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--providers", type=int, default=3)
+    parser.add_argument("--side-rounds", type=int, default=15)
+    parser.add_argument("--side-threads", type=int, default=4)
     parser.add_argument("--profile", metavar="FILE", default=None)
     parser.add_argument(
         "--overhead",
@@ -146,12 +152,20 @@ def main() -> None:
             # The same deadline as the reference's timeout: gRPC's deadline timers cost CPU.
             return next(raw_stubs).SayHello(request, timeout=TIMEOUT)
 
+        # The A/A control of the side-by-side runs: raw grpcio on channels of its own.
+        control_channels = [grpc.insecure_channel(p.address) for p in started]
+        raw_channels.extend(control_channels)
+        control_stubs = itertools.cycle([greeter_pb2_grpc.GreeterStub(c) for c in control_channels])
+
+        def control_call() -> Any:
+            return next(control_stubs).SayHello(request, timeout=TIMEOUT)
+
         variants: dict[str, Call] = {
             "raw grpcio": raw_call,
             "dubbo-py full path": lambda: dubbo.SayHello(request),
         }
-        for call in variants.values():  # warm up channels and caches
-            for _ in range(300):
+        for call in [*variants.values(), control_call]:
+            for _ in range(300):  # warm up channels and caches
                 call()
         builtin = [r.name for r in factory.builtin_routers()]
         print(f"# providers: {args.providers}; chain: {chain_description(ref)}")
@@ -179,6 +193,19 @@ def main() -> None:
         for threads in args.threads:
             result = compare(variants, threads, args.rounds, args.seconds, [p.pid for p in started])
             print("\n".join(result.lines()), flush=True)
+        if args.side_rounds > 0:
+            print(
+                f"# side by side: {args.side_rounds} rounds x {args.seconds}s, against raw grpcio"
+            )
+            side = {
+                "raw grpcio (A/A control)": control_call,
+                "dubbo-py full path": variants["dubbo-py full path"],
+            }
+            for name, call in side.items():
+                pair = side_by_side(
+                    name, raw_call, call, args.side_threads, args.side_rounds, args.seconds
+                )
+                print(pair.line(), flush=True)
     finally:
         app.close()
         for channel in raw_channels:
