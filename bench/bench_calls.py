@@ -1,7 +1,7 @@
 """Calls per second through dubbo-py against a raw grpcio stub, in the same run.
 
     python bench/bench_calls.py [--seconds 1] [--rounds 20] [--threads 1 8] [--no-zookeeper]
-                                [--side-rounds 15] [--side-threads 4]
+                                [--side-rounds 15] [--side-threads 1 4]
 
 One provider process (examples/quickstart/provider.py) serves every variant, so the only
 difference is the client path: a raw ``GreeterStub(grpc.insecure_channel(...))``, dubbo-py with a
@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--no-zookeeper", action="store_true")
     parser.add_argument("--side-rounds", type=int, default=15)
-    parser.add_argument("--side-threads", type=int, default=4)
+    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 4])
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")
@@ -83,16 +83,13 @@ def main() -> None:
             )
             side = {"raw grpcio (A/A control)": lambda: control.SayHello(request)}
             side.update((name, call) for name, call in variants.items() if name != "raw grpcio")
-            for name, call in side.items():
-                pair = side_by_side(
-                    name,
-                    variants["raw grpcio"],
-                    call,
-                    args.side_threads,
-                    args.side_rounds,
-                    args.seconds,
-                )
-                print(pair.line(), flush=True)
+            baseline = variants["raw grpcio"]
+            for per_side in args.side_threads:
+                for name, call in side.items():
+                    pair = side_by_side(
+                        name, baseline, call, per_side, args.side_rounds, args.seconds
+                    )
+                    print(pair.line(), flush=True)
         control_channel.close()
         direct_app.close()
         if registry_app is not None:

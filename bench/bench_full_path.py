@@ -1,6 +1,7 @@
 """Calls per second through dubbo-py's full call path against raw grpcio, in the same run.
 
     python bench/bench_full_path.py [--seconds 1] [--rounds 20] [--threads 1 8] [--providers 3]
+                                    [--side-rounds 15] [--side-threads 1 4]
 
 The full path: a ZooKeeper registry directory (a real server, started here from Debian's jars),
 three condition rules in the chain (two that read the call -- method and arguments[0] -- and one
@@ -109,7 +110,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--providers", type=int, default=3)
     parser.add_argument("--side-rounds", type=int, default=15)
-    parser.add_argument("--side-threads", type=int, default=4)
+    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--profile", metavar="FILE", default=None)
     parser.add_argument(
         "--overhead",
@@ -201,11 +202,12 @@ def main() -> None:
                 "raw grpcio (A/A control)": control_call,
                 "dubbo-py full path": variants["dubbo-py full path"],
             }
-            for name, call in side.items():
-                pair = side_by_side(
-                    name, raw_call, call, args.side_threads, args.side_rounds, args.seconds
-                )
-                print(pair.line(), flush=True)
+            for per_side in args.side_threads:
+                for name, call in side.items():
+                    pair = side_by_side(
+                        name, raw_call, call, per_side, args.side_rounds, args.seconds
+                    )
+                    print(pair.line(), flush=True)
     finally:
         app.close()
         for channel in raw_channels:
