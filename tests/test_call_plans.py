@@ -328,3 +328,29 @@ def test_planned_calls_count_in_the_retry_budget() -> None:
         client.stub.SayHello(hello)
     assert [path for path, _ in client.attempts].count("plan") == 9
     assert budget.balance() == 5
+
+
+def test_a_plan_picks_again_after_the_rotation_moved_to_other_candidates() -> None:
+    providers = urls(3)
+
+    class Counting(RoundRobinLoadBalance):
+        selects = 0
+
+        def select(self, candidates: tuple[URL, ...], invocation: Invocation, **kw: Any) -> URL:
+            Counting.selects += 1
+            return super().select(candidates, invocation, **kw)
+
+    balancer = Counting()
+    client = Client(Routes(bind(providers)), balancer)
+    client.serve(providers)
+    hello = greeter_pb2.HelloRequest(name="x")
+    client.stub.SayHello(hello)
+    client.stub.SayHello(hello)
+    # Another candidate tuple of the same method takes the rotation over (as a call routed
+    # elsewhere would); the plan's kept pick can no longer choose.
+    balancer.select(providers[:2], Invocation(SERVICE, "SayHello"))
+    Counting.selects = 0
+    served = [client.stub.SayHello(hello).provider for _ in range(6)]
+    assert set(served) == {p.address for p in providers}
+    assert {path for path, _ in client.attempts[-6:]} == {"plan"}
+    assert Counting.selects == 0  # picked afresh once, not through select on every call

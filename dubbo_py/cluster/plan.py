@@ -103,6 +103,16 @@ class CallPlan:
             self.picks[mask] = made
         return made
 
+    def rebalance(self, mask: int, now_ms: int, invocation: Invocation) -> URL:
+        """A provider for ``mask`` when its kept pick could not choose (the balancer's state
+        moved on, as when round robin rescheduled for other candidates): a fresh pick, else
+        ``balancer.select``."""
+        made = self.pick_for(mask, now_ms)
+        if made.only is not None:
+            return made.only
+        chosen = made.pick(now_ms) if made.pick is not None else None
+        return chosen if chosen is not None else self.balancer.select(made.candidates, invocation)
+
 
 def compile_plan(ctx: ClusterContext, method: str, request: Any) -> CallPlan | None:
     """A plan for plain calls of ``method`` with requests like ``request`` under ``ctx`` as it

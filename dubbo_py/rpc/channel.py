@@ -131,36 +131,35 @@ class _MultiCallable:
             pick = plan.pick_for(mask, now_ms)
         provider = pick.only
         if provider is None:
-            if pick.pick is not None:
-                provider = pick.pick(now_ms)
-            if provider is None:
+            if pick.pick is None:  # a balancer without a picker
                 provider = ctx.balancer.select(
                     pick.candidates, Invocation(self._service, self._method, request)
                 )
+            else:
+                provider = pick.pick(now_ms)
+                if provider is None:
+                    provider = plan.rebalance(
+                        mask, now_ms, Invocation(self._service, self._method, request)
+                    )
         if timeout is None:
             timeout = plan.timeout
         started = 0.0 if timeout is None else monotonic()
         multicallable = plan.multicallables.get(provider.address)
         try:
-            if multicallable is None:
-                invocation = Invocation(self._service, self._method, request, timeout=timeout)
-                return ctx.call(provider, invocation, timeout)
-            return multicallable(request, timeout=timeout)
+            if multicallable is not None:
+                try:
+                    return multicallable(request, timeout=timeout)
+                except ValueError as exc:
+                    if "closed channel" not in str(exc):
+                        raise
+                    # The provider's channel was closed after this call picked it (it left):
+                    # the invoker below makes that a transport failure failover handles.
+            invocation = Invocation(self._service, self._method, request, timeout=timeout)
+            return ctx.call(provider, invocation, timeout)
         except grpc.RpcError as error:
             deadline = None if timeout is None else started + timeout
             invocation = Invocation(self._service, self._method, request, timeout=timeout)
             return continue_failover(ctx, invocation, deadline, provider, error)
-        except ValueError:
-            if multicallable is None:
-                raise
-            # The provider's channel was closed after this call picked it (it left): the
-            # invoker turns that into a transport failure failover can handle.
-            invocation = Invocation(self._service, self._method, request, timeout=timeout)
-            try:
-                return ctx.call(provider, invocation, timeout)
-            except grpc.RpcError as error:
-                deadline = None if timeout is None else started + timeout
-                return continue_failover(ctx, invocation, deadline, provider, error)
 
     def _call(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
         """A call the plan does not cover: compile a plan first when the call is plain and

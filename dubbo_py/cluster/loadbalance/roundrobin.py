@@ -237,7 +237,7 @@ class RoundRobinLoadBalance:
         if len(candidates) < 2:
             return None
         schedule = self._schedules.lookup(candidates, method, now_ms)
-        if schedule is None:
+        if schedule is None or schedule.state.schedule is not schedule:
             schedule = self._rebind(candidates, method, now_ms)
         return schedule.pick, schedule.valid_until_ms
 
