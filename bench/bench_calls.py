@@ -1,13 +1,14 @@
 """Calls per second through dubbo-py against a raw grpcio stub, in the same run.
 
     python bench/bench_calls.py [--seconds 1] [--rounds 20] [--threads 1 8] [--no-zookeeper]
-                                [--side-rounds 15] [--side-threads 1 4]
+                                [--side-rounds 15] [--side-threads 1 8]
 
 One provider process (examples/quickstart/provider.py) serves every variant, so the only
 difference is the client path: a raw ``GreeterStub(grpc.insecure_channel(...))``, dubbo-py with a
 direct ``tri://`` address, and dubbo-py through a real ZooKeeper registry (started here from
 Debian's jars). Variants are interleaved round by round so machine noise hits them alike (see
-``bench/interleave.py`` for the figures printed); ratios are against raw grpcio.
+``bench/interleave.py`` for the figures printed); ratios are against raw grpcio. A second raw
+grpcio channel runs as one more variant: its ratio is this mode's noise in this run (A/A).
 
 Then each dubbo-py variant runs *side by side* with raw grpcio (``--side-threads`` threads each,
 at the same time, ``--side-rounds`` rounds), which cancels the machine's noise out of the ratio;
@@ -40,7 +41,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--no-zookeeper", action="store_true")
     parser.add_argument("--side-rounds", type=int, default=15)
-    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 8])
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")
@@ -62,6 +63,8 @@ def main() -> None:
         direct = direct_app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
         variants: dict[str, Call] = {
             "raw grpcio": lambda: raw.SayHello(request),
+            # A/A control: the noise of this mode, in this run.
+            "raw grpcio, 2nd channel": lambda: control.SayHello(request),
             "dubbo-py direct": lambda: direct.SayHello(request),
         }
         registry_app = None
@@ -69,7 +72,7 @@ def main() -> None:
             registry_app = dubbo_py.Application("bench-zk", registry=registry)
             via_zk = registry_app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
             variants["dubbo-py via ZooKeeper"] = lambda: via_zk.SayHello(request)
-        for call in [*variants.values(), lambda: control.SayHello(request)]:
+        for call in variants.values():
             for _ in range(200):  # warm up channels and caches
                 call()
         print(f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved")
@@ -82,7 +85,9 @@ def main() -> None:
                 f"# side by side: {args.side_rounds} rounds x {args.seconds}s, against raw grpcio"
             )
             side = {"raw grpcio (A/A control)": lambda: control.SayHello(request)}
-            side.update((name, call) for name, call in variants.items() if name != "raw grpcio")
+            side.update(
+                (name, call) for name, call in variants.items() if name.startswith("dubbo-py")
+            )
             baseline = variants["raw grpcio"]
             for per_side in args.side_threads:
                 for name, call in side.items():

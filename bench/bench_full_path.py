@@ -1,7 +1,7 @@
 """Calls per second through dubbo-py's full call path against raw grpcio, in the same run.
 
     python bench/bench_full_path.py [--seconds 1] [--rounds 20] [--threads 1 8] [--providers 3]
-                                    [--side-rounds 15] [--side-threads 1 4]
+                                    [--side-rounds 15] [--side-threads 1 8]
 
 The full path: a ZooKeeper registry directory (a real server, started here from Debian's jars),
 three condition rules in the chain (two that read the call -- method and arguments[0] -- and one
@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--providers", type=int, default=3)
     parser.add_argument("--side-rounds", type=int, default=15)
-    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--profile", metavar="FILE", default=None)
     parser.add_argument(
         "--overhead",
