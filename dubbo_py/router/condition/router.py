@@ -205,9 +205,9 @@ class _Fixed:
 
 # --------------------------------------------------------------------------- one rule
 
-# A decision: None = the when side does not match (pass through); otherwise the mask to keep
-# and whether an empty result stands (forced or blocking) instead of falling back to the input.
-_Decision = Decision
+# A rule's Decision (dubbo_py.router.base): None = the when side does not match (pass
+# through); otherwise the mask to keep and whether an empty result stands (forced or blocking)
+# instead of falling back to the input.
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,7 +216,7 @@ class BoundConditionRouter:
     and intersects precomputed masks."""
 
     read: Callable[[Invocation], Any]
-    decide: Callable[[Any], _Decision]
+    decide: Callable[[Any], Decision]
     #: Whether the rule reads the request (``arguments[N]``), not just the method/attachments.
     reads_request: bool = True
     #: The one key the rule reads per call, when it reads one (``decide`` then takes its bare
@@ -276,7 +276,7 @@ class ConditionRouter:
             return PASS_THROUGH
         if self.rule.then is None:
             then = _Split((), ())
-            blocked: _Decision = (0, True)
+            blocked: Decision = (0, True)
             fixed_mask = 0
         else:
             then = _split(self.rule.then, sample, when=False)
@@ -285,7 +285,7 @@ class ConditionRouter:
         probe = _Probe((when.dynamic, then.dynamic))
         force = self.force
 
-        def decide(values: tuple[str | None, ...]) -> _Decision:
+        def decide(values: tuple[str | None, ...]) -> Decision:
             if not probe.holds(when.dynamic, values):
                 return None
             if blocked is not None:
