@@ -25,6 +25,7 @@ from dubbo_py.cluster import configurators
 from dubbo_py.registry import layout
 from dubbo_py.router import factory
 from dubbo_py.router.base import RuleError
+from dubbo_py.router.rule_yaml import yaml_error
 
 __all__ = [
     "APPLICATION_KINDS",
@@ -147,17 +148,8 @@ def load_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
         node = loader.get_single_node()
         data = None if node is None else loader.construct_document(node)
         return data, node
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "malformed YAML"
-        raise RuleError(
-            f"invalid YAML: {problem}",
-            source=source,
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-        ) from None
     except yaml.YAMLError as exc:
-        raise RuleError(f"invalid YAML: {exc}", source=source) from None
+        raise yaml_error(exc, source) from None
     except RecursionError:
         raise RuleError("invalid YAML: nested too deeply", source=source) from None
     finally:

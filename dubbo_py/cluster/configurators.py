@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from dubbo_py.router.base import RuleError
+from dubbo_py.router.rule_yaml import yaml_error
 from dubbo_py.url import URL
 
 __all__ = [
@@ -141,13 +142,7 @@ def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise RuleError(
-            f"invalid YAML: {getattr(exc, 'problem', exc)}",
-            source=source,
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-        ) from None
+        raise yaml_error(exc, source) from None
     if not isinstance(doc, dict):
         raise RuleError("a configurators document must be a mapping", source=source)
     configs = doc.get("configs")

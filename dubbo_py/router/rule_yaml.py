@@ -17,7 +17,7 @@ import yaml
 
 from dubbo_py.router.base import RuleError
 
-__all__ = ["Path", "RuleDocument", "load_rule_document"]
+__all__ = ["Path", "RuleDocument", "load_rule_document", "yaml_error"]
 
 #: A value's place in a document: mapping keys and sequence indices from the root.
 Path = tuple[str | int, ...]
@@ -137,16 +137,14 @@ def load_rule_document(text: str, source: str, *, max_chars: int = MAX_CHARS) ->
     try:
         _refuse_anchors(text, source)
         loader = yaml.SafeLoader(text)
-    except yaml.MarkedYAMLError as exc:
-        raise _yaml_error(exc, source) from None
     except yaml.YAMLError as exc:
-        raise RuleError(f"invalid YAML: {exc}", source=source) from None
+        raise yaml_error(exc, source) from None
     try:
         try:
             node = loader.get_single_node()
-        except yaml.MarkedYAMLError as exc:
-            raise _yaml_error(exc, source) from None
-        except (yaml.YAMLError, RecursionError) as exc:
+        except yaml.YAMLError as exc:
+            raise yaml_error(exc, source) from None
+        except RecursionError as exc:
             raise RuleError(f"invalid YAML: {exc}", source=source) from None
         if node is None:
             raise RuleError("rule is empty", source=source)
@@ -157,11 +155,15 @@ def load_rule_document(text: str, source: str, *, max_chars: int = MAX_CHARS) ->
     return RuleDocument(data, source, positions)
 
 
-def _yaml_error(exc: yaml.MarkedYAMLError, source: str) -> RuleError:
+def yaml_error(exc: yaml.YAMLError, source: str, error: type[RuleError] = RuleError) -> RuleError:
+    """What a YAML parse failure tells the user: ``invalid YAML: <problem>`` at the line and
+    column PyYAML marked (1-based), as ``error`` (a :class:`RuleError` kind) naming ``source``."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return error(f"invalid YAML: {exc}", source=source)
     mark = exc.problem_mark or exc.context_mark
-    problem = exc.problem or exc.context or "invalid YAML"
+    problem = exc.problem or exc.context or "malformed YAML"
     line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
-    return RuleError(f"invalid YAML: {problem}", source=source, line=line, column=column)
+    return error(f"invalid YAML: {problem}", source=source, line=line, column=column)
 
 
 def _refuse_anchors(text: str, source: str) -> None:

@@ -40,6 +40,7 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.router import factory
 from dubbo_py.router.base import Router, RuleError
 from dubbo_py.router.chain import RouterChain, TraceStep
+from dubbo_py.router.rule_yaml import yaml_error
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL, URLError, encode_component
 
@@ -188,16 +189,8 @@ class _Reader:
         try:
             node = loader.get_single_node()
             data = None if node is None else loader.construct_document(node)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            raise ScenarioError(
-                f"invalid YAML: {exc.problem or exc.context or 'malformed'}",
-                source=self.source,
-                line=mark.line + 1 if mark else None,
-                column=mark.column + 1 if mark else None,
-            ) from None
         except yaml.YAMLError as exc:
-            raise ScenarioError(f"invalid YAML: {exc}", source=self.source) from None
+            raise yaml_error(exc, self.source, ScenarioError) from None
         except RecursionError:
             raise ScenarioError("invalid YAML: nested too deeply", source=self.source) from None
         finally:

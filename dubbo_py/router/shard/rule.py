@@ -28,6 +28,7 @@ import yaml
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.base import RuleError
+from dubbo_py.router.rule_yaml import yaml_error
 from dubbo_py.router.shard.plan import plan_split
 from dubbo_py.router.shard.schemes import Layout, LayoutError, Scheme, make_layout
 
@@ -160,16 +161,8 @@ class _Doc:
             data = yaml.safe_load(text)
             # compose() builds nodes only (no objects), so it is as safe as safe_load.
             root = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            raise RuleError(
-                f"invalid YAML: {exc.problem or exc.context}",
-                source=source,
-                line=mark.line + 1 if mark else None,
-                column=mark.column + 1 if mark else None,
-            ) from None
         except yaml.YAMLError as exc:
-            raise RuleError(f"invalid YAML: {exc}", source=source) from None
+            raise yaml_error(exc, source) from None
         if data is None:
             raise RuleError("empty shard rule", source=source)
         if not isinstance(data, dict):
