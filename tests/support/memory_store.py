@@ -100,6 +100,16 @@ class MemoryStore:
                 else:
                     data_callback(node.data, node.version)
 
+    def _node(self, path: str, version: int = -1) -> _Node:
+        """The node at ``path`` (caller holds the tree's lock): NoNodeError when there is none,
+        BadVersionError when ``version`` is given (not -1) and is not its version."""
+        node = self.tree.nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if version != -1 and version != node.version:
+            raise BadVersionError(f"{path}: version {node.version}, not {version}")
+        return node
+
     # ----------------------------------------------------------------- Store protocol
 
     def create(
@@ -147,9 +157,7 @@ class MemoryStore:
         """Data and version."""
         self._alive()
         with self.tree.lock:
-            node = self.tree.nodes.get(path)
-            if node is None:
-                raise NoNodeError(path)
+            node = self._node(path)
             return node.data, node.version
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
@@ -157,11 +165,7 @@ class MemoryStore:
         self._alive()
         self._hook("set", path)
         with self.tree.lock:
-            node = self.tree.nodes.get(path)
-            if node is None:
-                raise NoNodeError(path)
-            if version != -1 and version != node.version:
-                raise BadVersionError(f"{path}: version {node.version}, not {version}")
+            node = self._node(path, version)
             node.data = data
             node.version += 1
             new = node.version
@@ -173,11 +177,7 @@ class MemoryStore:
         self._alive()
         self._hook("delete", path)
         with self.tree.lock:
-            node = self.tree.nodes.get(path)
-            if node is None:
-                raise NoNodeError(path)
-            if version != -1 and version != node.version:
-                raise BadVersionError(f"{path}: version {node.version}, not {version}")
+            self._node(path, version)  # must exist, at that version
             below = [p for p in self.tree.nodes if p.startswith(path + "/")]
             if below and not recursive:
                 raise NotEmptyError(path)
