@@ -133,6 +133,32 @@ def test_probe_counts_attempts_and_revives() -> None:
     )
 
 
+def test_before_revive_runs_while_the_provider_is_still_quarantined() -> None:
+    # Calls pick a provider the moment it leaves quarantine, so what they need (a fresh
+    # channel) must be ready before that; a "revived" listener runs too late.
+    seen: list[tuple[str, bool]] = []
+
+    def before_revive(url: URL) -> None:
+        seen.append((url.address, q.contains(url)))
+
+    q = Quarantine(lambda url: url == CANDIDATES[0], before_revive=before_revive)
+    q.add(CANDIDATES[0], "down")
+    q.add(CANDIDATES[1], "down")
+    assert q.probe_once() == (CANDIDATES[0],)
+    assert seen == [(CANDIDATES[0].address, True)]  # only the revived one, while still in
+    assert not q.contains(CANDIDATES[0])
+
+
+def test_a_failing_before_revive_hook_still_revives() -> None:
+    def before_revive(url: URL) -> None:
+        raise RuntimeError("cannot reset the channel")
+
+    q = Quarantine(lambda url: True, before_revive=before_revive)
+    q.add(CANDIDATES[0], "down")
+    assert q.probe_once() == (CANDIDATES[0],)
+    assert len(q) == 0
+
+
 def test_a_probe_that_raises_counts_as_dead() -> None:
     def probe(url: URL) -> bool:
         raise OSError("network is unreachable")

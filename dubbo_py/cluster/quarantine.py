@@ -70,7 +70,10 @@ class Quarantine:
     """A thread-safe zombie list with a background prober.
 
     ``probe(url) -> bool`` says whether a provider is alive again (an exception counts as
-    False); ``clock`` gives the ``since`` timestamps (epoch seconds).
+    False); ``clock`` gives the ``since`` timestamps (epoch seconds). ``before_revive(url)``
+    runs after a successful probe and before the provider leaves quarantine, so whatever calls
+    need to reach it afresh (a new channel) is in place before the first call can pick it; a
+    ``revived`` event comes too late for that, as calls pick the provider as soon as it is out.
     """
 
     def __init__(
@@ -79,12 +82,14 @@ class Quarantine:
         interval: float = 1.0,
         *,
         clock: Callable[[], float] = time.time,
+        before_revive: Callable[[URL], object] | None = None,
     ) -> None:
         if not interval > 0:
             raise ValueError(f"quarantine probe interval must be > 0 seconds, got {interval!r}")
         self._probe = probe
         self._interval = interval
         self._clock = clock
+        self._before_revive = before_revive
         self._lock = threading.Lock()
         self._entries: dict[str, QuarantineEntry] = {}
         #: The quarantined providers by address (a read-only view: truthy while any is in).
@@ -212,6 +217,11 @@ class Quarantine:
         revived: list[QuarantineEntry] = []
         for entry, episode in snapshot:
             ok = self._safe_probe(entry.url)
+            if ok and self._before_revive is not None:
+                try:
+                    self._before_revive(entry.url)
+                except Exception:  # the provider is alive; a failed hook must not keep it out
+                    _log.exception("before_revive hook failed for %s", entry.address)
             with self._lock:
                 current = self._entries.get(entry.address)
                 if current is None or self._episodes.get(entry.address) != episode:

@@ -405,7 +405,7 @@ class Application:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
         from dubbo_py.cluster.health_probe import grpc_health_probe
-        from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
+        from dubbo_py.cluster.quarantine import Quarantine
 
         spec = service_of_stub(stub_class)
         config = self.reference_config(spec.name, **options)
@@ -449,7 +449,6 @@ class Application:
             static_providers=static,
         )
         pool = ChannelPool(config.tls)
-        quarantine = Quarantine(grpc_health_probe, interval=config.quarantine_interval)
         budget = self._budget_for(spec.name)
         failback_queue = failback if failback is not None else FailbackQueue()
         idempotent_methods = config.idempotent | frozenset(
@@ -488,6 +487,17 @@ class Application:
         channel = ClusterChannel(
             pool, strategy_for, make_context, dict(config.attachments), stats=tuning.stats
         )
+
+        def fresh_channel(provider: URL) -> None:
+            # A revived provider's old channel may be deep in reconnect backoff: start afresh,
+            # before calls can pick the provider again (they would fail on the old channel and
+            # put it straight back in quarantine).
+            if pool.reset(provider.address):
+                channel.forget([provider.address])
+
+        quarantine = Quarantine(
+            grpc_health_probe, interval=config.quarantine_interval, before_revive=fresh_channel
+        )
         # Built before anything starts: it checks the mocks against the response types, and a
         # bad one must not leave watches, threads or a registered consumer behind.
         stub = stub_class(channel)
@@ -506,13 +516,7 @@ class Application:
                 for context in contexts:
                     context.balancer = tuning.balancer
 
-        def on_quarantine(event: QuarantineEvent) -> None:
-            # A revived provider's old channel may be deep in reconnect backoff: start afresh.
-            if event.kind == "revived" and pool.reset(event.entry.address):
-                channel.forget([event.entry.address])
-
         directory.add_listener(on_chain)
-        quarantine.on_change(on_quarantine)
         directory.start(wait=config.check)
         quarantine.start()
         if registry is not None:

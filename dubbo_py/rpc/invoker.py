@@ -67,6 +67,10 @@ class ChannelPool:
                 self._channels[key] = channel
             return channel
 
+    def current(self, address: str) -> grpc.Channel | None:
+        """The channel the pool holds for ``address`` now (None: none open)."""
+        return self._channels.get(address)
+
     def _open(self, provider: URL) -> grpc.Channel:
         # Caller holds the lock.
         if provider.get_bool("tls"):
@@ -234,6 +238,11 @@ class MethodInvoker:
             _registered_method=True,
         )
         self._callables[address] = made
+        if self._pool.current(address) is not channel:
+            # The pool dropped or replaced this channel while the callable was being made, and
+            # may have forgotten the cached callables before this one went in: use it for this
+            # call only, or every later call would go to the stale channel.
+            self._callables.pop(address, None)
         return made
 
     def empty_response(self) -> Any:

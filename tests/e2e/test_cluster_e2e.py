@@ -271,7 +271,7 @@ def test_kill9_is_quarantined_within_1s_and_restart_is_revived_within_one_probe(
         assert not load.errors(), load.errors()[:3]
         assert entry.since - killed_at <= QUARANTINE_BOUND, entry
         assert restarted.address == p2.address
-        assert not ref.quarantine.entries()
+        assert not ref.quarantine.entries(), (events, ready_at)
         revived = [t for t, e in events if e.kind in ("revived", "removed") and t >= ready_at]
         first_served = min(t for t in served_at[p2.address] if t >= ready_at)
         bound = PROBE_INTERVAL + PROBE_ALLOWANCE

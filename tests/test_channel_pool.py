@@ -1,0 +1,96 @@
+"""Provider channels: the pool's reset and the method invoker's cached callables stay in step."""
+
+from __future__ import annotations
+
+import socket
+
+import grpc
+import pytest
+from demo import greeter_pb2
+
+from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
+from dubbo_py.url import URL
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+PROVIDER = URL.parse(f"tri://127.0.0.1:{closed_port()}/demo.Greeter?interface=demo.Greeter")
+PATH = "/demo.Greeter/SayHello"
+
+
+class RacingPool(ChannelPool):
+    """Hands out a channel, then -- before the invoker caches a callable on it -- does what a
+    revival does on the quarantine's thread: reset the channel and forget the callables."""
+
+    def __init__(self) -> None:
+        # The reset channel stays open for a while, as it does by default (30 s): grpcio 1.85
+        # crashes the process when a multicallable is made on a closed channel.
+        super().__init__(linger=60)
+        self.invoker: MethodInvoker | None = None
+        self.race = True
+        self.handed_out: list[grpc.Channel] = []
+
+    def channel(self, provider: URL) -> grpc.Channel:
+        channel = super().channel(provider)
+        self.handed_out.append(channel)
+        if self.race and self.invoker is not None:
+            self.race = False
+            self.reset(provider.address)
+            self.invoker.forget([provider.address])
+        return channel
+
+
+def call(invoker: MethodInvoker) -> None:
+    request = greeter_pb2.HelloRequest(name="x")
+    with pytest.raises(grpc.RpcError):  # nothing listens there
+        invoker(PROVIDER, Invocation("demo.Greeter", "SayHello", request), 0.2)
+
+
+def make_invoker(pool: ChannelPool) -> MethodInvoker:
+    return MethodInvoker(
+        pool,
+        PATH,
+        greeter_pb2.HelloRequest.SerializeToString,
+        greeter_pb2.HelloReply.FromString,
+    )
+
+
+def test_a_callable_made_on_a_channel_reset_meanwhile_is_not_kept() -> None:
+    pool = RacingPool()
+    invoker = make_invoker(pool)
+    pool.invoker = invoker
+    try:
+        call(invoker)  # made its callable on the channel that was reset under it
+        assert PROVIDER.address not in invoker.multicallables
+        call(invoker)  # so the next call asks the pool again and gets the fresh channel
+        assert len(pool.handed_out) == 2
+        assert pool.handed_out[1] is pool.current(PROVIDER.address)
+        assert pool.handed_out[1] is not pool.handed_out[0]
+        assert PROVIDER.address in invoker.multicallables
+        call(invoker)  # and keeps it
+        assert len(pool.handed_out) == 2
+    finally:
+        pool.close()
+
+
+def test_reset_gives_the_next_call_a_new_channel() -> None:
+    pool = ChannelPool(linger=60)
+    invoker = make_invoker(pool)
+    try:
+        call(invoker)
+        first = pool.current(PROVIDER.address)
+        assert first is not None
+        assert pool.reset(PROVIDER.address)
+        invoker.forget([PROVIDER.address])
+        assert pool.current(PROVIDER.address) is None
+        call(invoker)
+        second = pool.current(PROVIDER.address)
+        assert second is not None and second is not first
+        assert not pool.reset("127.0.0.1:1")  # nothing open there
+    finally:
+        pool.close()
