@@ -141,7 +141,8 @@ def test_before_revive_runs_while_the_provider_is_still_quarantined() -> None:
     def before_revive(url: URL) -> None:
         seen.append((url.address, q.contains(url)))
 
-    q = Quarantine(lambda url: url == CANDIDATES[0], before_revive=before_revive)
+    q = Quarantine(lambda url: url == CANDIDATES[0])
+    q.before_revive(before_revive)
     q.add(CANDIDATES[0], "down")
     q.add(CANDIDATES[1], "down")
     assert q.probe_once() == (CANDIDATES[0],)
@@ -149,14 +150,22 @@ def test_before_revive_runs_while_the_provider_is_still_quarantined() -> None:
     assert not q.contains(CANDIDATES[0])
 
 
-def test_a_failing_before_revive_hook_still_revives() -> None:
+def test_a_failing_before_revive_hook_still_revives_and_hooks_unsubscribe() -> None:
     def before_revive(url: URL) -> None:
         raise RuntimeError("cannot reset the channel")
 
-    q = Quarantine(lambda url: True, before_revive=before_revive)
+    calls: list[URL] = []
+    q = Quarantine(lambda url: True)
+    q.before_revive(before_revive)
+    unsubscribe = q.before_revive(calls.append)
     q.add(CANDIDATES[0], "down")
     assert q.probe_once() == (CANDIDATES[0],)
     assert len(q) == 0
+    assert calls == [CANDIDATES[0]]  # the next hook ran too
+    unsubscribe()
+    q.add(CANDIDATES[1], "down")
+    assert q.probe_once() == (CANDIDATES[1],)
+    assert calls == [CANDIDATES[0]]
 
 
 def test_a_probe_that_raises_counts_as_dead() -> None:

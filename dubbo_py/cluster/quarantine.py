@@ -70,10 +70,7 @@ class Quarantine:
     """A thread-safe zombie list with a background prober.
 
     ``probe(url) -> bool`` says whether a provider is alive again (an exception counts as
-    False); ``clock`` gives the ``since`` timestamps (epoch seconds). ``before_revive(url)``
-    runs after a successful probe and before the provider leaves quarantine, so whatever calls
-    need to reach it afresh (a new channel) is in place before the first call can pick it; a
-    ``revived`` event comes too late for that, as calls pick the provider as soon as it is out.
+    False); ``clock`` gives the ``since`` timestamps (epoch seconds).
     """
 
     def __init__(
@@ -82,14 +79,12 @@ class Quarantine:
         interval: float = 1.0,
         *,
         clock: Callable[[], float] = time.time,
-        before_revive: Callable[[URL], object] | None = None,
     ) -> None:
         if not interval > 0:
             raise ValueError(f"quarantine probe interval must be > 0 seconds, got {interval!r}")
         self._probe = probe
         self._interval = interval
         self._clock = clock
-        self._before_revive = before_revive
         self._lock = threading.Lock()
         self._entries: dict[str, QuarantineEntry] = {}
         #: The quarantined providers by address (a read-only view: truthy while any is in).
@@ -99,6 +94,7 @@ class Quarantine:
         self._episodes: dict[str, int] = {}
         self._version = 0
         self._listeners: list[Callable[[QuarantineEvent], None]] = []
+        self._revive_hooks: list[Callable[[URL], object]] = []
         # partition cache: (candidates, version, healthy, quarantined)
         self._last: tuple[tuple[URL, ...], int, tuple[URL, ...], tuple[URL, ...]] | None = None
         self._thread: threading.Thread | None = None
@@ -198,6 +194,33 @@ class Quarantine:
 
         return unsubscribe
 
+    def before_revive(self, hook: Callable[[URL], object]) -> Callable[[], None]:
+        """Call ``hook(url)`` when a probe found ``url`` alive, *before* it leaves quarantine
+        (on the prober's thread); returns a function that unsubscribes it.
+
+        Calls pick a provider the instant it is out of quarantine, so whatever they need to
+        reach it afresh -- a new channel instead of one in reconnect backoff -- must be in
+        place first; a ``revived`` listener runs too late for that. A hook that raises is
+        logged and the provider is revived all the same (it answered the probe)."""
+        with self._lock:
+            self._revive_hooks.append(hook)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if hook in self._revive_hooks:
+                    self._revive_hooks.remove(hook)
+
+        return unsubscribe
+
+    def _prepare_revival(self, url: URL) -> None:
+        with self._lock:
+            hooks = tuple(self._revive_hooks)
+        for hook in hooks:
+            try:
+                hook(url)
+            except Exception:
+                _log.exception("before_revive hook %r failed for %s", hook, url.address)
+
     def _emit(self, event: QuarantineEvent) -> None:
         with self._lock:
             listeners = tuple(self._listeners)
@@ -217,11 +240,8 @@ class Quarantine:
         revived: list[QuarantineEntry] = []
         for entry, episode in snapshot:
             ok = self._safe_probe(entry.url)
-            if ok and self._before_revive is not None:
-                try:
-                    self._before_revive(entry.url)
-                except Exception:  # the provider is alive; a failed hook must not keep it out
-                    _log.exception("before_revive hook failed for %s", entry.address)
+            if ok:
+                self._prepare_revival(entry.url)
             with self._lock:
                 current = self._entries.get(entry.address)
                 if current is None or self._episodes.get(entry.address) != episode:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,24 +110,67 @@ async def export_async(
 
 
 class AsyncChannelPool:
-    """``grpc.aio`` channels by provider address (they belong to the event loop that made them)."""
+    """``grpc.aio`` channels by provider address (they belong to the event loop that made them).
 
-    def __init__(self) -> None:
+    :meth:`reset` may be called from any thread (the quarantine's prober calls it when it
+    revives a provider); the channel is replaced on the loop, at the next call to that address,
+    and the old one is closed ``linger`` seconds later so calls in flight on it finish.
+    """
+
+    def __init__(self, *, linger: float = 30.0) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._linger = linger
+        # Addresses whose channel is to be replaced; written by other threads.
+        self._stale: set[str] = set()
+        self._stale_lock = threading.Lock()
+        self._retired: dict[grpc.aio.Channel, asyncio.TimerHandle] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     def channel(self, provider: URL) -> grpc.aio.Channel:
         """The channel to this provider."""
-        channel = self._channels.get(provider.address)
+        address = provider.address
+        channel = self._channels.get(address)
+        if self._stale and address in self._stale:
+            with self._stale_lock:
+                self._stale.discard(address)
+            if channel is not None:
+                self._retire(channel)
+                channel = None
         if channel is None:
-            channel = grpc.aio.insecure_channel(provider.address)
-            self._channels[provider.address] = channel
+            # Its own subchannels, as in the blocking pool: gRPC's shared pool would hand the
+            # new channel the old one's connection, still in reconnect backoff.
+            channel = grpc.aio.insecure_channel(
+                address, options=[("grpc.use_local_subchannel_pool", 1)]
+            )
+            self._channels[address] = channel
         return channel
 
+    def reset(self, address: str) -> None:
+        """Replace the channel to ``address`` at its next use (thread-safe)."""
+        with self._stale_lock:
+            self._stale.add(address)
+
+    def _retire(self, channel: grpc.aio.Channel) -> None:
+        loop = asyncio.get_running_loop()
+
+        def close() -> None:
+            if self._retired.pop(channel, None) is not None:
+                task = loop.create_task(channel.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+
+        self._retired[channel] = loop.call_later(self._linger, close)
+
     async def close(self) -> None:
-        """Close every channel."""
+        """Close every channel, including those replaced but not closed yet."""
         channels, self._channels = list(self._channels.values()), {}
-        for channel in channels:
+        retired, self._retired = self._retired, {}
+        for timer in retired.values():
+            timer.cancel()
+        for channel in [*channels, *retired]:
             await channel.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 async def _primed(stream: Any) -> AsyncIterator[Any]:
@@ -167,19 +211,22 @@ class AsyncMethodInvoker:
         self._serializer = request_serializer
         self._deserializer = response_deserializer
         self._streaming = response_streaming
-        self._callables: dict[str, Any] = {}
+        self._callables: dict[str, tuple[grpc.aio.Channel, Any]] = {}
 
     def _callable(self, provider: URL) -> Any:
-        made = self._callables.get(provider.address)
-        if made is None:
-            channel = self._pool.channel(provider)
-            factory = channel.unary_stream if self._streaming else channel.unary_unary
-            made = factory(
-                self._path,
-                request_serializer=self._serializer,
-                response_deserializer=self._deserializer,
-            )
-            self._callables[provider.address] = made
+        # Asked of the pool on every call: the pool may have replaced the channel (a revived
+        # provider gets a fresh one), and a callable belongs to the channel that made it.
+        channel = self._pool.channel(provider)
+        found = self._callables.get(provider.address)
+        if found is not None and found[0] is channel:
+            return found[1]
+        factory = channel.unary_stream if self._streaming else channel.unary_unary
+        made = factory(
+            self._path,
+            request_serializer=self._serializer,
+            response_deserializer=self._deserializer,
+        )
+        self._callables[provider.address] = (channel, made)
         return made
 
     def empty_response(self) -> Any:

@@ -351,6 +351,8 @@ class Application:
         ref = self.reference_handle(stub_class, **options)
         pool = AsyncChannelPool()
         self._async_pools.append(pool)
+        # Revived providers get a fresh channel here too (see reference_handle).
+        ref.quarantine.before_revive(lambda provider: pool.reset(provider.address))
         channel = AsyncClusterChannel(pool, ref.channel.make_context, ref.channel.attachments)
         stub: S = stub_class(channel)  # type: ignore[call-arg]
         return stub
@@ -495,9 +497,8 @@ class Application:
             if pool.reset(provider.address):
                 channel.forget([provider.address])
 
-        quarantine = Quarantine(
-            grpc_health_probe, interval=config.quarantine_interval, before_revive=fresh_channel
-        )
+        quarantine = Quarantine(grpc_health_probe, interval=config.quarantine_interval)
+        quarantine.before_revive(fresh_channel)
         # Built before anything starts: it checks the mocks against the response types, and a
         # bad one must not leave watches, threads or a registered consumer behind.
         stub = stub_class(channel)

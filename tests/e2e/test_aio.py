@@ -69,3 +69,48 @@ def test_aio_provider_and_consumer_with_failover(
             await provider_app.aclose()
 
     asyncio.run(scenario())
+
+
+def test_aio_consumer_calls_a_restarted_provider_again_after_its_revival(
+    registry_address: str, providers: Callable[..., ProviderProcess], tmp_path: Path
+) -> None:
+    # The aio consumer shares the reference's quarantine; a revived provider must get calls
+    # again at once, not after gRPC's reconnect backoff on the channel that saw it die.
+    p1, p2 = providers(), providers()
+
+    async def scenario() -> None:
+        consumer = dubbo_py.Application("aio-shop", registry_address, cache_path=tmp_path / "c")
+        try:
+            stub = consumer.reference_async(
+                greeter_pb2_grpc.GreeterStub,
+                version="1.0.0",
+                loadbalance="roundrobin",
+                quarantine_interval=0.3,
+            )
+            ref = consumer.references[-1]
+            await asyncio.to_thread(
+                wait_until, lambda: len(ref.directory.providers) == 2, 10, "both providers"
+            )
+
+            async def spread(n: int) -> set[str]:
+                seen = set()
+                for i in range(n):
+                    reply = await stub.SayHello(greeter_pb2.HelloRequest(name=str(i)))
+                    seen.add(reply.provider)
+                return seen
+
+            assert await spread(10) == {p1.address, p2.address}
+            p2.kill()
+            assert await spread(20) == {p1.address}  # failover; p2 now quarantined
+            assert [e.address for e in ref.quarantine.entries()] == [p2.address]
+            await spread(20)  # the old channel to p2 is left in reconnect backoff
+            restarted = providers(port=p2.port)
+            await asyncio.to_thread(
+                wait_until, lambda: not ref.quarantine.entries(), 10, "p2 revived"
+            )
+            assert await spread(10) == {p1.address, restarted.address}
+            assert not ref.quarantine.entries()
+        finally:
+            await consumer.aclose()
+
+    asyncio.run(scenario())
