@@ -1,14 +1,18 @@
-"""Provider channels: the pool's reset and the method invoker's cached callables stay in step."""
+"""Provider channels: pools reset and drop channels, and the invokers' cached callables keep up."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import threading
+from collections.abc import Callable
 
 import grpc
 import pytest
 from demo import greeter_pb2
 
 from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.aio import AsyncChannelPool
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 from dubbo_py.url import URL
 
@@ -94,3 +98,53 @@ def test_reset_gives_the_next_call_a_new_channel() -> None:
         assert not pool.reset("127.0.0.1:1")  # nothing open there
     finally:
         pool.close()
+
+
+# ---------------------------------------------------------------------------- asyncio flavour
+
+
+def other(n: int) -> URL:
+    return URL.parse(f"tri://127.0.0.1:{closed_port() + n}/demo.Greeter?interface=demo.Greeter")
+
+
+def off_the_loop(work: Callable[[], object]) -> None:
+    """Run ``work`` on another thread, as the quarantine's prober and the notify thread do."""
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+
+
+def test_async_pool_replaces_a_reset_channel_and_closes_the_old_one_later() -> None:
+    async def scenario() -> None:
+        pool = AsyncChannelPool(linger=0.05)
+        old = pool.channel(PROVIDER)
+        assert pool.channel(PROVIDER) is old
+        off_the_loop(lambda: pool.reset(PROVIDER.address))
+        new = pool.channel(PROVIDER)
+        assert new is not old
+        assert pool.channel(PROVIDER) is new
+        await asyncio.sleep(0.3)
+        assert old.get_state() is grpc.ChannelConnectivity.SHUTDOWN
+        assert new.get_state() is not grpc.ChannelConnectivity.SHUTDOWN
+        await pool.close()
+        assert new.get_state() is grpc.ChannelConnectivity.SHUTDOWN
+
+    asyncio.run(scenario())
+
+
+def test_async_pool_drops_channels_to_providers_that_left() -> None:
+    async def scenario() -> None:
+        pool = AsyncChannelPool(linger=30)
+        stay, leave = other(1), other(2)
+        kept, dropped = pool.channel(stay), pool.channel(leave)
+        assert len(pool) == 2
+        off_the_loop(lambda: pool.retain([stay]))
+        assert pool.channel(stay) is kept  # the next call sweeps
+        assert len(pool) == 1
+        # Lingering, so calls in flight on it finish; closed by close() at the latest.
+        assert dropped.get_state() is not grpc.ChannelConnectivity.SHUTDOWN
+        await pool.close()
+        assert dropped.get_state() is grpc.ChannelConnectivity.SHUTDOWN
+        assert kept.get_state() is grpc.ChannelConnectivity.SHUTDOWN
+
+    asyncio.run(scenario())

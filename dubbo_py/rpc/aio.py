@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,9 +112,9 @@ async def export_async(
 class AsyncChannelPool:
     """``grpc.aio`` channels by provider address (they belong to the event loop that made them).
 
-    :meth:`reset` may be called from any thread (the quarantine's prober calls it when it
-    revives a provider); the channel is replaced on the loop, at the next call to that address,
-    and the old one is closed ``linger`` seconds later so calls in flight on it finish.
+    :meth:`reset` and :meth:`retain` may be called from any thread (the quarantine's prober
+    and the registry's notify thread call them). The channels are replaced or dropped on the
+    loop, at the next call, and closed ``linger`` seconds later so calls in flight finish.
     """
 
     def __init__(self, *, linger: float = 30.0) -> None:
@@ -125,9 +125,16 @@ class AsyncChannelPool:
         self._stale_lock = threading.Lock()
         self._retired: dict[grpc.aio.Channel, asyncio.TimerHandle] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        # (version, addresses still registered), swapped whole by retain(); the loop sweeps
+        # when the version moves past the one it last swept.
+        self._keep: tuple[int, frozenset[str] | None] = (0, None)
+        self._swept = 0
 
     def channel(self, provider: URL) -> grpc.aio.Channel:
         """The channel to this provider."""
+        keep = self._keep
+        if keep[0] != self._swept:
+            self._sweep(keep)
         address = provider.address
         channel = self._channels.get(address)
         if self._stale and address in self._stale:
@@ -149,6 +156,23 @@ class AsyncChannelPool:
         """Replace the channel to ``address`` at its next use (thread-safe)."""
         with self._stale_lock:
             self._stale.add(address)
+
+    def retain(self, providers: Iterable[URL]) -> None:
+        """Drop the channels to addresses not among ``providers`` (they left the registry) at
+        the next call (thread-safe)."""
+        addresses = frozenset(p.address for p in providers)
+        with self._stale_lock:
+            self._keep = (self._keep[0] + 1, addresses)
+
+    def _sweep(self, keep: tuple[int, frozenset[str] | None]) -> None:
+        self._swept, addresses = keep
+        if addresses is None:
+            return
+        for address in [a for a in self._channels if a not in addresses]:
+            self._retire(self._channels.pop(address))
+
+    def __len__(self) -> int:
+        return len(self._channels)
 
     def _retire(self, channel: grpc.aio.Channel) -> None:
         loop = asyncio.get_running_loop()

@@ -351,8 +351,10 @@ class Application:
         ref = self.reference_handle(stub_class, **options)
         pool = AsyncChannelPool()
         self._async_pools.append(pool)
-        # Revived providers get a fresh channel here too (see reference_handle).
+        # As in the blocking pool: revived providers get a fresh channel, and channels to
+        # providers that left the registry are closed.
         ref.quarantine.before_revive(lambda provider: pool.reset(provider.address))
+        ref.directory.add_listener(lambda bound: pool.retain(bound.snapshot.providers))
         channel = AsyncClusterChannel(pool, ref.channel.make_context, ref.channel.attachments)
         stub: S = stub_class(channel)  # type: ignore[call-arg]
         return stub
