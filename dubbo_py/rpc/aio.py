@@ -22,9 +22,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2
 
 from dubbo_py.cluster.strategy import Attempts, ClusterContext
+from dubbo_py.config.tls import ClientTLS
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc.attachments import attachments_from_metadata, metadata_from_attachments
+from dubbo_py.rpc.invoker import ChannelSecurity
 from dubbo_py.rpc.provider import bind_servicers, provider_urls, register_all
 from dubbo_py.rpc.service import ServiceOptions
 from dubbo_py.url import URL
@@ -110,14 +112,16 @@ async def export_async(
 
 
 class AsyncChannelPool:
-    """``grpc.aio`` channels by provider address (they belong to the event loop that made them).
+    """``grpc.aio`` channels by provider address (they belong to the event loop that made them),
+    TLS for providers whose URL says ``tls=true``, as in the blocking pool.
 
     :meth:`reset` and :meth:`retain` may be called from any thread (the quarantine's prober
     and the registry's notify thread call them). The channels are replaced or dropped on the
     loop, at the next call, and closed ``linger`` seconds later so calls in flight finish.
     """
 
-    def __init__(self, *, linger: float = 30.0) -> None:
+    def __init__(self, tls: ClientTLS | None = None, *, linger: float = 30.0) -> None:
+        self._security = ChannelSecurity(tls)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._linger = linger
         # Addresses whose channel is to be replaced; written by other threads.
@@ -144,11 +148,11 @@ class AsyncChannelPool:
                 self._retire(channel)
                 channel = None
         if channel is None:
-            # Its own subchannels, as in the blocking pool: gRPC's shared pool would hand the
-            # new channel the old one's connection, still in reconnect backoff.
-            channel = grpc.aio.insecure_channel(
-                address, options=[("grpc.use_local_subchannel_pool", 1)]
-            )
+            credentials, options = self._security.for_provider(provider)
+            if credentials is not None:
+                channel = grpc.aio.secure_channel(address, credentials, options=options)
+            else:
+                channel = grpc.aio.insecure_channel(address, options=options)
             self._channels[address] = channel
         return channel
 

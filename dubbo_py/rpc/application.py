@@ -349,7 +349,7 @@ class Application:
         from dubbo_py.rpc.aio import AsyncChannelPool, AsyncClusterChannel
 
         ref = self.reference_handle(stub_class, **options)
-        pool = AsyncChannelPool()
+        pool = AsyncChannelPool(self.reference_config(ref.service, **options).tls)
         self._async_pools.append(pool)
         # As in the blocking pool: revived providers get a fresh channel, and channels to
         # providers that left the registry are closed.

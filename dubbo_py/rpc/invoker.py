@@ -21,10 +21,41 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import metadata_from_attachments
 from dubbo_py.url import URL
 
-__all__ = ["ChannelPool", "MethodInvoker", "ProviderCall"]
+__all__ = ["ChannelPool", "ChannelSecurity", "MethodInvoker", "ProviderCall"]
 
 #: What the cluster strategies call: (provider, invocation, timeout in s or None) -> response.
 ProviderCall = Callable[[URL, Invocation, float | None], Any]
+
+
+class ChannelSecurity:
+    """How to open a channel to a provider, for the blocking and the asyncio pools alike: TLS
+    when the provider's URL says ``tls=true`` (with ``tls``, or system roots when None), else
+    plaintext; and always a channel-local subchannel pool.
+
+    Local subchannels because gRPC's process-wide pool would hand a fresh channel the old one's
+    connection, still in reconnect backoff after the provider died, so neither replacing a
+    channel nor opening a new one once the provider is back would help.
+    """
+
+    def __init__(self, tls: ClientTLS | None = None, options: Iterable[tuple[str, Any]] = ()):
+        self._tls = tls
+        self._options: list[tuple[str, Any]] = [("grpc.use_local_subchannel_pool", 1), *options]
+        self._credentials: grpc.ChannelCredentials | None = None
+        self._lock = threading.Lock()
+
+    def for_provider(
+        self, provider: URL
+    ) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
+        """``(credentials, options)`` for a channel to ``provider``; credentials None means a
+        plaintext channel. The TLS files are read once, at the first TLS provider."""
+        if not provider.get_bool("tls"):
+            return None, self._options
+        tls = self._tls or ClientTLS()
+        with self._lock:
+            if self._credentials is None:
+                self._credentials = tls.credentials()
+            credentials = self._credentials
+        return credentials, self._options + tls.channel_options()
 
 
 class ChannelPool:
@@ -43,15 +74,10 @@ class ChannelPool:
         *,
         linger: float = 30.0,
     ) -> None:
-        self._tls = tls
-        # Each channel owns its subchannels: gRPC's process-wide subchannel pool would hand a
-        # fresh channel the old one's connection, still in reconnect backoff after the provider
-        # died, so neither reset() nor a new channel after the provider came back would help.
-        self._options = [("grpc.use_local_subchannel_pool", 1), *options]
+        self._security = ChannelSecurity(tls, options)
         self._linger = linger
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
-        self._credentials: grpc.ChannelCredentials | None = None
         self._closing: list[threading.Timer] = []
 
     def channel(self, provider: URL) -> grpc.Channel:
@@ -72,14 +98,10 @@ class ChannelPool:
         return self._channels.get(address)
 
     def _open(self, provider: URL) -> grpc.Channel:
-        # Caller holds the lock.
-        if provider.get_bool("tls"):
-            tls = self._tls or ClientTLS()
-            if self._credentials is None:
-                self._credentials = tls.credentials()
-            options = self._options + tls.channel_options()
-            return grpc.secure_channel(provider.address, self._credentials, options=options)
-        return grpc.insecure_channel(provider.address, options=self._options)
+        credentials, options = self._security.for_provider(provider)
+        if credentials is not None:
+            return grpc.secure_channel(provider.address, credentials, options=options)
+        return grpc.insecure_channel(provider.address, options=options)
 
     def _close_later(self, channels: list[grpc.Channel]) -> None:
         if not channels:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import grpc
@@ -68,6 +69,34 @@ def test_mtls_call_and_plaintext_or_certless_clients_refused(certs: Certs, tmp_p
                     greeter_pb2.HelloRequest(name="p"), timeout=3
                 )
             assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        provider.close()
+
+
+def test_asyncio_consumer_calls_a_tls_provider(certs: Certs, tmp_path: Path) -> None:
+    registry = f"sqlite://{tmp_path}/r.db"
+    tls = ServerTLS(certs.server_cert, certs.server_key, client_ca=certs.ca)
+    provider, address = _serve(registry, tls)
+    mutual = ClientTLS(ca=certs.ca, cert_chain=certs.client_cert, private_key=certs.client_key)
+
+    async def scenario() -> None:
+        app = dubbo_py.Application("shop", registry, cache_path=tmp_path / "c")
+        try:
+            greeter = app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0", tls=mutual)
+            reply = await greeter.SayHello(greeter_pb2.HelloRequest(name="a"), timeout=5)
+            assert reply.provider == address
+            parts = [
+                r.message
+                async for r in greeter.SayHelloStream(
+                    greeter_pb2.HelloRequest(name="s", count=2), timeout=5
+                )
+            ]
+            assert len(parts) == 2
+        finally:
+            await app.aclose()
+
+    try:
+        asyncio.run(scenario())
     finally:
         provider.close()
 
