@@ -30,16 +30,12 @@ from dubbo_py.cluster.loadbalance.roundrobin import identity_string
 from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
+from tests.support.chi_square import CHI2_999, chi_square
 
 SERVICE = "demo.Greeter"
 INV = Invocation(SERVICE, "SayHello", explicit_arguments=("ada",))
 KEY = method_key(SERVICE, "SayHello")
 NOW = 1_764_675_600_000  # a fixed "wall clock" in epoch ms
-
-# Upper 0.1 % points of the chi-square distribution (degrees of freedom -> critical value), from
-# the standard tables: a correct sampler fails one of these with probability 0.001 per test,
-# and the seeds below are fixed besides.
-CHI2_999 = {1: 10.828, 2: 13.816, 3: 16.266, 4: 18.467, 5: 20.515}
 
 
 def provider(n: int, weight: int | None = None, **params: str | int) -> URL:
@@ -47,10 +43,6 @@ def provider(n: int, weight: int | None = None, **params: str | int) -> URL:
     if weight is not None:
         url = url.with_parameters(weight=weight)
     return url.with_parameters(**params) if params else url
-
-
-def chi_square(observed: Counter[URL], expected: dict[URL, float]) -> float:
-    return sum((observed[k] - e) ** 2 / e for k, e in expected.items())
 
 
 def sample(lb: object, candidates: tuple[URL, ...], n: int, **kw: int) -> Counter[URL]:

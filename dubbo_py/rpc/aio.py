@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2
 
+from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.cluster.strategy import Attempts, ClusterContext
 from dubbo_py.config.tls import ClientTLS
 from dubbo_py.invocation import Invocation
@@ -240,6 +241,22 @@ class AsyncMethodInvoker:
         self._deserializer = response_deserializer
         self._streaming = response_streaming
         self._callables: dict[str, tuple[grpc.aio.Channel, Any]] = {}
+        self._stats: CallStats | None = None
+        self._stats_key = ""
+
+    @property
+    def stats(self) -> CallStats | None:
+        """Where calls are recorded (None: not recorded); set, as for the blocking invoker,
+        when the reference's balancer reads statistics (leastactive, shortestresponse)."""
+        return self._stats
+
+    @stats.setter
+    def stats(self, stats: CallStats | None) -> None:
+        self._stats_key = method_key(*self._path.lstrip("/").split("/", 1)) if stats else ""
+        self._stats = stats
+
+    def forget(self, addresses: Iterable[str]) -> None:
+        """Nothing to drop: a cached callable is used only with the channel that made it."""
 
     def _callable(self, provider: URL) -> Any:
         # Asked of the pool on every call: the pool may have replaced the channel (a revived
@@ -264,9 +281,16 @@ class AsyncMethodInvoker:
     async def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         call = self._callable(provider)
         metadata = metadata_from_attachments(invocation.attachments)
+        if self._stats is None:
+            return await self._send(call, invocation.request, timeout, metadata)
+        # Counted in flight across the await, as leastactive reads it.
+        with self._stats.track(provider.address, self._stats_key):
+            return await self._send(call, invocation.request, timeout, metadata)
+
+    async def _send(self, call: Any, request: Any, timeout: float | None, metadata: Any) -> Any:
         if self._streaming:
-            return await _primed(call(invocation.request, timeout=timeout, metadata=metadata))
-        return await call(invocation.request, timeout=timeout, metadata=metadata)
+            return await _primed(call(request, timeout=timeout, metadata=metadata))
+        return await call(request, timeout=timeout, metadata=metadata)
 
 
 async def failover_async(ctx: ClusterContext, invocation: Invocation) -> Any:
@@ -284,7 +308,7 @@ class _AsyncMultiCallable:
     def __init__(self, channel: AsyncClusterChannel, path: str, invoker: AsyncMethodInvoker):
         self._channel = channel
         self._service, _, self._method = path.lstrip("/").partition("/")
-        self._context = channel.make_context(invoker)
+        self._context = channel.context_for(invoker)
         self._streaming = invoker._streaming
 
     def _invocation(self, request: Any, timeout: float | None, metadata: Any) -> Invocation:
@@ -313,11 +337,13 @@ class AsyncClusterChannel:
     def __init__(
         self,
         pool: AsyncChannelPool,
-        make_context: Callable[[Any], ClusterContext],
+        context_for: Callable[[Any], ClusterContext],
         attachments: Mapping[str, str] | None = None,
     ) -> None:
         self.pool = pool
-        self.make_context = make_context
+        #: Builds a method's cluster context, registering its invoker with the reference (the
+        #: blocking channel's ``context_for``), so consumer overrides reach it.
+        self.context_for = context_for
         self.attachments = dict(attachments or {})
 
     def _multicallable(

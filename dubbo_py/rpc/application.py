@@ -355,7 +355,7 @@ class Application:
         # providers that left the registry are closed.
         ref.quarantine.before_revive(lambda provider: pool.reset(provider.address))
         ref.directory.add_listener(lambda bound: pool.retain(bound.snapshot.providers))
-        channel = AsyncClusterChannel(pool, ref.channel.make_context, ref.channel.attachments)
+        channel = AsyncClusterChannel(pool, ref.channel.context_for, ref.channel.attachments)
         stub: S = stub_class(channel)  # type: ignore[call-arg]
         return stub
 
@@ -514,6 +514,7 @@ class Application:
             if tuning.update(directory.consumer_overrides):
                 # Statistics first: a call plan compiled for the new balancer must see whether
                 # calls are to be recorded (plans are current only while the balancer is).
+                channel.stats = tuning.stats  # for invokers made later (asyncio stubs)
                 for invoker in channel.invokers:
                     invoker.stats = tuning.stats
                 for context in contexts:

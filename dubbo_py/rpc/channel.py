@@ -27,7 +27,7 @@ from dubbo_py.cluster.strategy import (
 )
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import attachments_from_metadata
-from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
+from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker, RecordingInvoker
 
 __all__ = ["ClusterChannel"]
 
@@ -235,13 +235,18 @@ class ClusterChannel(grpc.Channel):
         self.make_context = make_context
         #: Attachments every call carries (read-only; call metadata is added per call).
         self.attachments: Mapping[str, str] = MappingProxyType(dict(attachments or {}))
-        self.invokers: list[MethodInvoker] = []
+        #: Every method invoker of this reference, of either flavour (overrides update them).
+        self.invokers: list[RecordingInvoker] = []
         #: The cluster context of each method (by method name), for inspection and tests.
         self.contexts: dict[str, ClusterContext] = {}
 
-    def context_for(self, invoker: MethodInvoker, method: str = "") -> ClusterContext:
-        """The cluster context calls of one method use (built once per method)."""
+    def context_for(self, invoker: RecordingInvoker, method: str = "") -> ClusterContext:
+        """The cluster context calls of one method use (built once per method). The invoker
+        records into :attr:`stats` from now on, following later changes."""
         self.invokers.append(invoker)
+        # After joining the list: a balancer swap running meanwhile either set self.stats
+        # before this read or finds the invoker in the list.
+        invoker.stats = self.stats
         context = self.make_context(invoker)
         if method:
             self.contexts[method] = context

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -21,10 +21,20 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import metadata_from_attachments
 from dubbo_py.url import URL
 
-__all__ = ["ChannelPool", "ChannelSecurity", "MethodInvoker", "ProviderCall"]
+__all__ = ["ChannelPool", "ChannelSecurity", "MethodInvoker", "ProviderCall", "RecordingInvoker"]
 
 #: What the cluster strategies call: (provider, invocation, timeout in s or None) -> response.
 ProviderCall = Callable[[URL, Invocation, float | None], Any]
+
+
+class RecordingInvoker(Protocol):
+    """What a reference keeps up to date on each of its method invokers, blocking or asyncio:
+    where calls are recorded, and which providers' channels were dropped."""
+
+    stats: CallStats | None
+
+    def forget(self, addresses: Iterable[str]) -> None:
+        """Drop whatever is cached for these provider addresses."""
 
 
 class ChannelSecurity:

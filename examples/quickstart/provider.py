@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,14 @@ def make_greeter(
     shards: int | None = None,
     record: str | None = None,
     warmup: int = 600_000,
+    weight: int = 100,
+    delay: float = 0.0,
 ) -> Any:
     """A Greeter servicer class declared as a dubbo-py provider with these options; ``record``
     names a file that gets one line per call (see :class:`CallLog`); ``warmup`` is the ms over
-    which the provider's weight ramps up after it starts."""
+    which the provider's weight ramps up after it starts; ``weight`` is its load-balancing
+    weight; ``delay`` seconds are spent in every ``SayHello`` (a slow provider, to watch
+    ``leastactive`` and ``shortestresponse`` steer around it)."""
     calls = CallLog(record)
 
     @dubbo_py.service(
@@ -56,12 +61,15 @@ def make_greeter(
         shards=shards,
         tags={"dubbo.tag": tag} if tag else None,
         warmup=warmup,
+        weight=weight,
     )
     class Greeter(greeter_pb2_grpc.GreeterServicer):
         address = ""
 
         def SayHello(self, request: Any, context: Any) -> Any:
             calls.add("SayHello", request)
+            if delay:
+                time.sleep(delay)
             if request.name == "fail":
                 # An application error: consumers must see it as is, never retried.
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "asked to fail")
@@ -97,11 +105,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--warmup", type=int, default=600_000, help="ms over which the weight ramps up (0: none)"
     )
+    parser.add_argument("--weight", type=int, default=100, help="load-balancing weight")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds each SayHello takes")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="provider %(levelname)s %(message)s")
 
     greeter = make_greeter(
-        args.version, args.shard, args.tag, args.shards, args.record, warmup=args.warmup
+        args.version,
+        args.shard,
+        args.tag,
+        args.shards,
+        args.record,
+        warmup=args.warmup,
+        weight=args.weight,
+        delay=args.delay,
     )
     app = dubbo_py.Application(args.application, registry=args.registry)
     server = app.start(greeter, port=args.port)
