@@ -580,7 +580,7 @@ def test_a_reference_refuses_a_mock_that_cannot_answer(mock: str, message: str) 
 def test_the_asyncio_failover_follows_the_same_rules() -> None:
     import asyncio
 
-    from dubbo_py.rpc.aio import failover_async
+    from dubbo_py.cluster.aio_strategy import failover_async
 
     ps = urls(4)
     fake = Providers(**{p.host: "down" for p in ps})

@@ -27,7 +27,7 @@ import grpc
 from dubbo_py.cluster.strategy import ClusterContext, _retryable, failfast
 from dubbo_py.invocation import Invocation
 
-__all__ = ["FailbackQueue", "failback"]
+__all__ = ["FailbackQueue", "default_queue", "failback"]
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,11 @@ class FailbackQueue:
 
 
 _default_queue = FailbackQueue()
+
+
+def default_queue() -> FailbackQueue:
+    """The process-wide queue, for contexts that name none in ``extras["failback_queue"]``."""
+    return _default_queue
 
 
 def failback(ctx: ClusterContext, invocation: Invocation) -> Any:

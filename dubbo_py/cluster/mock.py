@@ -31,7 +31,7 @@ from dubbo_py.cluster.errors import ClusterError, is_call_failure
 from dubbo_py.cluster.strategy import ClusterContext, Strategy
 from dubbo_py.invocation import Invocation
 
-__all__ = ["MockSpec", "MockSpecError", "parse_mock", "with_mock"]
+__all__ = ["MockSpec", "MockSpecError", "answer_failure", "parse_mock", "with_mock"]
 
 log = logging.getLogger(__name__)
 
@@ -138,14 +138,22 @@ def with_mock(
         try:
             return strategy(ctx, invocation)
         except grpc.RpcError as error:
-            if not is_call_failure(error):
-                raise
-            log.warning(
-                "%s.%s failed (%s); answering with mock",
-                invocation.service,
-                invocation.method,
-                error,
-            )
-            return spec.response(invocation, response_type())
+            return answer_failure(spec, invocation, response_type(), error)
 
     return mocked
+
+
+def answer_failure(
+    spec: MockSpec,
+    invocation: Invocation,
+    response_type: type[Message] | None,
+    error: grpc.RpcError,
+) -> Any:
+    """What a ``fail:`` mock makes of a failed call: the mock's answer for a call failure;
+    an application error (a provider's answer) is raised as it is."""
+    if not is_call_failure(error):
+        raise error
+    log.warning(
+        "%s.%s failed (%s); answering with mock", invocation.service, invocation.method, error
+    )
+    return spec.response(invocation, response_type)

@@ -13,7 +13,14 @@ from dubbo_py.cluster.strategy import ClusterContext, _deadline, _remaining, _ro
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
-__all__ = ["broadcast", "forking"]
+__all__ = [
+    "broadcast",
+    "broadcast_failed",
+    "forking",
+    "forks_failed",
+    "no_fork_answered",
+    "pick_distinct",
+]
 
 _pool_lock = threading.Lock()
 _pool: futures.ThreadPoolExecutor | None = None
@@ -27,7 +34,8 @@ def _executor() -> futures.ThreadPoolExecutor:
         return _pool
 
 
-def _pick_distinct(ctx: ClusterContext, invocation: Invocation, n: int) -> list[URL]:
+def pick_distinct(ctx: ClusterContext, invocation: Invocation, n: int) -> list[URL]:
+    """Up to ``n`` distinct providers for one call, picked by the reference's balancer."""
     candidates = _route(ctx, invocation, [])
     chosen: list[URL] = []
     while len(chosen) < min(n, len(candidates)):
@@ -45,7 +53,7 @@ def forking(ctx: ClusterContext, invocation: Invocation) -> Any:
     The deadline bounds the wait: a call still running then fails with DEADLINE_EXCEEDED."""
     forks = ctx.settings[invocation.method].forks
     deadline = _deadline(ctx, invocation)
-    chosen = _pick_distinct(ctx, invocation, max(1, forks))
+    chosen = pick_distinct(ctx, invocation, max(1, forks))
     timeout = _remaining(deadline)
     pending = {_executor().submit(ctx.call, p, invocation, timeout): p for p in chosen}
     errors: list[BaseException] = []
@@ -57,18 +65,33 @@ def forking(ctx: ClusterContext, invocation: Invocation) -> Any:
             ctx.note_failure(pending[done], error)
             errors.append(error)
     except futures.TimeoutError:
-        raise ClusterError(
-            invocation.service,
-            invocation.method,
-            [p.address for p in chosen],
-            f"no fork answered within {timeout:.3f}s",
-            code=grpc.StatusCode.DEADLINE_EXCEEDED,
-        ) from None
+        raise no_fork_answered(invocation, chosen, timeout) from None
+    raise forks_failed(invocation, chosen, errors)
+
+
+def no_fork_answered(
+    invocation: Invocation, chosen: list[URL], timeout: float | None
+) -> ClusterError:
+    """The error of a forking call whose deadline passed before any fork answered."""
+    return ClusterError(
+        invocation.service,
+        invocation.method,
+        [p.address for p in chosen],
+        f"no fork answered within {timeout or 0.0:.3f}s",
+        code=grpc.StatusCode.DEADLINE_EXCEEDED,
+    )
+
+
+def forks_failed(
+    invocation: Invocation, chosen: list[URL], errors: list[BaseException]
+) -> BaseException:
+    """The error of a forking call whose every fork failed: an application error (a provider's
+    answer) as it is, else a :class:`ClusterError` naming every fork."""
     answer = next((e for e in errors if status_code(e) and not is_call_failure(e)), None)
     if answer is not None:
-        raise answer
+        return answer
     last = errors[-1]
-    raise ClusterError(
+    return ClusterError(
         invocation.service,
         invocation.method,
         [p.address for p in chosen],
@@ -96,13 +119,23 @@ def broadcast(ctx: ClusterContext, invocation: Invocation) -> Any:
             failed.append(provider)
             last_error = error
     if last_error is not None:
-        raise ClusterError(
-            invocation.service,
-            invocation.method,
-            [p.address for p in candidates],
-            f"broadcast failed on {len(failed)} of {len(candidates)} providers "
-            f"({', '.join(p.address for p in failed)})",
-            code=status_code(last_error) or grpc.StatusCode.UNAVAILABLE,
-            last=last_error,
-        )
+        raise broadcast_failed(invocation, candidates, failed, last_error)
     return result
+
+
+def broadcast_failed(
+    invocation: Invocation,
+    candidates: tuple[URL, ...],
+    failed: list[URL],
+    last_error: BaseException,
+) -> ClusterError:
+    """The error of a broadcast that failed on ``failed`` (some of ``candidates``)."""
+    return ClusterError(
+        invocation.service,
+        invocation.method,
+        [p.address for p in candidates],
+        f"broadcast failed on {len(failed)} of {len(candidates)} providers "
+        f"({', '.join(p.address for p in failed)})",
+        code=status_code(last_error) or grpc.StatusCode.UNAVAILABLE,
+        last=last_error,
+    )

@@ -44,6 +44,7 @@ __all__ = [
     "failfast",
     "failover",
     "failsafe",
+    "failsafe_answer",
     "get_strategy",
 ]
 
@@ -363,13 +364,18 @@ def failsafe(ctx: ClusterContext, invocation: Invocation) -> Any:
     try:
         return failfast(ctx, invocation)
     except grpc.RpcError as error:
-        log.error(
-            "failsafe: %s.%s failed, returning an empty response: %s",
-            invocation.service,
-            invocation.method,
-            error,
-        )
-        return ctx.empty_response()
+        return failsafe_answer(ctx, invocation, error)
+
+
+def failsafe_answer(ctx: ClusterContext, invocation: Invocation, error: grpc.RpcError) -> Any:
+    """What ``failsafe`` returns for a failed call: the method's empty response (logged)."""
+    log.error(
+        "failsafe: %s.%s failed, returning an empty response: %s",
+        invocation.service,
+        invocation.method,
+        error,
+    )
+    return ctx.empty_response()
 
 
 def _lazy_strategies() -> dict[str, Strategy]:

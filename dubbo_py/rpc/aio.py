@@ -14,15 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2
 
+from dubbo_py.cluster.aio_strategy import AsyncStrategy, failover_async
 from dubbo_py.cluster.stats import CallStats, method_key
-from dubbo_py.cluster.strategy import Attempts, ClusterContext
+from dubbo_py.cluster.strategy import ClusterContext
 from dubbo_py.config.tls import ClientTLS
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry.registry import Registry
@@ -38,12 +39,9 @@ __all__ = [
     "AsyncExportedServer",
     "AsyncMethodInvoker",
     "export_async",
-    "failover_async",
 ]
 
 log = logging.getLogger(__name__)
-
-AsyncStrategy = Callable[[ClusterContext, Invocation], Awaitable[Any]]
 
 
 # ---------------------------------------------------------------------------- provider side
@@ -293,23 +291,14 @@ class AsyncMethodInvoker:
         return await call(request, timeout=timeout, metadata=metadata)
 
 
-async def failover_async(ctx: ClusterContext, invocation: Invocation) -> Any:
-    """The failover strategy, awaited (see :func:`dubbo_py.cluster.strategy.failover`)."""
-    attempts = Attempts.start(ctx, invocation)
-    for provider in attempts:
-        try:
-            return await ctx.call(provider, invocation, attempts.remaining())
-        except grpc.RpcError as error:
-            attempts.failed(provider, error)
-    raise attempts.error()
-
-
 class _AsyncMultiCallable:
     def __init__(self, channel: AsyncClusterChannel, path: str, invoker: AsyncMethodInvoker):
         self._channel = channel
         self._service, _, self._method = path.lstrip("/").partition("/")
         self._context = channel.context_for(invoker)
         self._streaming = invoker._streaming
+        empty = invoker.empty_response()
+        self._strategy = channel.strategy_for(self._method, None if empty is None else type(empty))
 
     def _invocation(self, request: Any, timeout: float | None, metadata: Any) -> Invocation:
         # Decoded as the blocking flavour does, so -bin values reach the provider unchanged.
@@ -322,10 +311,10 @@ class _AsyncMultiCallable:
         invocation = self._invocation(request, timeout, metadata)
         if self._streaming:
             return self._stream(invocation)
-        return failover_async(self._context, invocation)
+        return self._strategy(self._context, invocation)
 
     async def _stream(self, invocation: Invocation) -> AsyncIterator[Any]:
-        responses = await failover_async(self._context, invocation)
+        responses = await self._strategy(self._context, invocation)
         async for response in responses:
             yield response
 
@@ -338,9 +327,12 @@ class AsyncClusterChannel:
         self,
         pool: AsyncChannelPool,
         context_for: Callable[[Any], ClusterContext],
+        strategy_for: Callable[[str, Any], AsyncStrategy] = lambda _m, _t: failover_async,
         attachments: Mapping[str, str] | None = None,
     ) -> None:
         self.pool = pool
+        #: The awaited strategy of a method, given its name and response type.
+        self.strategy_for = strategy_for
         #: Builds a method's cluster context, registering its invoker with the reference (the
         #: blocking channel's ``context_for``), so consumer overrides reach it.
         self.context_for = context_for

@@ -27,6 +27,7 @@ from dubbo_py.cluster.failback import FailbackQueue
 from dubbo_py.cluster.loadbalance import LoadBalance, get_loadbalance
 from dubbo_py.cluster.method_settings import SettingsTable
 from dubbo_py.cluster.mock import parse_mock, with_mock
+from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
 from dubbo_py.config.model import ApplicationConfig, ProtocolConfig, ReferenceConfig
@@ -98,6 +99,10 @@ class Reference:
     #: Background retries of the ``failback`` strategy.
     failback: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Each method's cluster strategy and mock (what the asyncio flavour builds its own from).
+    policies: Mapping[str, MethodPolicy] = field(default_factory=dict)
+    #: The options the reference was built with (the configuration file's, then the code's).
+    config: ReferenceConfig | None = None
 
     def close(self) -> None:
         """Stop watching the registry, stop background work and close provider channels."""
@@ -346,16 +351,25 @@ class Application:
         """The asyncio flavour of :meth:`reference`: ``await stub.Unary(req)`` and
         ``async for r in stub.Streaming(req)``. Same options; call it from the event loop that
         will make the calls (its gRPC channels belong to that loop)."""
+        from dubbo_py.cluster.aio_strategy import AsyncStrategy, async_strategy
         from dubbo_py.rpc.aio import AsyncChannelPool, AsyncClusterChannel
 
         ref = self.reference_handle(stub_class, **options)
-        pool = AsyncChannelPool(self.reference_config(ref.service, **options).tls)
+        pool = AsyncChannelPool(ref.config.tls if ref.config is not None else None)
         self._async_pools.append(pool)
         # As in the blocking pool: revived providers get a fresh channel, and channels to
         # providers that left the registry are closed.
         ref.quarantine.before_revive(lambda provider: pool.reset(provider.address))
         ref.directory.add_listener(lambda bound: pool.retain(bound.snapshot.providers))
-        channel = AsyncClusterChannel(pool, ref.channel.context_for, ref.channel.attachments)
+
+        def strategy_for(method: str, response_type: Any) -> AsyncStrategy:
+            # Failback retries go through the blocking context of the same method.
+            policy = ref.policies.get(method, MethodPolicy())
+            return async_strategy(policy, ref.channel.contexts[method], response_type)
+
+        channel = AsyncClusterChannel(
+            pool, ref.channel.context_for, strategy_for, ref.channel.attachments
+        )
         stub: S = stub_class(channel)  # type: ignore[call-arg]
         return stub
 
@@ -417,11 +431,14 @@ class Application:
         retries, timeout = config.retries, config.timeout
         method_options = {k: dict(v) for k, v in config.methods.items()}
         check_method_options(spec.method_names, method_options, spec.name)
-        strategies = {
-            m: get_strategy(str(method_options.get(m, {}).get("cluster", cluster)))
+        policies = {
+            m: MethodPolicy(
+                str(method_options.get(m, {}).get("cluster", cluster)),
+                parse_mock(method_options.get(m, {}).get("mock", mock)),
+            )
             for m in spec.method_names
         }
-        mocks = {m: parse_mock(method_options.get(m, {}).get("mock", mock)) for m in strategies}
+        strategies = {m: get_strategy(p.cluster) for m, p in policies.items()}
         base = base_parameters(
             retries=retries,
             timeout=timeout,
@@ -480,7 +497,7 @@ class Application:
             return context
 
         def strategy_for(method: str, invoker: MethodInvoker) -> Strategy:
-            mock_spec = mocks.get(method)
+            mock_spec = policies[method].mock
             if mock_spec is None:
                 return strategies[method]
             empty = invoker.empty_response()
@@ -538,6 +555,8 @@ class Application:
             quarantine,
             budget=budget,
             failback=failback_queue,
+            policies=policies,
+            config=config,
         )
         with self._lock:
             self._references.append(ref)
