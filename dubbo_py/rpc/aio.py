@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2
 
-from dubbo_py.cluster.aio_strategy import AsyncStrategy, failover_async
+from dubbo_py.cluster.aio_strategy import AsyncStrategy, failfast_async, failover_async
 from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.cluster.strategy import ClusterContext
 from dubbo_py.config.tls import ClientTLS
@@ -232,8 +232,11 @@ class AsyncMethodInvoker:
         request_serializer: Callable[[Any], bytes] | None,
         response_deserializer: Callable[[bytes], Any] | None,
         response_streaming: bool,
+        *,
+        request_streaming: bool = False,
     ) -> None:
         self._pool = pool
+        self.request_streaming = request_streaming
         self._path = path
         self._serializer = request_serializer
         self._deserializer = response_deserializer
@@ -263,7 +266,11 @@ class AsyncMethodInvoker:
         found = self._callables.get(provider.address)
         if found is not None and found[0] is channel:
             return found[1]
-        factory = channel.unary_stream if self._streaming else channel.unary_unary
+        factory: Callable[..., Any]
+        if self.request_streaming:
+            factory = channel.stream_stream if self._streaming else channel.stream_unary
+        else:
+            factory = channel.unary_stream if self._streaming else channel.unary_unary
         made = factory(
             self._path,
             request_serializer=self._serializer,
@@ -298,7 +305,14 @@ class _AsyncMultiCallable:
         self._context = channel.context_for(invoker)
         self._streaming = invoker._streaming
         empty = invoker.empty_response()
-        self._strategy = channel.strategy_for(self._method, None if empty is None else type(empty))
+        # A request stream can be consumed only once, so it is never replayed on another
+        # provider: client-streaming calls are fail-fast whatever the reference says (as in
+        # the blocking flavour).
+        self._strategy = (
+            failfast_async
+            if invoker.request_streaming
+            else channel.strategy_for(self._method, None if empty is None else type(empty))
+        )
 
     def _invocation(self, request: Any, timeout: float | None, metadata: Any) -> Invocation:
         # Decoded as the blocking flavour does, so -bin values reach the provider unchanged.
@@ -320,8 +334,8 @@ class _AsyncMultiCallable:
 
 
 class AsyncClusterChannel:
-    """A ``grpc.aio.Channel`` look-alike: generated stubs work unchanged (unary-unary and
-    unary-stream methods; client-streaming methods are not routed in the asyncio flavour)."""
+    """A ``grpc.aio.Channel`` look-alike: generated stubs work unchanged, for all four kinds of
+    method (client-streaming ones fail fast, as in the blocking flavour)."""
 
     def __init__(
         self,
@@ -339,9 +353,21 @@ class AsyncClusterChannel:
         self.attachments = dict(attachments or {})
 
     def _multicallable(
-        self, method: str, serializer: Any, deserializer: Any, streaming: bool
+        self,
+        method: str,
+        serializer: Any,
+        deserializer: Any,
+        streaming: bool,
+        request_streaming: bool = False,
     ) -> _AsyncMultiCallable:
-        invoker = AsyncMethodInvoker(self.pool, method, serializer, deserializer, streaming)
+        invoker = AsyncMethodInvoker(
+            self.pool,
+            method,
+            serializer,
+            deserializer,
+            streaming,
+            request_streaming=request_streaming,
+        )
         return _AsyncMultiCallable(self, method, invoker)
 
     def unary_unary(
@@ -362,21 +388,24 @@ class AsyncClusterChannel:
     ) -> Any:
         return self._multicallable(method, request_serializer, response_deserializer, True)
 
-    def stream_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _unsupported(method)
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Any = None,
+        response_deserializer: Any = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return self._multicallable(method, request_serializer, response_deserializer, False, True)
 
-    def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _unsupported(method)
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Any = None,
+        response_deserializer: Any = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        return self._multicallable(method, request_serializer, response_deserializer, True, True)
 
     async def close(self) -> None:
         """Close every provider channel."""
         await self.pool.close()
-
-
-def _unsupported(method: str) -> Callable[..., Any]:
-    def call(*_: Any, **__: Any) -> Any:
-        raise NotImplementedError(
-            f"{method}: client-streaming calls are not routed by the asyncio flavour yet"
-        )
-
-    return call
