@@ -15,7 +15,7 @@ kind is it said here:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -170,19 +170,31 @@ def failback_async(blocking: ClusterContext) -> AsyncStrategy:
 
 
 def with_mock_async(
-    strategy: AsyncStrategy, spec: MockSpec, response_type: type[Message] | None
+    strategy: AsyncStrategy,
+    spec: MockSpec,
+    response_type: type[Message] | None,
+    *,
+    streaming: bool = False,
 ) -> AsyncStrategy:
-    """Wrap an awaited strategy with a mock (see :mod:`dubbo_py.cluster.mock`)."""
+    """Wrap an awaited strategy with a mock (see :mod:`dubbo_py.cluster.mock`); for a
+    server-streaming method the mock's answer is a stream of that one response."""
+
+    def answer(response: Any) -> Any:
+        return _one(response) if streaming else response
 
     async def mocked(ctx: ClusterContext, invocation: Invocation) -> Any:
         if spec.mode == "force":
-            return spec.response(invocation, response_type)
+            return answer(spec.response(invocation, response_type))
         try:
             return await strategy(ctx, invocation)
         except grpc.RpcError as error:
-            return answer_failure(spec, invocation, response_type, error)
+            return answer(answer_failure(spec, invocation, response_type, error))
 
     return mocked
+
+
+async def _one(response: Any) -> AsyncIterator[Any]:
+    yield response
 
 
 _PLAIN: dict[str, AsyncStrategy] = {
@@ -195,11 +207,16 @@ _PLAIN: dict[str, AsyncStrategy] = {
 
 
 def async_strategy(
-    policy: MethodPolicy, blocking: ClusterContext, response_type: type[Message] | None
+    policy: MethodPolicy,
+    blocking: ClusterContext,
+    response_type: type[Message] | None,
+    *,
+    streaming: bool = False,
 ) -> AsyncStrategy:
     """The awaited strategy for a method's policy; ``blocking`` is the reference's blocking
     context for the method (failback retries through it); ``response_type`` is what a mock
-    answers with. ValueError for an unknown strategy name."""
+    answers with, as a stream when the method is server-streaming (``streaming``). ValueError
+    for an unknown strategy name."""
     if policy.cluster == "failback":
         strategy = failback_async(blocking)
     else:
@@ -211,5 +228,5 @@ def async_strategy(
                 f"unknown cluster strategy {policy.cluster!r}; choose one of {known}"
             ) from None
     if policy.mock is not None:
-        strategy = with_mock_async(strategy, policy.mock, response_type)
+        strategy = with_mock_async(strategy, policy.mock, response_type, streaming=streaming)
     return strategy

@@ -129,16 +129,22 @@ def with_mock(
     strategy: Strategy,
     spec: MockSpec,
     response_type: Callable[[], type[Message] | None],
+    *,
+    streaming: bool = False,
 ) -> Strategy:
-    """Wrap a strategy with a mock spec (see the module doc)."""
+    """Wrap a strategy with a mock spec (see the module doc). For a server-streaming method
+    (``streaming``) the mock's answer is a stream of that one response."""
+
+    def answer(response: Any) -> Any:
+        return iter((response,)) if streaming else response
 
     def mocked(ctx: ClusterContext, invocation: Invocation) -> Any:
         if spec.mode == "force":
-            return spec.response(invocation, response_type())
+            return answer(spec.response(invocation, response_type()))
         try:
             return strategy(ctx, invocation)
         except grpc.RpcError as error:
-            return answer_failure(spec, invocation, response_type(), error)
+            return answer(answer_failure(spec, invocation, response_type(), error))
 
     return mocked
 

@@ -127,7 +127,8 @@ class ClusterContext:
     idempotent: frozenset[str] = frozenset()
     quarantine: QuarantineView | None = None
     budget: Budget | None = None
-    #: The method's empty response message (what ``failsafe`` returns on failure).
+    #: What ``failsafe`` returns on failure: the method's empty response message, or an empty
+    #: stream for a server-streaming method.
     empty_response: Callable[[], Any] = lambda: None
     extras: dict[str, Any] = field(default_factory=dict)
     _sticky: URL | None = field(default=None, init=False, repr=False)

@@ -283,6 +283,16 @@ class AsyncMethodInvoker:
         """The method's empty response message."""
         return self._deserializer(b"") if self._deserializer is not None else None
 
+    @property
+    def response_streaming(self) -> bool:
+        """Whether the method answers with a stream of responses."""
+        return self._streaming
+
+    def failsafe_response(self) -> Any:
+        """What ``failsafe`` answers a failed call with: the empty response message, or an
+        empty stream for a server-streaming method."""
+        return _from([]) if self._streaming else self.empty_response()
+
     async def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         call = self._callable(provider)
         metadata = metadata_from_attachments(invocation.attachments)
@@ -311,7 +321,9 @@ class _AsyncMultiCallable:
         self._strategy = (
             failfast_async
             if invoker.request_streaming
-            else channel.strategy_for(self._method, None if empty is None else type(empty))
+            else channel.strategy_for(
+                self._method, None if empty is None else type(empty), self._streaming
+            )
         )
 
     def _invocation(self, request: Any, timeout: float | None, metadata: Any) -> Invocation:
@@ -341,11 +353,12 @@ class AsyncClusterChannel:
         self,
         pool: AsyncChannelPool,
         context_for: Callable[[Any], ClusterContext],
-        strategy_for: Callable[[str, Any], AsyncStrategy] = lambda _m, _t: failover_async,
+        strategy_for: Callable[[str, Any, bool], AsyncStrategy] = lambda *_: failover_async,
         attachments: Mapping[str, str] | None = None,
     ) -> None:
         self.pool = pool
-        #: The awaited strategy of a method, given its name and response type.
+        #: The awaited strategy of a method, given its name, response type and whether it
+        #: answers with a stream.
         self.strategy_for = strategy_for
         #: Builds a method's cluster context, registering its invoker with the reference (the
         #: blocking channel's ``context_for``), so consumer overrides reach it.

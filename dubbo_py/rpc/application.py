@@ -362,10 +362,12 @@ class Application:
         ref.quarantine.before_revive(lambda provider: pool.reset(provider.address))
         ref.directory.add_listener(lambda bound: pool.retain(bound.snapshot.providers))
 
-        def strategy_for(method: str, response_type: Any) -> AsyncStrategy:
+        def strategy_for(method: str, response_type: Any, streaming: bool) -> AsyncStrategy:
             # Failback retries go through the blocking context of the same method.
             policy = ref.policies.get(method, MethodPolicy())
-            return async_strategy(policy, ref.channel.contexts[method], response_type)
+            return async_strategy(
+                policy, ref.channel.contexts[method], response_type, streaming=streaming
+            )
 
         channel = AsyncClusterChannel(
             pool, ref.channel.context_for, strategy_for, ref.channel.attachments
@@ -490,7 +492,7 @@ class Application:
                 idempotent=idempotent_methods,
                 quarantine=quarantine,
                 budget=budget,
-                empty_response=invoker.empty_response,
+                empty_response=invoker.failsafe_response,
                 extras={"failback_queue": failback_queue},
             )
             contexts.append(context)
@@ -503,7 +505,12 @@ class Application:
             empty = invoker.empty_response()
             response_type = None if empty is None else type(empty)
             mock_spec.check(method, response_type)  # a bad mock fails here, not mid-outage
-            return with_mock(strategies[method], mock_spec, lambda: response_type)
+            return with_mock(
+                strategies[method],
+                mock_spec,
+                lambda: response_type,
+                streaming=invoker.response_streaming,
+            )
 
         channel = ClusterChannel(
             pool, strategy_for, make_context, dict(config.attachments), stats=tuning.stats

@@ -278,8 +278,18 @@ class MethodInvoker:
         return made
 
     def empty_response(self) -> Any:
-        """The method's response message with no fields set (what ``failsafe`` returns)."""
+        """The method's response message with no fields set."""
         return self._deserializer(b"") if self._deserializer is not None else None
+
+    @property
+    def response_streaming(self) -> bool:
+        """Whether the method answers with a stream of responses."""
+        return self._kind.response_streaming
+
+    def failsafe_response(self) -> Any:
+        """What ``failsafe`` answers a failed call with: the empty response message, or no
+        responses at all for a server-streaming method (what its caller iterates over)."""
+        return iter(()) if self._kind.response_streaming else self.empty_response()
 
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""

@@ -172,7 +172,7 @@ def test_asyncio_failback_retries_in_the_background_until_the_provider_is_back(
     asyncio.run(scenario())
 
 
-def test_asyncio_fail_mock_answers_for_a_dead_service(
+def test_asyncio_fail_mock_and_failsafe_answer_for_a_dead_service(
     app: dubbo_py.Application, providers: Providers, tmp_path: Path
 ) -> None:
     live = Recorded(providers, tmp_path / "live.log")
@@ -189,6 +189,12 @@ def test_asyncio_fail_mock_answers_for_a_dead_service(
             on_dead = stub(app, 1, version="2.0.0", mock='fail:return {"message": "later"}')
             assert await on_dead.SayHello(hello("x")) == greeter_pb2.HelloReply(message="later")
             assert live.served("ada") == 1
+            # A streaming method answers with a stream: the mock's one reply, or failsafe's none.
+            streamed = greeter_pb2.HelloRequest(name="s", count=3)
+            assert [r.message async for r in on_dead.SayHelloStream(streamed)] == ["later"]
+            failsafe = stub(app, 1, version="2.0.0", cluster="failsafe")
+            assert [r async for r in failsafe.SayHelloStream(streamed)] == []
+            assert await failsafe.SayHello(hello("x")) == greeter_pb2.HelloReply()
         finally:
             await app.aclose()
 

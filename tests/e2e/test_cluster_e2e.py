@@ -333,6 +333,24 @@ def test_mock(
         assert not force_attempts
 
 
+def test_failsafe_and_mocks_answer_a_streaming_method_with_a_stream(
+    registry_address: str, providers: Callable[..., ProviderProcess], tmp_path: Path
+) -> None:
+    dead = providers("--version", "2.0.0")
+    dead.kill()  # registered, not answering: every call fails at the transport level
+    streamed = greeter_pb2.HelloRequest(name="s", count=3)
+    with application(registry_address, tmp_path) as app:
+        failsafe = reference(app, 1, version="2.0.0", cluster="failsafe")
+        assert list(failsafe.stub.SayHelloStream(streamed)) == []  # nothing, not an error
+        fail = reference(app, 1, version="2.0.0", mock='fail:return {"message": "later"}')
+        assert list(fail.stub.SayHelloStream(streamed)) == [greeter_pb2.HelloReply(message="later")]
+        forced = reference(app, 1, version="2.0.0", mock='force:return {"message": "busy"}')
+        assert [r.message for r in forced.stub.SayHelloStream(streamed)] == ["busy"]
+        # Unary methods of the same references answer with the message itself.
+        assert failsafe.stub.SayHello(hello()) == greeter_pb2.HelloReply()
+        assert fail.stub.SayHello(hello()).message == "later"
+
+
 # ------------------------------------------------------------------------------ override rules
 
 
