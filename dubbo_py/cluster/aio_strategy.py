@@ -5,7 +5,8 @@ Each is the blocking strategy of the same name (``dubbo_py.cluster.strategy``,
 balancing, quarantine, retry budget, errors and mock responses. Only where the two differ in
 kind is it said here:
 
-* ``forking`` runs its forks as tasks on the loop and cancels the losers once one succeeds;
+* ``forking`` runs its forks as tasks on the loop; once one succeeds the others run to their
+  end, their results dropped, as the blocking one's threads do;
 * ``failback`` raises at once, as the blocking one does, and hands the call to the reference's
   background :class:`~dubbo_py.cluster.failback.FailbackQueue`, which retries it through the
   reference's *blocking* context for the method (on the queue's thread, with its own channels),
@@ -47,10 +48,12 @@ __all__ = [
     "AsyncStrategy",
     "async_strategy",
     "broadcast_async",
+    "failback_async",
     "failfast_async",
     "failover_async",
     "failsafe_async",
     "forking_async",
+    "with_mock_async",
 ]
 
 #: An awaited strategy: ``await strategy(ctx, invocation)`` -> the response.
