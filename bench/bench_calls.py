@@ -12,7 +12,9 @@ grpcio channel runs as one more variant: its ratio is this mode's noise in this 
 
 Then each dubbo-py variant runs *side by side* with raw grpcio (``--side-threads`` threads each,
 at the same time, ``--side-rounds`` rounds), which cancels the machine's noise out of the ratio;
-a second raw grpcio channel run the same way (A/A) shows how precise that is.
+a second raw grpcio channel run the same way (A/A) shows how precise that is. Side by side
+compresses differences (see ``bench/interleave.py``), so both modes also run raw grpcio plus a
+known ``--calibration-us`` of client CPU per call, to show how an overhead of that size reads.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import _paths  # noqa: E402,F401
 import grpc  # noqa: E402
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
-from interleave import HEADER, Call, compare, side_by_side  # noqa: E402
+from interleave import HEADER, Call, compare, side_by_side, with_cpu  # noqa: E402
 
 import dubbo_py  # noqa: E402
 from tests.support.processes import ProviderProcess  # noqa: E402
@@ -42,6 +44,9 @@ def main() -> None:
     parser.add_argument("--no-zookeeper", action="store_true")
     parser.add_argument("--side-rounds", type=int, default=15)
     parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 8])
+    parser.add_argument(
+        "--calibration-us", type=float, default=100.0, help="known extra cost (0: no such run)"
+    )
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")
@@ -67,6 +72,10 @@ def main() -> None:
             "raw grpcio, 2nd channel": lambda: control.SayHello(request),
             "dubbo-py direct": lambda: direct.SayHello(request),
         }
+        calibration = f"raw grpcio + {args.calibration_us:g} µs CPU"
+        if args.calibration_us > 0:
+            # A known overhead: how one of that size reads in each mode of this run.
+            variants[calibration] = with_cpu(lambda: control.SayHello(request), args.calibration_us)
         registry_app = None
         if zk is not None:
             registry_app = dubbo_py.Application("bench-zk", registry=registry)
@@ -86,7 +95,9 @@ def main() -> None:
             )
             side = {"raw grpcio (A/A control)": lambda: control.SayHello(request)}
             side.update(
-                (name, call) for name, call in variants.items() if name.startswith("dubbo-py")
+                (name, call)
+                for name, call in variants.items()
+                if name.startswith("dubbo-py") or name == calibration
             )
             baseline = variants["raw grpcio"]
             for per_side in args.side_threads:

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_calls  # noqa: E402,F401  (puts the demo protos on sys.path)
 import grpc  # noqa: E402
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
-from interleave import HEADER, Call, compare, side_by_side  # noqa: E402
+from interleave import HEADER, Call, compare, side_by_side, with_cpu  # noqa: E402
 
 import dubbo_py  # noqa: E402
 from dubbo_py.cluster.strategy import failover  # noqa: E402
@@ -111,6 +111,9 @@ def main() -> None:
     parser.add_argument("--providers", type=int, default=3)
     parser.add_argument("--side-rounds", type=int, default=15)
     parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 8])
+    parser.add_argument(
+        "--calibration-us", type=float, default=100.0, help="known extra cost (0: no such run)"
+    )
     parser.add_argument("--profile", metavar="FILE", default=None)
     parser.add_argument(
         "--overhead",
@@ -165,6 +168,10 @@ def main() -> None:
             "raw grpcio": raw_call,
             "dubbo-py full path": lambda: dubbo.SayHello(request),
         }
+        calibration = f"raw grpcio + {args.calibration_us:g} µs CPU"
+        if args.calibration_us > 0:
+            # A known overhead: how one of that size reads in each mode of this run.
+            variants[calibration] = with_cpu(control_call, args.calibration_us)
         for call in [*variants.values(), control_call]:
             for _ in range(300):  # warm up channels and caches
                 call()
@@ -202,6 +209,8 @@ def main() -> None:
                 "raw grpcio (A/A control)": control_call,
                 "dubbo-py full path": variants["dubbo-py full path"],
             }
+            if calibration in variants:
+                side[calibration] = variants[calibration]
             for per_side in args.side_threads:
                 for name, call in side.items():
                     pair = side_by_side(
