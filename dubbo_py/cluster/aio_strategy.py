@@ -53,6 +53,7 @@ __all__ = [
     "failover_async",
     "failsafe_async",
     "forking_async",
+    "stream_of",
     "with_mock_async",
 ]
 
@@ -183,7 +184,7 @@ def with_mock_async(
     server-streaming method the mock's answer is a stream of that one response."""
 
     def answer(response: Any) -> Any:
-        return _one(response) if streaming else response
+        return stream_of([response]) if streaming else response
 
     async def mocked(ctx: ClusterContext, invocation: Invocation) -> Any:
         if spec.mode == "force":
@@ -196,8 +197,11 @@ def with_mock_async(
     return mocked
 
 
-async def _one(response: Any) -> AsyncIterator[Any]:
-    yield response
+async def stream_of(items: list[Any]) -> AsyncIterator[Any]:
+    """An async stream of ``items``: what an asyncio caller of a server-streaming method
+    iterates over when no provider answered (a mock's reply, failsafe's nothing)."""
+    for item in items:
+        yield item
 
 
 _PLAIN: dict[str, AsyncStrategy] = {

@@ -21,7 +21,12 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2
 
-from dubbo_py.cluster.aio_strategy import AsyncStrategy, failfast_async, failover_async
+from dubbo_py.cluster.aio_strategy import (
+    AsyncStrategy,
+    failfast_async,
+    failover_async,
+    stream_of,
+)
 from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.cluster.strategy import ClusterContext
 from dubbo_py.config.tls import ClientTLS
@@ -207,13 +212,8 @@ async def _primed(stream: Any) -> AsyncIterator[Any]:
     try:
         first = await iterator.__anext__()
     except StopAsyncIteration:
-        return _from([])
+        return stream_of([])
     return _chain(first, iterator)
-
-
-async def _from(items: list[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item
 
 
 async def _chain(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -291,7 +291,7 @@ class AsyncMethodInvoker:
     def failsafe_response(self) -> Any:
         """What ``failsafe`` answers a failed call with: the empty response message, or an
         empty stream for a server-streaming method."""
-        return _from([]) if self._streaming else self.empty_response()
+        return stream_of([]) if self._streaming else self.empty_response()
 
     async def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         call = self._callable(provider)

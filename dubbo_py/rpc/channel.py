@@ -273,7 +273,6 @@ class ClusterChannel(grpc.Channel):
             response_deserializer,
             request_streaming=request_streaming,
             response_streaming=response_streaming,
-            stats=self.stats,
         )
         return _MultiCallable(self, method, invoker, request_streaming)
 
