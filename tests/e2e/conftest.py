@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import dubbo_py
 from tests.support.processes import ProviderProcess
 
 
@@ -34,6 +35,13 @@ def providers(registry_address: str) -> Iterator[Callable[..., ProviderProcess]]
     yield start
     for proc in started:
         proc.kill()
+
+
+@pytest.fixture
+def app(registry_address: str, tmp_path: Path) -> Iterator[dubbo_py.Application]:
+    """A consumer application ("shop") on the test's registry, closed afterwards."""
+    with dubbo_py.Application("shop", registry_address, cache_path=tmp_path / "c.json") as a:
+        yield a
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:

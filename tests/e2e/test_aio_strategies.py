@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,6 @@ Providers = Callable[..., ProviderProcess]
 @pytest.fixture
 def registry_address(zookeeper: ZooKeeperServer) -> str:
     return f"zookeeper://{zookeeper.address}/aio-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def app(registry_address: str, tmp_path: Path) -> Iterator[dubbo_py.Application]:
-    with dubbo_py.Application("shop", registry_address, cache_path=tmp_path / "c.json") as a:
-        yield a
 
 
 class Recorded:

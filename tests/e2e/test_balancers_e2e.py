@@ -12,8 +12,7 @@ import asyncio
 import math
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,12 +33,6 @@ Providers = Callable[..., ProviderProcess]
 def registry_address(zookeeper: ZooKeeperServer) -> str:
     """Balancing does not depend on the registry: these run on ZooKeeper only."""
     return f"zookeeper://{zookeeper.address}/lb-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def app(registry_address: str, tmp_path: Path) -> Iterator[dubbo_py.Application]:
-    with dubbo_py.Application("shop", registry_address, cache_path=tmp_path / "c.json") as a:
-        yield a
 
 
 def start(providers: Providers, weight: int = 100, delay: float = 0.0) -> ProviderProcess:
