@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -132,7 +133,8 @@ def main() -> None:
     args = parser.parse_args()
 
     zk = None
-    registry = f"sqlite://{Path.cwd() / '.bench-registry.db'}"
+    # A throw-away embedded registry: nothing is left in the working tree.
+    registry = f"sqlite://{Path(tempfile.mkdtemp(prefix='dubbo-bench-')) / 'registry.db'}"
     if not args.no_zookeeper:
         from tests.support.zookeeper import ZooKeeperServer
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,8 @@ def main() -> None:
 
     request = greeter_pb2.HelloRequest(name="bench")
     zk = None
-    registry = f"sqlite://{Path.cwd() / '.bench-registry.db'}"
+    # A throw-away embedded registry: nothing is left in the working tree.
+    registry = f"sqlite://{Path(tempfile.mkdtemp(prefix='dubbo-bench-')) / 'registry.db'}"
     if not args.no_zookeeper:
         from tests.support.zookeeper import ZooKeeperServer
 
