@@ -83,7 +83,7 @@ async def bench(args: argparse.Namespace, registry: str | None, provider: Provid
     control_channel = grpc.aio.insecure_channel(provider.address)
     control = greeter_pb2_grpc.GreeterStub(control_channel)
     direct_app = dubbo_py.Application("bench-direct", registry=f"tri://{provider.address}")
-    direct = direct_app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+    direct = await direct_app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
     variants: dict[str, AsyncCall] = {
         "raw grpc.aio": lambda: raw.SayHello(request),
         "raw grpc.aio, 2nd channel": lambda: control.SayHello(request),
@@ -102,7 +102,7 @@ async def bench(args: argparse.Namespace, registry: str | None, provider: Provid
     apps = [direct_app]
     if registry is not None:
         zk_app = dubbo_py.Application("bench-zk", registry=registry)
-        via_zk = zk_app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        via_zk = await zk_app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
         variants["dubbo-py asyncio via ZK"] = lambda: via_zk.SayHello(request)
         apps.append(zk_app)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -66,6 +67,15 @@ def matches_consumer(consumer: URL, provider: URL) -> bool:
             return False
     protocol = consumer.get_str("protocol")
     return not protocol or protocol == provider.protocol
+
+
+#: The categories a consumer subscribes to (the registry's default set).
+_SUBSCRIBED = (layout.PROVIDERS, layout.ROUTERS, layout.CONFIGURATORS)
+
+
+def _category_source(category: str) -> str:
+    # Config-center keys never start with "/", so the two kinds of source never collide.
+    return f"/{category}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +161,10 @@ class RegistryDirectory:
         self._cancels: list[Cancel] = []
         self._listeners: list[Callable[[BoundChain], None]] = []
         self._providers_seen = threading.Event()
+        #: Sources (categories and config-center keys) watched but not yet read once, with the
+        #: path each one reads; the reference waits for this to empty before its first call.
+        self._pending: dict[str, str] = {}
+        self._settled = threading.Condition(self._lock)
         self._version = 0
         self.providers: tuple[URL, ...] = ()
         self.chain: BoundChain = RouterChain().bind(Snapshot(()), consumer)
@@ -161,16 +175,52 @@ class RegistryDirectory:
     # ----------------------------------------------------------------- lifecycle
 
     def start(self, wait: float = 3.0) -> None:
-        """Subscribe and watch; wait up to ``wait`` s for the first provider notification, and
-        fall back to the local cache when the registry has not answered by then."""
+        """Subscribe and watch, and return once the provider list *and* every rule source this
+        consumer watches (routers, configurators, condition/tag/script/shard documents) have
+        been read and applied -- or after ``wait`` s, with a warning naming what is missing.
+        When the providers themselves have not been read by then, start from the local cache.
+        Blocking: from an event loop, run it in a worker thread."""
         if self.registry is None:
             return
         registry = self.registry
-        self._cancels.append(registry.subscribe(self.rules.service, self._on_category))
+        with self._lock:
+            for category in _SUBSCRIBED:
+                self._pending[_category_source(category)] = layout.category_path(
+                    self.rules.service, category
+                )
+        self._cancels.append(
+            registry.subscribe(self.rules.service, self._on_category, _SUBSCRIBED)
+        )
         for kind, key in self.rules.static_keys():
             self._watch(kind, key)
-        if not self._providers_seen.wait(wait):
+        missing = self.wait_until_read(wait)
+        if not self._providers_seen.is_set():
             self._load_cache()
+        if missing:
+            log.warning(
+                "%s: the registry did not answer within %.1fs for %s; calls start without them "
+                "and they apply as soon as they are read",
+                self.rules.service,
+                wait,
+                ", ".join(missing),
+            )
+
+    def wait_until_read(self, timeout: float) -> list[str]:
+        """Wait up to ``timeout`` s until every watched source has been read once; returns the
+        paths still unread (empty when all were)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._settled:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._settled.wait(left)
+            return sorted(self._pending.values())
+
+    def _settle(self, source: str) -> None:
+        with self._settled:
+            if self._pending.pop(source, None) is not None and not self._pending:
+                self._settled.notify_all()
 
     def close(self) -> None:
         """Stop watching."""
@@ -195,11 +245,14 @@ class RegistryDirectory:
         def on_document(text: str | None) -> None:
             self._on_document(kind, key, text)
 
+        with self._lock:
+            self._pending.setdefault(key, layout.config_path(key))
         self._cancels.append(self.registry.watch_config(key, on_document))
 
     def _on_category(self, category: str, urls: list[URL]) -> None:
         real = [] if is_empty(urls) else urls
         self._apply_category(category, real)
+        self._settle(_category_source(category))
         # Saved after the change is in force, as Dubbo's AbstractRegistry.notify does: the
         # disk write stays off the push -> applied path.
         if self._cache is not None:
@@ -223,6 +276,7 @@ class RegistryDirectory:
 
     def _on_document(self, kind: str, key: str, text: str | None) -> None:
         self._apply_document(kind, key, text)
+        self._settle(key)
         if self._cache is not None:  # after applying, as for categories
             self._cache.save_config(self.rules.service, key, text)
 

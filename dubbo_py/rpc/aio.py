@@ -2,7 +2,7 @@
 
 Provider: ``await app.start_async(AsyncServicer())`` serves ``async def`` servicer methods on a
 ``grpc.aio`` server and registers them like the blocking flavour. Consumer:
-``app.reference_async(GreeterStub)`` returns the generated stub bound to an
+``await app.reference_async(GreeterStub)`` returns the generated stub bound to an
 :class:`AsyncClusterChannel`: ``await stub.SayHello(req)`` and ``async for r in
 stub.SayHelloStream(req)`` are routed, balanced and retried exactly as in the blocking flavour —
 the same directory, router chain, load balancer, quarantine and retry budget; only the provider

@@ -347,14 +347,16 @@ class Application:
 
     # ----------------------------------------------------------------- consumer side
 
-    def reference_async(self, stub_class: type[S], **options: Any) -> S:
-        """The asyncio flavour of :meth:`reference`: ``await stub.Unary(req)`` and
-        ``async for r in stub.Streaming(req)``. Same options; call it from the event loop that
-        will make the calls (its gRPC channels belong to that loop)."""
+    async def reference_async(self, stub_class: type[S], **options: Any) -> S:
+        """The asyncio flavour of :meth:`reference`: ``stub = await app.reference_async(...)``,
+        then ``await stub.Unary(req)`` and ``async for r in stub.Streaming(req)``. Same options;
+        await it on the event loop that will make the calls (its gRPC channels belong to that
+        loop). Like :meth:`reference` it returns once the providers and rules are read; the
+        wait runs in a worker thread, so the event loop keeps running meanwhile."""
         from dubbo_py.cluster.aio_strategy import AsyncStrategy, async_strategy
         from dubbo_py.rpc.aio import AsyncChannelPool, AsyncClusterChannel
 
-        ref = self.reference_handle(stub_class, **options)
+        ref = await asyncio.to_thread(lambda: self.reference_handle(stub_class, **options))
         pool = AsyncChannelPool(ref.config.tls if ref.config is not None else None)
         self._async_pools.append(pool)
         # As in the blocking pool: revived providers get a fresh channel, and channels to
@@ -398,8 +400,10 @@ class Application:
         "timeout": 0.5}}`` (keys: retries, timeout, cluster, mock, forks, idempotent, sticky);
         ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried; ``attachments`` go
         with every call (``dubbo.tag`` selects tagged providers); ``check`` waits up to that
-        many seconds for the first provider list; ``mock`` degrades the service
-        (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
+        many seconds for the first provider list and every rule the reference watches
+        (condition, tag, script and shard documents, router URLs, override rules), so the first
+        call already obeys them; what is still unread then is named in a warning; ``mock``
+        degrades the service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
         :mod:`dubbo_py.cluster.mock`), also settable per method. ``sticky`` keeps calling the
         same provider while it works; ``forks`` is how many providers ``forking`` calls;
         ``quarantine_interval`` is how often (s) quarantined providers are probed. ``tls``

@@ -54,7 +54,7 @@ async def main() -> int:
         providers = [await start_provider(registry) for _ in range(2)]
         shop = dubbo_py.Application("shop", registry, cache_path=Path(tmp) / "cache.json")
         try:
-            greeter = shop.reference_async(
+            greeter = await shop.reference_async(
                 greeter_pb2_grpc.GreeterStub,
                 version="1.0.0",
                 loadbalance="leastactive",
@@ -74,7 +74,7 @@ async def main() -> int:
             print(f"stream: {parts}")
 
             # No provider serves version 2.0.0: the mock answers instead of an error.
-            degraded = shop.reference_async(
+            degraded = await shop.reference_async(
                 greeter_pb2_grpc.GreeterStub,
                 version="2.0.0",
                 mock='return {"message": "busy, try later"}',

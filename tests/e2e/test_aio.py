@@ -40,7 +40,7 @@ def test_aio_provider_and_consumer_with_failover(
         greeter.address = server.address
         consumer = dubbo_py.Application("aio-shop", registry_address, cache_path=tmp_path / "c")
         try:
-            stub = consumer.reference_async(
+            stub = await consumer.reference_async(
                 greeter_pb2_grpc.GreeterStub, version="1.0.0", loadbalance="roundrobin"
             )
             directory = consumer.references[-1].directory
@@ -81,7 +81,7 @@ def test_aio_consumer_calls_a_restarted_provider_again_after_its_revival(
     async def scenario() -> None:
         consumer = dubbo_py.Application("aio-shop", registry_address, cache_path=tmp_path / "c")
         try:
-            stub = consumer.reference_async(
+            stub = await consumer.reference_async(
                 greeter_pb2_grpc.GreeterStub,
                 version="1.0.0",
                 loadbalance="roundrobin",

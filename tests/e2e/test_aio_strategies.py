@@ -55,10 +55,10 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def stub(app: dubbo_py.Application, count: int, **options: Any) -> Any:
+async def stub(app: dubbo_py.Application, count: int, **options: Any) -> Any:
     options.setdefault("version", "1.0.0")
     options.setdefault("loadbalance", "roundrobin")
-    made = app.reference_async(greeter_pb2_grpc.GreeterStub, **options)
+    made = await app.reference_async(greeter_pb2_grpc.GreeterStub, **options)
     directory = app.references[-1].directory
     wait_until(lambda: len(directory.providers) == count, 15, f"{count} providers")
     return made
@@ -82,11 +82,11 @@ def test_asyncio_strategies_against_live_and_killed_providers(
 
     async def scenario() -> None:
         try:
-            failfast = stub(app, 3, cluster="failfast")
-            failsafe = stub(app, 3, cluster="failsafe")
-            forking = stub(app, 3, cluster="forking", forks=2)
-            broadcast = stub(app, 3, cluster="broadcast")
-            forced = stub(app, 3, mock='force:return {"message": "busy", "shard": 3}')
+            failfast = await stub(app, 3, cluster="failfast")
+            failsafe = await stub(app, 3, cluster="failsafe")
+            forking = await stub(app, 3, cluster="forking", forks=2)
+            broadcast = await stub(app, 3, cluster="broadcast")
+            forced = await stub(app, 3, mock='force:return {"message": "busy", "shard": 3}')
 
             # An application error is the provider's answer: failfast raises it as is, and
             # failsafe swallows it into an empty reply.
@@ -147,7 +147,7 @@ def test_asyncio_failback_retries_in_the_background_until_the_provider_is_back(
 
     async def scenario() -> None:
         try:
-            greeter = stub(app, 1, version="2.0.0", cluster="failback", failback=queue)
+            greeter = await stub(app, 1, version="2.0.0", cluster="failback", failback=queue)
             assert (await greeter.SayHello(hello("now"))).provider == only.address
             only.process.kill()
             with pytest.raises(ClusterError) as failed:  # the caller learns it at once
@@ -175,18 +175,18 @@ def test_asyncio_fail_mock_and_failsafe_answer_for_a_dead_service(
 
     async def scenario() -> None:
         try:
-            on_live = stub(app, 1, mock='fail:return {"message": "later"}')
+            on_live = await stub(app, 1, mock='fail:return {"message": "later"}')
             assert (await on_live.SayHello(hello("ada"))).message == "Hello, ada!"
             with pytest.raises(grpc.RpcError) as info:  # an application error is not mocked
                 await on_live.SayHello(hello("fail"))
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            on_dead = stub(app, 1, version="2.0.0", mock='fail:return {"message": "later"}')
+            on_dead = await stub(app, 1, version="2.0.0", mock='fail:return {"message": "later"}')
             assert await on_dead.SayHello(hello("x")) == greeter_pb2.HelloReply(message="later")
             assert live.served("ada") == 1
             # A streaming method answers with a stream: the mock's one reply, or failsafe's none.
             streamed = greeter_pb2.HelloRequest(name="s", count=3)
             assert [r.message async for r in on_dead.SayHelloStream(streamed)] == ["later"]
-            failsafe = stub(app, 1, version="2.0.0", cluster="failsafe")
+            failsafe = await stub(app, 1, version="2.0.0", cluster="failsafe")
             assert [r async for r in failsafe.SayHelloStream(streamed)] == []
             assert await failsafe.SayHello(hello("x")) == greeter_pb2.HelloReply()
         finally:

@@ -138,7 +138,7 @@ def test_asyncio_consumer_records_what_leastactive_reads(
 
     async def scenario() -> Counter[str]:
         try:
-            stub = app.reference_async(
+            stub = await app.reference_async(
                 greeter_pb2_grpc.GreeterStub, version="1.0.0", loadbalance="leastactive"
             )
             directory = app.references[-1].directory

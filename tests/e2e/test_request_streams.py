@@ -117,7 +117,7 @@ def test_asyncio_client_streaming_and_bidi_calls(
     async def scenario() -> None:
         app = dubbo_py.Application("shop", registry, cache_path=tmp_path / "c")
         try:
-            stub = app.reference_async(
+            stub = await app.reference_async(
                 chat_pb2_grpc.ChatStub, version="1.0.0", loadbalance="roundrobin", retries=2
             )
             directory = app.references[-1].directory

@@ -82,7 +82,9 @@ def test_asyncio_consumer_calls_a_tls_provider(certs: Certs, tmp_path: Path) -> 
     async def scenario() -> None:
         app = dubbo_py.Application("shop", registry, cache_path=tmp_path / "c")
         try:
-            greeter = app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0", tls=mutual)
+            greeter = await app.reference_async(
+                greeter_pb2_grpc.GreeterStub, version="1.0.0", tls=mutual
+            )
             reply = await greeter.SayHello(greeter_pb2.HelloRequest(name="a"), timeout=5)
             assert reply.provider == address
             parts = [
