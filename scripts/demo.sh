@@ -5,7 +5,7 @@
 # provider is killed (kill -9) and every call still succeeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q -e '.[examples]'
+bash scripts/install_checkout.sh examples
 python3 scripts/gen_protos.py >/dev/null
 
 work=$(mktemp -d)

@@ -11,8 +11,10 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q -e '.[dev]'
+bash scripts/install_checkout.sh dev
 python3 scripts/gen_protos.py >/dev/null
 ruff check dubbo_py tests examples bench scripts
 mypy dubbo_py
+# The built sdist and wheel, installed alone in a fresh virtual environment (see the script).
+bash scripts/wheel_smoke.sh
 python3 -m pytest -q "$@"
