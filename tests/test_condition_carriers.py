@@ -552,6 +552,17 @@ _yaml_pieces = st.sampled_from(
 )
 
 
+def test_a_repeated_field_takes_its_last_value() -> None:
+    """As PyYAML and Dubbo's SnakeYAML load it; errors point at that last occurrence."""
+    text = "scope: service\nkey: x\nconditions:\nconditions:\n  - => a = b\n"
+    (router,) = routers_from_yaml(text, SOURCE)
+    assert router.name.startswith("condition(")
+    repeated_empty = "scope: service\nkey: x\nconditions: [' => a = b']\nconditions:\n"
+    with pytest.raises(RuleError) as err:
+        routers_from_yaml(repeated_empty, SOURCE)
+    assert err.value.line == 4
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.text(max_size=60), st.lists(_yaml_pieces, max_size=8).map("".join)))
 def test_arbitrary_yaml_text_raises_only_rule_error(text: str) -> None:

@@ -418,7 +418,8 @@ class _Document:
 
 def _key_node(node: yaml.Node | None, key: Any) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
-        for key_node, _ in node.value:
+        # The last of repeated keys: its value is the one loaded (PyYAML, like SnakeYAML).
+        for key_node, _ in reversed(node.value):
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(key):
                 return key_node
     return node
@@ -426,7 +427,8 @@ def _key_node(node: yaml.Node | None, key: Any) -> yaml.Node | None:
 
 def _value_node(node: yaml.Node | None, key: str) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
+        # The last of repeated keys: its value is the one loaded (PyYAML, like SnakeYAML).
+        for key_node, value_node in reversed(node.value):
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
                 found: yaml.Node = value_node
                 return found
