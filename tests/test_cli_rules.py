@@ -286,9 +286,11 @@ def test_history_records_every_change_with_operator_and_action(run: Cli) -> None
         "deleted",
         "restored",
         "text",
+        "change",
     }
+    assert entries[3]["change"] == "deleted"
     table = run("rules", "history", KEY)
-    assert table.exit_code == 0 and "alice" in table.stdout and "(deleted)" in table.stdout
+    assert table.exit_code == 0 and "alice" in table.stdout and "│ deleted" in table.stdout
 
 
 def test_history_is_bounded(run: Cli) -> None:

@@ -61,6 +61,9 @@ def test_providers_and_consumers(run: Cli) -> None:
         "version": "1.0.0",
         "group": "",
         "weight": 100,
+        "effective_weight": 100,
+        "warmup_ms": 600_000,
+        "warmup_left_ms": 0,
         "overrides": [],
     }
     assert run.json("consumers", "demo.Greeter") == [
@@ -77,10 +80,11 @@ def test_providers_and_consumers(run: Cli) -> None:
 def test_unknown_service_is_not_found_with_a_suggestion(run: Cli) -> None:
     run.register(P1)
     for command in ("providers", "consumers"):
-        result = run(command, "demo.Greter")
+        result = run(command, "demo.Greter", "--registry", "sqlite:///srv/r.db")
         assert result.exit_code == 1
         assert lines(result.stderr) == [
-            "error: no service 'demo.Greter' in the registry; did you mean 'demo.Greeter'?"
+            "error: no service 'demo.Greter' in registry sqlite:///srv/r.db; "
+            "did you mean 'demo.Greeter'?"
         ]
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "closest",
     "emit_json",
     "env_of",
+    "global_options",
     "json_option",
     "operator_option",
     "print_table",
@@ -115,6 +116,9 @@ class CliEnv:
     auth: str | None = None
     opener: StoreOpener | None = None
     history_limit: int = 20
+    #: Set by commands that write: only they may create an embedded registry that does not
+    #: exist yet (a read of a mistyped path is an error, not a new empty database).
+    writable: bool = False
     _store: Store | None = field(default=None, repr=False)
     _registry: Registry | None = field(default=None, repr=False)
 
@@ -133,7 +137,9 @@ class CliEnv:
             if self.opener is not None:
                 self._store = self.opener(self.address, self.timeout)
             else:
-                self._store = open_admin_store(self.address, self.timeout, self._auth_pair())
+                self._store = open_admin_store(
+                    self.address, self.timeout, self._auth_pair(), create=self.writable
+                )
         return self._store
 
     def _auth_pair(self) -> tuple[str, str] | None:
@@ -159,6 +165,7 @@ class CliEnv:
 
     def rule_ops(self) -> RuleOps:
         """Versioned rule writes with history, as this operator."""
+        self.writable = True
         return RuleOps(self.registry, History(self.store, self.history_limit), self.who())
 
     def history(self) -> History:
@@ -212,6 +219,58 @@ def operator_option(f: F) -> F:
         callback=_set_operator,
         help="Who to record in the history (default: $USER).",
     )(f)
+
+
+def _set_registry(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        env_of(ctx).registry_text = value
+
+
+def _set_auth(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        env_of(ctx).auth = value
+
+
+#: The options every command takes, before or after its name (``dubbo-py --json services``
+#: and ``dubbo-py services --json`` are the same); given after the name, they win.
+_GLOBAL_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
+    (
+        "--registry",
+        click.option(
+            "--registry",
+            "registry_text",
+            metavar="ADDRESS",
+            expose_value=False,
+            callback=_set_registry,
+            help="zookeeper://host:port[/chroot] or sqlite:///path (default: "
+            "$DUBBO_PY_REGISTRY, else the embedded registry in your data directory).",
+        ),
+    ),
+    (
+        "--auth",
+        click.option(
+            "--auth",
+            metavar="USER:PASSWORD",
+            expose_value=False,
+            callback=_set_auth,
+            help="ZooKeeper digest credentials (prefer $DUBBO_PY_REGISTRY_AUTH: not in `ps`).",
+        ),
+    ),
+    ("--json", json_option),
+)
+
+
+def global_options(command: click.Command) -> click.Command:
+    """Add ``--registry``, ``--auth`` and ``--json`` to a command that lacks them (a group's
+    commands get them through :class:`SuggestingGroup`), so they work after the subcommand and
+    show in its ``--help``."""
+    if isinstance(command, click.Group):
+        return command
+    have = {opt for param in command.params for opt in getattr(param, "opts", ())}
+    for name, option in _GLOBAL_OPTIONS:
+        if name not in have:
+            option(command)  # on a Command object, click appends the parameter
+    return command
 
 
 def emit_json(value: Any) -> None:
@@ -271,8 +330,12 @@ def _as_admin_error(exc: BaseException) -> AdminError | None:
 
 
 class SuggestingGroup(click.Group):
-    """A group that suggests the closest subcommand (difflib) for a mistyped one, and turns
-    domain errors into :class:`AdminError` with the right exit code."""
+    """A group that suggests the closest subcommand (difflib) for a mistyped one, turns
+    domain errors into :class:`AdminError` with the right exit code, and gives each of its
+    commands the global options (:func:`global_options`)."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(global_options(cmd), name)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -295,6 +358,7 @@ class SuggestingGroup(click.Group):
             return super().invoke(ctx)
         except AdminError as exc:
             exc.json = exc.json or bool(env and env.json)
+            _name_registry(exc, env)
             raise
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
@@ -303,7 +367,21 @@ class SuggestingGroup(click.Group):
             if error is None:
                 raise
             error.json = bool(env and env.json)
+            _name_registry(error, env)
             raise error from None
+
+
+def _name_registry(error: AdminError, env: CliEnv | None) -> None:
+    """A "not found" says which registry was searched (a wrong --registry or
+    $DUBBO_PY_REGISTRY is the usual cause)."""
+    if error.reason != "not-found" or env is None or error.payload is not None:
+        return
+    try:
+        where = str(env.address)
+    except click.UsageError:
+        return
+    if where not in error.message:
+        error.message = f"{error.message} (searched registry {where})"
 
 
 class AdminGroup(SuggestingGroup):

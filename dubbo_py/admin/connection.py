@@ -8,6 +8,7 @@ command should instead say so at once, so the CLI opens stores itself rather tha
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from dubbo_py.registry.address import RegistryAddress
 from dubbo_py.registry.store import Store, StoreError
@@ -23,11 +24,16 @@ class RegistryUnreachable(StoreError):
 
 
 def open_admin_store(
-    address: RegistryAddress, timeout: float, auth: tuple[str, str] | None = None
+    address: RegistryAddress,
+    timeout: float,
+    auth: tuple[str, str] | None = None,
+    *,
+    create: bool = True,
 ) -> Store:
     """The connected store of ``address``; :class:`RegistryUnreachable` when it cannot be
     reached within ``timeout`` seconds, StoreError when it cannot be opened at all. ``auth``
-    is a ZooKeeper digest ``(user, password)``."""
+    is a ZooKeeper digest ``(user, password)``. Without ``create``, an embedded registry
+    whose file does not exist is :class:`RegistryUnreachable` rather than a new empty one."""
     if address.kind == "direct":
         raise StoreError(
             f"{address} is a direct provider address, not a registry "
@@ -37,6 +43,8 @@ def open_admin_store(
     if address.kind == "sqlite":
         from dubbo_py.registry.embedded import EmbeddedStore
 
+        if not create:
+            _check_embedded_exists(address)
         embedded = EmbeddedStore(address.location)
         embedded.start(timeout)
         return embedded
@@ -47,3 +55,17 @@ def open_admin_store(
         zk.close()
         raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
     return zk
+
+
+def _check_embedded_exists(address: RegistryAddress) -> None:
+    path = Path(address.location)
+    if not path.parent.is_dir():
+        raise RegistryUnreachable(
+            f"no embedded registry at {address}: the folder {path.parent} does not exist "
+            "(check --registry / $DUBBO_PY_REGISTRY)"
+        )
+    if not path.is_file():
+        raise RegistryUnreachable(
+            f"no embedded registry at {address}: {path.name} does not exist in {path.parent} "
+            "(check --registry / $DUBBO_PY_REGISTRY; providers create it when they start)"
+        )

@@ -94,9 +94,14 @@ def weight(service: str, address: str, weight: int, version: str, group: str, fo
     Replaces an earlier weight override of the same address, version and group.
 
     \b
+    Examples:
+      dubbo-py override weight demo.Greeter 10.0.0.5:50051 50
+
+    \b
     JSON: [{"action": "added"|"removed", "url", "service", "address"}]
     """
     env = env_of()
+    env.writable = True  # with --force it may be the registry's first write
     registry = env.registry
     _check_provider(registry, service, address, force)
     url = overrides.weight_url(service, address, weight, version=version, group=group)
@@ -123,9 +128,14 @@ def disable(service: str, address: str, version: str, group: str, force: bool) -
     """Take the provider(s) at ADDRESS out of every consumer's list (disabled=true).
 
     \b
+    Examples:
+      dubbo-py override disable demo.Greeter 10.0.0.5:50051
+
+    \b
     JSON: [{"action": "added", "url", "service", "address"}]
     """
     env = env_of()
+    env.writable = True  # with --force it may be the registry's first write
     registry = env.registry
     _check_provider(registry, service, address, force)
     url = overrides.disable_url(service, address, version=version, group=group)
@@ -141,6 +151,10 @@ def disable(service: str, address: str, version: str, group: str, force: bool) -
 @json_option
 def enable(service: str, address: str, version: str, group: str) -> None:
     """Remove the override disabling the provider(s) at ADDRESS (no-op when there is none).
+
+    \b
+    Examples:
+      dubbo-py override enable demo.Greeter 10.0.0.5:50051
 
     \b
     JSON: [{"action": "removed", "url", "service", "address"}]
@@ -164,6 +178,11 @@ def enable(service: str, address: str, version: str, group: str) -> None:
 @json_option
 def list_overrides(service: str | None) -> None:
     """List override URLs (of SERVICE, or of every service).
+
+    \b
+    Examples:
+      dubbo-py override list
+      dubbo-py override list demo.Greeter --json
 
     \b
     JSON: [{"service", "address", "changes", "enabled", "url"}]

@@ -50,6 +50,11 @@ def status() -> None:
     consumers, router URLs, overrides and rule documents it holds (exit 1 when unreachable).
 
     \b
+    Examples:
+      dubbo-py registry status
+      dubbo-py registry status --registry zookeeper://127.0.0.1:2181
+
+    \b
     JSON: {"registry", "kind", "reachable", "error", "services", "providers", "consumers",
            "routers", "configurators", "rules"}
     """
@@ -76,6 +81,6 @@ def status() -> None:
             header=False,
         )
     if not info["reachable"]:
-        raise AdminError(
-            f"registry {address} unreachable: {info['error']}", reason="unreachable", printed=True
-        )
+        error = str(info["error"])
+        message = error if str(address) in error else f"registry {address} unreachable: {error}"
+        raise AdminError(message, reason="unreachable", printed=True)

@@ -38,6 +38,11 @@ def route_test(scenario_file: str) -> None:
     naming the rule and its line and column when it is not.
 
     \b
+    Examples:
+      dubbo-py route test scenario.yaml
+      dubbo-py route test scenario.yaml --json
+
+    \b
     JSON: {"providers": [as written, input order],
            "trace": [{"router", "in", "out"}], "error": null | message}
     """

@@ -26,6 +26,7 @@ from dubbo_py.admin.common import (
     operator_option,
     print_table,
 )
+from dubbo_py.admin.history_diff import change_summary
 from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.ruleops import WriteResult
 
@@ -67,8 +68,12 @@ def _read_file(path: str) -> str:
 
 
 def _missing_key(key: str) -> AdminError:
-    keys = env_of().registry.config_keys()
-    return AdminError(f"no rule at {key}{did_you_mean(key, keys)}", reason="not-found")
+    env = env_of()
+    keys = env.registry.config_keys()
+    return AdminError(
+        f"no rule at {key} in registry {env.address}{did_you_mean(key, keys)}",
+        reason="not-found",
+    )
 
 
 def _report_write(result: WriteResult, done: str) -> None:
@@ -101,6 +106,11 @@ def rules_group() -> None:
 @json_option
 def list_rules(kind: str | None, service: str | None) -> None:
     """List every rule document with its kind, version and enabled flag.
+
+    \b
+    Examples:
+      dubbo-py rules list
+      dubbo-py rules list --kind condition-router --service demo.Greeter
 
     \b
     JSON: [{"key", "kind", "target", "version", "enabled"}]
@@ -148,6 +158,10 @@ def get_rule(key: rules.RuleKey) -> None:
     """Print the rule document at KEY exactly as stored (redirect it to a file to edit it).
 
     \b
+    Examples:
+      dubbo-py rules get demo.Greeter:1.0.0:.condition-router > rule.yaml
+
+    \b
     JSON: {"key", "kind", "version", "enabled", "text"}
     """
     env = env_of()
@@ -181,6 +195,11 @@ def validate_rule(file: str, key: rules.RuleKey | None, kind: str | None) -> Non
     """Check a rule file exactly as consumers would read it, without touching the registry.
 
     An invalid rule is reported as FILE:LINE:COLUMN: reason (exit 1).
+
+    \b
+    Examples:
+      dubbo-py rules validate greeter-condition.yaml
+      dubbo-py rules validate shards.yaml --key demo.Greeter:1.0.0:.shard-router
 
     \b
     JSON: {"file", "key", "kind", "valid": true, "routers": [names]}
@@ -305,6 +324,12 @@ def push_rule(
     change makes the push fail with a conflict (exit 1): re-read and retry.
 
     \b
+    Examples:
+      dubbo-py rules push greeter-condition.yaml --dry-run
+      dubbo-py rules push greeter-condition.yaml
+      dubbo-py rules push tags.yaml --key greeter.tag-router --expect-version 3
+
+    \b
     JSON: {"key", "action", "version", "changed", "history_seq"}
     dry run: {"key", "kind", "dry_run", "current_version", "diff", "reach", "notes"}
     """
@@ -333,7 +358,12 @@ def _flip(key: rules.RuleKey, enabled: bool, expect_version: int | None) -> None
 @operator_option
 @json_option
 def enable_rule(key: rules.RuleKey, expect_version: int | None) -> None:
-    """Set 'enabled: true' in the rule at KEY (the rest of its text is kept)."""
+    """Set 'enabled: true' in the rule at KEY (the rest of its text is kept).
+
+    \b
+    Examples:
+      dubbo-py rules enable demo.Greeter:1.0.0:.condition-router
+    """
     _flip(key, True, expect_version)
 
 
@@ -343,7 +373,12 @@ def enable_rule(key: rules.RuleKey, expect_version: int | None) -> None:
 @operator_option
 @json_option
 def disable_rule(key: rules.RuleKey, expect_version: int | None) -> None:
-    """Set 'enabled: false' in the rule at KEY (the rest of its text is kept)."""
+    """Set 'enabled: false' in the rule at KEY (the rest of its text is kept).
+
+    \b
+    Examples:
+      dubbo-py rules disable demo.Greeter:1.0.0:.condition-router
+    """
     _flip(key, False, expect_version)
 
 
@@ -353,7 +388,12 @@ def disable_rule(key: rules.RuleKey, expect_version: int | None) -> None:
 @operator_option
 @json_option
 def delete_rule(key: rules.RuleKey, expect_version: int | None) -> None:
-    """Delete the rule at KEY (recorded in its history, so it can be rolled back)."""
+    """Delete the rule at KEY (recorded in its history, so it can be rolled back).
+
+    \b
+    Examples:
+      dubbo-py rules delete demo.Greeter:1.0.0:.condition-router
+    """
     env = env_of()
     if expect_version is None and env.registry.get_config(key.key) is None:
         raise _missing_key(key.key)
@@ -366,34 +406,37 @@ def delete_rule(key: rules.RuleKey, expect_version: int | None) -> None:
 @click.option("--text", "show_text", is_flag=True, help="Print each entry's full text.")
 @json_option
 def rule_history(key: rules.RuleKey, show_text: bool) -> None:
-    """List the recorded changes of KEY, oldest first (the newest 20 are kept).
+    """List the recorded changes of KEY, oldest first (the newest 20 are kept), each with
+    what it changed from the entry before it.
+
+    \b
+    Examples:
+      dubbo-py rules history demo.Greeter:1.0.0:.condition-router
+      dubbo-py rules history demo.Greeter:1.0.0:.condition-router --text
 
     \b
     JSON: [{"seq", "action", "time", "time_ms", "operator", "version",
-            "deleted", "restored", "text"}]
+            "deleted", "restored", "text", "change"}]
     """
     env = env_of()
     entries = env.history().entries(key.key)
     if not entries and env.registry.get_config(key.key) is None:
         raise _missing_key(key.key)
+    changes = [
+        change_summary(entries[i - 1].text if i else None, e.text, first=(i == 0 and e.seq > 0))
+        for i, e in enumerate(entries)
+    ]
     if env.json:
-        emit_json([e.to_json() for e in entries])
+        emit_json([{**e.to_json(), "change": c} for e, c in zip(entries, changes, strict=True)])
         return
     if show_text:
         for e in entries:
             click.echo(f"# {e.seq} {e.time_iso} {e.action} by {e.operator}")
             click.echo("(deleted)" if e.text is None else e.text.rstrip("\n"))
         return
-
-    def summary(text: str | None) -> str:
-        if text is None:
-            return "(deleted)"
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        return f"{len(lines)} lines: " + " | ".join(lines[:2])[:60]
-
     print_table(
         f"history of {key.key}",
-        ["SEQ", "TIME (UTC)", "ACTION", "OPERATOR", "VERSION", "TEXT"],
+        ["SEQ", "TIME (UTC)", "ACTION", "OPERATOR", "VERSION", "CHANGE"],
         (
             [
                 e.seq,
@@ -401,9 +444,9 @@ def rule_history(key: rules.RuleKey, show_text: bool) -> None:
                 e.action + (f" (to #{e.restored})" if e.restored is not None else ""),
                 e.operator,
                 "-" if e.version is None else e.version,
-                summary(e.text),
+                change,
             ]
-            for e in entries
+            for e, change in zip(entries, changes, strict=True)
         ),
         empty=f"no history for {key.key} (it was not written with dubbo-py)",
     )
@@ -420,6 +463,11 @@ def rollback_rule(key: rules.RuleKey, to_seq: int | None, expect_version: int | 
 
     Repeated rollbacks step further back. Restoring a deletion deletes the rule. The restore
     is a versioned write, recorded in the history as 'rollback'.
+
+    \b
+    Examples:
+      dubbo-py rules rollback demo.Greeter:1.0.0:.condition-router
+      dubbo-py rules rollback demo.Greeter:1.0.0:.condition-router --to 0
     """
     env = env_of()
     result = env.rule_ops().rollback(key.key, to_seq, expect_version=expect_version)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
@@ -16,6 +17,8 @@ from dubbo_py.admin.common import (
     json_option,
     print_table,
 )
+from dubbo_py.cluster import configurators
+from dubbo_py.cluster.loadbalance.base import DEFAULT_WARMUP, effective_weight
 from dubbo_py.registry import layout
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
@@ -30,7 +33,7 @@ def known_service(registry: Registry, service: str) -> None:
     names = registry.services()
     if service not in names:
         raise AdminError(
-            f"no service {service!r} in the registry{did_you_mean(service, names)}",
+            f"no service {service!r} in registry {env_of().address}{did_you_mean(service, names)}",
             reason="not-found",
         )
 
@@ -39,6 +42,12 @@ def known_service(registry: Registry, service: str) -> None:
 @json_option
 def services() -> None:
     """List services with their provider, consumer and rule counts.
+
+    \b
+    Examples:
+      dubbo-py services
+      dubbo-py services --registry zookeeper://127.0.0.1:2181
+      dubbo-py services --json
 
     \b
     JSON: [{"service", "providers", "consumers", "routers", "configurators"}]
@@ -63,8 +72,24 @@ def services() -> None:
     )
 
 
-def provider_json(url: URL, active: list[str]) -> dict[str, Any]:
-    """One provider as ``providers --json`` prints it."""
+def warmup_left_ms(url: URL, now_ms: int) -> int:
+    """Milliseconds until a provider's weight stops ramping up (0 once warm, or when it has no
+    start timestamp or no weight): ``timestamp + warmup - now``, as load balancers read them."""
+    timestamp = url.get_int("timestamp", 0)
+    warmup = url.get_int("warmup", DEFAULT_WARMUP)
+    if timestamp <= 0 or url.get_int("weight", DEFAULT_WEIGHT) <= 0:
+        return 0
+    return max(0, timestamp + warmup - now_ms)
+
+
+def provider_json(
+    url: URL, active: list[str], configured: URL | None = None, now_ms: int | None = None
+) -> dict[str, Any]:
+    """One provider as ``providers --json`` prints it; ``configured`` is the provider with
+    the override rules applied (what consumers balance on), ``now_ms`` the clock warmup is
+    read against (default: now)."""
+    configured = configured or url
+    now = int(time.time() * 1000) if now_ms is None else now_ms
     return {
         "url": url.to_string(),
         "address": url.address,
@@ -73,34 +98,73 @@ def provider_json(url: URL, active: list[str]) -> dict[str, Any]:
         "version": url.get_str("version"),
         "group": url.get_str("group"),
         "weight": url.get_int("weight", DEFAULT_WEIGHT),
+        "effective_weight": effective_weight(configured, "", now),
+        "warmup_ms": configured.get_int("warmup", DEFAULT_WARMUP),
+        "warmup_left_ms": warmup_left_ms(configured, now),
         "overrides": active,
     }
+
+
+def _duration(ms: int) -> str:
+    seconds = (ms + 999) // 1000
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def _weight_cell(row: dict[str, Any], configured_weight: int) -> str:
+    effective = row["effective_weight"]
+    if effective >= configured_weight:
+        return str(effective)
+    return f"{effective} of {configured_weight}"
+
+
+def _documents(registry: Registry, service: str, urls: list[URL]) -> dict[str, str]:
+    """The configurators documents consumers of these providers' service keys read."""
+    documents = {}
+    for key in {f"{service}:{u.get_str('version')}:{u.get_str('group')}" for u in urls}:
+        doc = registry.get_config(f"{key}.configurators")
+        if doc is not None:
+            documents[f"{key}.configurators"] = doc.text
+    return documents
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("service")
 @json_option
 def providers(service: str) -> None:
-    """List the providers of a service and the overrides that apply to each.
+    """List the providers of a service: the weight consumers balance on now (after override
+    rules and warmup), how much warmup is left, and the overrides that apply to each.
 
-    SERVICE is the interface name, e.g. demo.Greeter.
+    SERVICE is the interface name, e.g. demo.Greeter. A provider's weight ramps up over its
+    warmup (default 10 minutes) after it starts: "37 of 100" is a provider still warming up.
+
+    \b
+    Examples:
+      dubbo-py providers demo.Greeter
+      dubbo-py providers demo.Greeter --registry zookeeper://127.0.0.1:2181 --json
 
     \b
     JSON: [{"url", "address", "protocol", "application", "version", "group",
-            "weight", "overrides": ["weight=50", ...]}]
+            "weight", "effective_weight", "warmup_ms", "warmup_left_ms",
+            "overrides": ["weight=50", ...]}]
     """
     env = env_of()
     registry = env.registry
     known_service(registry, service)
     urls = sorted(registry.lookup(service, layout.PROVIDERS), key=lambda u: u.to_string())
     rules = registry.lookup(service, layout.CONFIGURATORS)
-    rows = [provider_json(u, overrides.effective(rules, u)) for u in urls]
+    configured = configurators.apply(urls, rules, _documents(registry, service, urls))
+    now_ms = int(time.time() * 1000)
+    rows = [
+        provider_json(u, overrides.effective(rules, u), c, now_ms)
+        for u, c in zip(urls, configured, strict=True)
+    ]
     if env.json:
         emit_json(rows)
         return
     print_table(
         f"providers of {service}",
-        ["ADDRESS", "PROTOCOL", "APPLICATION", "VERSION", "GROUP", "WEIGHT", "OVERRIDES"],
+        ["ADDRESS", "PROTOCOL", "APPLICATION", "VERSION", "GROUP", "WEIGHT", "WARMUP", "OVERRIDES"],
         (
             [
                 r["address"],
@@ -108,10 +172,11 @@ def providers(service: str) -> None:
                 r["application"],
                 r["version"],
                 r["group"],
-                r["weight"],
+                _weight_cell(r, c.get_int("weight", DEFAULT_WEIGHT)),
+                f"{_duration(r['warmup_left_ms'])} left" if r["warmup_left_ms"] else "done",
                 "; ".join(r["overrides"]),
             ]
-            for r in rows
+            for r, c in zip(rows, configured, strict=True)
         ),
         empty=f"no providers of {service}",
     )
@@ -122,6 +187,11 @@ def providers(service: str) -> None:
 @json_option
 def consumers(service: str) -> None:
     """List the consumers of a service.
+
+    \b
+    Examples:
+      dubbo-py consumers demo.Greeter
+      dubbo-py consumers demo.Greeter --json
 
     \b
     JSON: [{"url", "address", "application", "version", "group"}]

@@ -16,6 +16,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from dubbo_py.admin.common import CONTEXT_SETTINGS, SuggestingGroup, env_of
 from dubbo_py.router.shard.plan import SplitPlan, plan_split
 from dubbo_py.router.shard.schemes import Layout, LayoutError, Location, Scheme, make_layout
 
@@ -29,9 +30,10 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-@click.group()
+@click.group(cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
 def shard() -> None:
-    """Shard routing tools: where keys live, and how a split moves them."""
+    """Shard routing tools: where keys live, and how a split moves them (offline: no
+    registry is read)."""
 
 
 @shard.command()
@@ -69,7 +71,14 @@ def locate(
     as_json: bool,
     keys: tuple[str, ...],
 ) -> None:
-    """Print KEY -> hash -> shard(s) (0-based). For solr a key ending in "!" is a route prefix."""
+    """Print KEY -> hash -> shard(s) (0-based). For solr a key ending in "!" is a route prefix.
+
+    \b
+    Examples:
+      dubbo-py shard locate --scheme elasticsearch --shards 5 user-42 user-43
+      dubbo-py shard locate --scheme solr --shards 4 'tenant1!doc7' --json
+    """
+    as_json = as_json or env_of().json
     try:
         layout = make_layout(
             scheme,
@@ -125,7 +134,14 @@ def plan(
     initial_shards: int | None,
     as_json: bool,
 ) -> None:
-    """Plan a split: which old shard each new shard takes its keys from (exit 1 if refused)."""
+    """Plan a split: which old shard each new shard takes its keys from (exit 1 if refused).
+
+    \b
+    Examples:
+      dubbo-py shard plan --scheme elasticsearch --from 5 --to 10
+      dubbo-py shard plan --scheme solr --from 2 --to 4 --json
+    """
+    as_json = as_json or env_of().json
     try:
         result = plan_split(scheme, from_shards, to_shards, routing_num_shards, initial_shards)
     except LayoutError as exc:
