@@ -38,6 +38,7 @@ from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store import Store, StoreError
 from dubbo_py.router import factory
+from dubbo_py.rpc import startup
 from dubbo_py.rpc.channel import ClusterChannel
 from dubbo_py.rpc.introspect import service_of_stub
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
@@ -80,7 +81,7 @@ def open_store(
 
     store = ZooKeeperStore(address.location, address.chroot, auth=auth)
     if not store.start(connect_timeout):
-        log.warning("zookeeper %s unreachable; retrying in the background", address)
+        log.warning("registry %s does not answer yet; retrying in the background", address)
     return store
 
 
@@ -268,7 +269,11 @@ class Application:
         exported.unregister_wait = unregister_wait
         with self._lock:
             self._servers.append(exported)
+        startup.provider_ready(self.name, exported.address, exported.urls, self._registry_name())
         return exported
+
+    def _registry_name(self) -> str:
+        return "" if self.address.kind == "direct" else str(self.address)
 
     def _listen(
         self, port: int | None, host: str | None, bind_host: str | None, tls: ServerTLS | None
@@ -286,19 +291,36 @@ class Application:
         self, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
     ) -> None:
         """Serve and block until SIGINT/SIGTERM, then shut down gracefully (unregister, let
-        consumers notice, drain in-flight calls for up to ``grace`` s)."""
-        self.start(*servicers, port=port, **options)
+        consumers notice, drain in-flight calls for up to ``grace`` s).
+
+        Start-up and shutdown are logged at INFO, to stderr when the application configured no
+        logging (``$DUBBO_PY_LOG_LEVEL`` sets the level). A registry that cannot be reached
+        ends the process with one line saying so (exit status 1), not a traceback."""
+        startup.ensure_logging()
+        try:
+            self.start(*servicers, port=port, **options)
+        except startup.RegistryUnreachableError as exc:
+            self.close()
+            raise SystemExit(f"error: {exc}") from None
         self.wait(grace=grace)
 
     def wait(self, grace: float = 5.0) -> None:
         """Block until SIGINT/SIGTERM (or :meth:`close` from another thread), then stop every
         server this application started, gracefully, and close the application."""
+        received: list[str] = []
+
+        def on_signal(number: int, _frame: object) -> None:
+            received.append(signal.Signals(number).name)
+            self._stop_requested.set()
+
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: self._stop_requested.set())
+                signal.signal(sig, on_signal)
         try:
             while not self._stop_requested.wait(0.5):
                 pass
+            if received:
+                startup.stopping(self.name, received[0], grace)
         finally:
             with self._lock:
                 servers = list(self._servers)
@@ -333,12 +355,15 @@ class Application:
             service_options=self.config.services if self.config else None,
         )
         exported.unregister_wait = unregister_wait
+        startup.provider_ready(self.name, exported.address, exported.urls, self._registry_name())
         return exported
 
     async def serve_async(
         self, *servicers: object, port: int | None = None, grace: float = 5.0
     ) -> None:
-        """Serve async servicers until the task is cancelled, then shut down gracefully."""
+        """Serve async servicers until the task is cancelled, then shut down gracefully
+        (logging as :meth:`serve` does)."""
+        startup.ensure_logging()
         exported = await self.start_async(*servicers, port=port)
         try:
             await asyncio.Event().wait()
@@ -550,6 +575,7 @@ class Application:
 
         directory.add_listener(on_chain)
         directory.start(wait=config.check)
+        startup.consumer_ready(self.name, directory, config.check)
         quarantine.start()
         if registry is not None:
             try:

@@ -21,6 +21,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dubbo_py import __version__
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store import StoreError
+from dubbo_py.rpc import startup
 from dubbo_py.rpc.introspect import ServiceSpec, find_add_function, service_of_servicer
 from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
@@ -207,5 +209,12 @@ def register_all(registry: Registry | None, urls: Sequence[URL]) -> None:
     if registry is None:
         return
     for url in urls:
-        registry.register(url)
-        log.info("registered provider %s", url)
+        try:
+            registry.register(url)
+        except StoreError:
+            # A store that is not connected fails on the node path; say what is wrong instead.
+            if getattr(registry.store, "connected", True) is False:
+                where = str(getattr(registry.store, "address", "the registry"))
+                raise startup.unreachable(where, url.get_str("application")) from None
+            raise
+        log.debug("registered provider %s", url)

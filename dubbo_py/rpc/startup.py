@@ -1,0 +1,133 @@
+"""What an application says when it starts and stops, and where it says it.
+
+One INFO line when a provider is listening and registered, one when a consumer has its first
+providers and rules, one when a signal stops ``serve()``; a registry that cannot be reached
+when a provider registers is one clear error saying what to do.
+
+``serve()`` is how a process runs a provider, so its lines must reach the terminal even when the
+application configured no logging: :func:`ensure_logging` then gives the ``dubbo_py`` loggers a
+stderr handler at INFO (``$DUBBO_PY_LOG_LEVEL`` chooses another level). That handler stands
+aside as soon as the application configures logging itself (a root handler exists), so nothing
+is printed twice and the application's configuration wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from dubbo_py.registry.store import StoreError
+
+if TYPE_CHECKING:
+    from dubbo_py.registry.directory import RegistryDirectory
+    from dubbo_py.url import URL
+
+__all__ = [
+    "ENV_LOG_LEVEL",
+    "RegistryUnreachableError",
+    "consumer_ready",
+    "ensure_logging",
+    "provider_ready",
+    "stopping",
+]
+
+log = logging.getLogger("dubbo_py.rpc.application")
+
+#: The level of dubbo-py's own log lines (DEBUG, INFO, WARNING, ERROR); default INFO under
+#: ``serve()`` when the application configured no logging.
+ENV_LOG_LEVEL = "DUBBO_PY_LOG_LEVEL"
+_PACKAGE = "dubbo_py"
+_FORMAT = "dubbo-py %(levelname)s: %(message)s"
+
+
+class RegistryUnreachableError(StoreError):
+    """The registry did not answer when a provider registered (the message says what to do)."""
+
+
+class _Fallback(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to stderr only while the application has no logging configuration of its own."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers:
+            super().emit(record)
+
+
+def _level(text: str) -> int | None:
+    value = logging.getLevelName(text.strip().upper())
+    return value if isinstance(value, int) else None
+
+
+def ensure_logging() -> None:
+    """Make dubbo-py's start-up and shutdown lines visible (see the module docstring)."""
+    package = logging.getLogger(_PACKAGE)
+    chosen = os.environ.get(ENV_LOG_LEVEL, "")
+    level = _level(chosen) if chosen else None
+    if chosen and level is None:
+        log.warning("ignoring %s=%r: not a logging level", ENV_LOG_LEVEL, chosen)
+    if level is not None:
+        package.setLevel(level)
+    if logging.getLogger().handlers or any(isinstance(h, _Fallback) for h in package.handlers):
+        return
+    handler = _Fallback(sys.stderr)
+    handler.setFormatter(logging.Formatter(_FORMAT))
+    package.addHandler(handler)
+    if level is None and package.level == logging.NOTSET:
+        package.setLevel(logging.INFO)
+    # kazoo logs every failed connection attempt; dubbo-py says "unreachable" once instead.
+    kazoo = logging.getLogger("kazoo")
+    if kazoo.level == logging.NOTSET:
+        kazoo.setLevel(logging.ERROR)
+
+
+def _service(url: URL) -> str:
+    return url.service_key
+
+
+def provider_ready(application: str, address: str, urls: Sequence[URL], registry: str) -> None:
+    """``greeter: serving hello.Greeter:1.0.0 on 127.0.0.1:50051 (registered in ...)``."""
+    services = ", ".join(_service(u) for u in urls)
+    where = f"registered in {registry}" if registry else "no registry"
+    log.info("%s: serving %s on %s (%s)", application, services, address, where)
+
+
+def consumer_ready(application: str, directory: RegistryDirectory, waited: float) -> None:
+    """``shop: hello.Greeter:1.0.0 has 2 providers (a, b) and rules: key`` once a reference
+    has its first provider list (or says it has none yet)."""
+    service = _service(directory.consumer)
+    providers = directory.providers
+    rules = [name for name, _ in directory.chain.stages if name not in ("mock", "tag")]
+    rule_text = f"rules: {', '.join(rules)}" if rules else "no routing rules"
+    if providers:
+        addresses = ", ".join(p.address for p in providers)
+        count = f"{len(providers)} provider{'s' if len(providers) != 1 else ''}"
+        log.info("%s: %s has %s (%s) and %s", application, service, count, addresses, rule_text)
+    else:
+        log.info(
+            "%s: %s has no providers yet (waited %gs; calls fail until one registers); %s",
+            application,
+            service,
+            waited,
+            rule_text,
+        )
+
+
+def stopping(application: str, signal_name: str, grace: float) -> None:
+    """The line Ctrl-C (or SIGTERM) prints under ``serve()``."""
+    log.info(
+        "%s: %s received: unregistering, then finishing calls in flight (up to %gs)",
+        application,
+        signal_name,
+        grace,
+    )
+
+
+def unreachable(registry: str, application: str) -> RegistryUnreachableError:
+    """The error a provider that cannot register raises (one line, no node paths)."""
+    return RegistryUnreachableError(
+        f"{application}: cannot register: the registry {registry} is unreachable. Start "
+        "ZooKeeper there (Debian/Ubuntu: sudo apt-get install zookeeperd), or leave the "
+        "registry unset to use the embedded one (no server needed)"
+    )
