@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -93,12 +94,22 @@ def provider_ready(application: str, address: str, urls: Sequence[URL], registry
     log.info("%s: serving %s on %s (%s)", application, services, address, where)
 
 
+def _rule_name(stage: str) -> str:
+    # Config-center rules are named after their node; the key is what operators know.
+    match = re.search(r"/dubbo/config/[^/]+/([^)]+)", stage)
+    return match.group(1) if match else stage
+
+
 def consumer_ready(application: str, directory: RegistryDirectory, waited: float) -> None:
     """``shop: hello.Greeter:1.0.0 has 2 providers (a, b) and rules: key`` once a reference
     has its first provider list (or says it has none yet)."""
     service = _service(directory.consumer)
     providers = directory.providers
-    rules = [name for name, _ in directory.chain.stages if name not in ("mock", "tag")]
+    rules = list(
+        dict.fromkeys(
+            _rule_name(name) for name, _ in directory.chain.stages if name not in ("mock", "tag")
+        )
+    )
     rule_text = f"rules: {', '.join(rules)}" if rules else "no routing rules"
     if providers:
         addresses = ", ".join(p.address for p in providers)
