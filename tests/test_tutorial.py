@@ -1,0 +1,263 @@
+"""docs/tutorial.md, followed literally in an empty temporary folder.
+
+Every ```` ```console ```` block is run: ``$ command`` lines are commands, the lines under one
+are its output (stdout and stderr, as a terminal shows them), checked line by line. A block
+starting ``# terminal N`` runs in that terminal: its command keeps running in the background
+(its output lines are awaited in order) and ``^C`` sends it SIGINT. Every block after a line
+ending ``Save this as `NAME`:`` is written to that file.
+
+What differs from a reader's machine, and nothing else, is here (visible and minimal):
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.support.zookeeper import ZooKeeperServer
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "tutorial.md"
+
+#: Shown but not run: installing needs root and the network. The test runs dubbo-py from this
+#: source tree instead, and the suite's fixture is the ZooKeeper.
+NOT_RUN = (
+    "pip install dubbo-grpc grpcio-tools",
+    "sudo apt-get install -y zookeeperd",
+)
+#: The tutorial's ZooKeeper address is replaced by the test's own (in a fresh chroot).
+TUTORIAL_ZOOKEEPER = "zookeeper://127.0.0.1:2181"
+#: The reader's data directory as the page shows it (the test uses a temporary one).
+TUTORIAL_DATA_HOME = "/home/you/.local/share"
+#: The user name the page shows as the rule history's operator.
+TUTORIAL_USER = "you"
+#: Seconds to wait for one line of a background process.
+LINE_TIMEOUT = 60.0
+
+
+# ----------------------------------------------------------------------------- the page
+
+
+@dataclass
+class Command:
+    text: str
+    expected: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Step:
+    kind: str  # "file" | "console"
+    terminal: int = 1
+    name: str = ""
+    body: str = ""
+    commands: list[Command] = field(default_factory=list)
+
+
+def parse(text: str) -> list[Step]:
+    """The page's files and console blocks, in order."""
+    steps: list[Step] = []
+    for match in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M):
+        lang, body = match.group(1), match.group(2)
+        before = text[: match.start()].rstrip().splitlines()[-1]
+        saved = re.search(r"[Ss]ave this as `([^`]+)`:$", before)
+        if saved:
+            steps.append(Step("file", name=saved.group(1), body=body))
+        elif lang == "console":
+            steps.append(console_step(body))
+    return steps
+
+
+def console_step(body: str) -> Step:
+    lines = body.splitlines()
+    step = Step("console")
+    if lines and (m := re.fullmatch(r"# terminal (\d+)", lines[0])):
+        step.terminal = int(m.group(1))
+        lines = lines[1:]
+    for line in lines:
+        if line.startswith("$ ") or line == "^C":
+            step.commands.append(Command(line.removeprefix("$ ")))
+        else:
+            assert step.commands, f"output before any command: {line!r}"
+            step.commands[-1].expected.append(line)
+    return step
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+def normalise(line: str) -> str:
+    """Ports and times differ on every run; trailing blanks do not matter."""
+    line = re.sub(r"127\.0\.0\.1:\d{4,5}", "127.0.0.1:PORT", line)
+    line = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "TIME", line)
+    return line.rstrip()
+
+
+def same(actual: list[str], expected: list[str], what: str) -> None:
+    got = [normalise(x) for x in actual]
+    want = [normalise(x) for x in expected]
+    assert got == want, f"{what}:\n--- page\n" + "\n".join(want) + "\n--- ran\n" + "\n".join(got)
+
+
+class Terminal:
+    """A long-running command, its output read line by line as it comes."""
+
+    def __init__(
+        self, command: str, cwd: Path, env: dict[str, str], unsub: Callable[[str], str]
+    ) -> None:
+        self.process = subprocess.Popen(
+            ["bash", "-c", f"exec {command}"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.unsub = unsub
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(self.unsub(line.rstrip("\n")))
+        self.lines.put(None)
+
+    def expect(self, expected: list[str], what: str) -> None:
+        got = []
+        for _ in expected:
+            try:
+                line = self.lines.get(timeout=LINE_TIMEOUT)
+            except queue.Empty:
+                line = None
+            if line is None:
+                break
+            got.append(line)
+        same(got, expected, what)
+
+    def interrupt(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+# ----------------------------------------------------------------------------- running it
+
+
+@pytest.fixture
+def reader(tmp_path: Path, zookeeper: ZooKeeperServer) -> Iterator[tuple[Path, dict[str, str]]]:
+    """An empty folder and the environment of a reader who installed dubbo-grpc."""
+    home = tmp_path / "home"
+    bin_dir = home / "bin"
+    bin_dir.mkdir(parents=True)
+    # `dubbo-py` as `pip install` would put it on PATH, running this source tree.
+    shim = bin_dir / "dubbo-py"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m dubbo_py.admin "$@"\n')
+    shim.chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUBBO_PY_")}
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=str(ROOT),
+        XDG_DATA_HOME=str(home / "data"),
+        XDG_CACHE_HOME=str(home / "cache"),
+        USER=TUTORIAL_USER,
+        PYTHONUNBUFFERED="1",
+    )
+    env["TUTORIAL_ZOOKEEPER"] = f"zookeeper://{zookeeper.address}/tutorial-{uuid.uuid4().hex[:8]}"
+    folder = tmp_path / "work"
+    folder.mkdir()
+    yield folder, env
+
+
+@pytest.mark.zookeeper
+@pytest.mark.e2e
+def test_the_tutorial_works_as_written(reader: tuple[Path, dict[str, str]]) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    for command in NOT_RUN:
+        assert f"$ {command}\n" in text, f"NOT_RUN lists {command!r}, which the page lacks"
+    cwd, env = reader
+    zookeeper = env.pop("TUTORIAL_ZOOKEEPER")
+    data_home = env["XDG_DATA_HOME"]
+
+    def sub(command: str) -> str:
+        return command.replace(TUTORIAL_ZOOKEEPER, zookeeper)
+
+    def unsub(output: str) -> str:
+        return output.replace(zookeeper, TUTORIAL_ZOOKEEPER).replace(data_home, TUTORIAL_DATA_HOME)
+
+    terminals: dict[int, Terminal] = {}
+    ran = 0
+    try:
+        for step in parse(text):
+            if step.kind == "file":
+                (cwd / step.name).write_text(step.body, encoding="utf-8")
+                continue
+            for command in step.commands:
+                what = f"terminal {step.terminal}: {command.text}"
+                if command.text in NOT_RUN:
+                    continue
+                ran += 1
+                if step.terminal != 1:
+                    if command.text == "^C":
+                        terminals[step.terminal].interrupt()
+                    else:
+                        terminals[step.terminal] = Terminal(sub(command.text), cwd, env, unsub)
+                    terminals[step.terminal].expect(command.expected, what)
+                    continue
+                cwd = run_here(sub(command.text), cwd, env, command.expected, unsub, what)
+        for number, terminal in terminals.items():
+            assert terminal.process.wait(30) == 0, f"terminal {number} did not stop cleanly"
+    finally:
+        for terminal in terminals.values():
+            terminal.kill()
+    assert ran >= 20  # the page was read (a parser that found nothing would pass vacuously)
+
+
+def run_here(
+    command: str,
+    cwd: Path,
+    env: dict[str, str],
+    expected: list[str],
+    unsub: Callable[[str], str],
+    what: str,
+) -> Path:
+    """Run a command in the first terminal; returns the directory it leaves the shell in."""
+    if command.startswith("export "):
+        name, _, value = command.removeprefix("export ").partition("=")
+        env[name] = value
+        same([], expected, what)
+        return cwd
+    output: list[str] = []
+    for part in command.split(" && "):
+        if part.startswith("cd "):
+            cwd = cwd / part.removeprefix("cd ")
+            continue
+        done = subprocess.run(
+            ["bash", "-c", part],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=120,
+        )
+        output.extend(unsub(line) for line in done.stdout.splitlines())
+        # A command whose documented output ends in an error is meant to fail.
+        failing = bool(expected) and expected[-1].startswith("error: ")
+        assert (done.returncode != 0) == failing, f"{what} exited {done.returncode}:\n{done.stdout}"
+    same(output, expected, what)
+    return cwd
