@@ -118,11 +118,22 @@ class _Reader:
             raise self.fail(path, str(exc)) from None
 
     def service(self, value: Any, path: str) -> ServiceOptions:
-        allowed = ("version", "group", "weight", "warmup", "tags", "shard", "shards", "parameters")
+        allowed = (
+            "version",
+            "group",
+            "interface",
+            "weight",
+            "warmup",
+            "tags",
+            "shard",
+            "shards",
+            "parameters",
+        )
         raw = self.mapping(value, path, allowed)
         try:
             return ServiceOptions(
                 version=str(raw.get("version", "")),
+                interface=str(raw.get("interface", "")),
                 group=str(raw.get("group", "")),
                 weight=self.typed(raw.get("weight", 100), f"{path}.weight", int, int),
                 warmup=self.typed(raw.get("warmup", 600_000), f"{path}.warmup", int, int),
@@ -154,6 +165,7 @@ class _Reader:
         allowed = (
             "version",
             "group",
+            "interface",
             "loadbalance",
             "cluster",
             "retries",
@@ -177,6 +189,7 @@ class _Reader:
         try:
             return ReferenceConfig(
                 version=str(raw.get("version", "")),
+                interface=str(raw.get("interface", "")),
                 group=str(raw.get("group", "")),
                 loadbalance=str(raw.get("loadbalance", "random")),
                 cluster=str(raw.get("cluster", "failover")),

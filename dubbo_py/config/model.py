@@ -63,6 +63,9 @@ class ReferenceConfig:
 
     version: str = ""
     group: str = ""
+    #: The registry folder and ``interface`` parameter (Java's interface name); default: the
+    #: proto service's full name. Calls still use the proto service's gRPC path.
+    interface: str = ""
     loadbalance: str = "random"
     cluster: str = "failover"
     retries: int = 2
@@ -86,6 +89,10 @@ class ReferenceConfig:
             raise ConfigError("loadbalance", f"{self.loadbalance!r} is not one of {LOADBALANCES}")
         if self.cluster not in CLUSTERS:
             raise ConfigError("cluster", f"{self.cluster!r} is not one of {CLUSTERS}")
+        if "/" in self.interface or self.interface != self.interface.strip():
+            raise ConfigError(
+                "interface", f"must be a name without '/' or spaces: {self.interface!r}"
+            )
         if self.retries < 0:
             raise ConfigError("retries", f"must be >= 0, got {self.retries}")
         if self.timeout is not None and self.timeout <= 0:

@@ -36,6 +36,7 @@ from dubbo_py.rpc.attachments import attachments_from_metadata, metadata_from_at
 from dubbo_py.rpc.invoker import ChannelSecurity
 from dubbo_py.rpc.provider import bind_servicers, provider_urls, register_all
 from dubbo_py.rpc.service import ServiceOptions
+from dubbo_py.rpc.triple import CALL_SINK, Metadata, TripleCaller, from_wire
 from dubbo_py.url import URL
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "AsyncClusterChannel",
     "AsyncExportedServer",
     "AsyncMethodInvoker",
+    "CallResult",
     "export_async",
 ]
 
@@ -97,7 +99,15 @@ async def export_async(
     """Serve async servicers on one ``grpc.aio`` server and register their provider URLs."""
     server = grpc.aio.server()
     health_servicer = health.aio.HealthServicer()
-    bound = bind_servicers(server, servicers, health_servicer, bind_host or host, port, credentials)
+    bound = bind_servicers(
+        server,
+        servicers,
+        health_servicer,
+        bind_host or host,
+        port,
+        credentials,
+        service_options,
+    )
     await server.start()
     urls = provider_urls(
         servicers, application, host, bound, credentials, url_parameters, service_options
@@ -234,6 +244,7 @@ class AsyncMethodInvoker:
         response_streaming: bool,
         *,
         request_streaming: bool = False,
+        caller: TripleCaller | None = None,
     ) -> None:
         self._pool = pool
         self.request_streaming = request_streaming
@@ -241,7 +252,10 @@ class AsyncMethodInvoker:
         self._serializer = request_serializer
         self._deserializer = response_deserializer
         self._streaming = response_streaming
-        self._callables: dict[str, tuple[grpc.aio.Channel, Any]] = {}
+        self._caller = caller or TripleCaller()
+        # By TripleCaller.key: the channel a callable was made on, the callable, and the
+        # provider's Triple headers.
+        self._callables: dict[str, tuple[grpc.aio.Channel, Any, Metadata]] = {}
         self._stats: CallStats | None = None
         self._stats_key = ""
 
@@ -259,13 +273,14 @@ class AsyncMethodInvoker:
     def forget(self, addresses: Iterable[str]) -> None:
         """Nothing to drop: a cached callable is used only with the channel that made it."""
 
-    def _callable(self, provider: URL) -> Any:
+    def _callable(self, provider: URL) -> tuple[Any, Metadata]:
         # Asked of the pool on every call: the pool may have replaced the channel (a revived
         # provider gets a fresh one), and a callable belongs to the channel that made it.
         channel = self._pool.channel(provider)
-        found = self._callables.get(provider.address)
+        key = self._caller.key(provider)
+        found = self._callables.get(key)
         if found is not None and found[0] is channel:
-            return found[1]
+            return found[1], found[2]
         factory: Callable[..., Any]
         if self.request_streaming:
             factory = channel.stream_stream if self._streaming else channel.stream_unary
@@ -276,8 +291,9 @@ class AsyncMethodInvoker:
             request_serializer=self._serializer,
             response_deserializer=self._deserializer,
         )
-        self._callables[provider.address] = (channel, made)
-        return made
+        headers = self._caller.headers(provider)
+        self._callables[key] = (channel, made, headers)
+        return made, headers
 
     def empty_response(self) -> Any:
         """The method's empty response message."""
@@ -294,8 +310,9 @@ class AsyncMethodInvoker:
         return stream_of([]) if self._streaming else self.empty_response()
 
     async def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
-        call = self._callable(provider)
-        metadata = metadata_from_attachments(invocation.attachments)
+        call, metadata = self._callable(provider)
+        if invocation.attachments:
+            metadata = metadata + metadata_from_attachments(invocation.attachments)
         if self._stats is None:
             return await self._send(call, invocation.request, timeout, metadata)
         # Counted in flight across the await, as leastactive reads it.
@@ -305,7 +322,12 @@ class AsyncMethodInvoker:
     async def _send(self, call: Any, request: Any, timeout: float | None, metadata: Any) -> Any:
         if self._streaming:
             return await _primed(call(request, timeout=timeout, metadata=metadata))
-        return await call(request, timeout=timeout, metadata=metadata)
+        made = call(request, timeout=timeout, metadata=metadata)
+        response = await made
+        sink = CALL_SINK.get()
+        if sink is not None:  # a with_call: the caller reads the provider's metadata
+            sink.append(made)
+        return response
 
 
 class _AsyncMultiCallable:
@@ -344,6 +366,60 @@ class _AsyncMultiCallable:
         async for response in responses:
             yield response
 
+    async def with_call(
+        self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
+    ) -> tuple[Any, CallResult]:
+        """``await stub.Method.with_call(request)``: the response and what the provider call
+        that answered sent besides it (:class:`CallResult`: its trailing metadata carries the
+        provider's attachments). For unary-response methods, as in blocking gRPC."""
+        if self._streaming:
+            raise TypeError("with_call is for methods answering with one response")
+        sink: list[Any] = []
+        token = CALL_SINK.set(sink)
+        try:
+            response = await self._strategy(
+                self._context, self._invocation(request, timeout, metadata)
+            )
+        finally:
+            CALL_SINK.reset(token)
+        if not sink:
+            return response, CallResult()
+        made = sink[-1]
+        return response, CallResult(
+            await made.code(),
+            str(await made.details() or ""),
+            from_wire(await made.initial_metadata()),
+            from_wire(await made.trailing_metadata()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """What an asyncio ``with_call`` gives besides the response, read like ``grpc.Call``:
+    status and metadata of the provider call that answered (Dubbo's ``tri-header-convert``
+    undone); OK and empty when no provider answered (a mock)."""
+
+    _code: grpc.StatusCode = grpc.StatusCode.OK
+    _details: str = ""
+    _initial: Metadata = ()
+    _trailing: Metadata = ()
+
+    def code(self) -> grpc.StatusCode:
+        """The call's status code."""
+        return self._code
+
+    def details(self) -> str:
+        """The call's status details."""
+        return self._details
+
+    def initial_metadata(self) -> Metadata:
+        """The provider's initial metadata."""
+        return self._initial
+
+    def trailing_metadata(self) -> Metadata:
+        """The provider's trailing metadata (its attachments)."""
+        return self._trailing
+
 
 class AsyncClusterChannel:
     """A ``grpc.aio.Channel`` look-alike: generated stubs work unchanged, for all four kinds of
@@ -355,8 +431,11 @@ class AsyncClusterChannel:
         context_for: Callable[[Any], ClusterContext],
         strategy_for: Callable[[str, Any, bool], AsyncStrategy] = lambda *_: failover_async,
         attachments: Mapping[str, str] | None = None,
+        caller: TripleCaller | None = None,
     ) -> None:
         self.pool = pool
+        #: Who calls (the Triple headers every call carries).
+        self.caller = caller or TripleCaller()
         #: The awaited strategy of a method, given its name, response type and whether it
         #: answers with a stream.
         self.strategy_for = strategy_for
@@ -380,6 +459,7 @@ class AsyncClusterChannel:
             deserializer,
             streaming,
             request_streaming=request_streaming,
+            caller=self.caller,
         )
         return _AsyncMultiCallable(self, method, invoker)
 

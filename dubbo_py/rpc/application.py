@@ -48,6 +48,7 @@ from dubbo_py.rpc.settings import (
     check_method_options,
     resolve_settings,
 )
+from dubbo_py.rpc.triple import TripleCaller
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
@@ -397,7 +398,7 @@ class Application:
             )
 
         channel = AsyncClusterChannel(
-            pool, ref.channel.context_for, strategy_for, ref.channel.attachments
+            pool, ref.channel.context_for, strategy_for, ref.channel.attachments, ref.channel.caller
         )
         stub: S = stub_class(channel)  # type: ignore[call-arg]
         return stub
@@ -416,7 +417,10 @@ class Application:
         of the configuration file's ``references.<service>`` section when the application has
         one (code wins):
 
-        ``version``, ``group``; ``loadbalance`` (random, roundrobin, leastactive,
+        ``version``, ``group`` (sent to the provider as ``tri-service-version`` /
+        ``tri-service-group``); ``interface`` the registry folder and ``interface`` parameter to
+        look providers up by (Java's interface name; default: the proto service's full name,
+        which stays the gRPC path); ``loadbalance`` (random, roundrobin, leastactive,
         shortestresponse, consistenthash); ``cluster`` the fault-tolerance strategy
         (``failover``, ``failfast``, ``failsafe``, ``failback``, ``forking``, ``broadcast``;
         see ``docs/cluster.md``); ``retries`` (failover; one call may override it with the
@@ -480,7 +484,12 @@ class Application:
         )
         tuning = _Tuning(spec.method_names, base, loadbalance)
         consumer = self._consumer_url(
-            spec.name, config.version, config.group, config.parameters, retries, timeout
+            config.interface or spec.name,
+            config.version,
+            config.group,
+            config.parameters,
+            retries,
+            timeout,
         )
         registry = self.registry
         cache = None
@@ -488,7 +497,7 @@ class Application:
             cache = NotifyCache(
                 self._cache_path or default_cache_path(self.name, str(self.address))
             )
-        static = [] if registry is not None else self._direct_providers(consumer)
+        static = [] if registry is not None else self._direct_providers(consumer, spec.name)
         directory = RegistryDirectory(
             consumer,
             registry,
@@ -542,7 +551,12 @@ class Application:
             )
 
         channel = ClusterChannel(
-            pool, strategy_for, make_context, dict(config.attachments), stats=tuning.stats
+            pool,
+            strategy_for,
+            make_context,
+            dict(config.attachments),
+            stats=tuning.stats,
+            caller=TripleCaller.for_consumer(self.name, config.version, config.group),
         )
 
         def fresh_channel(provider: URL) -> None:
@@ -638,7 +652,7 @@ class Application:
         host = os.environ.get(ENV_HOST, "127.0.0.1")
         return URL("consumer", host, 0, service, parameters=params)
 
-    def _direct_providers(self, consumer: URL) -> list[URL]:
+    def _direct_providers(self, consumer: URL, path: str) -> list[URL]:
         # A direct address is trusted to serve what the consumer asks for, so it carries the
         # consumer's interface, version and group.
         params = {
@@ -647,7 +661,7 @@ class Application:
         out = []
         for entry in self.address.hosts:
             host, port = entry.rsplit(":", 1)
-            out.append(URL("tri", host, int(port), consumer.path, parameters=params))
+            out.append(URL("tri", host, int(port), path, parameters=params))
         return out
 
     @property

@@ -28,6 +28,8 @@ from dubbo_py.cluster.strategy import (
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import attachments_from_metadata
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker, RecordingInvoker
+from dubbo_py.rpc.triple import CALL_SINK, TripleCaller, from_wire
+from dubbo_py.rpc.triple import Metadata as Metadata_
 
 __all__ = ["ClusterChannel"]
 
@@ -46,22 +48,24 @@ def _shared_executor() -> futures.ThreadPoolExecutor:
 
 
 class _Call:
-    """The bits of ``grpc.Call`` that ``with_call`` users read."""
+    """The bits of ``grpc.Call`` that ``with_call`` users read, from the provider call that
+    answered (its metadata with Dubbo's ``tri-header-convert`` undone, so a provider's
+    ``traceId`` reads as ``traceId``); OK and empty when no provider answered (a mock)."""
 
-    def __init__(self, provider: str) -> None:
-        self.provider = provider
+    def __init__(self, call: Any = None) -> None:
+        self._call = call
 
     def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.OK
+        return grpc.StatusCode.OK if self._call is None else self._call.code()
 
     def details(self) -> str:
-        return ""
+        return "" if self._call is None else str(self._call.details() or "")
 
-    def initial_metadata(self) -> tuple[Any, ...]:
-        return ()
+    def initial_metadata(self) -> Metadata_:
+        return () if self._call is None else from_wire(self._call.initial_metadata())
 
-    def trailing_metadata(self) -> tuple[Any, ...]:
-        return ()
+    def trailing_metadata(self) -> Metadata_:
+        return () if self._call is None else from_wire(self._call.trailing_metadata())
 
 
 class _MultiCallable:
@@ -201,7 +205,15 @@ class _MultiCallable:
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
     ) -> tuple[Any, _Call]:
-        return self(request, timeout, metadata), _Call("")
+        """The call, and a ``grpc.Call``-like view of the provider call that answered (its
+        trailing metadata carries the provider's attachments)."""
+        sink: list[Any] = []
+        token = CALL_SINK.set(sink)
+        try:
+            response = self._call(request, timeout, metadata)
+        finally:
+            CALL_SINK.reset(token)
+        return response, _Call(sink[-1] if sink else None)
 
     def future(
         self,
@@ -226,8 +238,11 @@ class ClusterChannel(grpc.Channel):
         make_context: Callable[[Any], ClusterContext],
         attachments: dict[str, str] | None = None,
         stats: CallStats | None = None,
+        caller: TripleCaller | None = None,
     ) -> None:
         self.pool = pool
+        #: Who calls (the Triple headers every call carries).
+        self.caller = caller or TripleCaller()
         self.stats = stats
         self.strategy_for = strategy_for
         #: Builds the cluster context of one method from its provider call (shared with the
@@ -273,6 +288,7 @@ class ClusterChannel(grpc.Channel):
             response_deserializer,
             request_streaming=request_streaming,
             response_streaming=response_streaming,
+            caller=self.caller,
         )
         return _MultiCallable(self, method, invoker, request_streaming)
 

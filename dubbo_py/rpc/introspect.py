@@ -13,7 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MethodSpec", "ServiceSpec", "service_of_servicer", "service_of_stub"]
+__all__ = [
+    "MethodSpec",
+    "ServiceSpec",
+    "handlers_of_servicer",
+    "service_of_servicer",
+    "service_of_stub",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +74,21 @@ def find_add_function(servicer: object) -> tuple[Callable[[Any, Any], None], str
     )
 
 
-def service_of_servicer(servicer: object) -> ServiceSpec:
-    """The service a servicer instance implements."""
+def handlers_of_servicer(servicer: object) -> tuple[str, dict[str, Any]]:
+    """The full name of the service a servicer instance implements and its gRPC method
+    handlers (``grpc.RpcMethodHandler``) by method name, as its generated code makes them."""
     add, cls_name = find_add_function(servicer)
     recorder = _RecordingServer()
     add(servicer, recorder)
     if len(recorder.services) != 1:
         raise TypeError(f"{cls_name}: expected one gRPC service, found {sorted(recorder.services)}")
     name, handlers = next(iter(recorder.services.items()))
+    return name, dict(handlers)
+
+
+def service_of_servicer(servicer: object) -> ServiceSpec:
+    """The service a servicer instance implements."""
+    name, handlers = handlers_of_servicer(servicer)
     methods = tuple(
         MethodSpec(m, bool(h.request_streaming), bool(h.response_streaming))
         for m, h in handlers.items()

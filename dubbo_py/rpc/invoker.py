@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import grpc
@@ -19,6 +20,7 @@ from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.config.tls import ClientTLS
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import metadata_from_attachments
+from dubbo_py.rpc.triple import CALL_SINK, Metadata, TripleCaller
 from dubbo_py.url import URL
 
 __all__ = ["ChannelPool", "ChannelSecurity", "MethodInvoker", "ProviderCall", "RecordingInvoker"]
@@ -198,7 +200,13 @@ def _primed(stream: Iterator[Any]) -> Iterator[Any]:
 
 
 class MethodInvoker:
-    """Calls one method on whichever provider the cluster strategy picked."""
+    """Calls one method on whichever provider the cluster strategy picked.
+
+    Every call carries the Triple headers of the chosen provider (``tri-service-version``,
+    ``tri-service-group``, ``tri-consumer-appname``; see :mod:`dubbo_py.rpc.triple`): they are
+    bound into the cached callable of each provider, so a call plan calling it directly sends
+    them too.
+    """
 
     def __init__(
         self,
@@ -211,6 +219,7 @@ class MethodInvoker:
         response_streaming: bool = False,
         metadata: Iterable[tuple[str, str | bytes]] = (),
         stats: CallStats | None = None,
+        caller: TripleCaller | None = None,
     ) -> None:
         self._pool = pool
         # Only balancers that read call statistics (leastactive, shortestresponse) pay for
@@ -224,7 +233,12 @@ class MethodInvoker:
         self._kind = _Kind(request_streaming, response_streaming)
         self._unary_response = not response_streaming
         self._metadata = tuple(metadata)
+        self._caller = caller or TripleCaller()
+        self._by_address = not self._caller.several_targets
+        #: What a call plan calls: the multicallable with the provider's headers bound.
         self._callables: dict[str, Any] = {}
+        #: The bare multicallable and the provider's headers, by the same keys.
+        self._targets: dict[str, tuple[Any, Metadata]] = {}
 
     @property
     def stats(self) -> CallStats | None:
@@ -239,28 +253,29 @@ class MethodInvoker:
 
     @property
     def plain(self) -> bool:
-        """True when a call is its multicallable alone -- unary request and response, no call
-        statistics, no fixed metadata -- so a call plan may call :attr:`multicallables`
-        directly."""
+        """True when a call is its cached callable alone -- unary request and response, no call
+        statistics, one set of headers per provider address -- so a call plan may call
+        :attr:`multicallables` directly."""
         kind = self._kind
         return (
             self._stats is None
             and not kind.request_streaming
             and not kind.response_streaming
-            and not self._metadata
+            and self._by_address
         )
 
     @property
     def multicallables(self) -> dict[str, Any]:
-        """The gRPC multicallables made so far, by provider address (read-only for callers:
-        entries appear on a provider's first call and go when its channel is dropped)."""
+        """The callables made so far (each with its provider's headers bound), by provider
+        address (read-only for callers: entries appear on a provider's first call and go when
+        its channel is dropped)."""
         return self._callables
 
-    def _callable(self, provider: URL) -> Any:
+    def _key(self, provider: URL) -> str:
+        return provider.address if self._by_address else self._caller.key(provider)
+
+    def _target(self, provider: URL, key: str) -> tuple[Any, Metadata]:
         address = provider.address
-        found = self._callables.get(address)
-        if found is not None:
-            return found
         channel = self._pool.channel(provider)
         factory = getattr(channel, self._kind.factory_name)
         made = factory(
@@ -269,13 +284,17 @@ class MethodInvoker:
             response_deserializer=self._deserializer,
             _registered_method=True,
         )
-        self._callables[address] = made
+        headers = self._caller.headers(provider) + self._metadata
+        target = (made, headers)
+        self._targets[key] = target
+        self._callables[key] = partial(made, metadata=headers)
         if self._pool.current(address) is not channel:
             # The pool dropped or replaced this channel while the callable was being made, and
             # may have forgotten the cached callables before this one went in: use it for this
             # call only, or every later call would go to the stale channel.
-            self._callables.pop(address, None)
-        return made
+            self._callables.pop(key, None)
+            self._targets.pop(key, None)
+        return target
 
     def empty_response(self) -> Any:
         """The method's response message with no fields set."""
@@ -294,22 +313,33 @@ class MethodInvoker:
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""
         for address in addresses:
-            self._callables.pop(address, None)
+            if self._by_address:
+                self._callables.pop(address, None)
+                self._targets.pop(address, None)
+                continue
+            prefix = address + "|"
+            for key in [k for k in self._targets if k.startswith(prefix)]:
+                self._callables.pop(key, None)
+                self._targets.pop(key, None)
 
-    def metadata_for(self, invocation: Invocation) -> tuple[tuple[str, str | bytes], ...]:
-        """gRPC metadata carrying the invocation's attachments to the provider (``-bin``
+    def metadata_for(self, provider: URL, invocation: Invocation) -> Metadata:
+        """gRPC metadata of a call to ``provider``: its Triple headers, then the invocation's
+        attachments as Dubbo writes them (keys lower-cased with ``tri-header-convert``, ``-bin``
         values as the bytes the caller sent; consumer-side controls such as ``dubbo.retries``
         are not sent)."""
+        headers = self._caller.headers(provider) + self._metadata
         if not invocation.attachments:
-            return self._metadata
-        return self._metadata + metadata_from_attachments(invocation.attachments)
+            return headers
+        return headers + metadata_from_attachments(invocation.attachments)
 
     def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
-        call = self._callables.get(provider.address) or self._callable(provider)
-        metadata = self.metadata_for(invocation) if invocation.attachments else self._metadata
+        key = provider.address if self._by_address else self._caller.key(provider)
+        call, metadata = self._targets.get(key) or self._target(provider, key)
+        if invocation.attachments:
+            metadata = metadata + metadata_from_attachments(invocation.attachments)
         try:
             if self._stats is None:
-                if self._unary_response:
+                if self._unary_response and CALL_SINK.get() is None:
                     return call(invocation.request, timeout=timeout, metadata=metadata)
                 return self._send(call, invocation.request, timeout, metadata)
             with self._stats.track(provider.address, self._stats_key):
@@ -320,16 +350,17 @@ class MethodInvoker:
             # it is a transport failure the strategy may retry elsewhere.
             if "closed channel" not in str(exc):
                 raise
-            self._callables.pop(provider.address, None)
+            self._callables.pop(key, None)
+            self._targets.pop(key, None)
             raise ProviderUnavailable(provider.address, "channel closed") from exc
 
-    def _send(
-        self,
-        call: Any,
-        request: Any,
-        timeout: float | None,
-        metadata: tuple[tuple[str, str | bytes], ...],
-    ) -> Any:
+    def _send(self, call: Any, request: Any, timeout: float | None, metadata: Metadata) -> Any:
         if self._kind.response_streaming:
             return _primed(call(request, timeout=timeout, metadata=metadata))
-        return call(request, timeout=timeout, metadata=metadata)
+        sink = CALL_SINK.get()
+        if sink is None:
+            return call(request, timeout=timeout, metadata=metadata)
+        # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
+        response, made = call.with_call(request, timeout=timeout, metadata=metadata)
+        sink.append(made)
+        return response

@@ -23,7 +23,8 @@ from dubbo_py import __version__
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store import StoreError
 from dubbo_py.rpc import startup
-from dubbo_py.rpc.introspect import ServiceSpec, find_add_function, service_of_servicer
+from dubbo_py.rpc.dispatch import add_servicers
+from dubbo_py.rpc.introspect import ServiceSpec, service_of_servicer
 from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
 
@@ -131,7 +132,15 @@ def export(
         options=list(options),
     )
     health_servicer = health.HealthServicer()
-    bound = bind_servicers(server, servicers, health_servicer, bind_host or host, port, credentials)
+    bound = bind_servicers(
+        server,
+        servicers,
+        health_servicer,
+        bind_host or host,
+        port,
+        credentials,
+        service_options,
+    )
     server.start()
     urls = provider_urls(
         servicers, application, host, bound, credentials, url_parameters, service_options
@@ -154,15 +163,15 @@ def bind_servicers(
     listen_host: str,
     port: int,
     credentials: grpc.ServerCredentials | None,
+    service_options: Mapping[str, ServiceOptions] | None = None,
 ) -> int:
     """Add the servicers and the health service to a (sync or asyncio) gRPC server and bind it;
-    returns the bound port."""
+    returns the bound port. Several servicers of one service (versions, groups) are told apart
+    by the calls' Triple headers (:mod:`dubbo_py.rpc.dispatch`)."""
     if not servicers:
         raise ValueError("export needs at least one servicer")
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for servicer in servicers:
-        add, _ = find_add_function(servicer)
-        add(servicer, server)
+    add_servicers(server, servicers, service_options)
     listen = f"{listen_host}:{port}"
     if credentials is None:
         bound = int(server.add_insecure_port(listen))

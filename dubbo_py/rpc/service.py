@@ -20,6 +20,9 @@ class ServiceOptions:
 
     version: str = ""
     group: str = ""
+    #: The registry folder and ``interface`` parameter, e.g. Java's ``com.example.Greeter``
+    #: (default: the proto service's full name, which stays the URL path and gRPC path).
+    interface: str = ""
     weight: int = 100
     #: Milliseconds over which a new provider's weight ramps up (Dubbo's ``warmup``).
     warmup: int = 600_000
@@ -36,6 +39,8 @@ class ServiceOptions:
             raise ValueError(f"weight must be >= 0, got {self.weight}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0 ms, got {self.warmup}")
+        if "/" in self.interface or self.interface != self.interface.strip():
+            raise ValueError(f"interface must be a name without '/' or spaces: {self.interface!r}")
         if self.shard is not None and self.shard < 0:
             raise ValueError(f"shard must be >= 0, got {self.shard}")
         if self.shards is not None and (self.shards < 1 or (self.shard or 0) >= self.shards):
@@ -50,6 +55,8 @@ class ServiceOptions:
             params["version"] = self.version
         if self.group:
             params["group"] = self.group
+        if self.interface:
+            params["interface"] = self.interface
         params["weight"] = str(self.weight)
         params["warmup"] = str(self.warmup)
         if self.shard is not None:
@@ -68,6 +75,7 @@ def service(
     *,
     version: str = "",
     group: str = "",
+    interface: str = "",
     weight: int = 100,
     warmup: int = 600_000,
     tags: Mapping[str, str] | None = None,
@@ -77,12 +85,18 @@ def service(
 ) -> Callable[[T], T]:
     """Class decorator: mark a generated-servicer subclass as a dubbo-py provider.
 
+    ``version`` and ``group`` tell apart several servicers of one service on one server (calls
+    reach the one their ``tri-service-version`` / ``tri-service-group`` headers name);
+    ``interface`` is the name it registers under (Java's interface name, e.g.
+    ``com.example.Greeter``; default: the proto service's full name).
+
     >>> @service(version="1.0.0", tags={"env": "gray"})
     ... class Greeter: ...
     """
     options = ServiceOptions(
         version=version,
         group=group,
+        interface=interface,
         weight=weight,
         warmup=warmup,
         tags=dict(tags or {}),
