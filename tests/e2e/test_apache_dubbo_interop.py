@@ -1,0 +1,128 @@
+"""Interoperability with apache-dubbo (Python) 3.0.0b1 on a real ZooKeeper, both ways.
+
+apache-dubbo registers ``tri://host:port?service=demo.Greeter`` (no path, no ``interface``)
+under ``/dubbo/demo.Greeter/providers`` and calls ``/demo.Greeter/<Method>`` on every provider
+URL in that folder, with no version or group headers. The package is installed from PyPI into
+its own venv under the user's cache directory (once; reused by later runs); without PyPI the
+tests skip. apache-dubbo knows no ZooKeeper chroot, so these tests use the root ``/dubbo`` of
+the session's ZooKeeper and clear ``/dubbo/demo.Greeter`` around each test.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.metadata
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from tests.support.processes import ProviderProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.zookeeper, pytest.mark.network]
+
+ROOT = Path(__file__).resolve().parents[2]
+PEER = ROOT / "tests" / "support" / "apache_dubbo_peer.py"
+PROTOS = ROOT / "examples" / "generated"
+PACKAGE = "apache-dubbo[zookeeper]==3.0.0b1"
+FOLDER = "/dubbo/demo.Greeter"
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dubbo-py-tests" / "apache-dubbo-3.0.0b1"
+
+
+@pytest.fixture(scope="session")
+def apache_python() -> Path:
+    """The interpreter of a venv with apache-dubbo 3.0.0b1 (and the protobuf runtime our
+    generated demo code needs); skips when it cannot be installed (no PyPI)."""
+    venv = _cache_dir()
+    python = venv / "bin" / "python"
+    done = venv / ".installed"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / ".apache-dubbo.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test runs install it once
+        if done.exists():
+            return python
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        protobuf = f"protobuf=={importlib.metadata.version('protobuf')}"
+        try:
+            result = subprocess.run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--timeout",
+                    "20",
+                    "--retries",
+                    "1",
+                    PACKAGE,
+                    protobuf,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip(f"could not install {PACKAGE} from PyPI in time")
+        if result.returncode != 0:
+            pytest.skip(f"could not install {PACKAGE} from PyPI: {result.stderr[-500:]}")
+        done.write_text(f"{PACKAGE} {protobuf}\n")
+    return python
+
+
+@pytest.fixture
+def root_registry(zookeeper: Any) -> Iterator[str]:
+    """The session ZooKeeper without a chroot (apache-dubbo has none), demo.Greeter cleared."""
+    client = KazooClient(zookeeper.address)
+    client.start(10)
+    client.delete(FOLDER, recursive=True)
+    try:
+        yield f"zookeeper://{zookeeper.address}"
+    finally:
+        client.delete(FOLDER, recursive=True)
+        client.stop()
+        client.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_apache_dubbo_consumer_calls_a_dubbo_py_provider(
+    apache_python: Path, root_registry: str, zookeeper: Any
+) -> None:
+    provider = ProviderProcess(root_registry).start()
+    try:
+        result = subprocess.run(
+            [
+                str(apache_python),
+                str(PEER),
+                "consumer",
+                "--zookeeper",
+                zookeeper.address,
+                "--protos",
+                str(PROTOS),
+                "--name",
+                "ada",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        replies = [line for line in result.stdout.splitlines() if line.startswith("REPLY ")]
+        assert replies == [f"REPLY Hello, ada! {provider.address}"], result.stdout[-2000:]
+    finally:
+        provider.kill()
