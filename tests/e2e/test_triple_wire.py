@@ -92,8 +92,8 @@ def test_two_versions_reach_their_own_servicer_from_asyncio(versioned: str, tmp_
     async def run() -> list[str]:
         app = dubbo_py.Application("shop", versioned, cache_path=tmp_path / "c.json")
         try:
-            v1 = app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=10)
-            v2 = app.reference_async(greeter_pb2_grpc.GreeterStub, version="2.0.0", check=10)
+            v1 = await app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=10)
+            v2 = await app.reference_async(greeter_pb2_grpc.GreeterStub, version="2.0.0", check=10)
             replies = []
             for _ in range(5):
                 replies.append((await v1.SayHello(hello())).message[:2])
@@ -134,7 +134,9 @@ def test_an_upper_case_attachment_key_round_trips_in_asyncio(
     async def run() -> tuple[Any, Any]:
         app = dubbo_py.Application("shop", versioned, cache_path=tmp_path / "c.json")
         try:
-            greeter = app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=10)
+            greeter = await app.reference_async(
+                greeter_pb2_grpc.GreeterStub, version="1.0.0", check=10
+            )
             plain = await greeter.SayHello(hello(), metadata=[("traceId", "t-7")])
             assert plain.message.startswith("V1 ")
             return await greeter.SayHello.with_call(hello(), metadata=[("traceId", "t-7")])
@@ -225,7 +227,7 @@ def test_a_recording_server_sees_the_three_tri_headers_from_asyncio(
     async def run() -> None:
         app = dubbo_py.Application("shop", registry, cache_path=tmp_path / "c.json")
         try:
-            greeter = app.reference_async(
+            greeter = await app.reference_async(
                 greeter_pb2_grpc.GreeterStub,
                 version="1.0.0",
                 group="blue",
