@@ -271,9 +271,6 @@ class MethodInvoker:
         its channel is dropped)."""
         return self._callables
 
-    def _key(self, provider: URL) -> str:
-        return provider.address if self._by_address else self._caller.key(provider)
-
     def _target(self, provider: URL, key: str) -> tuple[Any, Metadata]:
         address = provider.address
         channel = self._pool.channel(provider)
