@@ -27,6 +27,7 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.url import URL
+from tests.e2e.conftest import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zookeeper]
 
@@ -86,6 +87,20 @@ def test_two_versions_on_one_server_each_reach_their_own_servicer(
         for _ in range(10):
             assert v1.SayHello(hello()).message.startswith("V1 ")
             assert v2.SayHello(hello()).message.startswith("V2 ")
+
+
+def test_a_consumer_of_every_version_reaches_each_under_its_own_headers(
+    versioned: str, tmp_path: Path
+) -> None:
+    # Both provider URLs share one address: each call must carry the version of the URL it
+    # was balanced to, or every call would reach the servicer first cached.
+    with dubbo_py.Application("shop", versioned, cache_path=tmp_path / "c.json") as app:
+        ref = app.reference_handle(
+            greeter_pb2_grpc.GreeterStub, version="*", loadbalance="roundrobin", check=10
+        )
+        wait_until(lambda: len(ref.directory.providers) == 2, 10, "both versions listed")
+        reached = [ref.stub.SayHello(hello()).message[:2] for _ in range(10)]
+    assert sorted(reached) == ["V1"] * 5 + ["V2"] * 5
 
 
 def test_two_versions_reach_their_own_servicer_from_asyncio(versioned: str, tmp_path: Path) -> None:
