@@ -11,10 +11,21 @@ listeners hear ``NEW_SESSION``, as after a ZooKeeper session expiry.
 Every write bumps one change counter; watches poll it (a single ``SELECT`` every
 ``poll_interval``, only while some watch is registered) and re-read the watched nodes when it
 moves. Lease expiry uses the wall clock, which all processes of one machine share.
+
+Damage to the file is survived (docs/failure-modes.md): a store that cannot read the file keeps
+reporting what it last read (watches are not told anything) and logs once per failure and once
+on recovery. A file that was deleted or replaced (its inode changed), that SQLite reports as
+corrupt, or whose contents went back in time (the change counter fell, or this store's live
+session vanished) is *damage*: the store reopens the path — moving a corrupt file aside as
+``<name>.corrupt-<UTC time>`` first, under a lock file so that only one process does it — opens
+a new session and tells its listeners ``NEW_SESSION``, so every live process registers its
+ephemeral nodes again into the new file. For one lease after that, watches keep reporting the
+last state they read, so that consumers do not drop providers that have yet to register again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import socket
@@ -24,6 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,6 +68,34 @@ _Reader = Callable[[sqlite3.Connection], Any]
 
 #: ``PRAGMA user_version`` of the database layout this module writes.
 SCHEMA_VERSION = 1
+
+#: SQLite's primary result codes that mean the file itself is damaged.
+_CORRUPTION_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+
+class _Damage(Exception):
+    """The file under the store was deleted, replaced, corrupted or rolled back (``reason``)."""
+
+    def __init__(self, reason: str, *, corrupt: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        #: Whether SQLite called the file itself corrupt (then it is moved aside).
+        self.corrupt = corrupt
+
+
+def _damage_of(exc: BaseException) -> _Damage | None:
+    """The damage a SQLite error reveals, None for ordinary failures (busy, locked, I/O)."""
+    while exc is not None and not isinstance(exc, sqlite3.Error):
+        exc = exc.__cause__  # type: ignore[assignment]
+    if exc is None:
+        return None
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in _CORRUPTION_CODES:
+        return _Damage(f"the file is corrupt ({exc})", corrupt=True)
+    if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
+        return _Damage(f"the registry tables are gone ({exc})")
+    return None
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -123,6 +163,17 @@ class EmbeddedStore:
         self._heartbeat_now = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._heartbeat_failing = False
+        self._reopen_pending = False
+        #: Bumped each time the file is reopened after damage.
+        self._generation = 0
+        #: (st_dev, st_ino) of the file opened: a change means it was deleted or replaced.
+        self._identity: tuple[int, int] | None = None
+        #: Wall-clock time until which this store's session is surely alive (renewed on time).
+        self._lease_valid_until = 0.0
+        #: Until this (monotonic) time, watches keep their last state (see the module doc).
+        self._grace_until = 0.0
+        #: The failure being reported (logged once until it clears).
+        self._poll_failure: str | None = None
         self._open_session()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -151,8 +202,15 @@ class EmbeddedStore:
 
     def _open_session(self) -> None:
         with self._lock:
-            self._conn = self._open()
             try:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the directory of {self._path}: {exc}") from exc
+            with self._file_lock():
+                self._clear_orphans()
+                self._conn = self._open()
+            try:
+                self._identity = self._file_identity()
                 self._new_session()
                 self._reap()
                 self._seen_counter = self._counter()
@@ -364,34 +422,203 @@ class EmbeddedStore:
         return cancel
 
     def _poll(self) -> None:
-        """One poll of the change counter (dispatcher thread); re-read watches if it moved."""
+        """One poll of the change counter (dispatcher thread); re-read watches if it moved.
+
+        Damage found here is repaired before any watch could report what the damaged file
+        says (see the module doc)."""
         with self._watches_lock:
             watches = list(self._watches.items())
-        if not watches:
+        if not watches or self._closed:
             return
+        generation = self._generation
         try:
-            counter = self._counter()
-        except StoreError:
-            log.warning("%s: cannot poll for changes", self.address, exc_info=True)
+            counter = self._checked_counter()
+        except _Damage as damage:
+            self._recover(damage, generation)
             return
+        except StoreError as exc:
+            self._failing(f"cannot poll for changes: {exc}")
+            return
+        self._recovered()
+        if time.monotonic() < self._grace_until:
+            return  # after a repair, live processes are still registering again
         if counter != self._seen_counter:
             # The counter is read first: a change after that moves it again, seen next time.
             self._seen_counter = counter
             self._refresh(watches)
 
+    def _checked_counter(self) -> int:
+        """The change counter, checking on the way that the file is still the one opened,
+        readable, and not rolled back; :class:`_Damage` otherwise."""
+        self._check_identity()
+        with self._lock:
+            conn = self._require("/")
+            try:
+                conn.execute("BEGIN")
+                try:
+                    row = conn.execute("SELECT counter FROM changes WHERE id = 0").fetchone()
+                    mine = conn.execute(
+                        "SELECT 1 FROM sessions WHERE id = ?", (self._session,)
+                    ).fetchone()
+                finally:
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                damage = _damage_of(exc)
+                if damage is not None:
+                    raise damage from exc
+                raise StoreError(f"polling {self.address}: {exc}") from exc
+            if row is None or int(row[0]) < self._seen_counter:
+                raise _Damage("its change counter went back: the file lost recent changes")
+            if mine is None and time.time() < self._lease_valid_until:
+                raise _Damage("this process's live session vanished from it")
+            return int(row[0])
+
     def _refresh(self, watches: list[tuple[Watch[Any], _Reader]]) -> None:
         # One read transaction, so all watches see one snapshot; callbacks run after it.
         states: list[tuple[Watch[Any], object]] = []
+        generation = self._generation
         try:
             with self._read("/") as conn:
                 for watch, read in watches:
                     if not watch.cancelled:
                         states.append((watch, read(conn)))
-        except StoreError:
-            log.warning("%s: cannot read watched nodes", self.address, exc_info=True)
+        except StoreError as exc:
+            # The watches keep what they last reported: consumers keep their providers.
+            damage = _damage_of(exc)
+            if damage is not None:
+                self._recover(damage, generation)
+            else:
+                self._failing(f"cannot read watched nodes: {exc}")
             return
         for watch, state in states:
             watch.offer(state)
+
+    # -- damage --------------------------------------------------------------------------------
+
+    def _failing(self, what: str) -> None:
+        """Log a failure once until it clears."""
+        if self._poll_failure is None:
+            log.warning(
+                "%s: %s; watches keep their last state until the file can be read again",
+                self.address,
+                what,
+            )
+        self._poll_failure = what
+
+    def _recovered(self) -> None:
+        if self._poll_failure is not None:
+            self._poll_failure = None
+            log.warning("%s: the registry file can be read again", self.address)
+
+    def _file_identity(self) -> tuple[int, int]:
+        """(st_dev, st_ino) of the path now; :class:`_Damage` when it is gone."""
+        try:
+            st = os.stat(self._path)
+        except FileNotFoundError:
+            raise _Damage("the file was deleted") from None
+        except OSError as exc:
+            raise StoreError(f"cannot stat {self._path}: {exc}") from exc
+        return st.st_dev, st.st_ino
+
+    def _check_identity(self) -> None:
+        if self._file_identity() != self._identity:
+            raise _Damage("the file was replaced by another one")
+
+    def _recover(self, damage: _Damage, generation: int) -> None:
+        """Reopen the path after damage: move a corrupt file aside, open (or create) the file
+        now at the path, open a new session, and tell listeners ``NEW_SESSION``.
+
+        ``generation`` is :attr:`_generation` when the damage was seen: if another thread has
+        reopened the file since, this one does nothing (one new session per repair)."""
+        with self._lock:
+            if self._closed or generation != self._generation:
+                return
+            old_identity = self._identity
+            if self._conn is not None:
+                with suppress(sqlite3.Error):
+                    self._conn.close()
+            self._conn = None
+            try:
+                with self._file_lock():
+                    now = self._identity_or_none()
+                    if damage.corrupt and now == old_identity:
+                        self._move_aside(damage)
+                    else:
+                        self._clear_orphans()
+                        log.error(
+                            "%s: the registry file was damaged: %s; reopening it, and every "
+                            "live process registers its providers and consumers again",
+                            self.address,
+                            damage.reason,
+                        )
+                    conn = self._open()
+                    self._conn = conn
+                    self._identity = self._file_identity()
+                self._new_session()
+                self._reap()
+                self._seen_counter = -1  # re-read every watch once the grace is over
+            except (StoreError, _Damage) as exc:
+                # Tried again at the next poll or heartbeat; until then the store is "closed".
+                self._failing(f"cannot reopen after damage ({damage.reason}): {exc}")
+                if self._conn is not None:
+                    with suppress(sqlite3.Error):
+                        self._conn.close()
+                    self._conn = None
+                self._reopen_pending = True
+                return
+            self._reopen_pending = False
+            self._generation += 1
+            self._grace_until = time.monotonic() + self._lease
+        self._heartbeat_failing = False
+        self._dispatcher.submit(lambda: self._listeners.emit(SessionState.NEW_SESSION))
+
+    def _clear_orphans(self) -> None:
+        """With the file lock held: when the file is missing, remove the WAL and its index
+        left beside it — they belong to the deleted file, and SQLite would replay or trust
+        them for the new one."""
+        if self._identity_or_none() is None:
+            for suffix in ("-wal", "-shm"):
+                with suppress(FileNotFoundError):
+                    os.unlink(f"{self._path}{suffix}")
+
+    def _identity_or_none(self) -> tuple[int, int] | None:
+        try:
+            return self._file_identity()
+        except _Damage:
+            return None
+
+    def _move_aside(self, damage: _Damage) -> None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        aside = self._path.with_name(f"{self._path.name}.corrupt-{stamp}")
+        for suffix in ("", "-wal"):
+            with suppress(FileNotFoundError):
+                os.replace(f"{self._path}{suffix}", f"{aside}{suffix}")
+        with suppress(FileNotFoundError):
+            os.unlink(f"{self._path}-shm")  # an index of the old WAL: useless, even harmful
+        log.error(
+            "%s: THE REGISTRY FILE IS CORRUPT (%s). It was moved aside to %s and a new, empty "
+            "registry created in its place: live processes register their providers and "
+            "consumers again; rules and history it held must be pushed again (inspect the "
+            "old file with sqlite3).",
+            self.address,
+            damage.reason,
+            aside,
+        )
+
+    @contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """An exclusive lock on ``<file>.lock`` across processes, so that one process moves a
+        corrupt file aside and the others open the new one."""
+        lock_path = self._path.with_name(self._path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot open {lock_path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -401,15 +628,26 @@ class EmbeddedStore:
             self._heartbeat_now.clear()
             if self._heartbeat_stop.is_set():
                 return
+            generation = self._generation
             try:
                 with self._lock:
+                    if self._reopen_pending or self._conn is None:
+                        raise _Damage("the file could not be reopened yet")
+                    self._check_identity()
                     renewed = self._renew()
                     if not renewed:
                         self._new_session()
                     self._reap()
-            except StoreError:
-                log.warning("%s: heartbeat failed", self.address, exc_info=True)
+            except _Damage as damage:
+                self._recover(damage, generation)
+                continue
+            except StoreError as exc:
+                found = _damage_of(exc)
+                if found is not None:
+                    self._recover(found, generation)
+                    continue
                 if not self._heartbeat_failing:
+                    log.warning("%s: heartbeat failed: %s", self.address, exc)
                     self._heartbeat_failing = True
                     self._dispatcher.submit(lambda: self._listeners.emit(SessionState.SUSPENDED))
                 continue
@@ -423,20 +661,30 @@ class EmbeddedStore:
 
     def _new_session(self) -> None:
         self._session = uuid.uuid4().hex
+        now = time.time()
         with self._write("/") as conn:
             conn.execute(
                 "INSERT INTO sessions (id, expires, pid, host) VALUES (?, ?, ?, ?)",
-                (self._session, time.time() + self._lease, os.getpid(), socket.gethostname()),
+                (self._session, now + self._lease, os.getpid(), socket.gethostname()),
             )
+        # Less than the lease: a session is reaped only once its expiry has passed.
+        self._lease_valid_until = now + self._lease * 0.9
 
     def _renew(self) -> bool:
         """Extend this session's lease; False if it is gone (expired and reaped)."""
+        now = time.time()
         with self._write("/") as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET expires = ? WHERE id = ?",
-                (time.time() + self._lease, self._session),
+                (now + self._lease, self._session),
             )
-            return cursor.rowcount == 1
+            renewed = cursor.rowcount == 1
+        if renewed:
+            self._lease_valid_until = now + self._lease * 0.9
+        elif now < self._lease_valid_until:
+            # Nobody may reap a session before it expires: the file lost it.
+            raise _Damage("this process's live session vanished from it")
+        return renewed
 
     def _reap(self) -> None:
         """Delete expired sessions and every ephemeral node whose session is gone."""

@@ -16,11 +16,13 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kazoo.client import KazooClient
 
 __all__ = [
+    "EnsembleMember",
+    "ZooKeeperEnsemble",
     "ZooKeeperServer",
     "ZooKeeperUnavailable",
     "expire_session",
@@ -94,6 +96,59 @@ def four_letter_word(address: str, word: str, timeout: float = 2.0) -> str:
         return ""
 
 
+_JVM_OPTIONS = (
+    # Small and quick to start: three of these must fit a loaded 2-core machine at once.
+    "-Xmx128m",
+    "-Xss512k",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:CICompilerCount=1",
+    "-XX:-UsePerfData",
+    "-Dzookeeper.jmx.log4j.disable=true",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+)
+
+
+def _launch(main_class: str, config: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a ZooKeeper JVM running ``main_class`` on ``config``, its output in ``log_path``."""
+    java = shutil.which("java")
+    if java is None:
+        raise ZooKeeperUnavailable(f"java not found; {_INSTALL_HINT}")
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [java, *_JVM_OPTIONS, "-cp", zookeeper_classpath(), main_class, str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            # Its own session: a test's signals (SIGSTOP included) reach the JVM alone.
+            start_new_session=True,
+        )
+
+
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+    def log_tail(self, lines: int = 40) -> str: ...
+
+
+def _wait_serving(
+    address: str, process: subprocess.Popen[bytes], timeout: float, owner: _Stoppable
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ZooKeeperUnavailable(
+                f"ZooKeeper exited with {process.returncode}:\n{owner.log_tail()}"
+            )
+        # srvr answers "not currently serving requests" until the database is loaded (and,
+        # in an ensemble, until the server has joined a quorum).
+        if "Zookeeper version" in four_letter_word(address, "srvr"):
+            return
+        time.sleep(0.1)
+    owner.stop()
+    raise ZooKeeperUnavailable(f"ZooKeeper did not start in {timeout}s:\n{owner.log_tail()}")
+
+
 class ZooKeeperServer:
     """One standalone ZooKeeper server process. The port and data directory are chosen at
     construction and kept across :meth:`restart`, so clients reconnect to the same sessions."""
@@ -145,41 +200,10 @@ class ZooKeeperServer:
         """Start the server and return once it serves requests."""
         if self.running:
             return
-        assert self._java is not None
-        log = self._log_path.open("ab")
-        try:
-            self._process = subprocess.Popen(
-                [
-                    self._java,
-                    "-Xmx128m",
-                    "-XX:+UseSerialGC",
-                    "-XX:TieredStopAtLevel=1",
-                    "-Dzookeeper.jmx.log4j.disable=true",
-                    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                    "-cp",
-                    self._classpath,
-                    "org.apache.zookeeper.server.ZooKeeperServerMain",
-                    str(self._config),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise ZooKeeperUnavailable(
-                    f"ZooKeeper exited with {self._process.returncode}:\n{self.log_tail()}"
-                )
-            # srvr answers "not currently serving requests" until the database is loaded.
-            if "Zookeeper version" in four_letter_word(self.address, "srvr"):
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise ZooKeeperUnavailable(f"ZooKeeper did not start in {timeout}s:\n{self.log_tail()}")
+        self._process = _launch(
+            "org.apache.zookeeper.server.ZooKeeperServerMain", self._config, self._log_path
+        )
+        _wait_serving(self.address, self._process, timeout, self)
 
     def stop(self) -> None:
         """Kill the server (SIGKILL: like a crash; sessions survive in its data directory)."""
@@ -207,6 +231,161 @@ class ZooKeeperServer:
             return ""
 
     def __enter__(self) -> ZooKeeperServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EnsembleMember:
+    """One server of a :class:`ZooKeeperEnsemble`: its own client port, data directory and JVM."""
+
+    def __init__(self, server_id: int, base: Path, client_port: int) -> None:
+        self.server_id = server_id
+        self.port = client_port
+        self._base = base
+        self.config = base / "zoo.cfg"
+        self._log_path = base / "zookeeper.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:port``."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """Whether the JVM is alive (a paused one counts)."""
+        return self._process is not None and self._process.poll() is None
+
+    def launch(self) -> None:
+        """Start the JVM without waiting (members of an ensemble wait for each other)."""
+        if not self.running:
+            self._process = _launch(
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.config, self._log_path
+            )
+
+    def wait_serving(self, timeout: float = 60.0) -> None:
+        """Wait until the server serves clients (it has joined a quorum)."""
+        assert self._process is not None, "not launched"
+        _wait_serving(self.address, self._process, timeout, self)
+
+    def mode(self) -> str:
+        """``leader``, ``follower``, or ``""`` while it is not serving."""
+        for line in four_letter_word(self.address, "srvr", timeout=1.0).splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return ""
+
+    def kill(self) -> None:
+        """SIGKILL, like a crash (the data directory stays for a restart)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a paused JVM dies as well
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+
+    stop = kill
+
+    def pause(self) -> None:
+        """SIGSTOP: the process hangs with its connections open (a frozen machine)."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server's log."""
+        try:
+            return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class ZooKeeperEnsemble:
+    """Three (or ``size``) real ZooKeeper servers forming one ensemble on loopback, each with
+    distinct client, quorum and election ports. ``tickTime`` is small so that elections and
+    session timeouts take a fraction of a second to a few seconds."""
+
+    def __init__(self, size: int = 3, *, tick_time_ms: int = 100) -> None:
+        zookeeper_classpath()  # fail early, with the install hint
+        if shutil.which("java") is None:
+            raise ZooKeeperUnavailable(f"java not found; {_INSTALL_HINT}")
+        self._base = Path(tempfile.mkdtemp(prefix="dubbo-py-zk-ensemble-"))
+        peers = [(_free_port(), _free_port(), _free_port()) for _ in range(size)]
+        servers = [
+            f"server.{i + 1}=127.0.0.1:{quorum}:{election}"
+            for i, (_client, quorum, election) in enumerate(peers)
+        ]
+        self.members: list[EnsembleMember] = []
+        for i, (client, _quorum, _election) in enumerate(peers):
+            base = self._base / f"server-{i + 1}"
+            data = base / "data"
+            data.mkdir(parents=True)
+            (data / "myid").write_text(f"{i + 1}\n")
+            member = EnsembleMember(i + 1, base, client)
+            member.config.write_text(
+                "\n".join(
+                    [
+                        f"tickTime={tick_time_ms}",
+                        "initLimit=50",
+                        "syncLimit=20",
+                        f"dataDir={data}",
+                        f"clientPort={client}",
+                        "clientPortAddress=127.0.0.1",
+                        f"minSessionTimeout={2 * tick_time_ms}",
+                        "maxSessionTimeout=60000",
+                        "admin.enableServer=false",
+                        "4lw.commands.whitelist=ruok,srvr,stat",
+                        "forceSync=no",
+                        # Elections retry every 200 ms at most (the default backs off to 60 s).
+                        "cnxTimeout=500",
+                        *servers,
+                        "",
+                    ]
+                )
+            )
+            self.members.append(member)
+        atexit.register(self.close)
+
+    @property
+    def hosts(self) -> str:
+        """Every member's client address: kazoo's hosts string."""
+        return ",".join(m.address for m in self.members)
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Start every member and wait until all serve."""
+        for member in self.members:
+            member.launch()
+        for member in self.members:
+            member.wait_serving(timeout)
+
+    def leader(self, timeout: float = 60.0) -> EnsembleMember:
+        """The current leader (waiting for an election to end)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for member in self.members:
+                if member.running and member.mode() == "leader":
+                    return member
+            time.sleep(0.1)
+        raise ZooKeeperUnavailable(f"no leader elected within {timeout}s")
+
+    def followers(self) -> list[EnsembleMember]:
+        """The running members that are followers now."""
+        return [m for m in self.members if m.running and m.mode() == "follower"]
+
+    def close(self) -> None:
+        """Kill every member and remove the data directories."""
+        for member in self.members:
+            member.kill()
+        shutil.rmtree(self._base, ignore_errors=True)
+        atexit.unregister(self.close)
+
+    def __enter__(self) -> ZooKeeperEnsemble:
         self.start()
         return self
 
