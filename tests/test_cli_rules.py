@@ -285,10 +285,12 @@ def test_history_records_every_change_with_operator_and_action(run: Cli) -> None
         "version",
         "deleted",
         "restored",
+        "writer",
         "text",
         "change",
     }
     assert entries[3]["change"] == "deleted"
+    assert entries[0]["writer"] is None  # no identity: the in-memory registry has none
     table = run("rules", "history", KEY)
     assert table.exit_code == 0 and "alice" in table.stdout and "│ deleted" in table.stdout
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import click
 
 from dubbo_py import __version__
+from dubbo_py.admin.acl_commands import acl_group
 from dubbo_py.admin.common import CONTEXT_SETTINGS, DEBUG_ENV, AdminGroup, CliEnv
 from dubbo_py.admin.override_commands import override_group
 from dubbo_py.admin.registry_commands import registry_group
@@ -86,6 +87,7 @@ cli.add_command(rules_group)
 cli.add_command(override_group)
 cli.add_command(route_group)
 cli.add_command(registry_group)
+cli.add_command(acl_group)
 
 # The shard tools (dubbo_py/admin/shard_commands.py, written on its own branch).
 cli.add_command(shard)

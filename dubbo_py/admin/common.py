@@ -22,6 +22,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from dubbo_py.admin.acl import Untrusted
 from dubbo_py.admin.connection import RegistryUnreachable, StoreOpener, open_admin_store
 from dubbo_py.admin.history import History
 from dubbo_py.admin.ruleops import Conflict, NotFound, RuleOps
@@ -320,6 +321,8 @@ def _as_admin_error(exc: BaseException) -> AdminError | None:
         return AdminError(str(exc), reason="conflict")
     if isinstance(exc, NotFound):
         return AdminError(str(exc), reason="not-found")
+    if isinstance(exc, Untrusted):
+        return AdminError(f"refusing to restore it: {exc}", reason="denied")
     if isinstance(exc, RegistryUnreachable):
         return AdminError(str(exc), reason="unreachable")
     if isinstance(exc, StoreError):

@@ -4,7 +4,12 @@ Layout: ``/dubbo/config-history/<key>`` holds the next sequence number (allocate
 version-checked increment, so two writers never get the same one) and one persistent child per
 change, ``<seq>`` zero-padded to ten digits so names sort in order. Each child is a JSON object:
 the document text after the change (``null`` when the change deleted it), the store version it
-was written at, the time, the operator and the action. Only the newest ``limit`` entries are kept.
+was written at, the time, the operator, the action and — on ZooKeeper with ``--auth`` — the
+digest identity that wrote it (``writer``). Only the newest ``limit`` entries are kept.
+
+Written with an identity, the folder and every entry carry the rule's ACL (that identity may
+change them, anyone may read), and an authenticated rollback restores only entries a trusted
+identity wrote (:func:`dubbo_py.admin.acl.check_entry`).
 
 An entry is written *after* the change succeeded, so a refused or lost write leaves no trace;
 a crash between the two leaves the change without its entry (the next change is recorded
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from dubbo_py.admin import acl
 from dubbo_py.registry import layout
 from dubbo_py.registry.store import (
     BadVersionError,
@@ -50,6 +56,8 @@ class HistoryEntry:
     time_ms: int
     #: For a rollback: the entry restored.
     restored: int | None = None
+    #: The digest identity that wrote the entry (None: written without one).
+    writer: str | None = None
 
     @property
     def time_iso(self) -> str:
@@ -73,6 +81,7 @@ class HistoryEntry:
             "version": self.version,
             "deleted": self.deleted,
             "restored": self.restored,
+            "writer": self.writer,
             "text": self.text,
         }
 
@@ -85,6 +94,7 @@ class HistoryEntry:
         text = raw.get("text")
         version = raw.get("version")
         restored = raw.get("restored")
+        writer = raw.get("writer")
         return cls(
             seq=seq,
             action=str(raw.get("action", "?")),
@@ -93,6 +103,7 @@ class HistoryEntry:
             operator=str(raw.get("operator", "")),
             time_ms=int(raw.get("time_ms", 0)),
             restored=restored if isinstance(restored, int) else None,
+            writer=writer if isinstance(writer, str) and writer else None,
         )
 
     def to_bytes(self) -> bytes:
@@ -105,6 +116,8 @@ class HistoryEntry:
             "time_ms": self.time_ms,
             "restored": self.restored,
         }
+        if self.writer is not None:
+            body["writer"] = self.writer
         return json.dumps(body, sort_keys=True).encode("utf-8")
 
 
@@ -120,6 +133,9 @@ class History:
             raise ValueError("history limit must be at least 1")
         self.store = store
         self.limit = limit
+        guarded = acl.controlled(store)
+        #: The identity entries are written (and protected) with; None without one.
+        self.identity = None if guarded is None else guarded.identity
 
     def record(
         self,
@@ -143,8 +159,11 @@ class History:
             operator=operator,
             time_ms=int(time.time() * 1000) if now_ms is None else now_ms,
             restored=restored,
+            writer=self.identity,
         )
-        self.store.create(f"{folder}/{_name(seq)}", entry.to_bytes())
+        self.store.create(
+            f"{folder}/{_name(seq)}", entry.to_bytes(), protected=self.identity is not None
+        )
         self._trim(folder)
         return entry
 
@@ -157,7 +176,7 @@ class History:
                 data, version = self.store.get(folder)
             except NoNodeError:
                 with contextlib.suppress(NodeExistsError):
-                    self.store.create(folder, b"1")
+                    self.store.create(folder, b"1", protected=self.identity is not None)
                     return 0
                 continue
             try:
@@ -204,6 +223,18 @@ class History:
             return HistoryEntry.from_bytes(seq, data)
         except (NoNodeError, ValueError, UnicodeDecodeError):
             return None
+
+    def verify(self, key: str, seq: int) -> None:
+        """Refuse (:class:`~dubbo_py.admin.acl.Untrusted`) to use entry ``seq`` of ``key`` for
+        an authenticated write unless a trusted identity wrote it (see
+        :func:`dubbo_py.admin.acl.check_entry`)."""
+        if self.identity is None:
+            return
+        try:
+            data, _ = self.store.get(f"{layout.history_path(key)}/{_name(seq)}")
+        except NoNodeError:
+            raise acl.Untrusted(f"history entry {seq} of {key} is gone") from None
+        acl.check_entry(self.store, key, seq, data)
 
     def keys(self) -> list[str]:
         """Every key with a history."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dubbo_py.admin import rules
+from dubbo_py.admin import acl, rules
 from dubbo_py.admin.history import History, HistoryEntry
 from dubbo_py.registry.registry import ConfigDocument, Registry
 from dubbo_py.registry.store import BadVersionError, NodeExistsError, NoNodeError
@@ -93,6 +93,8 @@ class RuleOps:
         if current is not None and current.text == text:
             return WriteResult(key, action, current.version, changed=False)
         read = -1 if current is None else current.version
+        # An authenticated write first makes every folder on the way the operator's.
+        acl.guard(self.registry.store, key)
         try:
             version = self.registry.put_config(key, text, read)
         except (BadVersionError, NodeExistsError, NoNodeError):
@@ -112,6 +114,7 @@ class RuleOps:
         current = self.read(key, expect_version)
         if current is None:
             raise NotFound(f"no rule at {key}")
+        acl.guard(self.registry.store, key)
         try:
             self.registry.delete_config(key, current.version)
         except (BadVersionError, NoNodeError):
@@ -176,6 +179,8 @@ class RuleOps:
         """Restore an earlier version (a versioned write, itself recorded as ``rollback``)."""
         rule = rules.parse_key(key)
         target = self.rollback_target(key, to_seq)
+        # Never restore, under this operator's identity, what someone else wrote.
+        self.history.verify(key, target.seq)
         if target.text is None:
             return self.delete(
                 key, action="rollback", expect_version=expect_version, restored=target.seq

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "AccessControlled",
     "BadVersionError",
     "Cancel",
     "NoNodeError",
+    "NodeAccess",
     "NodeExistsError",
     "NotEmptyError",
     "SessionState",
@@ -136,4 +139,72 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the session: its ephemeral nodes disappear, watches stop."""
+        ...
+
+
+#: Everything but reading: what "changing" a node (or its children) takes.
+CHANGE = frozenset({"write", "create", "delete", "admin"})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAccess:
+    """Who may do what to one node — a ZooKeeper ACL read back. Permissions are names from
+    ``read``, ``write`` (its data), ``create`` and ``delete`` (its children), ``admin`` (its
+    ACL)."""
+
+    #: What anyone may do.
+    world: frozenset[str]
+    #: Digest identities (user names) and what each may do, sorted by name.
+    users: tuple[tuple[str, frozenset[str]], ...] = ()
+    #: Entries of other schemes (``ip``, ``sasl``, ...) as ``scheme:id``; never trusted.
+    others: tuple[str, ...] = ()
+
+    @property
+    def open(self) -> bool:
+        """Whether anyone may change the node, its children or its ACL."""
+        return self.open_beyond(frozenset({"read"}))
+
+    def open_beyond(self, allowed: frozenset[str]) -> bool:
+        """Whether anyone (or an identity of another scheme) may do more than ``allowed``."""
+        return bool(self.world - allowed) or bool(self.others)
+
+    def may(self, user: str, permission: str) -> bool:
+        """Whether the digest identity ``user`` has ``permission``."""
+        return any(name == user and permission in perms for name, perms in self.users)
+
+    @property
+    def changers(self) -> frozenset[str]:
+        """The digest identities that may change the node in any way."""
+        return frozenset(name for name, perms in self.users if perms & CHANGE)
+
+    def describe(self) -> str:
+        """``"anyone: read; admin: all"`` — for messages."""
+
+        def perms(p: frozenset[str]) -> str:
+            return "all" if p >= CHANGE | {"read"} else ",".join(sorted(p)) or "nothing"
+
+        parts = [f"anyone: {perms(self.world)}"] if self.world else []
+        parts += [f"{name}: {perms(p)}" for name, p in self.users]
+        parts += list(self.others)
+        return "; ".join(parts) or "nobody"
+
+
+@runtime_checkable
+class AccessControlled(Store, Protocol):
+    """A store whose nodes carry access-control lists (ZooKeeper). The embedded store has
+    none: whoever may write its file may change anything."""
+
+    @property
+    def identity(self) -> str | None:
+        """The digest identity (user name) this store authenticates as, None without one."""
+        ...
+
+    def access(self, path: str) -> NodeAccess:
+        """Who may do what to the node. :class:`NoNodeError`."""
+        ...
+
+    def restrict(self, path: str, *, shared: bool = False) -> None:
+        """Make the node this identity's: it may do anything, anyone may read (and, when
+        ``shared``, create children — but never delete or change what others created).
+        :class:`StoreError` when this identity may not change the node's ACL."""
         ...

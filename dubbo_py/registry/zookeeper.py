@@ -19,7 +19,7 @@ from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.retry import KazooRetry
-from kazoo.security import make_acl, make_digest_acl
+from kazoo.security import ACL, Permissions, make_acl, make_digest_acl
 
 from dubbo_py.registry._paths import child_path, parent_of, validate_path
 from dubbo_py.registry._watch import (
@@ -30,8 +30,10 @@ from dubbo_py.registry._watch import (
     Watch,
 )
 from dubbo_py.registry.store import (
+    AccessControlled,
     BadVersionError,
     Cancel,
+    NodeAccess,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -46,6 +48,35 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _Watcher = Callable[[WatchedEvent], None]
+
+_PERMISSIONS = (
+    ("read", Permissions.READ),
+    ("write", Permissions.WRITE),
+    ("create", Permissions.CREATE),
+    ("delete", Permissions.DELETE),
+    ("admin", Permissions.ADMIN),
+)
+
+
+def _names(perms: int) -> frozenset[str]:
+    return frozenset(name for name, bit in _PERMISSIONS if perms & bit)
+
+
+def _node_access(acls: list[ACL]) -> NodeAccess:
+    world: frozenset[str] = frozenset()
+    users: dict[str, frozenset[str]] = {}
+    others: list[str] = []
+    for acl in acls:
+        scheme, ident = acl.id.scheme, acl.id.id
+        if scheme == "world" and ident == "anyone":
+            world |= _names(acl.perms)
+        elif scheme == "digest":
+            user = ident.split(":", 1)[0]
+            users[user] = users.get(user, frozenset()) | _names(acl.perms)
+        elif acl.perms:
+            others.append(f"{scheme}:{ident}")
+    return NodeAccess(world, tuple(sorted(users.items())), tuple(others))
+
 
 #: Failures that mean "the connection is not there right now" rather than "the request is wrong".
 _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
@@ -95,6 +126,15 @@ class ZooKeeperStore:
             if auth
             else None
         )
+        self._shared_acl = (
+            [
+                make_digest_acl(auth[0], auth[1], all=True),
+                make_acl("world", "anyone", read=True, create=True),
+            ]
+            if auth
+            else None
+        )
+        self._identity = auth[0] if auth else None
         try:
             self._client = KazooClient(
                 hosts=hosts,
@@ -261,6 +301,28 @@ class ZooKeeperStore:
         validate_path(path)
         names = self._call(path, lambda: self._client.get_children_async(self._full(path)))
         return sorted(names)
+
+    # -- access control ----------------------------------------------------------------------
+
+    @property
+    def identity(self) -> str | None:
+        """The digest identity (user name) this store authenticates as."""
+        return self._identity
+
+    def access(self, path: str) -> NodeAccess:
+        """Who may do what to the node (its ACL)."""
+        validate_path(path)
+        acls, _stat = self._call(path, lambda: self._client.get_acls_async(self._full(path)))
+        return _node_access(list(acls))
+
+    def restrict(self, path: str, *, shared: bool = False) -> None:
+        """Set the node's ACL to "this identity: all; anyone: read" (``shared``: anyone may
+        also create children)."""
+        validate_path(path)
+        acl = self._shared_acl if shared else self._protected_acl
+        if acl is None:
+            raise StoreError(f"cannot protect {path} in {self.address}: no identity (--auth)")
+        self._call(path, lambda: self._client.set_acls_async(self._full(path), acl))
 
     # -- watches -----------------------------------------------------------------------------
 
@@ -436,4 +498,7 @@ class ZooKeeperStore:
 if TYPE_CHECKING:
     # mypy proves here that the class satisfies the Store protocol.
     def _is_a_store(store: ZooKeeperStore) -> Store:
+        return store
+
+    def _is_access_controlled(store: ZooKeeperStore) -> AccessControlled:
         return store
