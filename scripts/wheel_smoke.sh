@@ -34,10 +34,11 @@ quiet() { "$@" >>"$log" 2>&1 || fail "$*"; }
 # A fresh virtual environment at $1 with the requirements that follow. Made without pip and
 # filled by this pip (`pip --python`, pip 22.3+) without byte-compiling: on a loaded 2-core
 # machine ensurepip and compiling every installed module took most of a minute each.
+pip_help=$("$python" -m pip --help 2>/dev/null || true)
 make_venv() {
   local dir=$1
   shift
-  if "$python" -m pip --help 2>/dev/null | grep -q -- '--python <python>'; then
+  if [[ $pip_help == *"--python <python>"* ]]; then
     quiet "$python" -m venv --without-pip "$dir"
     quiet "$python" -m pip --python "$dir/bin/python" install -q --no-compile "$@"
   else
