@@ -66,9 +66,12 @@ async def failover_async(ctx: ClusterContext, invocation: Invocation) -> Any:
     attempts = Attempts.start(ctx, invocation)
     for provider in attempts:
         try:
-            return await ctx.call(provider, invocation, attempts.remaining())
+            response = await ctx.call(provider, invocation, attempts.remaining())
         except grpc.RpcError as error:
             attempts.failed(provider, error)
+            continue
+        ctx.note_success(provider)
+        return response
     raise attempts.error()
 
 
@@ -76,10 +79,12 @@ async def failfast_async(ctx: ClusterContext, invocation: Invocation) -> Any:
     """One attempt; any failure goes straight to the caller."""
     provider = ctx.pick(invocation, _route(ctx, invocation, []))
     try:
-        return await ctx.call(provider, invocation, _remaining(_deadline(ctx, invocation)))
+        response = await ctx.call(provider, invocation, _remaining(_deadline(ctx, invocation)))
     except grpc.RpcError as error:
         ctx.note_failure(provider, error)
         raise _failure(invocation, [provider], error, "failed (failfast)") from None
+    ctx.note_success(provider)
+    return response
 
 
 async def failsafe_async(ctx: ClusterContext, invocation: Invocation) -> Any:
@@ -110,12 +115,13 @@ async def forking_async(ctx: ClusterContext, invocation: Invocation) -> Any:
             for fork in done:
                 error = fork.exception()
                 if error is None:
+                    ctx.note_success(forks[fork])
                     return fork.result()
                 ctx.note_failure(forks[fork], error)
                 errors.append(error)
     finally:
         for fork in pending:
-            _let_finish(fork)
+            _let_finish(fork, ctx, forks[fork])
     raise forks_failed(invocation, chosen, errors)
 
 
@@ -123,13 +129,20 @@ async def forking_async(ctx: ClusterContext, invocation: Invocation) -> Any:
 _running: set[asyncio.Future[Any]] = set()
 
 
-def _let_finish(fork: asyncio.Future[Any]) -> None:
+def _let_finish(fork: asyncio.Future[Any], ctx: ClusterContext, provider: URL) -> None:
     _running.add(fork)
 
     def done(finished: asyncio.Future[Any]) -> None:
         _running.discard(finished)
-        if not finished.cancelled():
-            finished.exception()  # retrieved: a late fork's failure is nobody's to report
+        if finished.cancelled():
+            return
+        # Retrieved, so a late fork's failure is not reported as never retrieved; recorded, so
+        # a hung provider that loses every race still counts towards its ejection.
+        error = finished.exception()
+        if error is None:
+            ctx.note_success(provider)
+        elif isinstance(error, grpc.RpcError):
+            ctx.note_failure(provider, error)
 
     fork.add_done_callback(done)
 
@@ -149,6 +162,8 @@ async def broadcast_async(ctx: ClusterContext, invocation: Invocation) -> Any:
             ctx.note_failure(provider, error)
             failed.append(provider)
             last_error = error
+        else:
+            ctx.note_success(provider)
     if last_error is not None:
         raise broadcast_failed(invocation, candidates, failed, last_error)
     return result

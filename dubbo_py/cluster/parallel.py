@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent import futures
+from functools import partial
 from typing import Any
 
 import grpc
@@ -19,6 +20,7 @@ __all__ = [
     "forking",
     "forks_failed",
     "no_fork_answered",
+    "note_outcome",
     "pick_distinct",
 ]
 
@@ -57,16 +59,36 @@ def forking(ctx: ClusterContext, invocation: Invocation) -> Any:
     timeout = _remaining(deadline)
     pending = {_executor().submit(ctx.call, p, invocation, timeout): p for p in chosen}
     errors: list[BaseException] = []
+    seen: set[futures.Future[Any]] = set()
     try:
         for done in futures.as_completed(pending, timeout=timeout):
+            seen.add(done)
             error = done.exception()
             if error is None:
+                ctx.note_success(pending[done])
                 return done.result()
             ctx.note_failure(pending[done], error)
             errors.append(error)
     except futures.TimeoutError:
         raise no_fork_answered(invocation, chosen, timeout) from None
+    finally:
+        # Forks still running are recorded when they end: a hung provider that loses every
+        # race must still count towards its ejection.
+        for fork, provider in pending.items():
+            if fork not in seen:
+                fork.add_done_callback(partial(note_outcome, ctx, provider))
     raise forks_failed(invocation, chosen, errors)
+
+
+def note_outcome(ctx: ClusterContext, provider: URL, fork: futures.Future[Any]) -> None:
+    """Record how a fork left running after its call returned ended (success or failure)."""
+    if fork.cancelled():
+        return
+    error = fork.exception()
+    if error is None:
+        ctx.note_success(provider)
+    elif isinstance(error, grpc.RpcError):
+        ctx.note_failure(provider, error)
 
 
 def no_fork_answered(
@@ -118,6 +140,8 @@ def broadcast(ctx: ClusterContext, invocation: Invocation) -> Any:
             ctx.note_failure(provider, error)
             failed.append(provider)
             last_error = error
+        else:
+            ctx.note_success(provider)
     if last_error is not None:
         raise broadcast_failed(invocation, candidates, failed, last_error)
     return result

@@ -12,7 +12,9 @@ inputs, worked out on the first plain call:
   :data:`~dubbo_py.router.base.Lookup` (a C-level reader and a cached decision);
 * balancing: per surviving mask, the candidates and the balancer's
   :data:`~dubbo_py.cluster.loadbalance.base.Picker` (no picker needed for one candidate);
-* the call: the method invoker's cached gRPC multicallables, by provider address.
+* the call: the method invoker's cached gRPC multicallables, by provider address;
+* the outcome: a success clears its provider's run of failures in the outlier detector
+  (:mod:`dubbo_py.cluster.outlier`), which costs one test of an empty dict while none has any.
 
 The stub's multicallable (``dubbo_py.rpc.channel``) runs a plan in its own frame, without an
 :class:`~dubbo_py.invocation.Invocation`, and counts the request in the retry budget with a
@@ -81,6 +83,9 @@ class CallPlan:
     multicallables: dict[str, Any]
     #: Deadline in seconds when a call gives none (the method's ``timeout``).
     timeout: float | None
+    #: The outlier detector's consecutive failures by address (its own dict; an empty one
+    #: when the context has no detector): a success pops its provider while it is not empty.
+    failing: dict[str, int] = field(default_factory=dict)
     picks: dict[int, Pick] = field(default_factory=dict)
 
     def pick_for(self, mask: int, now_ms: int) -> Pick:
@@ -150,4 +155,5 @@ def compile_plan(ctx: ClusterContext, method: str, request: Any) -> CallPlan | N
         budget=budget,
         multicallables=invoker.multicallables,
         timeout=settings.timeout,
+        failing=ctx.outliers.failing if ctx.outliers is not None else {},
     )

@@ -24,6 +24,7 @@ from dubbo_py.cluster.errors import (
     status_code,
 )
 from dubbo_py.cluster.method_settings import MethodSettings, SettingsTable
+from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.router.base import NoProviderError
 from dubbo_py.router.chain import BoundChain
@@ -126,6 +127,8 @@ class ClusterContext:
     #: Methods whose DEADLINE_EXCEEDED may be retried (declared idempotent).
     idempotent: frozenset[str] = frozenset()
     quarantine: QuarantineView | None = None
+    #: Ejects providers that keep timing out into the quarantine (None: no ejection).
+    outliers: OutlierDetector | None = None
     budget: Budget | None = None
     #: What ``failsafe`` returns on failure: the method's empty response message, or an empty
     #: stream for a server-streaming method.
@@ -163,11 +166,22 @@ class ClusterContext:
         return chosen
 
     def note_failure(self, provider: URL, error: BaseException) -> None:
-        """Quarantine a provider that failed at the transport level."""
-        if self.quarantine is not None and is_transport_failure(error):
-            details = error.details() if isinstance(error, grpc.RpcError) else str(error)
-            code = status_code(error)
-            self.quarantine.add(provider, f"{code.name if code else 'ERROR'}: {details}")
+        """Quarantine a provider that failed at the transport level; count any other failure
+        towards its outlier ejection (an answer such as an application error resets it)."""
+        if is_transport_failure(error):
+            if self.quarantine is not None:
+                details = error.details() if isinstance(error, grpc.RpcError) else str(error)
+                code = status_code(error)
+                self.quarantine.add(provider, f"{code.name if code else 'ERROR'}: {details}")
+            return
+        if self.outliers is not None:
+            self.outliers.failed(provider, error)
+
+    def note_success(self, provider: URL) -> None:
+        """``provider`` answered: its consecutive failures, if any, are forgotten."""
+        outliers = self.outliers
+        if outliers is not None and outliers.failing:
+            outliers.succeeded(provider.address)
 
 
 Strategy = Callable[[ClusterContext, Invocation], Any]
@@ -262,10 +276,14 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
     else:
         provider = ctx.pick(invocation, candidates)
     try:
-        return ctx.call(provider, invocation, timeout)
+        response = ctx.call(provider, invocation, timeout)
     except grpc.RpcError as error:
         # Everything past the first attempt lives apart, off the path of calls that succeed.
         return continue_failover(ctx, invocation, deadline, provider, error)
+    outliers = ctx.outliers
+    if outliers is not None and outliers.failing:
+        outliers.succeeded(provider.address)
+    return response
 
 
 class Attempts:
@@ -341,9 +359,12 @@ def continue_failover(
     attempts.failed(provider, error)
     for provider in attempts:
         try:
-            return ctx.call(provider, invocation, attempts.remaining())
+            response = ctx.call(provider, invocation, attempts.remaining())
         except grpc.RpcError as retry_error:
             attempts.failed(provider, retry_error)
+            continue
+        ctx.note_success(provider)
+        return response
     raise attempts.error() from None
 
 
@@ -352,10 +373,12 @@ def failfast(ctx: ClusterContext, invocation: Invocation) -> Any:
     candidates = _route(ctx, invocation, [])
     provider = ctx.pick(invocation, candidates)
     try:
-        return ctx.call(provider, invocation, _remaining(_deadline(ctx, invocation)))
+        response = ctx.call(provider, invocation, _remaining(_deadline(ctx, invocation)))
     except grpc.RpcError as error:
         ctx.note_failure(provider, error)
         raise _failure(invocation, [provider], error, "failed (failfast)") from None
+    ctx.note_success(provider)
+    return response
 
 
 def failsafe(ctx: ClusterContext, invocation: Invocation) -> Any:

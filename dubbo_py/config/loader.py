@@ -177,6 +177,11 @@ class _Reader:
             "check",
             "mock",
             "tls",
+            "sticky",
+            "forks",
+            "quarantine_interval",
+            "outlier_failures",
+            "outlier_max_share",
         )
         raw = self.mapping(value, path, allowed)
         methods = {
@@ -223,6 +228,12 @@ class _Reader:
                     f"{path}.quarantine_interval",
                     float,
                     float,
+                ),
+                outlier_failures=self.typed(
+                    raw.get("outlier_failures", 3), f"{path}.outlier_failures", int, int
+                ),
+                outlier_max_share=self.typed(
+                    raw.get("outlier_max_share", 0.5), f"{path}.outlier_max_share", float, float
                 ),
             )
         except ConfigError as exc:

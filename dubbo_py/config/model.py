@@ -83,6 +83,11 @@ class ReferenceConfig:
     forks: int = 2
     #: How often (s) quarantined providers are probed for revival.
     quarantine_interval: float = 1.0
+    #: Consecutive timeouts / UNAVAILABLE after which a provider is ejected into the
+    #: quarantine (0: never eject on timeouts).
+    outlier_failures: int = 3
+    #: The largest share of the service's providers ejected at once (at least one).
+    outlier_max_share: float = 0.5
 
     def __post_init__(self) -> None:
         if self.loadbalance not in LOADBALANCES:
@@ -102,6 +107,14 @@ class ReferenceConfig:
         if self.quarantine_interval <= 0:
             raise ConfigError(
                 "quarantine_interval", f"must be > 0 seconds, got {self.quarantine_interval}"
+            )
+        if self.outlier_failures < 0:
+            raise ConfigError(
+                "outlier_failures", f"must be >= 0 (0: off), got {self.outlier_failures}"
+            )
+        if not 0.0 <= self.outlier_max_share <= 1.0:
+            raise ConfigError(
+                "outlier_max_share", f"must be within [0, 1], got {self.outlier_max_share}"
             )
         for method, options in self.methods.items():
             for key in options:

@@ -105,6 +105,8 @@ class Reference:
     policies: Mapping[str, MethodPolicy] = field(default_factory=dict)
     #: The options the reference was built with (the configuration file's, then the code's).
     config: ReferenceConfig | None = None
+    #: Ejects providers that keep timing out into :attr:`quarantine`.
+    outliers: Any = None
 
     def close(self) -> None:
         """Stop watching the registry, stop background work and close provider channels."""
@@ -435,7 +437,10 @@ class Application:
         degrades the service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
         :mod:`dubbo_py.cluster.mock`), also settable per method. ``sticky`` keeps calling the
         same provider while it works; ``forks`` is how many providers ``forking`` calls;
-        ``quarantine_interval`` is how often (s) quarantined providers are probed. ``tls``
+        ``quarantine_interval`` is how often (s) quarantined providers are probed;
+        ``outlier_failures`` (default 3; 0: off) consecutive timeouts or UNAVAILABLE from one
+        provider eject it into the quarantine, never more than ``outlier_max_share`` (default
+        0.5) of the service's providers at once. ``tls``
         verifies TLS providers (those whose URL says ``tls=true``) and presents a client
         certificate for mutual TLS. ``failback`` (not a configuration field) is the queue of
         ``failback`` retries (default: one per reference, retrying every 5 s, 3 times).
@@ -458,6 +463,7 @@ class Application:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it."""
         from dubbo_py.cluster.health_probe import grpc_health_probe
+        from dubbo_py.cluster.outlier import OutlierDetector
         from dubbo_py.cluster.quarantine import Quarantine
 
         spec = service_of_stub(stub_class)
@@ -529,6 +535,7 @@ class Application:
                 settings=tuning.settings,
                 idempotent=idempotent_methods,
                 quarantine=quarantine,
+                outliers=outliers,
                 budget=budget,
                 empty_response=invoker.failsafe_response,
                 extras={"failback_queue": failback_queue},
@@ -568,6 +575,17 @@ class Application:
 
         quarantine = Quarantine(grpc_health_probe, interval=config.quarantine_interval)
         quarantine.before_revive(fresh_channel)
+        outliers = OutlierDetector(
+            quarantine,
+            lambda: len(directory.chain.snapshot.providers),
+            consecutive=config.outlier_failures,
+            max_share=config.outlier_max_share,
+            service=spec.name,
+        )
+        # A provider back from quarantine (or gone from the registry) starts a clean count.
+        quarantine.on_change(
+            lambda event: outliers.forget(event.entry.address) if event.kind != "added" else None
+        )
         # Built before anything starts: it checks the mocks against the response types, and a
         # bad one must not leave watches, threads or a registered consumer behind.
         stub = stub_class(channel)
@@ -608,6 +626,7 @@ class Application:
             failback=failback_queue,
             policies=policies,
             config=config,
+            outliers=outliers,
         )
         with self._lock:
             self._references.append(ref)

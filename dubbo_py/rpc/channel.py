@@ -152,14 +152,19 @@ class _MultiCallable:
         try:
             if multicallable is not None:
                 try:
-                    return multicallable(request, timeout=timeout)
+                    response = multicallable(request, timeout=timeout)
+                    if plan.failing:  # the outlier detector counts failures of some provider
+                        plan.failing.pop(provider.address, None)
+                    return response
                 except ValueError as exc:
                     if "closed channel" not in str(exc):
                         raise
                     # The provider's channel was closed after this call picked it (it left):
                     # the invoker below makes that a transport failure failover handles.
             invocation = Invocation(self._service, self._method, request, timeout=timeout)
-            return ctx.call(provider, invocation, timeout)
+            response = ctx.call(provider, invocation, timeout)
+            ctx.note_success(provider)
+            return response
         except grpc.RpcError as error:
             deadline = None if timeout is None else started + timeout
             invocation = Invocation(self._service, self._method, request, timeout=timeout)
