@@ -10,10 +10,12 @@ import grpc
 
 __all__ = [
     "NON_APPLICATION_CODES",
+    "SHED_KEY",
     "TRANSPORT_CODES",
     "ClusterError",
     "ProviderUnavailable",
     "is_call_failure",
+    "is_shed",
     "is_transport_failure",
     "status_code",
 ]
@@ -33,6 +35,28 @@ NON_APPLICATION_CODES = frozenset(
         grpc.StatusCode.CANCELLED,
     }
 )
+
+
+#: Trailing metadata a provider sets on a call it shed because it was over a limit (executes,
+#: tps, flowcontrol; the value names the limit): the call never ran, so a consumer may retry it
+#: on another provider whatever the method (see ``dubbo_py/rpc/limits.py``).
+SHED_KEY = "dubbo-shed"
+
+
+def is_shed(error: BaseException) -> bool:
+    """True when ``error`` is RESOURCE_EXHAUSTED from a provider that shed the call unrun (it
+    carries :data:`SHED_KEY`); a RESOURCE_EXHAUSTED without the marker may come from code that
+    ran, and is not."""
+    if status_code(error) is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return False
+    reader = getattr(error, "trailing_metadata", None)
+    if reader is None:
+        return False
+    try:
+        metadata = reader() or ()
+    except Exception:  # an error type whose metadata cannot be read is not marked
+        return False
+    return any(key == SHED_KEY for key, _ in metadata)
 
 
 def status_code(error: BaseException) -> grpc.StatusCode | None:

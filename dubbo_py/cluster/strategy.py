@@ -20,6 +20,7 @@ from dubbo_py.cluster.errors import (
     TRANSPORT_CODES,
     ClusterError,
     is_call_failure,
+    is_shed,
     is_transport_failure,
     status_code,
 )
@@ -199,11 +200,14 @@ def _remaining(deadline: float | None) -> float | None:
 
 
 def _retryable(ctx: ClusterContext, invocation: Invocation, error: BaseException) -> bool:
-    """Transport failures always; DEADLINE_EXCEEDED only for methods declared idempotent (the
-    call may have run); application errors never (they are answers)."""
+    """Transport failures always; a call a provider shed over its limit (RESOURCE_EXHAUSTED
+    with the shed marker: it did not run) always; DEADLINE_EXCEEDED only for methods declared
+    idempotent (the call may have run); application errors never (they are answers)."""
     code = status_code(error)
     if code in TRANSPORT_CODES:
         return True
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return is_shed(error)
     return code == grpc.StatusCode.DEADLINE_EXCEEDED and invocation.method in ctx.idempotent
 
 

@@ -37,11 +37,23 @@ from dubbo_py.config.model import (
     RegistryConfig,
 )
 from dubbo_py.config.tls import ClientTLS, ServerTLS, TLSConfigError
+from dubbo_py.rpc.limits import guards_for
 from dubbo_py.rpc.service import ServiceOptions
 
 __all__ = ["load_config", "parse_config"]
 
 T = TypeVar("T")
+
+#: A service's overload limits in dubbo.yaml (see dubbo_py/rpc/limits.py).
+_LIMIT_KEYS = (
+    "executes",
+    "tps",
+    "tps.interval",
+    "flowcontrol",
+    "flowcontrol.min",
+    "flowcontrol.max",
+    "flowcontrol.initial",
+)
 
 
 class _Reader:
@@ -128,8 +140,23 @@ class _Reader:
             "shard",
             "shards",
             "parameters",
+            "methods",
+            *_LIMIT_KEYS,
         )
         raw = self.mapping(value, path, allowed)
+        # Overload limits (dubbo_py/rpc/limits.py) are provider URL parameters, per method under
+        # methods.<name>, as Dubbo writes <method>.executes.
+        limits = {k: str(raw[k]) for k in _LIMIT_KEYS if k in raw}
+        methods = self.mapping(raw.get("methods"), f"{path}.methods", None)
+        for method, options in methods.items():
+            for key, item in self.mapping(
+                options, f"{path}.methods.{method}", ("executes", "flowcontrol")
+            ).items():
+                limits[f"{method}.{key}"] = str(item)
+        try:
+            guards_for("", methods, limits)
+        except ValueError as exc:
+            raise self.fail(path, str(exc)) from None
         try:
             return ServiceOptions(
                 version=str(raw.get("version", "")),
@@ -150,10 +177,13 @@ class _Reader:
                     else None
                 ),
                 parameters={
-                    k: str(v)
-                    for k, v in self.mapping(
-                        raw.get("parameters"), f"{path}.parameters", None
-                    ).items()
+                    **{
+                        k: str(v)
+                        for k, v in self.mapping(
+                            raw.get("parameters"), f"{path}.parameters", None
+                        ).items()
+                    },
+                    **limits,
                 },
             )
         except ValueError as exc:

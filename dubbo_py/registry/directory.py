@@ -188,9 +188,7 @@ class RegistryDirectory:
                 self._pending[_category_source(category)] = layout.category_path(
                     self.rules.service, category
                 )
-        self._cancels.append(
-            registry.subscribe(self.rules.service, self._on_category, _SUBSCRIBED)
-        )
+        self._cancels.append(registry.subscribe(self.rules.service, self._on_category, _SUBSCRIBED))
         for kind, key in self.rules.static_keys():
             self._watch(kind, key)
         missing = self.wait_until_read(wait)

@@ -34,6 +34,7 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc.attachments import attachments_from_metadata, metadata_from_attachments
 from dubbo_py.rpc.invoker import ChannelSecurity
+from dubbo_py.rpc.limits import aio_interceptor, servicer_guards
 from dubbo_py.rpc.provider import bind_servicers, provider_urls, register_all
 from dubbo_py.rpc.service import ServiceOptions
 from dubbo_py.rpc.triple import CALL_SINK, Metadata, TripleCaller, from_wire
@@ -97,7 +98,8 @@ async def export_async(
     service_options: Mapping[str, ServiceOptions] | None = None,
 ) -> AsyncExportedServer:
     """Serve async servicers on one ``grpc.aio`` server and register their provider URLs."""
-    server = grpc.aio.server()
+    shedder = aio_interceptor(servicer_guards(servicers, service_options))
+    server = grpc.aio.server(interceptors=[shedder] if shedder is not None else None)
     health_servicer = health.aio.HealthServicer()
     bound = bind_servicers(
         server,

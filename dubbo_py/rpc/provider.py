@@ -25,6 +25,7 @@ from dubbo_py.registry.store import StoreError
 from dubbo_py.rpc import startup
 from dubbo_py.rpc.dispatch import add_servicers
 from dubbo_py.rpc.introspect import ServiceSpec, service_of_servicer
+from dubbo_py.rpc.limits import interceptor, servicer_guards
 from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
 
@@ -127,9 +128,13 @@ def export(
     service_options: Mapping[str, ServiceOptions] | None = None,
 ) -> ExportedServer:
     """Serve ``servicers`` on one gRPC server and register one provider URL per service."""
+    # Overload limits (executes, tps, flowcontrol) are an interceptor, there only when some
+    # service has one.
+    shedder = interceptor(servicer_guards(servicers, service_options))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dubbo-provider"),
         options=list(options),
+        interceptors=[shedder] if shedder is not None else None,
     )
     health_servicer = health.HealthServicer()
     bound = bind_servicers(

@@ -13,6 +13,14 @@ T = TypeVar("T")
 
 ATTRIBUTE = "__dubbo_service__"
 
+#: Keyword spellings of dotted URL parameters (a Python keyword cannot hold a dot).
+_DOTTED = {
+    "tps_interval": "tps.interval",
+    "flowcontrol_min": "flowcontrol.min",
+    "flowcontrol_max": "flowcontrol.max",
+    "flowcontrol_initial": "flowcontrol.initial",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ServiceOptions:
@@ -81,6 +89,7 @@ def service(
     tags: Mapping[str, str] | None = None,
     shard: int | None = None,
     shards: int | None = None,
+    methods: Mapping[str, Mapping[str, Any]] | None = None,
     **parameters: Any,
 ) -> Callable[[T], T]:
     """Class decorator: mark a generated-servicer subclass as a dubbo-py provider.
@@ -90,9 +99,19 @@ def service(
     ``interface`` is the name it registers under (Java's interface name, e.g.
     ``com.example.Greeter``; default: the proto service's full name).
 
+    Further keywords become provider URL parameters, among them the overload limits
+    (``dubbo_py/rpc/limits.py``): ``executes`` (calls of each method at once), ``tps`` and
+    ``tps_interval`` (ms), ``flowcontrol="gradient"`` with ``flowcontrol_min`` /
+    ``flowcontrol_max``. ``methods`` sets parameters for one method each, e.g.
+    ``methods={"SayHello": {"executes": 2}}`` (``SayHello.executes=2``, as in Dubbo).
+
     >>> @service(version="1.0.0", tags={"env": "gray"})
     ... class Greeter: ...
     """
+    flat = {_DOTTED.get(k, k): str(v) for k, v in parameters.items()}
+    for method, per_method in (methods or {}).items():
+        for key, value in per_method.items():
+            flat[f"{method}.{_DOTTED.get(key, key)}"] = str(value)
     options = ServiceOptions(
         version=version,
         group=group,
@@ -102,7 +121,7 @@ def service(
         tags=dict(tags or {}),
         shard=shard,
         shards=shards,
-        parameters={k: str(v) for k, v in parameters.items()},
+        parameters=flat,
     )
 
     def decorate(cls: T) -> T:

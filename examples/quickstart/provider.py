@@ -47,13 +47,16 @@ def make_greeter(
     warmup: int = 600_000,
     weight: int = 100,
     delay: float = 0.0,
+    executes: int | None = None,
 ) -> Any:
     """A Greeter servicer class declared as a dubbo-py provider with these options; ``record``
     names a file that gets one line per call (see :class:`CallLog`); ``warmup`` is the ms over
     which the provider's weight ramps up after it starts; ``weight`` is its load-balancing
     weight; ``delay`` seconds are spent in every ``SayHello`` (a slow provider, to watch
-    ``leastactive`` and ``shortestresponse`` steer around it)."""
+    ``leastactive`` and ``shortestresponse`` steer around it); ``executes`` caps the calls of
+    each method running at once (more are shed with RESOURCE_EXHAUSTED)."""
     calls = CallLog(record)
+    limits = {} if executes is None else {"executes": executes}
 
     @dubbo_py.service(
         version=version,
@@ -62,6 +65,7 @@ def make_greeter(
         tags={"dubbo.tag": tag} if tag else None,
         warmup=warmup,
         weight=weight,
+        **limits,
     )
     class Greeter(greeter_pb2_grpc.GreeterServicer):
         address = ""
@@ -107,6 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--weight", type=int, default=100, help="load-balancing weight")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each SayHello takes")
+    parser.add_argument(
+        "--executes", type=int, default=None, help="calls of each method at once (more are shed)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="provider %(levelname)s %(message)s")
 
@@ -119,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         warmup=args.warmup,
         weight=args.weight,
         delay=args.delay,
+        executes=args.executes,
     )
     app = dubbo_py.Application(args.application, registry=args.registry)
     server = app.start(greeter, port=args.port)
