@@ -46,8 +46,11 @@ def measure(addresses: list[str], loadbalance: str, calls: int, repeats: int) ->
         request = greeter_pb2.HelloRequest(name="bench")
         stub.SayHello  # noqa: B018  (the method's context exists once its multicallable does)
         invoker = ref.channel.contexts["SayHello"].call
+        targets = getattr(invoker, "_targets", None)  # (callable, metadata) by address
         for address in addresses:
             invoker.multicallables[address] = fake
+            if targets is not None:
+                targets[address] = (fake, ())
         say = stub.SayHello
         for _ in range(1000):  # compile the plan, warm the caches
             say(request)
