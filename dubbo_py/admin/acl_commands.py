@@ -42,6 +42,11 @@ def secure(keys: tuple[str, ...]) -> None:
     and 'rules rollback' refuses them. Exit 1 when a node is owned by another identity.
 
     \b
+    Examples:
+      DUBBO_PY_REGISTRY_AUTH=admin:secret dubbo-py acl secure --registry zookeeper://zk1:2181
+      dubbo-py acl secure demo.Greeter:1.0.0:.condition-router --auth admin:secret
+
+    \b
     JSON: [{"path", "result", "detail"}]   result: secured | protected | created | absent |
                                                    removed | refused
     """
