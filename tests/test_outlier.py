@@ -207,3 +207,35 @@ def test_asyncio_strategies_record_outcomes() -> None:
             assert "10.0.0.2:50051" not in ctx.outliers.failing, strategy.__name__
 
     asyncio.run(scenario())
+
+
+def test_dubbo_yaml_sets_ejection_per_reference_and_names_a_bad_value() -> None:
+    from dubbo_py.config.loader import parse_config
+    from dubbo_py.config.model import ConfigError
+
+    text = """
+application: shop
+references:
+  demo.Greeter: {outlier_failures: 5, outlier_max_share: 0.3, sticky: true, forks: 3}
+"""
+    config = parse_config(text, source="dubbo.yaml").references["demo.Greeter"]
+    assert (config.outlier_failures, config.outlier_max_share) == (5, 0.3)
+    assert config.sticky and config.forks == 3  # accepted in the file as documented
+    with pytest.raises(ConfigError, match=r"references\.demo\.Greeter\.outlier_max_share"):
+        parse_config(text.replace("0.3", "1.5"), source="dubbo.yaml")
+    with pytest.raises(ConfigError, match=r"references\.demo\.Greeter\.outlier_failures"):
+        parse_config(text.replace("failures: 5", "failures: -1"), source="dubbo.yaml")
+
+
+def test_reference_options_reach_its_detector() -> None:
+    from demo import greeter_pb2_grpc
+
+    import dubbo_py
+
+    with dubbo_py.Application("shop", "tri://127.0.0.1:1,127.0.0.1:2") as app:
+        ref = app.reference_handle(
+            greeter_pb2_grpc.GreeterStub, outlier_failures=5, outlier_max_share=0.25
+        )
+        assert (ref.outliers.consecutive, ref.outliers.max_share) == (5, 0.25)
+        ref.stub.SayHello  # noqa: B018  (builds the method's context)
+        assert ref.channel.contexts["SayHello"].outliers is ref.outliers
