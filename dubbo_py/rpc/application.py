@@ -614,7 +614,8 @@ class Application:
                 registry.register(consumer)
                 self._consumer_urls.append(consumer)
             except StoreError as exc:
-                log.warning("could not register consumer %s: %s", consumer, exc)
+                if startup.registry_unreachable(directory) is None:  # else said just above
+                    log.warning("could not register consumer %s: %s", consumer, exc)
         ref = Reference(
             stub,
             spec.name,

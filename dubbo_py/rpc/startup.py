@@ -32,6 +32,7 @@ __all__ = [
     "consumer_ready",
     "ensure_logging",
     "provider_ready",
+    "registry_unreachable",
     "stopping",
 ]
 
@@ -100,9 +101,17 @@ def _rule_name(stage: str) -> str:
     return match.group(1) if match else stage
 
 
+def registry_unreachable(directory: RegistryDirectory) -> str | None:
+    """The address of the directory's registry when it is not connected, else None."""
+    store = directory.registry.store if directory.registry is not None else None
+    if store is None or getattr(store, "connected", True) is not False:
+        return None
+    return str(getattr(store, "address", "the registry"))
+
+
 def consumer_ready(application: str, directory: RegistryDirectory, waited: float) -> None:
     """``shop: hello.Greeter:1.0.0 has 2 providers (a, b) and rules: key`` once a reference
-    has its first provider list (or says it has none yet)."""
+    has its first provider list (or says it has none yet, and why)."""
     service = _service(directory.consumer)
     providers = directory.providers
     rules = list(
@@ -111,9 +120,21 @@ def consumer_ready(application: str, directory: RegistryDirectory, waited: float
         )
     )
     rule_text = f"rules: {', '.join(rules)}" if rules else "no routing rules"
-    if providers:
-        addresses = ", ".join(p.address for p in providers)
-        count = f"{len(providers)} provider{'s' if len(providers) != 1 else ''}"
+    count = f"{len(providers)} provider{'s' if len(providers) != 1 else ''}"
+    addresses = ", ".join(p.address for p in providers)
+    unreachable = registry_unreachable(directory)
+    if unreachable is not None:
+        known = f"{count} from its cache ({addresses})" if providers else "no providers"
+        log.warning(
+            "%s: the registry %s does not answer (waited %gs): %s starts with %s and keeps "
+            "trying; start ZooKeeper there, or leave the registry unset to use the embedded one",
+            application,
+            unreachable,
+            waited,
+            service,
+            known,
+        )
+    elif providers:
         log.info("%s: %s has %s (%s) and %s", application, service, count, addresses, rule_text)
     else:
         log.info(
