@@ -3,8 +3,10 @@
 Every ```` ```console ```` block is run: ``$ command`` lines are commands, the lines under one
 are its output (stdout and stderr, as a terminal shows them), checked line by line. A block
 starting ``# terminal N`` runs in that terminal: its command keeps running in the background
-(its output lines are awaited in order) and ``^C`` sends it SIGINT. Every block after a line
-ending ``Save this as `NAME`:`` is written to that file.
+(its output lines are awaited in order; a block without a command is more of its output, and
+``...`` skips lines until the next one shown appears) and ``^C`` sends it SIGINT (what it
+printed before is on the screen already, above). Every block after a line ending
+``Save this as `NAME`:`` is written to that file.
 
 What differs from a reader's machine, and nothing else, is here (visible and minimal):
 """
@@ -84,6 +86,8 @@ def console_step(body: str) -> Step:
     if lines and (m := re.fullmatch(r"# terminal (\d+)", lines[0])):
         step.terminal = int(m.group(1))
         lines = lines[1:]
+    if lines and not (lines[0].startswith("$ ") or lines[0] == "^C"):
+        step.commands.append(Command(""))  # more output of the terminal's running command
     for line in lines:
         if line.startswith("$ ") or line == "^C":
             step.commands.append(Command(line.removeprefix("$ ")))
@@ -124,6 +128,7 @@ class Terminal:
             text=True,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
+        self.skipped: list[str] = []
         self.unsub = unsub
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -133,19 +138,39 @@ class Terminal:
             self.lines.put(self.unsub(line.rstrip("\n")))
         self.lines.put(None)
 
+    def _next(self) -> str | None:
+        try:
+            return self.lines.get(timeout=LINE_TIMEOUT)
+        except queue.Empty:
+            return None
+
     def expect(self, expected: list[str], what: str) -> None:
-        got = []
-        for _ in expected:
-            try:
-                line = self.lines.get(timeout=LINE_TIMEOUT)
-            except queue.Empty:
-                line = None
+        got: list[str] = []
+        skipping = False
+        for want in expected:
+            if want == "...":
+                skipping = True
+                continue
+            line = self._next()
+            while skipping and line is not None and normalise(line) != normalise(want):
+                self.skipped.append(line)
+                line = self._next()
             if line is None:
+                got.extend(["(skipped:)", *self.skipped[-20:]])
                 break
+            if skipping:
+                got.append("...")
             got.append(line)
+            skipping = False
         same(got, expected, what)
 
     def interrupt(self) -> None:
+        # What it printed so far is already on the screen, above the ^C.
+        while True:
+            try:
+                self.lines.get_nowait()
+            except queue.Empty:
+                break
         self.process.send_signal(signal.SIGINT)
 
     def kill(self) -> None:
@@ -214,7 +239,7 @@ def test_the_tutorial_works_as_written(reader: tuple[Path, dict[str, str]]) -> N
                 if step.terminal != 1:
                     if command.text == "^C":
                         terminals[step.terminal].interrupt()
-                    else:
+                    elif command.text:
                         terminals[step.terminal] = Terminal(sub(command.text), cwd, env, unsub)
                     terminals[step.terminal].expect(command.expected, what)
                     continue
