@@ -51,6 +51,14 @@ def test_survivors_are_printed_as_written_in_input_order_with_a_trace(run: Cli) 
             {"router": "fake(rules[0])", "in": 3, "out": 2},
             {"router": "fake(rules[1])#0", "in": 2, "out": 1},
         ],
+        "weights": [
+            {
+                "provider": "tri://10.0.0.7:50051/demo.Greeter?version=1.0.0",
+                "configured": 100,
+                "weight": 100,
+            }
+        ],
+        "now_ms": 1764675600000,
         "error": None,
     }
     human = run("route", "test", path)
@@ -95,6 +103,8 @@ def test_url_rules_and_an_empty_result_is_still_success(run: Cli) -> None:
     assert json.loads(result.stdout) == {
         "providers": [],
         "trace": [{"router": "fake(rules[0])", "in": 3, "out": 0}],
+        "weights": [],
+        "now_ms": 1764675600000,
         "error": None,
     }
     human = run("route", "test", path)
@@ -119,7 +129,13 @@ def test_an_invalid_condition_is_located_in_the_scenario_file(run: Cli) -> None:
     # rules[1] is on line 13 and its text starts at column 15 (after '- condition: "'); the
     # fake compiler reports column 21 of the rule (just after '=>'): 14 + 21 = 35.
     message = f"{path}:13:35: rules[1]: expected 'host = H'"
-    assert json.loads(result.stdout) == {"providers": [], "trace": [], "error": message}
+    assert json.loads(result.stdout) == {
+        "providers": [],
+        "trace": [],
+        "weights": [],
+        "now_ms": None,
+        "error": message,
+    }
     assert lines(result.stderr) == [f"error: {message}"]
 
 
@@ -199,8 +215,76 @@ def test_configurators_apply_before_the_routers(run: Cli) -> None:
             {"router": "configurators", "in": 3, "out": 2},
             {"router": "fake(rules[2])", "in": 2, "out": 1},
         ],
+        "weights": [
+            {
+                "provider": "tri://10.0.0.6:50051/demo.Greeter?version=2.0.0",
+                "configured": 5,
+                "weight": 5,
+            }
+        ],
+        "now_ms": 1764675600000,
         "error": None,
     }
+
+
+WARMUP_SCENARIO = """consumer: consumer://10.0.0.1/demo.Greeter?application=shop
+invocation: {method: SayHello}
+now_ms: 1764675660000
+providers:
+  - tri://10.0.0.5:50051/demo.Greeter?timestamp=1764675600000
+  - tri://10.0.0.6:50051/demo.Greeter?timestamp=1764675000000&SayHello.weight=300
+  - tri://10.0.0.7:50051/demo.Greeter?timestamp=1764675700000
+  - tri://10.0.0.8:50051/demo.Greeter?timestamp=1764675600000&warmup=120000
+rules:
+  - config: configurators
+    yaml: |
+      configs:
+        - addresses: ["10.0.0.5"]
+          parameters: {weight: 200}
+        - addresses: ["10.0.0.8"]
+          parameters: {weight: 0}
+"""
+
+
+def test_weights_are_the_effective_weights_after_overrides_and_warmup_at_now_ms(
+    run: Cli,
+) -> None:
+    out = run.json("route", "test", run.file("warmup.yaml", WARMUP_SCENARIO))
+    weights = {w["provider"].split("?")[0]: (w["configured"], w["weight"]) for w in out["weights"]}
+    assert weights == {
+        # one minute into the default 10-minute warmup, weight 200 set by the override: a tenth
+        "tri://10.0.0.5:50051/demo.Greeter": (200, 20),
+        # warmed up long ago; the method's own weight wins over the default
+        "tri://10.0.0.6:50051/demo.Greeter": (300, 300),
+        # started after now_ms (its clock is ahead): weight 1, as Dubbo
+        "tri://10.0.0.7:50051/demo.Greeter": (100, 1),
+        # drained by the override: 0 whatever its warmup
+        "tri://10.0.0.8:50051/demo.Greeter": (0, 0),
+    }
+    assert [w["provider"] for w in out["weights"]] == out["providers"]
+    assert out["now_ms"] == 1764675660000
+    human = run("route", "test", run.file("warmup.yaml", WARMUP_SCENARIO))
+    assert human.exit_code == 0
+    assert "now_ms=1764675660000" in human.stdout and "WEIGHT" in human.stdout
+
+
+def test_weights_follow_the_invocation_method_and_the_scenario_clock() -> None:
+    text = WARMUP_SCENARIO.replace("{method: SayHello}", "{method: Other}").replace(
+        "now_ms: 1764675660000", "now_ms: 1764675900000"
+    )
+    result = scenario.run_text(text)
+    by_address = {w.provider.split("/")[2]: (w.configured, w.weight) for w in result.weights}
+    # five minutes in: half of 200; the SayHello-only weight does not apply to Other
+    assert by_address["10.0.0.5:50051"] == (200, 100)
+    assert by_address["10.0.0.6:50051"] == (100, 100)
+
+
+def test_without_now_ms_the_weights_are_read_at_the_wall_clock() -> None:
+    text = WARMUP_SCENARIO.replace("now_ms: 1764675660000\n", "")
+    result = scenario.run_text(text)
+    assert result.now_ms > 1764675660000  # the wall clock, and it is said which
+    by_address = {w.provider.split("/")[2]: w.weight for w in result.weights}
+    assert by_address["10.0.0.5:50051"] == 200  # long warmed up by now
 
 
 def test_an_invalid_configurators_document_is_refused(run: Cli) -> None:

@@ -37,6 +37,10 @@ def route_test(scenario_file: str) -> None:
     docs/cli.md). Exit 0 when the scenario is valid, even if no provider survives; exit 1
     naming the rule and its line and column when it is not.
 
+    Each provider reached also shows its weight for the invocation's method: the configured one
+    (after override rules) and the effective one the load balancers use at the scenario's
+    now_ms (warmup applied; the wall clock when now_ms is absent).
+
     \b
     Examples:
       dubbo-py route test scenario.yaml
@@ -44,7 +48,9 @@ def route_test(scenario_file: str) -> None:
 
     \b
     JSON: {"providers": [as written, input order],
-           "trace": [{"router", "in", "out"}], "error": null | message}
+           "trace": [{"router", "in", "out"}],
+           "weights": [{"provider", "configured", "weight"}], "now_ms": N,
+           "error": null | message}
     """
     env = env_of()
     try:
@@ -62,9 +68,9 @@ def route_test(scenario_file: str) -> None:
         emit_json(result.to_json())
         return
     print_table(
-        "providers reached",
-        ["#", "PROVIDER"],
-        ([i + 1, p] for i, p in enumerate(result.providers)),
+        f"providers reached (weights at now_ms={result.now_ms})",
+        ["#", "PROVIDER", "WEIGHT", "CONFIGURED"],
+        ([i + 1, w.provider, w.weight, w.configured] for i, w in enumerate(result.weights)),
         empty="no provider is reached",
     )
     print_table(
@@ -76,4 +82,4 @@ def route_test(scenario_file: str) -> None:
 
 
 def _failure(message: str) -> dict[str, object]:
-    return {"providers": [], "trace": [], "error": message}
+    return {"providers": [], "trace": [], "weights": [], "now_ms": None, "error": message}

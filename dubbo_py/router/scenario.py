@@ -36,6 +36,7 @@ from typing import Any, cast
 import yaml
 
 from dubbo_py.cluster import configurators
+from dubbo_py.cluster.loadbalance.base import current_millis, effective_weight
 from dubbo_py.invocation import Invocation
 from dubbo_py.router import factory
 from dubbo_py.router.base import Router, RuleError
@@ -50,7 +51,9 @@ __all__ = [
     "RouteOutcome",
     "Scenario",
     "ScenarioError",
+    "ProviderWeight",
     "ScenarioResult",
+    "configured_weight",
     "configurator",
     "load",
     "route",
@@ -103,15 +106,36 @@ class Scenario:
 
 
 @dataclass(frozen=True, slots=True)
+class ProviderWeight:
+    """A surviving provider's weight for the invocation's method: ``configured`` is the URL's
+    (``<method>.weight``, else ``weight``, else 100) after override rules, ``weight`` the
+    effective one the load balancers use at the scenario's clock (warmup applied)."""
+
+    provider: str
+    configured: int
+    weight: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"provider", "configured", "weight"}``."""
+        return {"provider": self.provider, "configured": self.configured, "weight": self.weight}
+
+
+@dataclass(frozen=True, slots=True)
 class ScenarioResult:
-    """What ``route test`` prints: the survivors as written, in input order, and the trace."""
+    """What ``route test`` prints: the survivors as written, in input order, the trace, and
+    each survivor's effective weight."""
 
     providers: tuple[str, ...]
     trace: tuple[TraceStep, ...]
+    #: One per survivor, in the order of ``providers``.
+    weights: tuple[ProviderWeight, ...] = ()
+    #: The clock the weights were read at (the scenario's ``now_ms``, else the wall clock).
+    now_ms: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        """``{"providers": [...], "trace": [{"router", "in", "out"}], "error": null}``; a trace
-        step whose router can say why it left no provider also has ``"reason"``."""
+        """``{"providers": [...], "trace": [{"router", "in", "out"}], "weights": [{"provider",
+        "configured", "weight"}], "now_ms": N, "error": null}``; a trace step whose router can
+        say why it left no provider also has ``"reason"``."""
         trace = []
         for step in self.trace:
             entry: dict[str, Any] = {
@@ -122,7 +146,13 @@ class ScenarioResult:
             if step.reason:
                 entry["reason"] = step.reason
             trace.append(entry)
-        return {"providers": list(self.providers), "trace": trace, "error": None}
+        return {
+            "providers": list(self.providers),
+            "trace": trace,
+            "weights": [w.to_json() for w in self.weights],
+            "now_ms": self.now_ms,
+            "error": None,
+        }
 
 
 def configurator() -> Configure:
@@ -162,7 +192,18 @@ def run(scenario: Scenario) -> ScenarioResult:
     outcome = route(scenario.consumer, urls, scenario.routers, scenario.invocation)
     position = {id(u): i for i, u in enumerate(urls)}
     survivors = tuple(written[position[id(u)]] for u in outcome.providers)
-    return ScenarioResult(survivors, (*steps, *outcome.trace))
+    now_ms = current_millis() if scenario.now_ms is None else scenario.now_ms
+    method = scenario.invocation.method
+    weights = tuple(
+        ProviderWeight(text, configured_weight(url, method), effective_weight(url, method, now_ms))
+        for text, url in zip(survivors, outcome.providers, strict=True)
+    )
+    return ScenarioResult(survivors, (*steps, *outcome.trace), weights, now_ms)
+
+
+def configured_weight(url: URL, method: str) -> int:
+    """The weight a provider URL sets for ``method`` before warmup (never below 0)."""
+    return effective_weight(url.without_parameters("timestamp"), method, 0)
 
 
 def run_text(text: str, source: str = "scenario") -> ScenarioResult:
