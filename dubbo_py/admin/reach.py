@@ -16,7 +16,8 @@ from typing import Any
 from dubbo_py.admin.rules import RuleKey
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry import layout
-from dubbo_py.registry.directory import ServiceRules, matches_consumer
+from dubbo_py.registry.directory import ServiceRules
+from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router import factory
 from dubbo_py.router.base import Router, RuleError
@@ -95,9 +96,9 @@ class _View:
         self.consumer = consumer
         self.report = report
         self.texts = texts
-        self.matched = [p for p in raw_providers if matches_consumer(consumer, p)]
-        self.keys = _watched(consumer, self.matched)
         service = consumer.service_interface
+        self.matched = ProviderFilter(consumer, service).select(raw_providers)
+        self.keys = _watched(consumer, self.matched)
         self.router_urls = registry.lookup(service, layout.ROUTERS)
         self.override_urls = registry.lookup(service, layout.CONFIGURATORS)
         self.routers_path = layout.category_path(service, layout.ROUTERS)
@@ -117,7 +118,7 @@ class _View:
         providers = self.matched
         if self.override_urls or docs:
             providers = configurator()(list(providers), list(self.override_urls), docs)
-        usable = [p for p in providers if not p.get_bool("disabled", False)]
+        usable = [p for p in providers if is_usable(p)]
         return sorted(set(usable), key=lambda u: u.to_string())
 
     def routers(self, override: Mapping[str, str | None]) -> list[Router]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from dubbo_py.registry import layout
 from dubbo_py.registry.cache import NotifyCache
+from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.store import Cancel
 from dubbo_py.router.base import Router, RuleError
@@ -29,7 +30,6 @@ __all__ = [
     "ConfigureConsumer",
     "RegistryDirectory",
     "ServiceRules",
-    "matches_consumer",
 ]
 
 log = logging.getLogger(__name__)
@@ -44,29 +44,6 @@ def _no_overrides(
     providers: list[URL], _urls: list[URL], _documents: Mapping[str, str]
 ) -> list[URL]:
     return providers
-
-
-def matches_consumer(consumer: URL, provider: URL) -> bool:
-    """Whether a provider serves what the consumer asked for (Dubbo's ``UrlUtils.isMatch``):
-    same interface, version equal or ``*``, group equal, ``*`` or in the consumer's list,
-    protocol equal when the consumer names one, and not ``enabled=false``."""
-    if provider.protocol == "empty" or provider.service_interface != consumer.service_interface:
-        return False
-    if not provider.get_bool("enabled", True):
-        return False
-    version = consumer.get_str("version")
-    if version not in ("", "*") and version != provider.get_str("version"):
-        return False
-    if version == "" and provider.get_str("version") and consumer.get_str("version") != "*":
-        # A consumer without a version only sees providers without one (Dubbo's exact match).
-        return False
-    group = consumer.get_str("group")
-    if group != "*":
-        groups = {g.strip() for g in group.split(",")} if group else {""}
-        if provider.get_str("group") not in groups:
-            return False
-    protocol = consumer.get_str("protocol")
-    return not protocol or protocol == provider.protocol
 
 
 #: The categories a consumer subscribes to (the registry's default set).
@@ -155,6 +132,7 @@ class RegistryDirectory:
         self._cache = cache
         self._lock = threading.RLock()
         self._raw_providers: list[URL] = list(static_providers)
+        self._provider_filter = ProviderFilter(consumer, self.rules.service)
         self._configurator_urls: list[URL] = []
         self._configurator_docs: dict[str, str] = {}
         self._provider_apps: set[str] = set()
@@ -354,11 +332,11 @@ class RegistryDirectory:
     def _rebuild(self, providers_changed: bool = False) -> None:
         with self._lock:
             if providers_changed:
-                matching = [p for p in self._raw_providers if matches_consumer(self.consumer, p)]
+                matching = self._provider_filter.select(self._raw_providers)
                 configured = self._configure(
                     matching, self._configurator_urls, self._configurator_docs
                 )
-                usable = [p for p in configured if not p.get_bool("disabled", False)]
+                usable = [p for p in configured if is_usable(p)]
                 if self._configure_consumer is not None:
                     self.consumer_overrides = dict(
                         self._configure_consumer(

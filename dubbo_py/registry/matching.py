@@ -1,0 +1,177 @@
+"""Which registered providers a consumer takes, decided as Apache Dubbo 3.3 decides it.
+
+Two steps, as in Dubbo: :func:`is_match` is ``UrlUtils.isMatch`` (interface, category,
+``enabled``, group, version, classifier), applied by Dubbo's registry before it notifies; then
+:class:`ProviderFilter` drops what ``RegistryDirectory.toInvokers`` drops: ``empty://`` markers,
+protocols the consumer did not ask for (its ``protocol`` option) and protocols this process
+cannot speak (Java's ``dubbo://`` Hessian2 endpoint of the same interface, for one). A provider
+written by apache-dubbo (Python) 3.0.0b1 -- ``tri://host:port?service=<iface>``, no path and no
+``interface`` -- is read with the interface of the registry folder it sits in.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+
+from dubbo_py.url import URL
+
+__all__ = [
+    "ANY",
+    "SPOKEN_PROTOCOLS",
+    "ProviderFilter",
+    "group_matches",
+    "is_match",
+    "is_match_category",
+    "is_usable",
+    "normalise_provider",
+    "split_list",
+]
+
+log = logging.getLogger(__name__)
+
+#: Dubbo's ``ANY_VALUE``.
+ANY = "*"
+#: Protocols a dubbo-py consumer can call: Triple and plain gRPC (the same wire).
+SPOKEN_PROTOCOLS = frozenset({"tri", "grpc"})
+#: The categories a consumer's directory subscribes to (the ``category`` of its subscribe URL).
+SUBSCRIBED_CATEGORIES = "providers,configurators,routers"
+
+# Dubbo's COMMA_SPLIT_PATTERN: runs of commas with the blanks around them.
+_COMMA_SPLIT = re.compile(r"\s*,+\s*")
+
+
+def split_list(value: str) -> list[str]:
+    """Split a comma list as Dubbo's ``COMMA_SPLIT_PATTERN`` does (blanks around commas go,
+    runs of commas count as one)."""
+    return _COMMA_SPLIT.split(value) if value else []
+
+
+def is_match_category(category: str, categories: str) -> bool:
+    """Dubbo's ``UrlUtils.isMatchCategory``: ``categories`` empty means ``providers``; ``*``
+    anywhere means all; ``-name`` excludes ``name``; else a (substring) containment test."""
+    if not categories:
+        return category == "providers"
+    if ANY in categories:
+        return True
+    if "-" in categories:
+        return f"-{category}" not in categories
+    return category in categories
+
+
+def group_matches(consumer_group: str, provider_group: str) -> bool:
+    """``*``, equal, or the provider's (non-empty) group in the consumer's comma list. An empty
+    provider group never matches a non-empty consumer list; an empty consumer group matches
+    only providers without a group."""
+    if consumer_group in (ANY, provider_group):
+        return True
+    return bool(provider_group) and provider_group in split_list(consumer_group)
+
+
+def is_match(consumer: URL, provider: URL, categories: str = SUBSCRIBED_CATEGORIES) -> bool:
+    """Dubbo 3.3's ``UrlUtils.isMatch(consumer, provider)``.
+
+    ``categories`` stands for the consumer's subscribe URL ``category`` (a dubbo-py consumer's
+    registered URL says ``consumers``, its directory subscribes to the default three).
+    """
+    wanted, offered = consumer.service_interface, provider.service_interface
+    if ANY not in (wanted, offered) and wanted != offered:
+        return False
+    if not is_match_category(provider.category, categories):
+        return False
+    if not provider.get_bool("enabled", True) and consumer.get_str("enabled") != ANY:
+        return False
+    if not group_matches(consumer.get_str("group"), provider.get_str("group")):
+        return False
+    version = consumer.get_str("version")
+    if version != ANY and version != provider.get_str("version"):
+        return False
+    classifier = consumer.get_str("classifier", ANY)
+    return classifier == ANY or classifier == provider.get_str("classifier", ANY)
+
+
+def is_usable(provider: URL) -> bool:
+    """Whether a matched provider (after override rules) is called at all, as Dubbo's
+    ``toInvokers``: ``disabled`` decides when present, else ``enabled`` (default true)."""
+    if "disabled" in provider.parameters:
+        return not provider.get_bool("disabled", False)
+    return provider.get_bool("enabled", True)
+
+
+def normalise_provider(provider: URL, folder_interface: str) -> URL:
+    """A provider URL with no path and no ``interface`` but a ``service`` parameter (as
+    apache-dubbo 3.0.0b1 registers) gets the interface of the folder it was read from."""
+    if provider.service_interface or not provider.get_str("service"):
+        return provider
+    return provider.replace(path=folder_interface)
+
+
+class ProviderFilter:
+    """One consumer's provider selection, with each skipped URL reported once.
+
+    Not thread-safe on its own: the directory calls it under its lock.
+    """
+
+    def __init__(self, consumer: URL, folder_interface: str) -> None:
+        self.consumer = consumer
+        self.folder = folder_interface
+        asked = consumer.get_str("protocol")
+        #: The consumer's ``protocol`` option (comma list), empty when it named none.
+        self.asked = frozenset(split_list(asked)) - {""}
+        self._reported: set[tuple[URL, str]] = set()
+
+    def select(self, raw: Iterable[URL]) -> list[URL]:
+        """The providers this consumer may call, in the order given."""
+        seen: set[URL] = set()
+        out: list[URL] = []
+        for url in raw:
+            seen.add(url)
+            provider = normalise_provider(url, self.folder)
+            if provider is not url:
+                self._once(
+                    url,
+                    "service",
+                    logging.DEBUG,
+                    "%s: provider %s has no path or interface; read as %s (the folder it is "
+                    "registered in, as apache-dubbo 3.0 registers)",
+                    self.folder,
+                    url,
+                    self.folder,
+                )
+            if provider.protocol == "empty" or not is_match(self.consumer, provider):
+                continue
+            if self.asked and provider.protocol not in self.asked:
+                self._once(
+                    url,
+                    "asked",
+                    logging.DEBUG,
+                    "%s: skipping provider %s: the consumer asks for protocol %s",
+                    self.folder,
+                    url,
+                    ",".join(sorted(self.asked)),
+                )
+                continue
+            if provider.protocol not in SPOKEN_PROTOCOLS:
+                self._once(
+                    url,
+                    "spoken",
+                    logging.WARNING,
+                    "%s: skipping provider %s: protocol %r is not one dubbo-py speaks (%s)",
+                    self.folder,
+                    url,
+                    provider.protocol,
+                    ", ".join(sorted(SPOKEN_PROTOCOLS)),
+                )
+                continue
+            out.append(provider)
+        # Forget URLs that left, so the record stays as small as the provider list (a URL that
+        # comes back is reported again).
+        self._reported = {entry for entry in self._reported if entry[0] in seen}
+        return out
+
+    def _once(self, url: URL, reason: str, level: int, message: str, *args: object) -> None:
+        if (url, reason) in self._reported:
+            return
+        self._reported.add((url, reason))
+        log.log(level, message, *args)
