@@ -413,8 +413,6 @@ V31_HEAD = "configVersion: v3.1\nscope: service\nkey: x\nconditions:\n"
             1,
             "unknown field 'foce'",
         ),
-        ("scope: region\nkey: x\nconditions: ['=> a = b']\n", 1, 8, "scope must be"),
-        ("scope: service\nconditions: ['=> a = b']\n", 1, 1, "key must name"),
         ("scope: service\nkey: x\nconditions: []\n", 3, 13, "non-empty list"),
         (
             "scope: service\nkey: x\nforce: maybe\nconditions: ['=> a=b']\n",
@@ -680,3 +678,38 @@ def test_examples_in_the_routing_docs_are_valid() -> None:
     router = router_from_url(URL.parse(urls[0]), "docs")
     assert router.priority == 1
     validate_rule("method = SayHello & attachments[lane] = gray => env = gray", "docs")
+
+
+# --------------------------------------------------------------------------- what Dubbo accepts
+
+
+def test_a_document_without_scope_or_key_is_accepted_and_its_location_decides() -> None:
+    # Dubbo 3.3 reads neither field: the key the document is stored at makes it a service
+    # (ServiceStateRouter, 140) or application (AppStateRouter, 150) rule.
+    from dubbo_py.router import factory
+
+    bare = "configVersion: v3.0\nforce: true\nconditions:\n  - '=> host = 10.0.0.5'\n"
+    service = factory.compile_document("condition-router", bare, "demo.Greeter::.condition-router")
+    app = factory.compile_document("condition-router-app", bare, "shop.condition-router")
+    assert [r.priority for r in service] == [SERVICE_SCOPE_PRIORITY]
+    assert [r.priority for r in app] == [APPLICATION_SCOPE_PRIORITY]
+    # a scope contradicting the location, or one Dubbo does not know, is read as Dubbo reads it
+    odd = "scope: application\nkey: shop\nconditions: ['=> host = 10.0.0.5']\n"
+    routed = factory.compile_document("condition-router", odd, "demo.Greeter::.condition-router")
+    assert routed[0].priority == SERVICE_SCOPE_PRIORITY
+    region = odd.replace("scope: application", "scope: region")
+    assert factory.compile_document("condition-router-app", region, "x")[0].priority == 150
+    # with no location (route test, validate without a key) the scope field says, default service
+    assert routers_from_yaml(bare, "f")[0].priority == SERVICE_SCOPE_PRIORITY
+    assert routers_from_yaml(odd, "f")[0].priority == APPLICATION_SCOPE_PRIORITY
+
+
+def test_a_document_without_scope_routes_with_force() -> None:
+    bare = "conditions:\n  - '=> host = 10.9.9.9'\nforce: true\n"
+    [router] = routers_from_yaml(bare, "demo.Greeter::.condition-router", "service")
+    providers = (
+        URL.parse("tri://10.0.0.5:1/demo.Greeter"),
+        URL.parse("tri://10.0.0.6:1/demo.Greeter"),
+    )
+    bound = router.bind(Snapshot(providers), URL.parse("consumer://10.0.0.1/demo.Greeter"))
+    assert bound.route(0b11, Invocation("demo.Greeter", "SayHello")) == 0

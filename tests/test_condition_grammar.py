@@ -89,7 +89,14 @@ def test_consumer_and_provider_prefixes_are_dropped_from_keys_only() -> None:
         ("attachments[dubbo.tag]", Key(KeyKind.ATTACHMENT, "dubbo.tag")),
         ("application", Key(KeyKind.PARAM, "application")),
         ("address", Key(KeyKind.PARAM, "address")),
-        ("argumentsFoo", Key(KeyKind.PARAM, "argumentsFoo")),
+        # Dubbo reads every key starting with "arguments"/"attachments" from the call, and one
+        # without a valid index or name as "not found": never matching.
+        ("argumentsFoo", Key(KeyKind.ABSENT, "argumentsFoo")),
+        ("arguments", Key(KeyKind.ABSENT, "arguments")),
+        ("arguments[x]", Key(KeyKind.ABSENT, "arguments[x]")),
+        ("arguments[-1]", Key(KeyKind.ABSENT, "arguments[-1]")),
+        ("attachments", Key(KeyKind.ABSENT, "attachments")),
+        ("attachments[]", Key(KeyKind.ABSENT, "attachments[]")),
     ],
 )
 def test_key_kinds(text: str, key: Key) -> None:
@@ -142,11 +149,6 @@ def test_parse_side_for_yaml_match_strings() -> None:
         ("host == a", 1, 7, "expected a value after '='"),
         (",", 1, 1, "cannot start with ','"),
         ("a = b\n  & c = d\n  => e == f", 3, 9, "expected a value after '='"),
-        ("arguments = a => x = y", 1, 1, "expected arguments[N]"),
-        ("arguments[x] = a => x = y", 1, 1, "expected arguments[N]"),
-        ("arguments[-1] = a => x = y", 1, 1, "expected arguments[N]"),
-        ("attachments = a => x = y", 1, 1, "expected attachments[name]"),
-        ("attachments[] = a => x = y", 1, 1, "expected attachments[name]"),
         ("consumer. = a => x = y", 1, 1, "names nothing after its prefix"),
         ("=> port = 1~2~3", 1, 11, "bad range"),
         ("=> port = a~b", 1, 11, "bad range"),

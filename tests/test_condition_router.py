@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import RuleError
 from dubbo_py.router.condition import ConditionRouter, parse_rule
 from dubbo_py.router.condition.router import DEFAULT_CACHE_SIZE, PASS_THROUGH
 from dubbo_py.router.snapshot import Snapshot
@@ -234,10 +233,19 @@ def test_arguments() -> None:
     )
 
 
-def test_arguments_without_index_is_refused() -> None:
-    # Dubbo accepts `arguments = b` and never matches it; dubbo-py reports the mistake.
-    with pytest.raises(RuleError, match=r"arguments\[N\]"):
-        parse_rule("arguments = b => host = 1.2.3.4")
+@pytest.mark.parametrize(
+    "key", ["arguments", "arguments[x]", "arguments.name", "attachments", "attachments[]"]
+)
+def test_arguments_or_attachments_without_index_or_name_are_accepted_and_never_match(
+    key: str,
+) -> None:
+    # Dubbo accepts such a key and reads it as "not found": the when side never matches, so
+    # the rule never applies; on the then side no provider matches, so force decides.
+    call = invocation("m", "b", b="b")
+    assert len(route(f"{key} = b => host = 1.2.3.4", call=call, force=True)) == 3
+    assert len(route(f"{key} != b => host = 1.2.3.4", call=call, force=True)) == 3
+    assert route(f"=> {key} = b", call=call, force=True) == []
+    assert len(route(f"=> {key} = b", call=call, force=False)) == 3
 
 
 def test_argument_field_path_reads_nested_fields() -> None:

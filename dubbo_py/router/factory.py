@@ -46,7 +46,8 @@ def chain_routers(rule_routers: list[Router]) -> list[Router]:
 
 def document_compilers() -> dict[str, DocumentCompiler]:
     """Compilers for config-center documents by kind (``condition-router-app`` is the
-    application-scoped condition document; its YAML says ``scope: application``)."""
+    condition document read from ``<application>.condition-router``: the key it is stored at,
+    not its ``scope`` field, makes it an application rule, as in Dubbo)."""
     from dubbo_py.router.condition import carriers as condition
     from dubbo_py.router.script import ScriptRouter, parse_script_rule
     from dubbo_py.router.shard.router import compile_shard_document
@@ -59,8 +60,10 @@ def document_compilers() -> dict[str, DocumentCompiler]:
         return [ScriptRouter(parse_script_rule(text, source))]
 
     return {
-        "condition-router": condition.routers_from_yaml,
-        "condition-router-app": condition.routers_from_yaml,
+        # Where a condition document is stored sets its priority (Dubbo's ServiceStateRouter
+        # and AppStateRouter), whatever its scope field says.
+        "condition-router": condition.service_routers_from_yaml,
+        "condition-router-app": condition.application_routers_from_yaml,
         "shard-router": compile_shard_document,
         "tag-router": tag_router,
         "script-router": script_router,

@@ -7,8 +7,12 @@
   (``route://...&router=condition`` too: the ``router`` parameter names the kind, as in
   Dubbo's ``RegistryDirectory.toRouters``). Priority is the ``priority`` parameter, default 0.
 * Dubbo 3 config-center YAML, ``configVersion: v3.0`` (a list of ``when => then`` strings) or
-  ``v3.1`` (``from``/``to`` conditions with weighted destinations). Scope ``service`` runs at
-  priority 140, ``application`` at 150, as Dubbo's ServiceStateRouter and AppStateRouter.
+  ``v3.1`` (``from``/``to`` conditions with weighted destinations). A document read from a
+  service key (``<interface>:<version>:<group>.condition-router``) runs at priority 140, one
+  read from an application key at 150, as Dubbo's ServiceStateRouter and AppStateRouter: where
+  the document is stored decides, as in Dubbo, which reads neither its ``scope`` nor its
+  ``key`` field. Without a location (``scope=None``) the ``scope`` field chooses, default
+  ``service``.
 
 Everything that is wrong raises :class:`RuleError` naming the source and the reason, with the
 line and column when the fault is in YAML syntax or in rule text.
@@ -36,8 +40,10 @@ from dubbo_py.url import URL, decode_component
 __all__ = [
     "APPLICATION_SCOPE_PRIORITY",
     "SERVICE_SCOPE_PRIORITY",
+    "application_routers_from_yaml",
     "router_from_url",
     "routers_from_yaml",
+    "service_routers_from_yaml",
     "validate_rule",
     "validate_yaml",
 ]
@@ -106,19 +112,33 @@ def validate_rule(text: str, source: str) -> None:
 # --------------------------------------------------------------------------- config-center YAML
 
 
-def routers_from_yaml(text: str, source: str) -> list[Router]:
+def routers_from_yaml(text: str, source: str, scope: str | None = None) -> list[Router]:
     """The routers of one condition-rule document (a list of one :class:`ConditionRuleSet`
-    that applies the document's conditions in order, at the scope's priority)."""
+    that applies the document's conditions in order, at its scope's priority). ``scope`` is
+    where the document was read (``service`` or ``application`` key); ``None`` lets the
+    document's own ``scope`` field say, defaulting to ``service``."""
+    if scope is not None and scope not in _SCOPES:
+        raise ValueError(f"scope must be one of {sorted(_SCOPES)}, not {scope!r}")
     if _FAST_LOADER is not None:
         # Every consumer reads every push, so the common case (a valid document) goes through
         # libyaml, about ten times faster than PyYAML's pure-Python parser.
         try:
-            return [_Document(text, source, _FAST_LOADER).build()]
+            return [_Document(text, source, _FAST_LOADER, scope).build()]
         except Exception:  # the reference loader below gives the real error
             pass
     # PyYAML's pure-Python loader is the reference: its marks and messages are the ones errors
     # report (libyaml counts and words them differently).
-    return [_Document(text, source).build()]
+    return [_Document(text, source, scope=scope).build()]
+
+
+def service_routers_from_yaml(text: str, source: str) -> list[Router]:
+    """A document read from a service key (``<interface>:<version>:<group>.condition-router``)."""
+    return routers_from_yaml(text, source, "service")
+
+
+def application_routers_from_yaml(text: str, source: str) -> list[Router]:
+    """A document read from an application key (``<application>.condition-router``)."""
+    return routers_from_yaml(text, source, "application")
 
 
 def validate_yaml(text: str, source: str) -> None:
@@ -136,6 +156,8 @@ class _Document:
     text: str
     source: str
     loader: _Loader = yaml.SafeLoader
+    #: Where the document was read (service or application key); None: its ``scope`` says.
+    scope: str | None = None
 
     # ------------------------------------------------------------------ errors
 
@@ -234,17 +256,13 @@ class _Document:
                     f"unknown field {key!r} (expected one of {known})", _key_node(node, key)
                 )
         version = self.version(data, node)
-        scope = data.get("scope")
-        if scope not in _SCOPES:
-            raise self.error(
-                f"scope must be 'service' or 'application', not {scope!r}",
-                _value_node(node, "scope") or node,
-            )
+        # Dubbo reads neither field (the key the document is stored at decides), so a document
+        # without them, or with a scope it does not know, is accepted as Dubbo accepts it; the
+        # CLI warns about a scope that contradicts the key it is pushed to.
+        declared = data.get("scope")
+        scope = self.scope or (declared if declared in _SCOPES else "service")
         key = data.get("key")
-        if not isinstance(key, str) or not key.strip():
-            raise self.error(
-                "key must name the service or application", _value_node(node, "key") or node
-            )
+        key = key.strip() if isinstance(key, str) else ""
         enabled = self.boolean(data, node, "enabled", True)
         force = self.boolean(data, node, "force", False)
         self.boolean(data, node, "runtime", True)

@@ -135,6 +135,8 @@ def read_invocation(invocation: Invocation, key: Key) -> str | None:
     if key.kind is KeyKind.ATTACHMENT:
         value = invocation.attachments.get(key.name)
         return None if value is None else str(value)
+    if key.kind is KeyKind.ABSENT:
+        return None
     raise ValueError(f"{key.text()} does not read the invocation")
 
 
@@ -218,7 +220,7 @@ def reads_invocation(key: Key, *, when: bool) -> bool:
     """
     if key.kind is KeyKind.METHOD:
         return when
-    return key.kind in (KeyKind.ARGUMENT, KeyKind.ATTACHMENT)
+    return key.kind in (KeyKind.ARGUMENT, KeyKind.ATTACHMENT, KeyKind.ABSENT)
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,19 +253,18 @@ def parse_key(raw: str) -> Key:
         raise ValueError(f"key {raw!r} names nothing after its prefix")
     if key in ("method", "methods"):
         return Key(KeyKind.METHOD, key)
-    if key == "arguments" or key.startswith(("arguments[", "arguments.")):
+    # Dubbo hands every key starting with "arguments" / "attachments" to its argument /
+    # attachment matcher, which reads a key without a valid index or name as "not found".
+    if key.startswith("arguments"):
         match = _ARGUMENT_KEY.fullmatch(key)
         if match is None:
-            raise ValueError(
-                f"bad key {raw!r}: expected arguments[N] with N a non-negative integer, "
-                "optionally followed by .field names"
-            )
+            return Key(KeyKind.ABSENT, key)
         path = tuple(p for p in match.group(2).split(".") if p)
         return Key(KeyKind.ARGUMENT, "arguments", int(match.group(1)), path)
-    if key == "attachments" or key.startswith(("attachments[", "attachments.")):
+    if key.startswith("attachments"):
         match = _ATTACHMENT_KEY.fullmatch(key)
         if match is None:
-            raise ValueError(f"bad key {raw!r}: expected attachments[name]")
+            return Key(KeyKind.ABSENT, key)
         return Key(KeyKind.ATTACHMENT, match.group(1))
     return Key(KeyKind.PARAM, key)
 

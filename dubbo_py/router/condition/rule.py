@@ -34,6 +34,10 @@ class KeyKind(Enum):
     ARGUMENT = "argument"
     #: ``attachments[name]``: a call attachment.
     ATTACHMENT = "attachment"
+    #: ``arguments`` or ``attachments`` without a valid index or name (``arguments``,
+    #: ``arguments[x]``, ``attachments[]``): accepted, as Dubbo accepts it, and like Dubbo's
+    #: "not found" value it never matches.
+    ABSENT = "absent"
 
 
 @dataclass(frozen=True, slots=True)
