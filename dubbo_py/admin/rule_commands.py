@@ -8,6 +8,7 @@ recorded in the key's history. Validation runs exactly what consumers run.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,11 @@ from dubbo_py.admin.common import (
     print_table,
 )
 from dubbo_py.admin.history_diff import change_summary
+from dubbo_py.admin.lint import LintWarning, lint_rule
 from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.ruleops import WriteResult
+from dubbo_py.registry.address import ENV_REGISTRY
+from dubbo_py.registry.registry import Registry
 
 __all__ = ["rules_group"]
 
@@ -60,6 +64,43 @@ expect_version_option = click.option(
 )
 
 
+strict_option = click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse (exit 1) when a check warns, instead of warning and going on.",
+)
+
+
+def _lint(
+    rule: rules.RuleKey, text: str, file: str, registry: Registry | None, strict: bool
+) -> tuple[list[LintWarning], list[str]]:
+    """Run the checks on a valid rule; print the warnings on stderr (the JSON output carries
+    them too); with ``strict`` a warning refuses the command."""
+    warnings, notes = lint_rule(rule, text, file, registry)
+    for warning in warnings:
+        click.echo(f"warning: {warning.message}", err=True)
+    if strict and warnings:
+        count = f"{len(warnings)} warning" + ("s" if len(warnings) > 1 else "")
+        raise AdminError(
+            f"refused with --strict: {count} for {rule.key or file}",
+            reason="invalid",
+            payload={
+                "error": f"refused with --strict: {count}",
+                "reason": "invalid",
+                "warnings": [w.to_json() for w in warnings],
+            },
+        )
+    return warnings, notes
+
+
+def _named_registry() -> Registry | None:
+    # validate works offline: it reads the registry only when one is named.
+    env = env_of()
+    if env.registry_text is None and not os.environ.get(ENV_REGISTRY, "").strip():
+        return None
+    return env.registry
+
+
 def _read_file(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -76,10 +117,15 @@ def _missing_key(key: str) -> AdminError:
     )
 
 
-def _report_write(result: WriteResult, done: str) -> None:
+def _report_write(
+    result: WriteResult, done: str, warnings: list[LintWarning] | None = None
+) -> None:
     env = env_of()
     if env.json:
-        emit_json(result.to_json())
+        out = result.to_json()
+        if warnings is not None:
+            out["warnings"] = [w.to_json() for w in warnings]
+        emit_json(out)
         return
     if not result.changed:
         click.echo(f"unchanged: {result.key} already has this text (version {result.version})")
@@ -190,11 +236,18 @@ def _resolve(file: str, text: str, key: rules.RuleKey | None, kind: str | None) 
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--key", type=RULE_KEY, help="The key the rule is meant for (sets the kind).")
 @click.option("--kind", type=KIND, help="The rule kind (default: from --key or the fields).")
+@strict_option
 @json_option
-def validate_rule(file: str, key: rules.RuleKey | None, kind: str | None) -> None:
-    """Check a rule file exactly as consumers would read it, without touching the registry.
+def validate_rule(file: str, key: rules.RuleKey | None, kind: str | None, strict: bool) -> None:
+    """Check a rule file exactly as consumers would read it.
 
-    An invalid rule is reported as FILE:LINE:COLUMN: reason (exit 1).
+    An invalid rule is reported as FILE:LINE:COLUMN: reason (exit 1). A valid one is then
+    checked for what Dubbo accepts but does not do what was meant, each reported as a warning
+    (exit 0; 1 with --strict): keys that never match (arguments/attachments without an index
+    or name, and -- when a registry is named with --registry or $DUBBO_PY_REGISTRY -- keys no
+    registered provider or consumer has), a scope contradicting the key, a key naming no
+    registered service or read by no consumer, a rule leaving a consumer with no provider.
+    Without a named registry, the registry is not read.
 
     \b
     Examples:
@@ -202,7 +255,8 @@ def validate_rule(file: str, key: rules.RuleKey | None, kind: str | None) -> Non
       dubbo-py rules validate shards.yaml --key demo.Greeter:1.0.0:.shard-router
 
     \b
-    JSON: {"file", "key", "kind", "valid": true, "routers": [names]}
+    JSON: {"file", "key", "kind", "valid": true, "routers": [names],
+           "warnings": [{"code", "message"}], "notes": [text]}
     """
     env = env_of()
     text = _read_file(file)
@@ -216,6 +270,7 @@ def validate_rule(file: str, key: rules.RuleKey | None, kind: str | None) -> Non
             raise
         rule = rules.RuleKey("", rules.scope_target(data), found)
     names = rules.validate(rule, text, file)
+    warnings, notes = _lint(rule, text, file, _named_registry(), strict)
     if env.json:
         emit_json(
             {
@@ -224,11 +279,14 @@ def validate_rule(file: str, key: rules.RuleKey | None, kind: str | None) -> Non
                 "kind": rule.kind,
                 "valid": True,
                 "routers": names,
+                "warnings": [w.to_json() for w in warnings],
+                "notes": notes,
             }
         )
         return
     where = f" for {rule.key}" if rule.key else ""
-    click.echo(f"ok: {file} is a valid {rule.kind} rule{where}")
+    tail = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
+    click.echo(f"ok: {file} is a valid {rule.kind} rule{where}{tail}")
 
 
 def _dry_run(
@@ -237,6 +295,7 @@ def _dry_run(
     file: str,
     methods: tuple[str, ...],
     attachments: dict[str, str],
+    warnings: list[LintWarning],
 ) -> None:
     env = env_of()
     current = env.registry.get_config(rule.key)
@@ -258,6 +317,7 @@ def _dry_run(
                 "diff": diff,
                 "reach": [r.to_json() for r in report.rows],
                 "notes": report.notes,
+                "warnings": [w.to_json() for w in warnings],
             }
         )
         return
@@ -305,6 +365,7 @@ def _attachment_pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--attachment", "attachments", multiple=True, metavar="NAME=VALUE", help="Dry run: attachment."
 )
+@strict_option
 @operator_option
 @json_option
 def push_rule(
@@ -315,6 +376,7 @@ def push_rule(
     dry_run: bool,
     methods: tuple[str, ...],
     attachments: tuple[str, ...],
+    strict: bool,
 ) -> None:
     """Validate a rule file and write it to the registry (a versioned write).
 
@@ -323,6 +385,9 @@ def push_rule(
     --kind or the fields (conditions, tags, script, scheme/shards, configs). A concurrent
     change makes the push fail with a conflict (exit 1): re-read and retry.
 
+    A valid rule is checked against the registry as `rules validate` does; each finding is a
+    warning on stderr (the push goes on), or with --strict a refusal (nothing is written).
+
     \b
     Examples:
       dubbo-py rules push greeter-condition.yaml --dry-run
@@ -330,18 +395,20 @@ def push_rule(
       dubbo-py rules push tags.yaml --key greeter.tag-router --expect-version 3
 
     \b
-    JSON: {"key", "action", "version", "changed", "history_seq"}
-    dry run: {"key", "kind", "dry_run", "current_version", "diff", "reach", "notes"}
+    JSON: {"key", "action", "version", "changed", "history_seq", "warnings"}
+    dry run: {"key", "kind", "dry_run", "current_version", "diff", "reach", "notes",
+              "warnings"}
     """
     env = env_of()
     text = _read_file(file)
     rule = _resolve(file, text, key, kind)
     rules.validate(rule, text, file)
+    warnings, _ = _lint(rule, text, file, env.registry, strict)
     if dry_run:
-        _dry_run(rule, text, file, methods, _attachment_pairs(attachments))
+        _dry_run(rule, text, file, methods, _attachment_pairs(attachments), warnings)
         return
     result = env.rule_ops().put(rule.key, text, action="push", expect_version=expect_version)
-    _report_write(result, "pushed")
+    _report_write(result, "pushed", warnings)
 
 
 def _flip(key: rules.RuleKey, enabled: bool, expect_version: int | None) -> None:
