@@ -156,3 +156,22 @@ def test_tag_rule_match_keys_are_checked_too(cli: Cli) -> None:
     assert result.exit_code == 0, result.output
     [warning] = warnings_of(result.stderr)
     assert "tags[0].match[0]: key 'verison'" in warning and "'version'" in warning
+
+
+def test_validate_with_a_named_registry_that_cannot_be_read_still_validates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from dubbo_py.admin.cli import cli as dubbo_py_cli
+
+    monkeypatch.delenv("DUBBO_PY_REGISTRY", raising=False)
+    rule = tmp_path / "ok.yaml"
+    rule.write_text(condition("=> host = 10.0.0.5"), encoding="utf-8")
+    missing = f"sqlite://{tmp_path}/absent.db"
+    result = CliRunner().invoke(
+        dubbo_py_cli, ["--registry", missing, "rules", "validate", str(rule)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "note: registry checks skipped" in result.stderr
+    assert not (tmp_path / "absent.db").exists()  # nothing created

@@ -33,6 +33,7 @@ from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.ruleops import WriteResult
 from dubbo_py.registry.address import ENV_REGISTRY
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store import StoreError
 
 __all__ = ["rules_group"]
 
@@ -270,7 +271,14 @@ def validate_rule(file: str, key: rules.RuleKey | None, kind: str | None, strict
             raise
         rule = rules.RuleKey("", rules.scope_target(data), found)
     names = rules.validate(rule, text, file)
-    warnings, notes = _lint(rule, text, file, _named_registry(), strict)
+    try:
+        warnings, notes = _lint(rule, text, file, _named_registry(), strict)
+    except StoreError as exc:
+        # validate stays usable offline: a named registry that cannot be read only costs
+        # the registry checks
+        click.echo(f"note: registry checks skipped: {exc}", err=True)
+        warnings, _ = _lint(rule, text, file, None, strict)
+        notes = [f"registry checks skipped: {exc}"]
     if env.json:
         emit_json(
             {
@@ -403,11 +411,13 @@ def push_rule(
     text = _read_file(file)
     rule = _resolve(file, text, key, kind)
     rules.validate(rule, text, file)
+    # A push may create the registry (an embedded one not written yet); a dry run only reads.
+    ops = None if dry_run else env.rule_ops()
     warnings, _ = _lint(rule, text, file, env.registry, strict)
-    if dry_run:
+    if ops is None:
         _dry_run(rule, text, file, methods, _attachment_pairs(attachments), warnings)
         return
-    result = env.rule_ops().put(rule.key, text, action="push", expect_version=expect_version)
+    result = ops.put(rule.key, text, action="push", expect_version=expect_version)
     _report_write(result, "pushed", warnings)
 
 
