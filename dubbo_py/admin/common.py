@@ -76,12 +76,22 @@ class AdminError(click.ClickException):
         self.payload = payload
         self.printed = printed
         self.json = False
+        # The registry a "not found" searched, added to the message when shown (click 8.5
+        # declares ``message`` final, so it is not rewritten).
+        self.searched: str | None = None
+
+    def format_message(self) -> str:
+        """The message, with the registry searched when one was noted."""
+        if self.searched is None:
+            return self.message
+        return f"{self.message} (searched registry {self.searched})"
 
     def show(self, file: IO[Any] | None = None) -> None:
         """One line on stderr; the JSON object on stdout when ``--json`` was asked for."""
+        text = self.format_message()
         if self.json and not self.printed:
-            emit_json(self.payload or {"error": self.message, "reason": self.reason})
-        click.echo(f"error: {self.message}", err=True)
+            emit_json(self.payload or {"error": text, "reason": self.reason})
+        click.echo(f"error: {text}", err=True)
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
@@ -384,7 +394,7 @@ def _name_registry(error: AdminError, env: CliEnv | None) -> None:
     except click.UsageError:
         return
     if where not in error.message:
-        error.message = f"{error.message} (searched registry {where})"
+        error.searched = where
 
 
 class AdminGroup(SuggestingGroup):
