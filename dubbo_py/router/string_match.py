@@ -5,7 +5,8 @@ Semantics follow Apache Dubbo's ``StringMatch`` and ``ParamMatch``
 (dubbo-cluster, router/mesh/rule/virtualservice/match and router/tag/model):
 
 - ``exact``: equal; ``prefix``: starts with; ``regex``: the *whole* value matches (Java's
-  ``String.matches``; here Python ``re`` syntax with ``fullmatch``);
+  ``String.matches``; here RE2 syntax, matched in linear time: see
+  :mod:`dubbo_py.router.rule_regex` for what is refused);
 - ``wildcard``: only ``*`` is a wildcard (matches any value); any other pattern must be equal;
 - ``empty``: the value is missing or empty; ``noempty``: present and non-empty;
 - a :class:`ParamMatch` never matches a *missing* parameter, whatever its matcher (Dubbo checks
@@ -16,10 +17,11 @@ Dubbo picks the first set field when several are given; here a matcher must name
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+from dubbo_py.router.rule_regex import RegexError, RulePattern, compile_rule_regex
 
 __all__ = ["MATCH_KINDS", "ParamMatch", "StringMatch", "parse_string_match"]
 
@@ -34,7 +36,7 @@ class StringMatch:
 
     kind: MatchKind
     pattern: str
-    _regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    _regex: RulePattern | None = field(default=None, compare=False, repr=False)
 
     def matches(self, value: str | None) -> bool:
         """Whether ``value`` (``None`` = absent) satisfies this condition."""
@@ -48,7 +50,7 @@ class StringMatch:
             return value.startswith(self.pattern)
         if self.kind == "regex":
             assert self._regex is not None
-            return self._regex.fullmatch(value) is not None
+            return self._regex.fullmatch(value)
         if self.kind == "wildcard":
             return self.pattern == "*" or value == self.pattern
         return value != ""  # noempty
@@ -76,9 +78,9 @@ def parse_string_match(spec: Mapping[str, object]) -> StringMatch:
     compiled = None
     if kind == "regex":
         try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"regex {pattern!r} does not compile: {exc}") from None
+            compiled = compile_rule_regex(pattern)
+        except RegexError as exc:
+            raise ValueError(str(exc)) from None
     return StringMatch(kind, pattern, compiled)
 
 
