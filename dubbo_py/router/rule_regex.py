@@ -86,7 +86,7 @@ def _unsupported(pattern: str) -> tuple[str, int] | None:
                 start += 1  # point at the second quantifier character
                 if _escaped_at(pattern, match.start()):
                     continue
-            elif (pattern[start] == "(" and _escaped_at(pattern, start)) or (pattern[start] == "\\" and _escaped_at(pattern, start)):
+            elif _escaped_at(pattern, start):
                 continue
             found.append((start, name))
             break
