@@ -21,6 +21,7 @@ from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.store import Cancel
 from dubbo_py.router.base import Router, RuleError
 from dubbo_py.router.chain import BoundChain, RouterChain
+from dubbo_py.router.rule_budget import RuleBudgetError
 from dubbo_py.router.rulebook import RuleBook
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
@@ -146,6 +147,9 @@ class RegistryDirectory:
         self._version = 0
         self.providers: tuple[URL, ...] = ()
         self.chain: BoundChain = RouterChain().bind(Snapshot(()), consumer)
+        # A rule switched off while in force (a script over its budget call after call) is
+        # reported from a call's thread: rebuild off that thread, the call goes on.
+        rulebook.add_listener(self._rebuild_soon)
         if registry is None:
             self._providers_seen.set()
         self._rebuild(providers_changed=True)
@@ -351,11 +355,32 @@ class RegistryDirectory:
                 if providers_changed
                 else self.chain.snapshot
             )
-            chain = RouterChain(self._assemble(self._rulebook.routers()))
-            self.chain = chain.bind(snapshot, self.consumer)
+            self.chain = self._bind_rules(snapshot)
             bound = self.chain
         for listener in self._listeners:
             listener(bound)
+
+    def _bind_rules(self, snapshot: Snapshot) -> BoundChain:
+        """Bind the chain; a rule over the rule budget is revoked (its source's previous rules
+        come back) and the chain bound again."""
+        budget = self._rulebook.budget
+        for _ in range(64):
+            chain = RouterChain(self._assemble(self._rulebook.routers()))
+            try:
+                return chain.bind(snapshot, self.consumer, budget)
+            except RuleBudgetError as exc:
+                router = exc.router
+                if router is None or not self._rulebook.revoke(router, exc.reason):
+                    break  # not a rule's router: bind it whatever it costs
+        return RouterChain(self._assemble(self._rulebook.routers())).bind(snapshot, self.consumer)
+
+    def _rebuild_soon(self) -> None:
+        threading.Thread(target=self._rebuild, name="dubbo-rules-rebuild", daemon=True).start()
+
+    @property
+    def rules_switched_off(self) -> dict[str, int]:
+        """Rules switched off while in force, per source (a counter for metrics)."""
+        return dict(self._rulebook.revocations)
 
     @property
     def rule_errors(self) -> dict[str, str]:

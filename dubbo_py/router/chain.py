@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -14,6 +15,7 @@ from dubbo_py.router.base import (
     Router,
     specialize,
 )
+from dubbo_py.router.rule_budget import RuleBudgetError, elapsed_check, within_budget
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 
@@ -141,11 +143,25 @@ class RouterChain:
             sorted(routers, key=lambda r: (r.priority, r.name))
         )
 
-    def bind(self, snapshot: Snapshot, consumer: URL) -> BoundChain:
-        """Precompute every router against ``snapshot``."""
-        return BoundChain(
-            snapshot, tuple((r.name, r.bind(snapshot, consumer)) for r in self.routers)
-        )
+    def bind(self, snapshot: Snapshot, consumer: URL, budget: float | None = None) -> BoundChain:
+        """Precompute every router against ``snapshot``; with a ``budget`` (seconds per
+        router), a router over it raises :class:`RuleBudgetError` naming it (``.router``)."""
+        if budget is None:
+            return BoundChain(
+                snapshot, tuple((r.name, r.bind(snapshot, consumer)) for r in self.routers)
+            )
+        stages: list[tuple[str, BoundRouter]] = []
+        for router in self.routers:
+            started = time.monotonic()
+            try:
+                with within_budget(budget):
+                    bound = router.bind(snapshot, consumer)
+                elapsed_check(f"binding {router.name}", started, budget)
+            except RuleBudgetError as exc:
+                exc.router = router
+                raise
+            stages.append((router.name, bound))
+        return BoundChain(snapshot, tuple(stages))
 
     def __repr__(self) -> str:
         return f"RouterChain({[r.name for r in self.routers]})"

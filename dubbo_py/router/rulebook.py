@@ -4,18 +4,28 @@ A consumer watches several rule sources (registry router URLs, config-center doc
 change recompiles only that source. A rule that fails to parse is logged once with its source
 and reason and the source's previous routers stay in force; deleting a source removes its
 routers. The router chain is then the union of every source's routers.
+
+A rule is also refused when it is too costly to use: compiling it takes longer than the rule
+budget (:mod:`~dubbo_py.router.rule_budget`), or, once in force, it is *revoked* -- binding it to
+the providers ran over budget, or a script rule kept exhausting its time budget at call time.
+A revoked rule is treated exactly like an invalid one (one error log, ``errors`` names it, the
+source's previous rules come back) and stays refused until its text changes; ``revocations``
+counts such switch-offs per source for metrics.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
 
 from dubbo_py.router.base import Router, RuleError
+from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, elapsed_check
 from dubbo_py.url import URL
 
-__all__ = ["DocumentCompiler", "RuleBook", "UrlCompiler"]
+__all__ = ["DocumentCompiler", "RuleBook", "SwitchingOffRouter", "UrlCompiler"]
 
 log = logging.getLogger(__name__)
 
@@ -25,17 +35,46 @@ DocumentCompiler = Callable[[str, str], list[Router]]
 UrlCompiler = Callable[[URL, str], Router]
 
 
+@runtime_checkable
+class SwitchingOffRouter(Protocol):
+    """Optional: a router that can find out, while in force, that it keeps failing (a script
+    rule over its time budget call after call) and ask to be switched off."""
+
+    def on_switch_off(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(reason)`` (at most once) when this router should be switched off."""
+        ...
+
+
 class RuleBook:
-    """Routers by source, with last-good semantics and an error list for operators."""
+    """Routers by source, with last-good semantics and an error list for operators.
+
+    ``budget`` (seconds) bounds compiling one rule; ``None`` disables the check."""
 
     def __init__(
-        self, documents: Mapping[str, DocumentCompiler], url_compiler: UrlCompiler | None
+        self,
+        documents: Mapping[str, DocumentCompiler],
+        url_compiler: UrlCompiler | None,
+        *,
+        budget: float | None = DEFAULT_RULE_BUDGET,
     ) -> None:
         self._documents = dict(documents)
         self._url_compiler = url_compiler
+        self.budget = budget
         self._lock = threading.Lock()
         self._by_source: dict[str, tuple[object, list[Router]]] = {}
+        #: The entry each source had before its current one (what a revocation restores).
+        self._previous: dict[str, tuple[object, list[Router]]] = {}
+        #: Payloads revoked while in force: refused again until the source's text changes.
+        self._refused: dict[str, object] = {}
+        self._listeners: list[Callable[[], None]] = []
         self.errors: dict[str, str] = {}
+        #: Rules switched off while in force (over budget when bound, a script over its time
+        #: budget call after call), per source, since this rule book was made.
+        self.revocations: dict[str, int] = {}
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Be called (from any thread) after a revocation changed the routers."""
+        self._listeners.append(listener)
 
     def set_document(self, kind: str, source: str, text: str | None) -> bool:
         """Apply a config-center document of ``kind`` (None: deleted); True if routers changed."""
@@ -71,8 +110,14 @@ class RuleBook:
             current = self._by_source.get(source)
             if current is not None and current[0] == payload:
                 return False
+            if source in self._refused:
+                if self._refused[source] == payload:
+                    return False  # revoked, and unchanged since: still refused
+                del self._refused[source]
+        started = time.monotonic()
         try:
             routers = build()
+            elapsed_check(f"compiling the rule from {source}", started, self.budget)
         except RuleError as exc:
             with self._lock:
                 first = self.errors.get(source) != str(exc)
@@ -83,14 +128,56 @@ class RuleBook:
                 log.error("invalid routing rule %s (%s)", exc, kept)
             return False
         with self._lock:
+            if current is not None:
+                self._previous[source] = current
             self._by_source[source] = (payload, routers)
             self.errors.pop(source, None)
+        for router in routers:
+            if isinstance(router, SwitchingOffRouter):
+                router.on_switch_off(self._switch_off_callback(router))
         log.info("routing rule applied from %s: %s", source, [r.name for r in routers])
         return True
+
+    def revoke(self, router: Router, reason: str) -> bool:
+        """Refuse the rule that produced ``router`` as if it were invalid: log once, record
+        ``reason`` in ``errors``, put the source's previous rules back (or none) and keep
+        refusing that rule until its text changes. False if ``router`` is no longer in force
+        (already revoked, replaced, or not from this book)."""
+        with self._lock:
+            found = next(
+                (s for s, (_, rs) in self._by_source.items() if any(r is router for r in rs)),
+                None,
+            )
+            if found is None:
+                return False
+            payload, _ = self._by_source[found]
+            self._refused[found] = payload
+            previous = self._previous.pop(found, None)
+            if previous is not None and previous[0] != payload:
+                self._by_source[found] = previous
+                kept = "previous rules stay in force"
+            else:
+                del self._by_source[found]
+                kept = "rule ignored"
+            message = f"{found}: {reason}"
+            self.errors[found] = message
+            self.revocations[found] = self.revocations.get(found, 0) + 1
+        log.error("routing rule switched off: %s (%s)", message, kept)
+        return True
+
+    def _switch_off_callback(self, router: Router) -> Callable[[str], None]:
+        def switched_off(reason: str) -> None:
+            if self.revoke(router, reason):
+                for listener in self._listeners:
+                    listener()
+
+        return switched_off
 
     def _drop(self, source: str) -> bool:
         with self._lock:
             self.errors.pop(source, None)
+            self._refused.pop(source, None)
+            self._previous.pop(source, None)
             return self._by_source.pop(source, None) is not None
 
     def routers(self) -> list[Router]:

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dubbo_py.invocation import TAG_ATTACHMENT, Invocation
+from dubbo_py.router.rule_budget import check_budget
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.router.tag_rule import TagDefinition, TagRule, parse_tag_rule, validate_tag_yaml
 from dubbo_py.url import URL
@@ -174,11 +175,11 @@ def _tag_mask(definition: TagDefinition, snapshot: Snapshot) -> int | None:
     if definition.match is not None:
         conditions = definition.match
         # Dubbo turns the matching providers into their addresses, then selects by address.
-        addresses = {
-            url.address
-            for url in snapshot.providers
-            if all(c.matches(url.parameters) for c in conditions)
-        }
+        addresses = set()
+        for url in snapshot.providers:
+            check_budget(f"tag {definition.name!r} matching providers")
+            if all(c.matches(url.parameters) for c in conditions):
+                addresses.add(url.address)
         if addresses:
             return snapshot.mask_where(lambda url: url.address in addresses)
     return None

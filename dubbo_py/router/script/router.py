@@ -24,6 +24,12 @@ this snapshot is a dictionary hit - Starlark is deterministic and hermetic, so t
 new combination runs the script: about 50 us inline plus about 80 us for the round trip to the
 sandbox worker, plus whatever the script does (bounded by the budget, 50 ms by default), and
 building the candidate list is linear in the number of candidates.
+
+A rule that exhausts its time budget on :data:`DEFAULT_SWITCH_OFF_AFTER` calls in a row (the
+consumer URL parameter ``script.switch-off-after`` changes that; 0 never switches off) is
+switched off: from then on it passes every candidate through at no cost, one error is logged,
+and the rule book treats it as invalid (the previous rules of its source come back) until the
+rule's text changes. A call that runs the script to an answer resets the count.
 """
 
 from __future__ import annotations
@@ -32,12 +38,15 @@ import contextlib
 import itertools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.script.rule import ScriptRule, parse_script_url
 from dubbo_py.router.script.sandbox import (
+    CRASH,
+    TIMEOUT,
     UNAVAILABLE,
     Outcome,
     ProgramSpec,
@@ -47,12 +56,26 @@ from dubbo_py.router.script.sandbox import (
 from dubbo_py.router.snapshot import Snapshot, mask_of
 from dubbo_py.url import URL
 
-__all__ = ["BoundScriptRouter", "ScriptRouter", "invocation_view", "router_from_url", "url_record"]
+__all__ = [
+    "DEFAULT_SWITCH_OFF_AFTER",
+    "SWITCH_OFF_KEY",
+    "BoundScriptRouter",
+    "ScriptRouter",
+    "invocation_view",
+    "router_from_url",
+    "url_record",
+]
 
 logger = logging.getLogger("dubbo_py.router.script")
 
 DEFAULT_BUDGET = 0.05
 DEFAULT_CACHE_SIZE = 1024
+#: Runs in a row over the time budget after which a rule is switched off.
+DEFAULT_SWITCH_OFF_AFTER = 3
+#: Consumer URL parameter overriding :data:`DEFAULT_SWITCH_OFF_AFTER` (0: never).
+SWITCH_OFF_KEY = "script.switch-off-after"
+#: Failures that mean the script used up its time (the worker's hard deadline is a crash).
+_OVER_BUDGET = frozenset({TIMEOUT, CRASH})
 
 _bind_ids = itertools.count(1)
 
@@ -68,8 +91,15 @@ class ScriptRouter:
         budget: float = DEFAULT_BUDGET,
         cache_size: int = DEFAULT_CACHE_SIZE,
         max_callstack: int = 64,
+        switch_off_after: int = DEFAULT_SWITCH_OFF_AFTER,
     ) -> None:
         self.rule = rule
+        self.switch_off_after = switch_off_after
+        #: Set once the rule is switched off (see the module docstring); it then passes
+        #: everything through.
+        self.switched_off = False
+        self._over_budget_in_a_row = 0
+        self._switch_off_callbacks: list[Callable[[str], None]] = []
         self.sandbox: Sandbox = sandbox if sandbox is not None else default_sandbox()
         self.budget = budget
         self.cache_size = cache_size
@@ -96,7 +126,34 @@ class ScriptRouter:
             context=url_record(consumer),
             max_callstack=self.max_callstack,
         )
-        return BoundScriptRouter(self, program)
+        limit = consumer.get_int(SWITCH_OFF_KEY, self.switch_off_after)
+        return BoundScriptRouter(self, program, limit)
+
+    def on_switch_off(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(reason)`` once, when this rule is switched off."""
+        self._switch_off_callbacks.append(callback)
+
+    def record(self, outcome: Outcome, limit: int) -> None:
+        """Count runs over budget in a row; switch the rule off at ``limit`` (0: never)."""
+        if outcome.kind == UNAVAILABLE:
+            return  # the script did not run: says nothing about it
+        if outcome.kind not in _OVER_BUDGET:
+            self._over_budget_in_a_row = 0
+            return
+        with self._report_lock:
+            self._over_budget_in_a_row += 1
+            if self.switched_off or limit <= 0 or self._over_budget_in_a_row < limit:
+                return
+            self.switched_off = True
+            callbacks = list(self._switch_off_callbacks)
+        reason = (
+            f"script rule {self.name} exhausted its time budget of {self.budget * 1000:g} ms "
+            f"on {limit} calls in a row; switched off until the rule changes"
+        )
+        if not callbacks:  # nobody to refuse it (route test, a bare router): say it here
+            logger.error("%s (%s)", reason, self.rule.source or "unknown source")
+        for callback in callbacks:
+            callback(reason)
 
     def report(self, outcome: Outcome) -> None:
         """Log a failed run, once per failure kind for this rule version."""
@@ -122,12 +179,13 @@ class BoundScriptRouter:
 
     router: ScriptRouter
     program: ProgramSpec
+    switch_off_after: int = DEFAULT_SWITCH_OFF_AFTER
     _cache: dict[tuple[Any, ...], int] = field(default_factory=dict, repr=False)
 
     def route(self, candidates: int, invocation: Invocation) -> int:
         """The candidates the script keeps (see the module docstring for every fallback)."""
         rule = self.router.rule
-        if not rule.enabled or not candidates:
+        if not rule.enabled or not candidates or self.router.switched_off:
             return candidates
         view, key = invocation_view(invocation)
         cache_key = (candidates, key)
@@ -144,6 +202,7 @@ class BoundScriptRouter:
         else:
             self.router.report(outcome)
             result = candidates
+        self.router.record(outcome, self.switch_off_after)
         if outcome.kind != UNAVAILABLE:
             cache = self._cache
             if len(cache) >= self.router.cache_size:
