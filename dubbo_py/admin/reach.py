@@ -176,6 +176,8 @@ def reach_of_change(
                 invocation = Invocation(service, method, attachments=dict(attachments or {}))
                 before = route(consumer, before_providers, before_routers, invocation)
                 after = route(consumer, after_providers, after_routers, invocation)
+                for exc in after.refused:
+                    report.note(f"refused (as consumers would): {exc}")
                 report.rows.append(
                     ConsumerReach(
                         consumer,

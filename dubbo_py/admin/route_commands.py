@@ -3,8 +3,6 @@ evaluated by the code a live consumer runs (:mod:`dubbo_py.router.scenario`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from dubbo_py.admin.common import (
@@ -16,6 +14,7 @@ from dubbo_py.admin.common import (
     json_option,
     print_table,
 )
+from dubbo_py.admin.input_file import InputFileError, read_input_file
 from dubbo_py.router import scenario
 from dubbo_py.router.base import RuleError
 
@@ -54,10 +53,10 @@ def route_test(scenario_file: str) -> None:
     """
     env = env_of()
     try:
-        text = Path(scenario_file).read_text(encoding="utf-8")
+        text = read_input_file(scenario_file)
         result = scenario.run_text(text, scenario_file)
-    except (OSError, UnicodeDecodeError) as exc:
-        message = f"cannot read {scenario_file}: {exc}"
+    except InputFileError as exc:
+        message = str(exc)
         raise AdminError(message, reason="invalid", payload=_failure(message)) from None
     except scenario.ScenarioError as exc:
         raise AdminError(str(exc), reason="invalid", payload=_failure(str(exc))) from None

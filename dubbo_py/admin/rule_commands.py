@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import os
-from pathlib import Path
 from typing import Any
 
 import click
@@ -28,6 +27,7 @@ from dubbo_py.admin.common import (
     print_table,
 )
 from dubbo_py.admin.history_diff import change_summary
+from dubbo_py.admin.input_file import InputFileError, read_input_file
 from dubbo_py.admin.lint import LintWarning, lint_rule
 from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.ruleops import WriteResult
@@ -104,9 +104,9 @@ def _named_registry() -> Registry | None:
 
 def _read_file(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AdminError(f"cannot read {path}: {exc}", reason="invalid") from None
+        return read_input_file(path)
+    except InputFileError as exc:
+        raise AdminError(str(exc), reason="invalid") from None
 
 
 def _missing_key(key: str) -> AdminError:

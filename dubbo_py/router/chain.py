@@ -158,8 +158,10 @@ class RouterChain:
                     bound = router.bind(snapshot, consumer)
                 elapsed_check(f"binding {router.name}", started, budget)
             except RuleBudgetError as exc:
-                exc.router = router
-                raise
+                reason = exc.reason
+                if not reason.startswith("binding "):
+                    reason = f"binding {router.name}: {reason}"
+                raise RuleBudgetError(reason, source=exc.source, router=router) from None
             stages.append((router.name, bound))
         return BoundChain(snapshot, tuple(stages))
 

@@ -41,6 +41,7 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.router import factory
 from dubbo_py.router.base import Router, RuleError
 from dubbo_py.router.chain import RouterChain, TraceStep
+from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, RuleBudgetError
 from dubbo_py.router.rule_yaml import yaml_error
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL, URLError, encode_component
@@ -87,6 +88,8 @@ class RouteOutcome:
 
     providers: tuple[URL, ...]
     trace: tuple[TraceStep, ...]
+    #: Rules left out because binding them ran over the rule budget (consumers refuse them).
+    refused: tuple[RuleError, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,10 +170,23 @@ def route(
     invocation: Invocation,
 ) -> RouteOutcome:
     """Route one invocation as a consumer with these providers and rule routers would."""
-    chain = RouterChain(factory.chain_routers(list(routers)))
-    bound = chain.bind(Snapshot(tuple(providers)), consumer)
+    snapshot = Snapshot(tuple(providers))
+    kept = list(routers)
+    refused: list[RuleError] = []
+    while True:
+        chain = RouterChain(factory.chain_routers(kept))
+        try:
+            bound = chain.bind(snapshot, consumer, DEFAULT_RULE_BUDGET)
+            break
+        except RuleBudgetError as exc:
+            # As a consumer does: a rule over the budget is refused, the others still route.
+            if not any(r is exc.router for r in kept):
+                bound = chain.bind(snapshot, consumer)
+                break
+            kept = [r for r in kept if r is not exc.router]
+            refused.append(exc)
     survivors, steps = bound.trace(invocation)
-    return RouteOutcome(survivors, tuple(steps))
+    return RouteOutcome(survivors, tuple(steps), tuple(refused))
 
 
 def run(scenario: Scenario) -> ScenarioResult:
