@@ -13,6 +13,7 @@ key order, as Dubbo's ``toFullString`` does, so two equal URLs always encode ali
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -21,6 +22,19 @@ from urllib.parse import quote_plus, unquote_plus
 __all__ = ["URL", "URLError", "decode_component", "encode_component"]
 
 DEFAULT_KEY_PREFIX = "default."
+
+#: What :meth:`URL.decode` accepts as a protocol and as a host (name, IPv4, ``[IPv6]``,
+#: a bare IPv6 address with an optional zone, ``*``).
+_PROTOCOL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}")
+_HOST = re.compile(
+    r"\*|[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?\]"
+    r"|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?"
+)
+_CONTROL = frozenset(chr(c) for c in (*range(32), 127))
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 120 else text[:117] + "...")
 
 
 class URLError(ValueError):
@@ -160,8 +174,24 @@ class URL:
 
     @classmethod
     def decode(cls, node_name: str) -> URL:
-        """Read a URL from its URL-encoded form (a registry node name)."""
-        return cls.parse(decode_component(node_name))
+        """Read a URL from its URL-encoded form (a registry node name), strictly.
+
+        :meth:`parse` takes any text (as Dubbo's ``valueOf`` does: ``hello`` is a URL whose
+        host is ``hello``), but a node under ``providers/`` that is not a URL must not become a
+        provider. So a node name must decode to ``protocol://host...``: a protocol of letters,
+        digits, ``+ . -`` starting with a letter, and a host name, IPv4 or IPv6 address (``*``
+        and ``0.0.0.0`` as rules write them). The path is optional: Dubbo 3 Python writes
+        ``tri://host:port?service=<interface>``. Anything else raises :class:`URLError`."""
+        text = decode_component(node_name)
+        scheme, sep, _ = text.partition("://")
+        if not sep or not _PROTOCOL.fullmatch(scheme):
+            raise URLError(f"not a URL (no protocol://): {_shown(text)}")
+        url = cls.parse(text)
+        if not _HOST.fullmatch(url.host):
+            raise URLError(f"not a URL (bad host {_shown(url.host)}): {_shown(text)}")
+        if any(ch in _CONTROL for ch in url.path):
+            raise URLError(f"not a URL (control character in the path): {_shown(text)}")
+        return url
 
     def to_string(self, *, parameters: bool = True) -> str:
         """The full string, parameters sorted by key (Dubbo's ``toFullString``)."""

@@ -67,3 +67,18 @@ def test_validate_refuses_a_lookahead_naming_line_and_column(cli: Cli) -> None:
     assert f"{path}:7:" in result.stderr
     assert "tags[0].match[0].value" in result.stderr
     assert "column 5" in result.stderr and "lookahead" in result.stderr and "RE2" in result.stderr
+
+
+def test_providers_does_not_list_a_node_that_is_not_a_url(
+    cli: Cli, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dubbo_py.registry import layout
+    from tests.support.memory_store import MemoryStore
+
+    cli.register("tri://127.0.0.1:50051/demo.Greeter?application=greeter")
+    store = MemoryStore(cli.tree)
+    path = layout.category_path("demo.Greeter", layout.PROVIDERS)
+    store.create(f"{path}/hello+world", b"")
+    listed = cli.json("providers", "demo.Greeter")
+    assert [p["address"] for p in listed] == ["127.0.0.1:50051"]
+    assert f"{path}/hello+world" in caplog.text and "not a Dubbo URL" in caplog.text

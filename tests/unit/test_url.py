@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dubbo_py.registry import layout
@@ -149,3 +149,58 @@ def test_decode_of_encode_is_identity(url: URL) -> None:
 def test_arbitrary_text_parses_or_raises_url_error(text: str) -> None:
     with contextlib.suppress(URLError):
         URL.parse(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tri://10.0.0.5:50051?service=demo.Greeter",  # Dubbo 3 Python (3.0.0b1): no path
+        "dubbo://192.168.1.7:20880/org.apache.dubbo.demo.DemoService?anyhost=true"
+        "&application=demo-provider&deprecated=false&dubbo=2.0.2&dynamic=true&generic=false"
+        "&interface=org.apache.dubbo.demo.DemoService&methods=sayHello,sayHelloAsync&pid=1"
+        "&release=3.3.0&service-name-mapping=true&side=provider&timestamp=1700000000000",
+        "tri://[2001:db8::7]:50051/demo.Greeter?side=provider",
+        "dubbo://fe80::1%eth0:20880/demo.Greeter",
+        "consumer://10.0.0.1/demo.Greeter?category=consumers&check=false&side=consumer",
+        "empty://0.0.0.0/demo.Greeter?category=routers",
+        "override://0.0.0.0/demo.Greeter?category=configurators&dynamic=false&timeout=5000",
+        "route://0.0.0.0/demo.Greeter?category=routers&router=condition&rule=%3D%3E+host%3D1",
+        "condition://0.0.0.0/demo.Greeter?category=routers&rule=host+%3D+1",
+        "script://0.0.0.0/demo.Greeter?category=routers&type=starlark&rule=x",
+        "override://*/demo.Greeter?category=configurators&disabled=true",
+        "tri://admin:secret@provider-7.prod.example.com:443/a/b/demo.Greeter",
+    ],
+)
+def test_decode_accepts_every_url_shape_dubbo_writes(text: str) -> None:
+    assert URL.decode(encode_component(text)) == URL.parse(text)
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        "hello",
+        "hello world",
+        "garbage://",
+        "1tri://h/s",
+        "tri://ho st/s",
+        "://h/s",
+        "a%00b",
+        "tri://:50051/s",
+        "tri://h/s%00x",
+        "..",
+        "%E2%98%83",
+    ],
+)
+def test_decode_refuses_text_that_is_not_a_url(node: str) -> None:
+    with pytest.raises(URLError, match="not a URL"):
+        URL.decode(node)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_decode_of_any_node_name_is_a_url_with_a_host_or_a_url_error(name: str) -> None:
+    try:
+        url = URL.decode(name)
+    except URLError:
+        return
+    assert url.protocol and url.host
