@@ -16,8 +16,7 @@ from tests.support.cli_fixtures import Cli
 from tests.support.memory_store import MemoryTree
 
 PROVIDER = (
-    "tri://127.0.0.1:50051/demo.Greeter?application=greeter&methods=SayHello"
-    "&blob=" + "a" * 20_000
+    "tri://127.0.0.1:50051/demo.Greeter?application=greeter&methods=SayHello&blob=" + "a" * 20_000
 )
 CONSUMER = "consumer://127.0.0.9/demo.Greeter?application=shop&category=consumers"
 TAG_RULE = (
