@@ -15,7 +15,6 @@ Validation runs :func:`dubbo_py.router.factory.compile_document` — exactly wha
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from dubbo_py.cluster import configurators
 from dubbo_py.registry import layout
 from dubbo_py.router import factory
 from dubbo_py.router.base import RuleError
-from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, elapsed_check
+from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, budget_clock, elapsed_check
 from dubbo_py.router.rule_yaml import yaml_error
 
 __all__ = [
@@ -265,7 +264,7 @@ def validate(rule: RuleKey, text: str, source: str) -> list[str]:
         load_yaml(text, source)  # syntax errors with their position
         configurators.parse_configurators_yaml(text, source)
         return []
-    started = time.monotonic()
+    started = budget_clock()
     routers = factory.compile_document(rule.compile_kind, text, source)
     # Consumers refuse a rule that takes longer than this to compile; say so here too.
     elapsed_check(f"compiling the rule from {source}", started, DEFAULT_RULE_BUDGET)

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dubbo_py.registry import layout
 from dubbo_py.registry.cache import NotifyCache
@@ -45,6 +45,10 @@ def _no_overrides(
     providers: list[URL], _urls: list[URL], _documents: Mapping[str, str]
 ) -> list[URL]:
     return providers
+
+
+def _version_group(version: str, group: str) -> str:
+    return f"version={version or '(none)'} group={group or '(none)'}"
 
 
 #: The categories a consumer subscribes to (the registry's default set).
@@ -173,9 +177,15 @@ class RegistryDirectory:
         self._cancels.append(registry.subscribe(self.rules.service, self._on_category, _SUBSCRIBED))
         for kind, key in self.rules.static_keys():
             self._watch(kind, key)
+        # An unreachable registry will not answer within ``wait``: the store already waited
+        # for its connection, so fall back to the cache at once.
+        if not registry.connected:
+            wait = 0.0
         missing = self.wait_until_read(wait)
         if not self._providers_seen.is_set():
             self._load_cache()
+            if not self.providers:
+                self._rebuild()  # the reason calls fail says whether the registry is down
         if missing:
             log.warning(
                 "%s: the registry did not answer within %.1fs for %s; calls start without them "
@@ -355,8 +365,11 @@ class RegistryDirectory:
                 if providers_changed
                 else self.chain.snapshot
             )
-            self.chain = self._bind_rules(snapshot)
-            bound = self.chain
+            chain = self._bind_rules(snapshot)
+            if not snapshot.providers:
+                chain = replace(chain, empty_reason=self._why_no_provider())
+            self.chain = chain
+            bound = chain
         for listener in self._listeners:
             listener(bound)
 
@@ -373,6 +386,30 @@ class RegistryDirectory:
                 if router is None or not self._rulebook.revoke(router, exc.reason):
                     break  # not a rule's router: bind it whatever it costs
         return RouterChain(self._assemble(self._rulebook.routers())).bind(snapshot, self.consumer)
+
+    def _why_no_provider(self) -> str | None:
+        """What an operator should know when no provider is usable: the registry is down, or
+        the service's providers are registered only under other versions or groups."""
+        if self.registry is not None and not self._providers_seen.is_set():
+            if not self.registry.connected:
+                return "registry unreachable (no provider known yet; retrying in the background)"
+            return None
+        interface = self.consumer.service_interface
+        others = sorted(
+            {
+                (p.get_str("version"), p.get_str("group"))
+                for p in self._raw_providers
+                if p.protocol != "empty" and p.service_interface == interface
+            }
+        )
+        if not others:
+            return None
+        wanted = _version_group(self.consumer.get_str("version"), self.consumer.get_str("group"))
+        registered = ", ".join(_version_group(v, g) for v, g in others)
+        return (
+            f"no provider matches {wanted}; providers of {interface} are registered with "
+            f"{registered}"
+        )
 
     def _rebuild_soon(self) -> None:
         threading.Thread(target=self._rebuild, name="dubbo-rules-rebuild", daemon=True).start()

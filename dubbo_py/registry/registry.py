@@ -77,6 +77,12 @@ class Registry:
         self._warned: set[str] = set()
         store.add_session_listener(self._on_session)
 
+    @property
+    def connected(self) -> bool:
+        """Whether the store is connected now (a store that cannot tell, like the embedded
+        one, always is)."""
+        return bool(getattr(self.store, "connected", True))
+
     # ----------------------------------------------------------------- registration
 
     def register(self, url: URL) -> None:

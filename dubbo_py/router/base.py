@@ -59,7 +59,10 @@ class NoProviderError(LookupError):
         self.method = method
         self.router = router
         self.reason = reason
-        cause = f" after routing by {router}" if router else " (no provider registered)"
+        if router:
+            cause = f" after routing by {router}"
+        else:  # the reason, when given, says why there is none (registry down, other versions)
+            cause = "" if reason else " (no provider registered)"
         detail = f": {reason}" if reason else ""
         super().__init__(f"no provider available for {service}.{method}{cause}{detail}")
 

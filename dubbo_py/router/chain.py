@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -15,7 +14,7 @@ from dubbo_py.router.base import (
     Router,
     specialize,
 )
-from dubbo_py.router.rule_budget import RuleBudgetError, elapsed_check, within_budget
+from dubbo_py.router.rule_budget import RuleBudgetError, budget_clock, elapsed_check, within_budget
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 
@@ -59,6 +58,9 @@ class BoundChain:
 
     snapshot: Snapshot
     stages: Stages
+    #: Why there is no provider at all, when the directory can tell (the registry is
+    #: unreachable, providers exist only under other versions or groups).
+    empty_reason: str | None = None
     #: The stages a call walks: pass-through routers left out (they keep every candidate).
     active: Stages = field(init=False, repr=False)
     #: Per method, for plain calls: (mask after the folded routers, the routers left), or None
@@ -103,7 +105,9 @@ class BoundChain:
         if plan is None:
             mask, stages = everything, self.active
             if not mask:
-                raise NoProviderError(invocation.service, invocation.method, None)
+                raise NoProviderError(
+                    invocation.service, invocation.method, None, self.empty_reason
+                )
         else:
             mask, stages = plan
         for name, router in stages:
@@ -152,7 +156,7 @@ class RouterChain:
             )
         stages: list[tuple[str, BoundRouter]] = []
         for router in self.routers:
-            started = time.monotonic()
+            started = budget_clock()
             try:
                 with within_budget(budget):
                     bound = router.bind(snapshot, consumer)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 from dubbo_py.router.base import Router, RuleError
-from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, elapsed_check
+from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, budget_clock, elapsed_check
 from dubbo_py.url import URL
 
 __all__ = ["DocumentCompiler", "RuleBook", "SwitchingOffRouter", "UrlCompiler"]
@@ -114,7 +113,7 @@ class RuleBook:
                 if self._refused[source] == payload:
                     return False  # revoked, and unchanged since: still refused
                 del self._refused[source]
-        started = time.monotonic()
+        started = budget_clock()
         try:
             routers = build()
             elapsed_check(f"compiling the rule from {source}", started, self.budget)

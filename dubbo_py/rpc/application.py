@@ -608,6 +608,13 @@ class Application:
         directory.add_listener(on_chain)
         directory.start(wait=config.check)
         startup.consumer_ready(self.name, directory, config.check)
+        if registry is not None and not registry.connected and not directory.providers:
+            log.warning(
+                "registry %s unreachable: %s has no provider yet (none cached); calls fail with "
+                "'registry unreachable' until it answers",
+                self.address,
+                spec.name,
+            )
         quarantine.start()
         if registry is not None:
             try:
