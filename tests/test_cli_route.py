@@ -300,7 +300,7 @@ def test_an_invalid_configurators_document_is_refused(run: Cli) -> None:
     result = run("route", "test", path)
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        f"error: {path}:13:9: rules[0]: configs[0].parameters must be a non-empty mapping"
+        f"error: {path}:15:21: rules[0]: configs[0].parameters: must be a non-empty mapping"
     )
 
 

@@ -33,12 +33,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import yaml
 
 from dubbo_py.router.base import RuleError
-from dubbo_py.router.rule_yaml import yaml_error
+from dubbo_py.router.rule_yaml import Path, RuleDocument, load_rule_document
 from dubbo_py.url import URL
 
 __all__ = [
@@ -127,41 +124,49 @@ def parse_override_url(url: URL, source: str = "") -> Override | None:
     )
 
 
-def _strings(value: Any, where: str, source: str) -> tuple[str, ...]:
+def _strings(doc: RuleDocument, path: Path) -> tuple[str, ...]:
+    value = doc.at(path) if _has(doc, path) else None
     if value is None:
         return ()
     if isinstance(value, str):
         return (value,)
-    if isinstance(value, list) and all(isinstance(v, str | int) for v in value):
+    if isinstance(value, list) and all(
+        isinstance(v, str | int) and not isinstance(v, bool) for v in value
+    ):
         return tuple(str(v) for v in value)
-    raise RuleError(f"{where} must be a string or a list of strings", source=source)
+    raise doc.error(path, "must be a string or a list of strings")
+
+
+def _has(doc: RuleDocument, path: Path) -> bool:
+    parent = doc.at(path[:-1])
+    return isinstance(parent, dict) and path[-1] in parent
 
 
 def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
-    """Overrides from a Dubbo 3 ``configurators`` document; RuleError naming what is wrong."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise yaml_error(exc, source) from None
-    if not isinstance(doc, dict):
-        raise RuleError("a configurators document must be a mapping", source=source)
-    configs = doc.get("configs")
+    """Overrides from a Dubbo 3 ``configurators`` document; RuleError naming what is wrong,
+    where (``configs[1].parameters``) and at which line and column."""
+    doc = load_rule_document(text, source)
+    if not isinstance(doc.data, dict):
+        raise doc.error((), "a configurators document must be a mapping")
+    configs = doc.data.get("configs")
     if not isinstance(configs, list):
-        raise RuleError("'configs' must be a list of override entries", source=source)
-    enabled_all = doc.get("enabled", True) is not False
+        where: Path = ("configs",) if "configs" in doc.data else ()
+        raise doc.error(where, "'configs' must be a list of override entries")
+    enabled_all = doc.data.get("enabled", True) is not False
     overrides = []
     for i, entry in enumerate(configs):
-        where = f"configs[{i}]"
+        at: Path = ("configs", i)
         if not isinstance(entry, dict):
-            raise RuleError(f"{where} must be a mapping", source=source)
+            raise doc.error(at, "must be a mapping")
         params = entry.get("parameters", {})
         if not isinstance(params, dict) or not params:
-            raise RuleError(f"{where}.parameters must be a non-empty mapping", source=source)
+            place = (*at, "parameters") if "parameters" in entry else at
+            raise doc.error(place, "must be a non-empty mapping")
         side = str(entry.get("side", "provider"))
         if side not in ("provider", "consumer"):
-            raise RuleError(f"{where}.side must be provider or consumer", source=source)
-        addresses = _strings(entry.get("addresses"), f"{where}.addresses", source)
-        addresses += _strings(entry.get("providerAddresses"), f"{where}.providerAddresses", source)
+            raise doc.error((*at, "side"), "must be provider or consumer")
+        addresses = _strings(doc, (*at, "addresses"))
+        addresses += _strings(doc, (*at, "providerAddresses"))
         overrides.append(
             Override(
                 parameters={
@@ -169,7 +174,7 @@ def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
                     for k, v in params.items()
                 },
                 addresses=addresses,
-                applications=_strings(entry.get("applications"), f"{where}.applications", source),
+                applications=_strings(doc, (*at, "applications")),
                 side=side,
                 enabled=enabled_all and entry.get("enabled", True) is not False,
                 source=source,
