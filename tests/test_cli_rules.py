@@ -196,7 +196,8 @@ def test_configurators_documents_are_validated_as_consumers_validate_them(run: C
     assert push(run, good)[0] == 0
     assert run.text("demo.Greeter::.configurators") == good
     code, _, err = push(run, good.replace("{weight: 5}", "{}"), name="empty.yaml")
-    assert code == 1 and "empty.yaml:6:17: configs[0].parameters: must be a non-empty mapping" in err
+    assert code == 1
+    assert "empty.yaml:6:17: configs[0].parameters: must be a non-empty mapping" in err
     code, _, err = push(run, good.replace("configs:", "configs: [").rstrip(), name="syntax.yaml")
     assert code == 1 and "syntax.yaml:" in err and "invalid YAML" in err
 
