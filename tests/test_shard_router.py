@@ -351,7 +351,7 @@ def test_default_routing_num_shards_is_elasticsearchs() -> None:
     [
         ("scheme: elasticsearch\nshards: 0\nkey: attachments[t]\n", "shards: must be between 1", 2),
         ("scheme: es\nshards: 2\nkey: attachments[t]\n", "scheme: unknown scheme 'es'", 1),
-        ("shards: 2\nkey: attachments[t]\n", "scheme: is required", None),
+        ("shards: 2\nkey: attachments[t]\n", "scheme: is required", 1),
         (
             "scheme: solr\nshards: 2\nkey: headers[t]\n",
             "key: expected attachments[name] or arguments[N]",
@@ -362,7 +362,7 @@ def test_default_routing_num_shards_is_elasticsearchs() -> None:
             "key: attachments[...] needs an attachment name",
             3,
         ),
-        ("scheme: solr\nshards: 2\n", "key: is required", None),
+        ("scheme: solr\nshards: 2\n", "key: is required", 1),
         ("scheme: solr\nshards: two\nkey: arguments[0]\n", "shards: must be an integer", 2),
         (
             "scheme: solr\nshards: 2\nkey: arguments[0]\nforce: yes please\n",
@@ -393,7 +393,7 @@ def test_default_routing_num_shards_is_elasticsearchs() -> None:
         (
             "scheme: elasticsearch\nshards: 4\nsplit_from: 2\nkey: arguments[0]\n",
             "routing_num_shards: is required during a split",
-            None,
+            1,  # a missing field: the document's own position
         ),
         (
             "scheme: elasticsearch\nshards: 6\nsplit_from: 2\nrouting_num_shards: 1024\n"
@@ -410,7 +410,7 @@ def test_default_routing_num_shards_is_elasticsearchs() -> None:
         (
             "scheme: solr\nshards: 6\nsplit_from: 3\nkey: arguments[0]\n",
             "initial_shards: is required during a split",
-            None,
+            1,  # a missing field: the document's own position
         ),
         (
             "scheme: solr\nshards: 6\nsplit_from: 2\ninitial_shards: 3\nkey: arguments[0]\n",
@@ -424,7 +424,7 @@ def test_default_routing_num_shards_is_elasticsearchs() -> None:
         ),
     ],
 )
-def test_rule_errors_name_field_and_line(text: str, message: str, line: int | None) -> None:
+def test_rule_errors_name_field_and_line(text: str, message: str, line: int) -> None:
     with pytest.raises(RuleError) as info:
         parse_shard_rule(text, SOURCE)
     assert info.value.source == SOURCE

@@ -171,13 +171,15 @@ class _Doc:
             )
         self.data: dict[Any, Any] = data
         self.marks: dict[str, yaml.Mark] = {}
+        #: Where a field that is missing is reported: the document itself.
+        self.root_mark: yaml.Mark | None = root.start_mark if root is not None else None
         if isinstance(root, yaml.MappingNode):
             for key_node, value_node in root.value:
                 if isinstance(key_node, yaml.ScalarNode):
                     self.marks[str(key_node.value)] = value_node.start_mark
 
     def fail(self, path: str, message: str) -> RuleError:
-        mark = self.marks.get(path)
+        mark = self.marks.get(path, self.root_mark)
         return RuleError(
             f"{path}: {message}",
             source=self.source,
