@@ -81,3 +81,18 @@ def test_providers_does_not_list_a_node_that_is_not_a_url(
     listed = cli.json("providers", "demo.Greeter")
     assert [p["address"] for p in listed] == ["127.0.0.1:50051"]
     assert f"{path}/hello+world" in caplog.text and "not a Dubbo URL" in caplog.text
+
+
+def test_dry_run_notes_a_rule_over_the_bind_budget(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dubbo_py.router import scenario
+
+    # A budget no rule can meet: the dry run must refuse the rule as consumers would.
+    monkeypatch.setattr(scenario, "DEFAULT_RULE_BUDGET", 1e-9)
+    cli.register(PROVIDER, CONSUMER)
+    path = cli.file("tag.yaml", TAG_RULE.format(regex="((.+)+)+Q"))
+    dry = cli.json("rules", "push", path, "--dry-run")
+    notes = " ".join(dry["notes"])
+    assert "refused (as consumers would)" in notes
+    assert "binding tag:greeter" in notes and "rule budget" in notes

@@ -377,15 +377,17 @@ class RegistryDirectory:
         """Bind the chain; a rule over the rule budget is revoked (its source's previous rules
         come back) and the chain bound again."""
         budget = self._rulebook.budget
-        for _ in range(64):
-            chain = RouterChain(self._assemble(self._rulebook.routers()))
+        while True:
+            rules = self._rulebook.routers()
+            chain = RouterChain(self._assemble(rules))
             try:
-                return chain.bind(snapshot, self.consumer, budget)
+                return chain.bind(snapshot, self.consumer, budget, budgeted=rules)
             except RuleBudgetError as exc:
-                router = exc.router
-                if router is None or not self._rulebook.revoke(router, exc.reason):
-                    break  # not a rule's router: bind it whatever it costs
-        return RouterChain(self._assemble(self._rulebook.routers())).bind(snapshot, self.consumer)
+                if exc.router is None or not self._rulebook.revoke(exc.router, exc.reason):
+                    # Not in the book any more (replaced meanwhile): bind what is there now.
+                    return RouterChain(self._assemble(self._rulebook.routers())).bind(
+                        snapshot, self.consumer
+                    )
 
     def _why_no_provider(self) -> str | None:
         """What an operator should know when no provider is usable: the registry is down, or

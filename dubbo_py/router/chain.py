@@ -147,15 +147,26 @@ class RouterChain:
             sorted(routers, key=lambda r: (r.priority, r.name))
         )
 
-    def bind(self, snapshot: Snapshot, consumer: URL, budget: float | None = None) -> BoundChain:
-        """Precompute every router against ``snapshot``; with a ``budget`` (seconds per
-        router), a router over it raises :class:`RuleBudgetError` naming it (``.router``)."""
+    def bind(
+        self,
+        snapshot: Snapshot,
+        consumer: URL,
+        budget: float | None = None,
+        budgeted: Iterable[Router] | None = None,
+    ) -> BoundChain:
+        """Precompute every router against ``snapshot``. With a ``budget`` (seconds of CPU per
+        router), a router of ``budgeted`` (default: every router) over it raises
+        :class:`RuleBudgetError` naming it (``.router``)."""
         if budget is None:
             return BoundChain(
                 snapshot, tuple((r.name, r.bind(snapshot, consumer)) for r in self.routers)
             )
+        ruled = None if budgeted is None else {id(r) for r in budgeted}
         stages: list[tuple[str, BoundRouter]] = []
         for router in self.routers:
+            if ruled is not None and id(router) not in ruled:
+                stages.append((router.name, router.bind(snapshot, consumer)))
+                continue
             started = budget_clock()
             try:
                 with within_budget(budget):

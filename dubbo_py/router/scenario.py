@@ -176,13 +176,10 @@ def route(
     while True:
         chain = RouterChain(factory.chain_routers(kept))
         try:
-            bound = chain.bind(snapshot, consumer, DEFAULT_RULE_BUDGET)
+            bound = chain.bind(snapshot, consumer, DEFAULT_RULE_BUDGET, budgeted=kept)
             break
         except RuleBudgetError as exc:
             # As a consumer does: a rule over the budget is refused, the others still route.
-            if not any(r is exc.router for r in kept):
-                bound = chain.bind(snapshot, consumer)
-                break
             kept = [r for r in kept if r is not exc.router]
             refused.append(exc)
     survivors, steps = bound.trace(invocation)
