@@ -307,3 +307,27 @@ def test_mock_spec_is_a_spec_or_a_mock_spec_error(prefix: str, verb: str, value:
             spec.check("SayHello", greeter_pb2.HelloReply)
     except MockSpecError as exc:
         assert text.strip()[:20] in str(exc) or "mock" in str(exc)
+
+
+@FUZZ
+@given(
+    host=st.sampled_from(["0.0.0.0", "127.0.0.1", "*", "127.0.0.2:50052", "[::1]"]),
+    params=st.dictionaries(
+        st.one_of(
+            st.sampled_from(["weight", "timeout", "disabled", "enabled", "side", "application"]),
+            _NASTY,
+        ),
+        _NASTY,
+        max_size=5,
+    ),
+)
+def test_override_url_applies_or_is_skipped(host: str, params: dict[str, str]) -> None:
+    text = URL("override", "h", 0, SERVICE, parameters={"category": "configurators"}).to_string()
+    query = "&".join(f"{encode_component(k)}={encode_component(v)}" for k, v in params.items())
+    node = encode_component(text.replace("//h/", f"//{host}/") + ("&" + query if query else ""))
+    try:
+        url = URL.decode(node)
+    except URLError:
+        return
+    changed = apply_overrides(list(PROVIDERS.providers), [url], {})
+    assert len(changed) <= len(PROVIDERS.providers)
