@@ -177,10 +177,6 @@ class RegistryDirectory:
         self._cancels.append(registry.subscribe(self.rules.service, self._on_category, _SUBSCRIBED))
         for kind, key in self.rules.static_keys():
             self._watch(kind, key)
-        # An unreachable registry will not answer within ``wait``: the store already waited
-        # for its connection, so fall back to the cache at once.
-        if not registry.connected:
-            wait = 0.0
         missing = self.wait_until_read(wait)
         if not self._providers_seen.is_set():
             self._load_cache()

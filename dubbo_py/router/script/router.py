@@ -151,7 +151,8 @@ class ScriptRouter:
             f"on {limit} calls in a row; switched off until the rule changes"
         )
         if not callbacks:  # nobody to refuse it (route test, a bare router): say it here
-            logger.error("%s (%s)", reason, self.rule.source or "unknown source")
+            # A warning: the rule's first timeout was already logged as an error.
+            logger.warning("%s (%s)", reason, self.rule.source or "unknown source")
         for callback in callbacks:
             callback(reason)
 
