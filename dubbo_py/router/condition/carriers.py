@@ -260,8 +260,9 @@ class _Document:
         # without them, or with a scope it does not know, is accepted as Dubbo accepts it; the
         # CLI warns about a scope that contradicts the key it is pushed to.
         declared = data.get("scope")
-        known = isinstance(declared, str) and declared in _SCOPES
-        scope = self.scope or (declared if known else "service")
+        scope: str = self.scope or (
+            declared if isinstance(declared, str) and declared in _SCOPES else "service"
+        )
         key = data.get("key")
         key = key.strip() if isinstance(key, str) else ""
         enabled = self.boolean(data, node, "enabled", True)
