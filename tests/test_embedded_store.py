@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -285,3 +286,39 @@ def test_watches_in_one_process_see_threads_writing_concurrently(
     expected = sorted(f"{p}{i:02d}" for p in "ab" for i in range(20))
     seen.wait_last(expected)
     wait_until(lambda: store.children("/t") == expected)
+
+
+def test_a_file_that_lost_recent_changes_gets_them_back_without_a_watcher_seeing_the_loss(
+    db: Path, stores: list[EmbeddedStore]
+) -> None:
+    # What a garbled WAL or a restored backup does: the file goes back to an earlier state in
+    # which the provider's session exists but its node does not. Nobody may report the
+    # provider gone, and it must register again by itself.
+    provider = _open(stores, db)
+    sessions = Recorder()
+
+    def on_session(state: SessionState) -> None:
+        if state is SessionState.NEW_SESSION:
+            if not provider.exists("/svc/providers/p1"):
+                provider.create("/svc/providers/p1", ephemeral=True)
+            sessions(state)
+
+    provider.add_session_listener(on_session)
+    provider.create("/svc/providers/p1", ephemeral=True)
+    consumer = _open(stores, db)
+    seen = Recorder()
+    consumer.watch_children("/svc/providers", seen)
+    seen.wait_last(["p1"])
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM nodes WHERE path = '/svc/providers/p1'")
+        conn.execute("UPDATE changes SET counter = 0")
+    conn.close()
+
+    sessions.wait_count(1, timeout=10 * LEASE + PATIENCE)
+    wait_until(lambda: consumer.children("/svc/providers") == ["p1"], PATIENCE, "p1 back")
+    time.sleep(2 * LEASE)  # past the consumer's grace: it reports what the file holds
+    assert seen.calls[seen.calls.index(["p1"]) :] == [["p1"]], seen.calls
+    # The node belongs to a live session: it outlives several leases.
+    time.sleep(2 * LEASE)
+    assert consumer.children("/svc/providers") == ["p1"]

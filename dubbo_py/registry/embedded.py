@@ -166,6 +166,10 @@ class EmbeddedStore:
         self._reopen_pending = False
         #: Bumped each time the file is reopened after damage.
         self._generation = 0
+        #: The highest change counter this store has read from the file: the counter only
+        #: grows, so a lower one means the file lost changes.
+        self._high_water = -1
+        self._pending_high: int | None = None
         #: (st_dev, st_ino) of the file opened: a change means it was deleted or replaced.
         self._identity: tuple[int, int] | None = None
         #: Wall-clock time until which this store's session is surely alive (renewed on time).
@@ -213,7 +217,7 @@ class EmbeddedStore:
                 self._identity = self._file_identity()
                 self._new_session()
                 self._reap()
-                self._seen_counter = self._counter()
+                self._seen_counter = self._high_water = self._counter()
             except Exception:
                 self._conn.close()
                 self._conn = None
@@ -467,8 +471,9 @@ class EmbeddedStore:
                 if damage is not None:
                     raise damage from exc
                 raise StoreError(f"polling {self.address}: {exc}") from exc
-            if row is None or int(row[0]) < self._seen_counter:
+            if row is None or int(row[0]) < max(self._seen_counter, self._high_water):
                 raise _Damage("its change counter went back: the file lost recent changes")
+            self._high_water = max(self._high_water, int(row[0]))
             if mine is None and time.time() < self._lease_valid_until:
                 raise _Damage("this process's live session vanished from it")
             return int(row[0])
@@ -554,8 +559,12 @@ class EmbeddedStore:
                     conn = self._open()
                     self._conn = conn
                     self._identity = self._file_identity()
-                self._new_session()
+                # In a file that went back in time this session may still be there, owning
+                # some of our nodes: keep it (the nodes stay ours); else open a new one.
+                if not self._renew_quietly():
+                    self._new_session()
                 self._reap()
+                self._high_water = self._counter()
                 self._seen_counter = -1  # re-read every watch once the grace is over
             except (StoreError, _Damage) as exc:
                 # Tried again at the next poll or heartbeat; until then the store is "closed".
@@ -634,6 +643,11 @@ class EmbeddedStore:
                     if self._reopen_pending or self._conn is None:
                         raise _Damage("the file could not be reopened yet")
                     self._check_identity()
+                    # Processes that watch nothing (providers) check for lost changes here.
+                    counter = self._counter()
+                    if counter < self._high_water:
+                        raise _Damage("its change counter went back: the file lost recent changes")
+                    self._high_water = counter
                     renewed = self._renew()
                     if not renewed:
                         self._new_session()
@@ -669,6 +683,18 @@ class EmbeddedStore:
             )
         # Less than the lease: a session is reaped only once its expiry has passed.
         self._lease_valid_until = now + self._lease * 0.9
+
+    def _renew_quietly(self) -> bool:
+        """Renew this session if the file holds it; never calls it damage."""
+        with self._write("/") as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET expires = ? WHERE id = ?",
+                (time.time() + self._lease, self._session),
+            )
+            renewed = cursor.rowcount == 1
+        if renewed:
+            self._lease_valid_until = time.time() + self._lease * 0.9
+        return renewed
 
     def _renew(self) -> bool:
         """Extend this session's lease; False if it is gone (expired and reaped)."""
@@ -796,9 +822,11 @@ class EmbeddedStore:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as exc:
             raise StoreError(f"{path} in {self.address}: {exc}") from exc
+        self._pending_high = None
         try:
             yield
         except BaseException as exc:
+            self._pending_high = None
             with suppress(sqlite3.Error):  # SQLite may have rolled back already
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
@@ -807,9 +835,13 @@ class EmbeddedStore:
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
+            self._pending_high = None
             with suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise StoreError(f"{path} in {self.address}: {exc}") from exc
+        if self._pending_high is not None:
+            self._high_water = max(self._high_water, self._pending_high)
+            self._pending_high = None
 
     def _counter(self) -> int:
         with self._lock:
@@ -820,9 +852,11 @@ class EmbeddedStore:
                 raise StoreError(f"polling {self.address}: {exc}") from exc
         return int(row[0])
 
-    @staticmethod
-    def _bump(conn: sqlite3.Connection) -> None:
+    def _bump(self, conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE changes SET counter = counter + 1 WHERE id = 0")
+        row = conn.execute("SELECT counter FROM changes WHERE id = 0").fetchone()
+        # Our own writes raise the high-water mark too, once committed (see _transaction).
+        self._pending_high = int(row[0])
 
     @staticmethod
     def _row(conn: sqlite3.Connection, path: str) -> tuple[bytes, int, str | None] | None:

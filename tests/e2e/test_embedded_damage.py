@@ -108,7 +108,10 @@ def test_deleting_the_file_a_fresh_consumer_finds_every_provider_within_5s(
             deleted = time.monotonic()
             with dubbo_py.Application("fresh", registry, cache_path=tmp_path / "f.json") as new:
                 fresh = new.reference_handle(
-                    greeter_pb2_grpc.GreeterStub, version="1.0.0", check=0.5
+                    greeter_pb2_grpc.GreeterStub,
+                    version="1.0.0",
+                    check=0.5,
+                    loadbalance="roundrobin",
                 )
                 wait_until(
                     lambda: {p.address for p in fresh.directory.providers} == addresses,
