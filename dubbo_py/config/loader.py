@@ -16,7 +16,8 @@
 
 Loaded with ``yaml.safe_load`` only. Environment variables override the file:
 ``DUBBO_PY_APPLICATION``, ``DUBBO_PY_REGISTRY`` (address), ``DUBBO_PY_REGISTRY_AUTH``,
-``DUBBO_PY_PROTOCOL_PORT``, ``DUBBO_PY_HOST``. Relative TLS paths are relative to the file.
+``DUBBO_PY_PROTOCOL_PORT``, ``DUBBO_IP_TO_REGISTRY`` / ``DUBBO_PY_HOST`` (``protocol.host``),
+``DUBBO_IP_TO_BIND`` (``protocol.bind_host``). Relative TLS paths are relative to the file.
 Every error names the file, the key path and the problem.
 """
 
@@ -328,8 +329,8 @@ def parse_config(
         raise reader.fail("protocol.port", f"{port} is not a port (0-65535)")
     protocol = ProtocolConfig(
         port=port,
-        host=env.get("DUBBO_PY_HOST") or proto.get("host"),
-        bind_host=proto.get("bind_host"),
+        host=env.get("DUBBO_IP_TO_REGISTRY") or env.get("DUBBO_PY_HOST") or proto.get("host"),
+        bind_host=env.get("DUBBO_IP_TO_BIND") or proto.get("bind_host"),
         tls=reader.server_tls(proto.get("tls"), "protocol.tls"),
     )
     services = {

@@ -35,6 +35,7 @@ from dubbo_py.config.tls import ServerTLS
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.directory import RegistryDirectory
+from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, consumer_host, provider_hosts
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store import Store, StoreError
 from dubbo_py.router import factory
@@ -60,7 +61,6 @@ log = logging.getLogger(__name__)
 
 S = TypeVar("S")
 
-ENV_HOST = "DUBBO_PY_HOST"
 ENV_AUTH = "DUBBO_PY_REGISTRY_AUTH"
 
 
@@ -84,6 +84,15 @@ def open_store(
     if not store.start(connect_timeout):
         log.warning("registry %s does not answer yet; retrying in the background", address)
     return store
+
+
+def _bind_error(exc: OSError, listen: ProtocolConfig) -> OSError:
+    """A bind failure that says where the address came from and how to choose another."""
+    return OSError(
+        f"{exc}; the server listens on {listen.bind_host} (the address it registers unless "
+        f"bind_host, ${ENV_IP_TO_BIND} or protocol.bind_host says otherwise; 0.0.0.0 listens "
+        "on every interface)"
+    )
 
 
 @dataclass
@@ -252,23 +261,29 @@ class Application:
         """Serve ``servicers`` on a new gRPC server and register them; returns at once.
 
         ``port`` 0 binds any free port; ``host`` is the address registered for consumers
-        (default ``$DUBBO_PY_HOST`` or 127.0.0.1); ``bind_host`` is the interface to listen on
-        (default: ``host``); ``tls`` serves over TLS (mutual TLS when it names a client CA) and
-        says so in the provider URL. Whatever is not given comes from the application's
-        configuration file (``protocol``, and ``services.<name>`` for each service's options).
+        (default ``$DUBBO_IP_TO_REGISTRY`` or ``$DUBBO_PY_HOST``, else ``protocol.host``, else
+        for a ZooKeeper registry this machine's address on the route to ZooKeeper, else
+        127.0.0.1); ``bind_host`` is the interface to listen on (default ``$DUBBO_IP_TO_BIND``,
+        else ``protocol.bind_host``, else the registered address); ``tls`` serves over TLS
+        (mutual TLS when it names a client CA) and says so in the provider URL. Whatever is not
+        given comes from the application's configuration file (``protocol``, and
+        ``services.<name>`` for each service's options).
         """
         listen = self._listen(port, host, bind_host, tls)
-        exported = export(
-            servicers,
-            application=self.name,
-            registry=self.registry,
-            host=listen.host or "127.0.0.1",
-            port=listen.port,
-            bind_host=listen.bind_host,
-            max_workers=max_workers,
-            credentials=listen.tls.credentials() if listen.tls else credentials,
-            service_options=self.config.services if self.config else None,
-        )
+        try:
+            exported = export(
+                servicers,
+                application=self.name,
+                registry=self.registry,
+                host=listen.host or LOOPBACK,
+                port=listen.port,
+                bind_host=listen.bind_host,
+                max_workers=max_workers,
+                credentials=listen.tls.credentials() if listen.tls else credentials,
+                service_options=self.config.services if self.config else None,
+            )
+        except OSError as exc:
+            raise _bind_error(exc, listen) from exc
         exported.unregister_wait = unregister_wait
         with self._lock:
             self._servers.append(exported)
@@ -281,12 +296,20 @@ class Application:
     def _listen(
         self, port: int | None, host: str | None, bind_host: str | None, tls: ServerTLS | None
     ) -> ProtocolConfig:
-        """Listening options: arguments first, then the configuration file, then defaults."""
+        """Listening options: arguments first, then the environment and the configuration file,
+        then defaults (see :func:`dubbo_py.registry.local_host.provider_hosts`)."""
         configured = self.config.protocol if self.config else ProtocolConfig()
+        hosts = provider_hosts(
+            self.address,
+            host=host,
+            bind_host=bind_host,
+            configured_host=configured.host,
+            configured_bind=configured.bind_host,
+        )
         return ProtocolConfig(
             port=port if port is not None else configured.port,
-            host=host or configured.host or os.environ.get(ENV_HOST, "127.0.0.1"),
-            bind_host=bind_host or configured.bind_host,
+            host=hosts.register,
+            bind_host=hosts.bind,
             tls=tls or configured.tls,
         )
 
@@ -345,18 +368,21 @@ class Application:
         ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
         from dubbo_py.rpc.aio import export_async
 
-        listen = self._listen(port, host, bind_host, tls)
+        listen = await asyncio.to_thread(self._listen, port, host, bind_host, tls)
         registry = await asyncio.to_thread(lambda: self.registry)
-        exported = await export_async(
-            servicers,
-            application=self.name,
-            registry=registry,
-            host=listen.host or "127.0.0.1",
-            port=listen.port,
-            bind_host=listen.bind_host,
-            credentials=listen.tls.credentials() if listen.tls else credentials,
-            service_options=self.config.services if self.config else None,
-        )
+        try:
+            exported = await export_async(
+                servicers,
+                application=self.name,
+                registry=registry,
+                host=listen.host or LOOPBACK,
+                port=listen.port,
+                bind_host=listen.bind_host,
+                credentials=listen.tls.credentials() if listen.tls else credentials,
+                service_options=self.config.services if self.config else None,
+            )
+        except OSError as exc:
+            raise _bind_error(exc, listen) from exc
         exported.unregister_wait = unregister_wait
         startup.provider_ready(self.name, exported.address, exported.urls, self._registry_name())
         return exported
@@ -676,8 +702,7 @@ class Application:
         if timeout is not None:
             params["timeout"] = str(int(timeout * 1000))
         params.update(parameters or {})
-        host = os.environ.get(ENV_HOST, "127.0.0.1")
-        return URL("consumer", host, 0, service, parameters=params)
+        return URL("consumer", consumer_host(self.address), 0, service, parameters=params)
 
     def _direct_providers(self, consumer: URL, path: str) -> list[URL]:
         # A direct address is trusted to serve what the consumer asks for, so it carries the
