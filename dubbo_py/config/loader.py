@@ -111,7 +111,9 @@ class _Reader:
     def client_tls(self, value: Any, path: str) -> ClientTLS | None:
         if value is None:
             return None
-        raw = self.mapping(value, path, ("ca", "cert_chain", "private_key", "server_name"))
+        raw = self.mapping(
+            value, path, ("ca", "cert_chain", "private_key", "server_name", "enabled")
+        )
         try:
             return ClientTLS(
                 ca=self.file(raw["ca"], f"{path}.ca") if "ca" in raw else None,
@@ -126,6 +128,11 @@ class _Reader:
                     else None
                 ),
                 server_name=str(raw["server_name"]) if "server_name" in raw else None,
+                enabled=(
+                    self.typed(raw["enabled"], f"{path}.enabled", bool, _boolean)
+                    if raw.get("enabled") is not None
+                    else None
+                ),
             )
         except TLSConfigError as exc:
             raise self.fail(path, str(exc)) from None
@@ -229,7 +236,11 @@ class _Reader:
                 group=str(raw.get("group", "")),
                 loadbalance=str(raw.get("loadbalance", "random")),
                 cluster=str(raw.get("cluster", "failover")),
-                retries=self.typed(raw.get("retries", 2), f"{path}.retries", int, int),
+                retries=(
+                    self.typed(raw["retries"], f"{path}.retries", int, int)
+                    if raw.get("retries") is not None
+                    else None
+                ),
                 timeout=(
                     self.typed(raw["timeout"], f"{path}.timeout", float, float)
                     if raw.get("timeout") is not None

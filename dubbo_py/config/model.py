@@ -4,7 +4,7 @@ produce these, so what a file says and what code says mean exactly the same thin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -68,7 +68,9 @@ class ReferenceConfig:
     interface: str = ""
     loadbalance: str = "random"
     cluster: str = "failover"
-    retries: int = 2
+    #: Failover retries; None: not set here, so the providers' ``retries`` (else 2) apply.
+    retries: int | None = None
+    #: Seconds; None: not set here, so the providers' ``timeout`` (else no deadline) applies.
     timeout: float | None = None
     methods: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     idempotent: frozenset[str] = frozenset()
@@ -98,7 +100,7 @@ class ReferenceConfig:
             raise ConfigError(
                 "interface", f"must be a name without '/' or spaces: {self.interface!r}"
             )
-        if self.retries < 0:
+        if self.retries is not None and self.retries < 0:
             raise ConfigError("retries", f"must be >= 0, got {self.retries}")
         if self.timeout is not None and self.timeout <= 0:
             raise ConfigError("timeout", f"must be > 0 seconds, got {self.timeout}")
@@ -134,6 +136,19 @@ class ReferenceConfig:
         )
         object.__setattr__(self, "attachments", MappingProxyType(dict(self.attachments)))
         object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
+
+    @property
+    def client_tls(self) -> ClientTLS | None:
+        """The TLS the reference's channels use: ``tls``, with ``tls.enabled`` taken from an
+        ``ssl-enabled`` (Dubbo's key) or ``tls`` entry of ``parameters`` when ``tls`` itself does
+        not say (a consumer parameter wins over the provider's, as in Dubbo's URL merge)."""
+        if self.tls is not None and self.tls.enabled is not None:
+            return self.tls
+        for key in ("ssl-enabled", "tls"):
+            text = self.parameters.get(key)
+            if text is not None:
+                return replace(self.tls or ClientTLS(), enabled=text.strip().lower() == "true")
+        return self.tls
 
     def merged(self, **overrides: Any) -> ReferenceConfig:
         """This configuration with keyword overrides (code wins over file; an override of

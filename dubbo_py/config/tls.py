@@ -1,20 +1,26 @@
 """TLS between consumers and providers: server certificates, optional mutual TLS.
 
-A provider serving with :class:`ServerTLS` advertises ``tls=true`` in its URL; consumers connect
-to such providers over TLS, verifying the server against :class:`ClientTLS`'s CA (system roots
+A provider serving with :class:`ServerTLS` advertises ``tls=true`` (and Dubbo's
+``ssl-enabled=true``) in its URL; by default consumers connect to such providers over TLS (see
+:func:`use_tls`: a consumer's configuration may instead choose TLS for every provider, or none),
+verifying the server against :class:`ClientTLS`'s CA (system roots
 when none is given) and presenting their own certificate when the provider requires one
 (``client_ca`` set on the provider: mutual TLS, plaintext and unauthenticated clients refused).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-__all__ = ["ClientTLS", "ServerTLS", "TLSConfigError"]
+__all__ = ["ClientTLS", "ServerTLS", "TLSConfigError", "provider_says_tls", "use_tls"]
+
+#: Provider URL parameters that announce a TLS server: dubbo-py's and Apache Dubbo's.
+TLS_PARAMETERS = ("tls", "ssl-enabled")
 
 
 class TLSConfigError(ValueError):
@@ -61,6 +67,10 @@ class ClientTLS:
     cert_chain: str | Path | None = None
     private_key: str | Path | None = None
     server_name: str | None = None
+    #: None: TLS to the providers whose URL says so (``tls=true`` / ``ssl-enabled=true``);
+    #: True: TLS to every provider (for providers that serve TLS without saying so in their
+    #: URL); False: plaintext to every provider.
+    enabled: bool | None = None
 
     def __post_init__(self) -> None:
         if (self.cert_chain is None) != (self.private_key is None):
@@ -79,3 +89,20 @@ class ClientTLS:
         if self.server_name:
             return [("grpc.ssl_target_name_override", self.server_name)]
         return []
+
+
+def _true(text: str | None) -> bool:
+    return text is not None and text.strip().lower() == "true"
+
+
+def provider_says_tls(parameters: Mapping[str, str]) -> bool:
+    """Whether a provider URL announces a TLS server (``tls=true`` or ``ssl-enabled=true``)."""
+    return any(_true(parameters.get(key)) for key in TLS_PARAMETERS)
+
+
+def use_tls(parameters: Mapping[str, str], tls: ClientTLS | None) -> bool:
+    """Whether a consumer with ``tls`` connects over TLS to a provider with these URL
+    parameters: the consumer's ``enabled`` when it says, else what the provider announces."""
+    if tls is not None and tls.enabled is not None:
+        return tls.enabled
+    return provider_says_tls(parameters)

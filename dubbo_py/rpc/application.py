@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -47,6 +47,7 @@ from dubbo_py.rpc.provider import ExportedServer, export
 from dubbo_py.rpc.settings import (
     base_parameters,
     check_method_options,
+    provider_defaults,
     resolve_settings,
 )
 from dubbo_py.rpc.triple import TripleCaller
@@ -140,6 +141,7 @@ class _Tuning:
         self._base = base
         self._defaults = resolve_settings(methods, base)
         self._overrides: dict[str, str] = {}
+        self._provider_defaults: dict[str, str] = {}
         #: Read by every call of the reference; updated in place when overrides change.
         self.settings = SettingsTable(self._defaults)
         self.loadbalance = ""
@@ -155,13 +157,15 @@ class _Tuning:
         self.balancer = get_loadbalance(name, stats=stats)
         self.loadbalance, self.stats = name, stats
 
-    def update(self, overrides: Mapping[str, str]) -> bool:
-        """Apply a new set of consumer overrides; True when the balancer changed."""
-        if overrides == self._overrides:
+    def update(self, overrides: Mapping[str, str], providers: Iterable[URL] = ()) -> bool:
+        """Apply a new set of consumer overrides and the providers' defaults (``timeout``,
+        ``retries`` on their URLs); True when the balancer changed."""
+        defaults = provider_defaults(self._methods, (p.parameters for p in providers))
+        if overrides == self._overrides and defaults == self._provider_defaults:
             return False
-        self._overrides = dict(overrides)
+        self._overrides, self._provider_defaults = dict(overrides), defaults
         params = {**self._base, **overrides}
-        self.settings.update(resolve_settings(self._methods, params, self._defaults))
+        self.settings.update(resolve_settings(self._methods, params, self._defaults, defaults))
         before = self.balancer
         try:
             self._set_balancer(params["loadbalance"])
@@ -411,7 +415,7 @@ class Application:
         from dubbo_py.rpc.aio import AsyncChannelPool, AsyncClusterChannel
 
         ref = await asyncio.to_thread(lambda: self.reference_handle(stub_class, **options))
-        pool = AsyncChannelPool(ref.config.tls if ref.config is not None else None)
+        pool = AsyncChannelPool(ref.config.client_tls if ref.config is not None else None)
         self._async_pools.append(pool)
         # As in the blocking pool: revived providers get a fresh channel, and channels to
         # providers that left the registry are closed.
@@ -452,7 +456,9 @@ class Application:
         shortestresponse, consistenthash); ``cluster`` the fault-tolerance strategy
         (``failover``, ``failfast``, ``failsafe``, ``failback``, ``forking``, ``broadcast``;
         see ``docs/cluster.md``); ``retries`` (failover; one call may override it with the
-        ``dubbo.retries`` metadata key) and ``timeout`` (seconds) are defaults for every method.
+        ``dubbo.retries`` metadata key) and ``timeout`` (seconds) are defaults for every method;
+        left unset, the providers' registered ``retries`` and ``timeout`` apply (Dubbo's
+        order: see ``docs/configuration.md``), else 2 retries and no deadline.
         ``methods`` overrides options per method, e.g. ``{"SayHello": {"retries": 0,
         "timeout": 0.5}}`` (keys: retries, timeout, cluster, mock, forks, idempotent, sticky);
         ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried; ``attachments`` go
@@ -466,9 +472,11 @@ class Application:
         ``quarantine_interval`` is how often (s) quarantined providers are probed;
         ``outlier_failures`` (default 3; 0: off) consecutive timeouts or UNAVAILABLE from one
         provider eject it into the quarantine, never more than ``outlier_max_share`` (default
-        0.5) of the service's providers at once. ``tls``
-        verifies TLS providers (those whose URL says ``tls=true``) and presents a client
-        certificate for mutual TLS. ``failback`` (not a configuration field) is the queue of
+        0.5) of the service's providers at once. ``tls`` verifies TLS providers (those whose
+        URL says ``tls=true`` or ``ssl-enabled=true``, or every provider with
+        ``ClientTLS(enabled=True)``; none with ``enabled=False``) and presents a client
+        certificate for mutual TLS; an ``ssl-enabled`` entry in ``parameters`` chooses the
+        same, as in Dubbo. ``failback`` (not a configuration field) is the queue of
         ``failback`` retries (default: one per reference, retrying every 5 s, 3 times).
         Consumer-side override rules in the registry change ``timeout``, ``retries``,
         ``forks``, ``sticky`` and ``loadbalance`` at runtime. An unknown option is a TypeError
@@ -541,7 +549,7 @@ class Application:
             cache=cache,
             static_providers=static,
         )
-        pool = ChannelPool(config.tls)
+        pool = ChannelPool(config.client_tls)
         budget = self._budget_for(spec.name)
         failback_queue = failback if failback is not None else FailbackQueue()
         idempotent_methods = config.idempotent | frozenset(
@@ -622,7 +630,7 @@ class Application:
             gone = pool.retain(providers)
             if gone:
                 channel.forget(gone)
-            if tuning.update(directory.consumer_overrides):
+            if tuning.update(directory.consumer_overrides, providers):
                 # Statistics first: a call plan compiled for the new balancer must see whether
                 # calls are to be recorded (plans are current only while the balancer is).
                 channel.stats = tuning.stats  # for invokers made later (asyncio stubs)
@@ -680,7 +688,7 @@ class Application:
         version: str,
         group: str,
         parameters: Mapping[str, str] | None,
-        retries: int,
+        retries: int | None,
         timeout: float | None,
     ) -> URL:
         params = {
@@ -693,8 +701,9 @@ class Application:
             "release": __version__,
             "dubbo": "2.0.2",
             "timestamp": str(int(time.time() * 1000)),
-            "retries": str(retries),
         }
+        if retries is not None:
+            params["retries"] = str(retries)
         if version:
             params["version"] = version
         if group:

@@ -17,7 +17,7 @@ import grpc
 
 from dubbo_py.cluster.errors import ProviderUnavailable
 from dubbo_py.cluster.stats import CallStats, method_key
-from dubbo_py.config.tls import ClientTLS
+from dubbo_py.config.tls import ClientTLS, use_tls
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import metadata_from_attachments
 from dubbo_py.rpc.triple import CALL_SINK, Metadata, TripleCaller
@@ -41,8 +41,9 @@ class RecordingInvoker(Protocol):
 
 class ChannelSecurity:
     """How to open a channel to a provider, for the blocking and the asyncio pools alike: TLS
-    when the provider's URL says ``tls=true`` (with ``tls``, or system roots when None), else
-    plaintext; and always a channel-local subchannel pool.
+    when :func:`~dubbo_py.config.tls.use_tls` says so (the consumer's ``tls.enabled``, else the
+    provider URL's ``tls=true`` / ``ssl-enabled=true``; with ``tls``, or system roots when
+    None), else plaintext; and always a channel-local subchannel pool.
 
     Local subchannels because gRPC's process-wide pool would hand a fresh channel the old one's
     connection, still in reconnect backoff after the provider died, so neither replacing a
@@ -60,7 +61,7 @@ class ChannelSecurity:
     ) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
         """``(credentials, options)`` for a channel to ``provider``; credentials None means a
         plaintext channel. The TLS files are read once, at the first TLS provider."""
-        if not provider.get_bool("tls"):
+        if not use_tls(provider.parameters, self._tls):
             return None, self._options
         tls = self._tls or ClientTLS()
         with self._lock:

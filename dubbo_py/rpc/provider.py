@@ -196,11 +196,14 @@ def provider_urls(
     url_parameters: dict[str, str] | None,
     service_options: Mapping[str, ServiceOptions] | None = None,
 ) -> list[URL]:
-    """One provider URL per servicer (``tls=true`` when the server is secure); a service named
+    """One provider URL per servicer (``tls=true`` and ``ssl-enabled=true`` when the server is
+    secure); a service named
     in ``service_options`` takes those options instead of its decorator's."""
     extra = dict(url_parameters or {})
     if credentials is not None:
         extra.setdefault("tls", "true")
+        # What Apache Dubbo's Triple consumers read to choose TLS.
+        extra.setdefault("ssl-enabled", "true")
     urls = []
     for servicer in servicers:
         spec = service_of_servicer(servicer)

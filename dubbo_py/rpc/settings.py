@@ -7,6 +7,11 @@ consumer``) are merged over that map, so an override of ``timeout`` changes ever
 no timeout of its own, and ``SayHello.timeout`` changes that one method -- as in Apache Dubbo,
 where override parameters are merged into the consumer URL and read with
 ``getMethodParameter``. Timeouts in the map are milliseconds, as in Dubbo's URLs.
+
+What the consumer leaves unset, its providers may set: the ``timeout`` and ``retries`` on their
+registered URLs (:func:`provider_defaults`) are read after the consumer's own parameters at the
+same level -- consumer ``<method>.<key>``, provider ``<method>.<key>``, consumer ``<key>``,
+provider ``<key>``, then the default (no deadline, 2 retries).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = [
     "MethodSettings",
     "base_parameters",
     "check_method_options",
+    "provider_defaults",
     "resolve_settings",
 ]
 
@@ -56,22 +62,24 @@ def _timeout_ms(seconds: Any) -> str:
 
 def base_parameters(
     *,
-    retries: int,
+    retries: int | None,
     timeout: float | None,
     forks: int,
     sticky: bool,
     loadbalance: str,
     methods: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, str]:
-    """The reference's options as a Dubbo-style parameter map (timeouts in ms; an empty
-    timeout means none)."""
+    """The reference's options as a Dubbo-style parameter map (timeouts in ms). ``retries`` and
+    ``timeout`` of None are left out: not set by the consumer, so the providers' apply."""
     params = {
-        "retries": str(int(retries)),
-        "timeout": _timeout_ms(timeout),
         "forks": str(int(forks)),
         "sticky": "true" if sticky else "false",
         "loadbalance": loadbalance,
     }
+    if retries is not None:
+        params["retries"] = str(int(retries))
+    if timeout is not None:
+        params["timeout"] = _timeout_ms(timeout)
     for method, opts in methods.items():
         for key in ("retries", "forks"):
             if key in opts:
@@ -83,13 +91,77 @@ def base_parameters(
     return params
 
 
-def _lookup(params: Mapping[str, str], method: str, key: str) -> str | None:
-    value = params.get(f"{method}.{key}")
-    return params.get(key) if value is None else value
+#: What a provider's URL sets for its consumers (Dubbo passes them on through the registry).
+PROVIDER_DEFAULT_KEYS = ("timeout", "retries")
+
+_NO_PARAMETERS: Mapping[str, str] = {}
 
 
-def _int(params: Mapping[str, str], method: str, key: str, fallback: int, minimum: int) -> int:
-    text = _lookup(params, method, key)
+def _lookup(
+    params: Mapping[str, str], method: str, key: str, provider: Mapping[str, str] = _NO_PARAMETERS
+) -> str | None:
+    # Dubbo's order (a flat merge of provider and consumer parameters read with
+    # getMethodParameter): method level before service level, and at each level the consumer
+    # before the provider.
+    for source, name in (
+        (params, f"{method}.{key}"),
+        (provider, f"{method}.{key}"),
+        (params, key),
+        (provider, key),
+    ):
+        value = source.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _numbers(providers: Iterable[Mapping[str, str]], key: str) -> list[float]:
+    out = []
+    for parameters in providers:
+        text = parameters.get(key)
+        if text is None and "." not in key:
+            text = parameters.get(f"default.{key}")  # Dubbo 2.x providers' service defaults
+        if text is None:
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            continue
+        if math.isfinite(value) and value >= 0:
+            out.append(value)
+    return out
+
+
+def provider_defaults(
+    methods: Iterable[str], providers: Iterable[Mapping[str, str]]
+) -> dict[str, str]:
+    """The ``timeout`` and ``retries`` (service level, and ``<method>.<key>``) the providers'
+    URLs set, as one parameter map the consumer's own options are read over. Providers that
+    disagree are reconciled for the whole reference, since a call's deadline and retry count
+    are fixed before a provider is picked: the longest timeout (no provider has a call cut
+    shorter than it asked for) and the fewest retries (a provider that says ``retries=0`` is
+    never called twice for one request)."""
+    maps = [dict(p) for p in providers]
+    out: dict[str, str] = {}
+    for key in PROVIDER_DEFAULT_KEYS:
+        for name in (key, *(f"{m}.{key}" for m in methods)):
+            values = _numbers(maps, name)
+            if not values:
+                continue
+            chosen = max(values) if key == "timeout" else min(values)
+            out[name] = repr(chosen) if key == "timeout" else str(int(chosen))
+    return out
+
+
+def _int(
+    params: Mapping[str, str],
+    method: str,
+    key: str,
+    fallback: int,
+    minimum: int,
+    provider: Mapping[str, str] = _NO_PARAMETERS,
+) -> int:
+    text = _lookup(params, method, key, provider)
     if text is None:
         return fallback
     try:
@@ -99,8 +171,13 @@ def _int(params: Mapping[str, str], method: str, key: str, fallback: int, minimu
         return fallback
 
 
-def _timeout(params: Mapping[str, str], method: str, fallback: float | None) -> float | None:
-    text = _lookup(params, method, "timeout")
+def _timeout(
+    params: Mapping[str, str],
+    method: str,
+    fallback: float | None,
+    provider: Mapping[str, str] = _NO_PARAMETERS,
+) -> float | None:
+    text = _lookup(params, method, "timeout", provider)
     if text is None:
         return fallback
     if text == "":
@@ -119,16 +196,21 @@ def resolve_settings(
     methods: Iterable[str],
     params: Mapping[str, str],
     fallback: Mapping[str, MethodSettings] | None = None,
+    provider: Mapping[str, str] | None = None,
 ) -> dict[str, MethodSettings]:
-    """Settings per method from a parameter map. A value that does not parse is logged and the
-    method keeps its ``fallback`` setting (its settings before an override was pushed)."""
+    """Settings per method from a parameter map, with ``provider`` (from
+    :func:`provider_defaults`) filling ``timeout`` and ``retries`` in Dubbo's order: consumer
+    method level, provider method level, consumer service level, provider service level. A
+    value that does not parse is logged and the method keeps its ``fallback`` setting (its
+    settings before an override was pushed)."""
+    given = provider or _NO_PARAMETERS
     out = {}
     for method in methods:
         old = (fallback or {}).get(method, MethodSettings())
         sticky = _lookup(params, method, "sticky")
         out[method] = MethodSettings(
-            retries=_int(params, method, "retries", old.retries, 0),
-            timeout=_timeout(params, method, old.timeout),
+            retries=_int(params, method, "retries", old.retries, 0, given),
+            timeout=_timeout(params, method, old.timeout, given),
             forks=_int(params, method, "forks", old.forks, 1),
             sticky=old.sticky if sticky is None else sticky.strip().lower() == "true",
         )

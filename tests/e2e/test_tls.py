@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -26,7 +27,8 @@ def _serve(registry: str, tls: ServerTLS) -> tuple[dubbo_py.Application, str]:
     greeter = make_greeter("1.0.0", None, None)
     server = app.start(greeter, tls=tls)
     greeter.address = server.address
-    assert server.urls[0].get("tls") == "true"  # the provider URL says so
+    # The provider URL says so, to dubbo-py and to Apache Dubbo's consumers.
+    assert server.urls[0].get("tls") == server.urls[0].get("ssl-enabled") == "true"
     return app, server.address
 
 
@@ -111,3 +113,39 @@ def test_bad_tls_files_are_named(tmp_path: Path) -> None:
         ClientTLS(ca=tmp_path / "junk.pem").credentials()
     with pytest.raises(TLSConfigError, match="go together"):
         ClientTLS(cert_chain=tmp_path / "c.pem")
+
+
+def test_tls_chosen_by_the_consumers_configuration(certs: Certs, tmp_path: Path) -> None:
+    # A TLS provider whose URL does not announce it (as a Java provider whose TLS comes from
+    # its SSL configuration alone may): consumers choose TLS by their own configuration.
+    registry = f"sqlite://{tmp_path}/r.db"
+    provider, address = _serve(registry, ServerTLS(certs.server_cert, certs.server_key))
+    try:
+        assert provider.registry is not None
+        (announced,) = provider.registry.lookup("demo.Greeter")
+        silent = announced.without_parameters("tls", "ssl-enabled")
+        provider.registry.unregister(announced)
+        provider.registry.register(silent)
+        with dubbo_py.Application("shop", registry, cache_path=tmp_path / "c") as app:
+
+            def greeter(**options: Any) -> Any:
+                ref = app.reference_handle(
+                    greeter_pb2_grpc.GreeterStub, version="1.0.0", retries=0, **options
+                )
+                wait_until(lambda: len(ref.directory.providers) == 1, 10, "the provider")
+                assert ref.directory.providers[0].get("tls") is None
+                return ref.stub
+
+            plaintext = greeter(tls=ClientTLS(ca=certs.ca))
+            with pytest.raises(grpc.RpcError) as refused:
+                plaintext.SayHello(greeter_pb2.HelloRequest(name="p"), timeout=3)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+            for chosen in (
+                greeter(tls=ClientTLS(ca=certs.ca, enabled=True)),
+                greeter(tls=ClientTLS(ca=certs.ca), parameters={"ssl-enabled": "true"}),
+            ):
+                reply = chosen.SayHello(greeter_pb2.HelloRequest(name="t"), timeout=5)
+                assert reply.provider == address
+    finally:
+        provider.close()

@@ -135,3 +135,25 @@ def test_reference_config_merge_is_code_over_file() -> None:
 def test_arbitrary_text_is_a_config_or_a_config_error(text: str) -> None:
     with contextlib.suppress(ConfigError):
         parse_config(text, environ={})
+
+
+def test_tls_to_every_provider_and_unset_retries_from_the_file(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    text = (
+        "application: shop\n"
+        "references:\n"
+        "  demo.Greeter: {tls: {ca: ca.pem, enabled: true}}\n"
+        "  demo.Other: {parameters: {ssl-enabled: 'true'}}\n"
+        "  demo.Plain: {tls: {enabled: false}}\n"
+    )
+    config = parse_config(text, base=tmp_path)
+    greeter = config.references["demo.Greeter"]
+    assert greeter.client_tls is not None and greeter.client_tls.enabled is True
+    other = config.references["demo.Other"].client_tls
+    assert other is not None and other.enabled is True
+    plain = config.references["demo.Plain"].client_tls
+    assert plain is not None and plain.enabled is False
+    # Not set in the file: the providers' registered values apply (see docs/configuration.md).
+    assert greeter.retries is None and greeter.timeout is None
+    with pytest.raises(ConfigError, match=r"references\.demo\.Greeter\.tls\.enabled"):
+        parse_config("application: a\nreferences: {demo.Greeter: {tls: {enabled: yes-ish}}}\n")
