@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from dubbo_py.registry import layout
 from dubbo_py.registry.cache import NotifyCache
+from dubbo_py.registry.first_reads import FirstReads
 from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.store import Cancel
@@ -144,10 +144,9 @@ class RegistryDirectory:
         self._cancels: list[Cancel] = []
         self._listeners: list[Callable[[BoundChain], None]] = []
         self._providers_seen = threading.Event()
-        #: Sources (categories and config-center keys) watched but not yet read once, with the
-        #: path each one reads; the reference waits for this to empty before its first call.
-        self._pending: dict[str, str] = {}
-        self._settled = threading.Condition(self._lock)
+        #: Sources (categories and config-center keys) watched but not yet read once; the
+        #: reference waits for them before its first call.
+        self._first_reads = FirstReads()
         self._version = 0
         self.providers: tuple[URL, ...] = ()
         self.chain: BoundChain = RouterChain().bind(Snapshot(()), consumer)
@@ -169,11 +168,10 @@ class RegistryDirectory:
         if self.registry is None:
             return
         registry = self.registry
-        with self._lock:
-            for category in _SUBSCRIBED:
-                self._pending[_category_source(category)] = layout.category_path(
-                    self.rules.service, category
-                )
+        for category in _SUBSCRIBED:
+            self._first_reads.expect(
+                _category_source(category), layout.category_path(self.rules.service, category)
+            )
         self._cancels.append(registry.subscribe(self.rules.service, self._on_category, _SUBSCRIBED))
         for kind, key in self.rules.static_keys():
             self._watch(kind, key)
@@ -194,19 +192,7 @@ class RegistryDirectory:
     def wait_until_read(self, timeout: float) -> list[str]:
         """Wait up to ``timeout`` s until every watched source has been read once; returns the
         paths still unread (empty when all were)."""
-        deadline = time.monotonic() + max(0.0, timeout)
-        with self._settled:
-            while self._pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._settled.wait(left)
-            return sorted(self._pending.values())
-
-    def _settle(self, source: str) -> None:
-        with self._settled:
-            if self._pending.pop(source, None) is not None and not self._pending:
-                self._settled.notify_all()
+        return self._first_reads.wait(timeout)
 
     def close(self) -> None:
         """Stop watching."""
@@ -231,14 +217,13 @@ class RegistryDirectory:
         def on_document(text: str | None) -> None:
             self._on_document(kind, key, text)
 
-        with self._lock:
-            self._pending.setdefault(key, layout.config_path(key))
+        self._first_reads.expect(key, layout.config_path(key))
         self._cancels.append(self.registry.watch_config(key, on_document))
 
     def _on_category(self, category: str, urls: list[URL]) -> None:
         real = [] if is_empty(urls) else urls
         self._apply_category(category, real)
-        self._settle(_category_source(category))
+        self._first_reads.read(_category_source(category))
         # Saved after the change is in force, as Dubbo's AbstractRegistry.notify does: the
         # disk write stays off the push -> applied path.
         if self._cache is not None:
@@ -262,7 +247,7 @@ class RegistryDirectory:
 
     def _on_document(self, kind: str, key: str, text: str | None) -> None:
         self._apply_document(kind, key, text)
-        self._settle(key)
+        self._first_reads.read(key)
         if self._cache is not None:  # after applying, as for categories
             self._cache.save_config(self.rules.service, key, text)
 

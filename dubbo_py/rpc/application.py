@@ -36,6 +36,7 @@ from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, consumer_host, provider_hosts
+from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store import Store, StoreError
 from dubbo_py.router import factory
@@ -211,6 +212,7 @@ class Application:
         self._lock = threading.Lock()
         self._store: Store | None = None
         self._registry: Registry | None = None
+        self._provider_registry: ProviderRegistry | None = None
         self._servers: list[ExportedServer] = []
         self._references: list[Reference] = []
         self._consumer_urls: list[URL] = []
@@ -249,6 +251,21 @@ class Application:
                 self._registry = Registry(self._store, protect=self.auth is not None)
             return self._registry
 
+    @property
+    def provider_registry(self) -> ProviderRegistry | None:
+        """The registry providers register through: their URLs carry the provider-side
+        override rules that match them, read before the first registration and followed after
+        it (see :mod:`dubbo_py.registry.provider_overrides`)."""
+        registry = self.registry
+        with self._lock:
+            if registry is not None and self._provider_registry is None:
+                self._provider_registry = ProviderRegistry(
+                    registry,
+                    configurators.apply,
+                    validate=configurators.parse_configurators_yaml,
+                )
+            return self._provider_registry
+
     # ----------------------------------------------------------------- provider side
 
     def start(
@@ -278,7 +295,7 @@ class Application:
             exported = export(
                 servicers,
                 application=self.name,
-                registry=self.registry,
+                registry=self.provider_registry,
                 host=listen.host or LOOPBACK,
                 port=listen.port,
                 bind_host=listen.bind_host,
@@ -373,7 +390,7 @@ class Application:
         from dubbo_py.rpc.aio import export_async
 
         listen = await asyncio.to_thread(self._listen, port, host, bind_host, tls)
-        registry = await asyncio.to_thread(lambda: self.registry)
+        registry = await asyncio.to_thread(lambda: self.provider_registry)
         try:
             exported = await export_async(
                 servicers,
@@ -752,6 +769,7 @@ class Application:
             self._store.close()
             self._store = None
             self._registry = None
+            self._provider_registry = None
 
     def __enter__(self) -> Application:
         return self
