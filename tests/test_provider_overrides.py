@@ -11,6 +11,7 @@ import pytest
 from dubbo_py.cluster import configurators
 from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store import StoreError
 from dubbo_py.url import URL
 from tests.support.memory_store import MemoryStore
 from tests.test_directory_startup import SlowStore
@@ -119,3 +120,13 @@ def test_other_urls_register_as_usual() -> None:
     )
     providers.register(consumer)
     assert providers.lookup(SERVICE, "consumers") == [consumer]
+
+
+def test_an_unreachable_registry_fails_the_registration_at_once() -> None:
+    store = MemoryStore()
+    providers = _registry(store, wait=30.0)
+    store.close()  # every operation now raises StoreError, as while ZooKeeper is down
+    started = time.monotonic()
+    with pytest.raises(StoreError):
+        providers.register(PROVIDER)
+    assert time.monotonic() - started < 30.0  # it did not wait for the rules first

@@ -72,8 +72,17 @@ class _Export:
         )
         for key in keys:
             self._cancels.append(self.owner.watch_config(key, self._document_listener(key)))
+        try:
+            self.owner.store.exists(layout.ROOT)
+        except StoreError:
+            # Unreachable: registering fails at once below, as it would without rules to read;
+            # waiting for them first would only delay that error.
+            wait = 0.0
+            reachable = False
+        else:
+            reachable = True
         missing = self._reads.wait(wait)
-        if missing:
+        if missing and reachable:
             log.warning(
                 "%s: registering before these override rules were read (the registry did not "
                 "answer within %.1fs): %s; they apply as soon as they are read",
