@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import grpc
 
@@ -390,59 +390,67 @@ def _handler(
     return made
 
 
-class _Interceptor(grpc.ServerInterceptor):
-    """Sheds calls of guarded methods over their limits (blocking server)."""
+_Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only to type checkers
 
-    def __init__(self, guards: Mapping[str, MethodGuard]) -> None:
-        self._guards = dict(guards)
-        # (handler the server gave, wrapped handler) per path: wrap once, not per call.
-        self._wrapped: dict[
-            str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]
-        ] = {}
 
-    def intercept_service(
+class _GuardedHandlers:
+    """The guarded handler for each method path, shared by both server flavours.
+
+    Wrapping happens once per path, not per call: the wrapped handler is kept beside the handler
+    the server gave, and made again only if the server hands out a different one.
+    """
+
+    def __init__(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = continuation(handler_call_details)
-        path = handler_call_details.method
+        guards: Mapping[str, MethodGuard],
+        wrap: Callable[[MethodGuard, _Handler], _Handler],
+    ) -> None:
+        self._guards = dict(guards)
+        self._wrap = wrap
+        self._wrapped: dict[str, tuple[_Handler, _Handler]] = {}
+
+    def get(self, path: str, handler: _Handler | None) -> _Handler | None:
+        """``handler`` wrapped with the guard of ``path``, or unchanged when it has none."""
         guard = self._guards.get(path)
         if guard is None or handler is None:
             return handler
         cached = self._wrapped.get(path)
         if cached is not None and cached[0] is handler:
             return cached[1]
-        wrapped = _wrap_sync(guard, handler)
+        wrapped = self._wrap(guard, handler)
         self._wrapped[path] = (handler, wrapped)
         return wrapped
+
+
+class _Interceptor(grpc.ServerInterceptor):
+    """Sheds calls of guarded methods over their limits (blocking server)."""
+
+    def __init__(self, guards: Mapping[str, MethodGuard]) -> None:
+        self._handlers = _GuardedHandlers(guards, _wrap_sync)
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], _Handler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> _Handler | None:
+        handler = continuation(handler_call_details)
+        return self._handlers.get(handler_call_details.method, handler)
 
 
 class _AioInterceptor(grpc.aio.ServerInterceptor):
     """Sheds calls of guarded methods over their limits (``grpc.aio`` server)."""
 
     def __init__(self, guards: Mapping[str, MethodGuard]) -> None:
-        self._guards = dict(guards)
-        self._wrapped: dict[
-            str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]
-        ] = {}
+        self._handlers = _GuardedHandlers(guards, _wrap_aio)
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Any],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler: grpc.RpcMethodHandler[Any, Any] = await continuation(handler_call_details)
-        path = handler_call_details.method
-        guard = self._guards.get(path)
-        if guard is None or handler is None:
-            return handler
-        cached = self._wrapped.get(path)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = _wrap_aio(guard, handler)
-        self._wrapped[path] = (handler, wrapped)
-        return wrapped
+    ) -> _Handler:
+        handler: _Handler = await continuation(handler_call_details)
+        # An unknown method's None passes through unchanged, for the server to answer UNIMPLEMENTED.
+        return cast("_Handler", self._handlers.get(handler_call_details.method, handler))
 
 
 def interceptor(guards: Mapping[str, MethodGuard]) -> grpc.ServerInterceptor | None:
