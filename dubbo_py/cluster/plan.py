@@ -23,7 +23,7 @@ C-level call; a failure continues as :func:`~dubbo_py.cluster.strategy.failover`
 still current (identity checks against the context); anything a plan cannot express -- a
 router without lookups, a sticky method, a balancer without a picker for several candidates --
 means no plan, or a fall back to ``balancer.select`` for that call, and the strategy runs as
-usual. ``tests/test_call_plans.py`` checks plans against the strategy they stand for.
+usual. ``tests/cluster/test_call_plans.py`` checks plans against the strategy they stand for.
 """
 
 from __future__ import annotations

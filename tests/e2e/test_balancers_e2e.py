@@ -1,9 +1,10 @@
 """Every load balancer against real provider processes, found through a real ZooKeeper.
 
-The unit tests (``tests/test_loadbalance.py``) pin each formula on hand-made URLs; these check
-that what reaches the providers follows it: weights written by the providers themselves, call
-statistics recorded on the real gRPC path, and the consistent-hash ring rebuilt when a
-provider joins. Providers start with ``--warmup 0`` so their full weight counts from the start.
+The unit tests (``tests/cluster/test_loadbalance.py``) pin each formula on hand-made URLs;
+these check that what reaches the providers follows it: weights written by the providers
+themselves, call statistics recorded on the real gRPC path, and the consistent-hash ring rebuilt
+when a provider joins. Providers start with ``--warmup 0`` so their full weight counts from the
+start.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import pytest
 
 from tests.support.zookeeper import ZooKeeperServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "tutorial.md"
 
 #: Shown but not run: installing needs root and the network. The test runs dubbo-py from this

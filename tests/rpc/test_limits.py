@@ -32,7 +32,7 @@ from dubbo_py.rpc.limits import (
 from dubbo_py.rpc.provider import export
 from dubbo_py.rpc.service import options_of
 from dubbo_py.url import URL
-from tests.test_cluster_strategies import FakeRpcError, Providers, call, context, urls
+from tests.cluster.test_cluster_strategies import FakeRpcError, Providers, call, context, urls
 
 # ------------------------------------------------------------------------------ the limits
 

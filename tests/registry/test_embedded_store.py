@@ -21,7 +21,7 @@ from dubbo_py.registry.embedded import SCHEMA_VERSION, EmbeddedStore
 from dubbo_py.registry.store import BadVersionError, SessionState, StoreError
 from tests.support.waiting import PATIENCE, Recorder, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 Spawn = Callable[..., "subprocess.Popen[str]"]
 LEASE = 1.0
 

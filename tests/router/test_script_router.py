@@ -453,7 +453,7 @@ def test_any_script_text_is_accepted_or_a_rule_error(body: str) -> None:
 
 # ---------------------------------------------------------------- the documentation's examples
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "routing.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "routing.md"
 
 
 def test_documented_script_examples_are_true(sandbox: Sandbox) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 import dubbo_py
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 import _paths  # noqa: E402,F401  (the generated demo package)
 from demo import greeter_pb2_grpc  # noqa: E402

@@ -527,7 +527,7 @@ def test_static_routing_properties(
 
 # ---------------------------------------------------------------- the documentation's example
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "routing.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "routing.md"
 
 
 def doc_block(marker: str) -> str:

@@ -15,7 +15,7 @@ from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
 from tests.support.memory_store import MemoryStore, MemoryTree
 
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
 def block_after(marker: str, lang: str = "") -> str:

@@ -13,8 +13,8 @@ from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store import StoreError
 from dubbo_py.url import URL
+from tests.registry.test_directory_startup import SlowStore
 from tests.support.memory_store import MemoryStore
-from tests.test_directory_startup import SlowStore
 
 SERVICE = "demo.Greeter"
 KEY = f"{SERVICE}:1.0.0:.configurators"

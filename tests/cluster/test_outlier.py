@@ -19,8 +19,8 @@ from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.strategy import failfast, failover
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
+from tests.cluster.test_cluster_strategies import FakeRpcError, Providers, call, context, urls
 from tests.support.waiting import wait_until
-from tests.test_cluster_strategies import FakeRpcError, Providers, call, context, urls
 
 DEADLINE = FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
 

@@ -435,7 +435,7 @@ def reply_type() -> type[greeter_pb2.HelloReply]:
 
 
 class GreeterMock:
-    """A mock class for ``fail:tests.test_cluster_strategies:GreeterMock``."""
+    """A mock class for ``fail:tests.cluster.test_cluster_strategies:GreeterMock``."""
 
     def SayHello(self, request: greeter_pb2.HelloRequest) -> greeter_pb2.HelloReply:
         return greeter_pb2.HelloReply(message=f"mocked {request.name}")
@@ -471,8 +471,8 @@ def test_throw_variants_and_mock_classes() -> None:
     down = Providers(**{ps[0].host: "down"})
     with pytest.raises(ClusterError, match="mocked failure"):
         with_mock(failover, parse_mock("throw"), reply_type)(context(down, ps), call())
-    spec = parse_mock("fail:tests.test_cluster_strategies:GreeterMock")
-    assert spec == MockSpec("fail", "class", "tests.test_cluster_strategies:GreeterMock")
+    spec = parse_mock("fail:tests.cluster.test_cluster_strategies:GreeterMock")
+    assert spec == MockSpec("fail", "class", "tests.cluster.test_cluster_strategies:GreeterMock")
     assert with_mock(failover, spec, reply_type)(context(down, ps), call()).message == "mocked x"
 
 
@@ -553,7 +553,7 @@ class DictMock:
 
 
 def test_a_mock_class_may_answer_with_a_dict() -> None:
-    spec = parse_mock("force:tests.test_cluster_strategies:DictMock")
+    spec = parse_mock("force:tests.cluster.test_cluster_strategies:DictMock")
     assert spec is not None
     reply = with_mock(failover, spec, reply_type)(context(Providers(), urls(1)), call())
     assert reply == greeter_pb2.HelloReply(message="dict x", shard=2)
@@ -563,8 +563,8 @@ def test_a_mock_class_may_answer_with_a_dict() -> None:
     ("mock", "message"),
     [
         ('return {"nope": 1}', "is not a demo.HelloReply"),
-        ("fail:tests.test_cluster_strategies:NoSuchMock", "NoSuchMock"),
-        ("fail:tests.test_cluster_strategies:GreeterMock", "has no method SayHelloStream"),
+        ("fail:tests.cluster.test_cluster_strategies:NoSuchMock", "NoSuchMock"),
+        ("fail:tests.cluster.test_cluster_strategies:GreeterMock", "has no method SayHelloStream"),
     ],
 )
 def test_a_reference_refuses_a_mock_that_cannot_answer(mock: str, message: str) -> None:
