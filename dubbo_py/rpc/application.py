@@ -278,6 +278,7 @@ class Application:
         credentials: grpc.ServerCredentials | None = None,
         unregister_wait: float = 0.5,
         tls: ServerTLS | None = None,
+        reflection: bool | None = None,
     ) -> ExportedServer:
         """Serve ``servicers`` on a new gRPC server and register them; returns at once.
 
@@ -288,7 +289,9 @@ class Application:
         else ``protocol.bind_host``, else the registered address); ``tls`` serves over TLS
         (mutual TLS when it names a client CA) and says so in the provider URL. Whatever is not
         given comes from the application's configuration file (``protocol``, and
-        ``services.<name>`` for each service's options).
+        ``services.<name>`` for each service's options). ``reflection`` serves gRPC server
+        reflection (default: on unless ``$DUBBO_PY_REFLECTION`` is ``false``), which
+        ``dubbo-py call`` and the console read request types from.
         """
         listen = self._listen(port, host, bind_host, tls)
         try:
@@ -302,6 +305,7 @@ class Application:
                 max_workers=max_workers,
                 credentials=listen.tls.credentials() if listen.tls else credentials,
                 service_options=self.config.services if self.config else None,
+                reflection=reflection,
             )
         except OSError as exc:
             raise _bind_error(exc, listen) from exc

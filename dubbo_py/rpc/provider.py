@@ -26,6 +26,7 @@ from dubbo_py.rpc import startup
 from dubbo_py.rpc.dispatch import add_servicers
 from dubbo_py.rpc.introspect import ServiceSpec, service_of_servicer
 from dubbo_py.rpc.limits import interceptor, servicer_guards
+from dubbo_py.rpc.reflection import add_reflection, reflection_wanted
 from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
 
@@ -126,8 +127,10 @@ def export(
     options: Sequence[tuple[str, object]] = (),
     url_parameters: dict[str, str] | None = None,
     service_options: Mapping[str, ServiceOptions] | None = None,
+    reflection: bool | None = None,
 ) -> ExportedServer:
-    """Serve ``servicers`` on one gRPC server and register one provider URL per service."""
+    """Serve ``servicers`` on one gRPC server and register one provider URL per service;
+    ``reflection`` serves gRPC server reflection (None: ``$DUBBO_PY_REFLECTION``, default on)."""
     # Overload limits (executes, tps, flowcontrol) are an interceptor, there only when some
     # service has one.
     shedder = interceptor(servicer_guards(servicers, service_options))
@@ -145,6 +148,7 @@ def export(
         port,
         credentials,
         service_options,
+        reflection=reflection,
     )
     server.start()
     urls = provider_urls(
@@ -169,14 +173,20 @@ def bind_servicers(
     port: int,
     credentials: grpc.ServerCredentials | None,
     service_options: Mapping[str, ServiceOptions] | None = None,
+    *,
+    reflection: bool | None = None,
 ) -> int:
-    """Add the servicers and the health service to a (sync or asyncio) gRPC server and bind it;
-    returns the bound port. Several servicers of one service (versions, groups) are told apart
-    by the calls' Triple headers (:mod:`dubbo_py.rpc.dispatch`)."""
+    """Add the servicers, the health service and (unless turned off) server reflection to a
+    (sync or asyncio) gRPC server and bind it; returns the bound port. Several servicers of
+    one service (versions, groups) are told apart by the calls' Triple headers
+    (:mod:`dubbo_py.rpc.dispatch`)."""
     if not servicers:
         raise ValueError("export needs at least one servicer")
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     add_servicers(server, servicers, service_options)
+    if reflection_wanted(reflection):
+        names = [service_of_servicer(s).name for s in servicers]
+        add_reflection(server, [*names, health.SERVICE_NAME])
     listen = f"{listen_host}:{port}"
     if credentials is None:
         bound = int(server.add_insecure_port(listen))

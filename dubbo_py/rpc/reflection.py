@@ -1,0 +1,37 @@
+"""gRPC server reflection on providers, so ``dubbo-py call``, the console and grpcurl can
+learn a service's request and response types from the running provider.
+
+On by default (Dubbo's Triple providers answer reflection too); ``Application.start(...,
+reflection=False)`` or ``DUBBO_PY_REFLECTION=false`` in the provider's environment turns it
+off. The descriptors served are those of the process's default protobuf pool, where every
+generated ``_pb2`` module registers its file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["ENV_REFLECTION", "add_reflection", "reflection_wanted"]
+
+#: Set to ``false`` / ``0`` / ``off`` / ``no`` to serve no reflection service.
+ENV_REFLECTION = "DUBBO_PY_REFLECTION"
+_OFF = frozenset({"false", "0", "off", "no"})
+
+
+def reflection_wanted(option: bool | None) -> bool:
+    """The option when given, else ``$DUBBO_PY_REFLECTION`` (default: on)."""
+    if option is not None:
+        return option
+    return os.environ.get(ENV_REFLECTION, "").strip().lower() not in _OFF
+
+
+def add_reflection(server: Any, service_names: Iterable[str]) -> None:
+    """Serve the reflection service on a (blocking or asyncio) gRPC server for these services
+    (the reflection service itself is listed too, as grpcurl expects)."""
+    # Imported here: a provider with reflection turned off never loads it.
+    from grpc_reflection.v1alpha import reflection
+
+    names = (*dict.fromkeys(service_names), reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
