@@ -3,10 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ZooKeeper (Debian's package; Java is on the machine) for the registry tests, openssl for the
-# TLS tests' throwaway certificates.
+# TLS tests' throwaway certificates, Chromium and its WebDriver for the console's browser tests.
 need=()
 dpkg -s zookeeper >/dev/null 2>&1 || need+=(zookeeper)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -17,6 +17,7 @@ from dubbo_py import __version__
 from dubbo_py.admin.acl_commands import acl_group
 from dubbo_py.admin.call_commands import call
 from dubbo_py.admin.common import CONTEXT_SETTINGS, DEBUG_ENV, AdminGroup, CliEnv
+from dubbo_py.admin.console.command import console_command
 from dubbo_py.admin.override_commands import override_group
 from dubbo_py.admin.registry_commands import registry_group
 from dubbo_py.admin.route_commands import route_group
@@ -90,6 +91,7 @@ cli.add_command(route_group)
 cli.add_command(registry_group)
 cli.add_command(acl_group)
 cli.add_command(call)
+cli.add_command(console_command)
 
 # The shard tools (dubbo_py/admin/shard_commands.py, written on its own branch).
 cli.add_command(shard)

@@ -24,7 +24,7 @@ from dubbo_py.router.base import Router, RuleError
 from dubbo_py.router.scenario import configurator, route
 from dubbo_py.url import URL
 
-__all__ = ["ConsumerReach", "ReachReport", "reach_of_change"]
+__all__ = ["ConsumerReach", "ReachReport", "reach_now", "reach_of_change"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,4 +189,31 @@ def reach_of_change(
     if not report.rows:
         hint = f" (consumers watch: {', '.join(sorted(nearby))})" if nearby else ""
         report.note(f"no registered consumer watches {rule.key}{hint}")
+    return report
+
+
+def reach_now(
+    registry: Registry,
+    service: str,
+    *,
+    methods: Sequence[str] = (),
+    attachments: Mapping[str, str] | None = None,
+) -> ReachReport:
+    """Which providers every registered consumer of ``service`` reaches now, per method, under
+    the rules in force (each row's ``before`` and ``after`` are the same): the console's reach
+    matrix. ``methods`` defaults to the methods the providers advertise."""
+    report = ReachReport()
+    texts: dict[str, str | None] = {}
+    raw = registry.lookup(service, layout.PROVIDERS)
+    for consumer in sorted(registry.lookup(service, layout.CONSUMERS), key=lambda u: u.to_string()):
+        view = _View(registry, consumer, raw, report, texts)
+        providers = view.providers({})
+        routers = view.routers({})
+        for method in _methods(view.matched, methods):
+            invocation = Invocation(service, method, attachments=dict(attachments or {}))
+            outcome = route(consumer, providers, routers, invocation)
+            for exc in outcome.refused:
+                report.note(f"refused (as consumers would): {exc}")
+            reached = tuple(p.address for p in outcome.providers)
+            report.rows.append(ConsumerReach(consumer, method, reached, reached))
     return report

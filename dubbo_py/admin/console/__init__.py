@@ -1,0 +1,1 @@
+"""The web console (``dubbo-py console``): the CLI's views and operations in a browser."""

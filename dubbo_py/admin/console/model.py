@@ -1,0 +1,274 @@
+"""What the console's pages show, read from the registry with the CLI's own computations
+(reach, rules, overrides, history); pure data, no HTML."""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dubbo_py.admin import overrides, rules
+from dubbo_py.admin.history import History, HistoryEntry
+from dubbo_py.admin.history_diff import change_summary
+from dubbo_py.admin.reach import ConsumerReach, reach_now
+from dubbo_py.cluster import configurators
+from dubbo_py.cluster.loadbalance.base import effective_weight
+from dubbo_py.registry import layout
+from dubbo_py.registry.directory import ServiceRules
+from dubbo_py.registry.registry import Registry
+from dubbo_py.url import URL
+
+__all__ = [
+    "HistoryRow",
+    "ProviderRow",
+    "ReachMatrix",
+    "RuleRow",
+    "ServicePage",
+    "ServiceRow",
+    "history_rows",
+    "rule_rows",
+    "service_page",
+    "services",
+    "unified_diff",
+]
+
+DEFAULT_WEIGHT = 100
+
+
+@dataclass(frozen=True)
+class ServiceRow:
+    """One service in the services list."""
+
+    name: str
+    versions: tuple[str, ...]
+    groups: tuple[str, ...]
+    providers: int
+    consumers: int
+    #: Rule document keys in force for it, and how many router/override URLs it has.
+    rules: tuple[str, ...]
+    router_urls: int
+    override_urls: int
+
+
+@dataclass(frozen=True)
+class ProviderRow:
+    """A provider as consumers see it after override rules."""
+
+    url: URL
+    configured: URL
+    #: Descriptions of what override rules change on it (``weight=50``, ``disabled=true``).
+    overrides: tuple[str, ...]
+
+    @property
+    def address(self) -> str:
+        """``host:port``."""
+        return self.url.address
+
+    @property
+    def weight(self) -> int:
+        """The weight after override rules (before warmup)."""
+        return self.configured.get_int("weight", DEFAULT_WEIGHT)
+
+    @property
+    def effective_weight(self) -> int:
+        """The weight load balancers use now (warmup applied)."""
+        return effective_weight(self.configured, "", int(time.time() * 1000))
+
+    @property
+    def disabled(self) -> bool:
+        """Taken out of service by an override rule."""
+        return self.configured.get_bool("disabled", False)
+
+    @property
+    def tag(self) -> str:
+        """The provider's ``dubbo.tag``, if any."""
+        return self.configured.get_str("dubbo.tag")
+
+
+@dataclass(frozen=True)
+class ReachMatrix:
+    """Per method: which provider each consumer reaches now."""
+
+    method: str
+    providers: tuple[str, ...]
+    #: (consumer label, addresses reached) per consumer.
+    rows: tuple[tuple[str, frozenset[str]], ...]
+
+
+@dataclass(frozen=True)
+class ServicePage:
+    """Everything the service page shows."""
+
+    name: str
+    providers: tuple[ProviderRow, ...]
+    consumers: tuple[URL, ...]
+    matrices: tuple[ReachMatrix, ...]
+    notes: tuple[str, ...]
+    rules: tuple[str, ...]
+    override_urls: tuple[URL, ...]
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    """One rule document."""
+
+    key: str
+    kind: str
+    version: int
+    enabled: bool | None
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One history entry with what it changed and its diff from the entry before."""
+
+    entry: HistoryEntry
+    change: str
+    diff: str
+
+
+def _existing(registry: Registry) -> dict[str, rules.RuleKey]:
+    out = {}
+    for key in registry.config_keys():
+        try:
+            out[key] = rules.parse_key(key)
+        except ValueError:
+            continue  # other config-center data
+    return out
+
+
+def _rules_of(
+    service: str, providers: Sequence[URL], consumers: Sequence[URL], keys: dict[str, rules.RuleKey]
+) -> tuple[str, ...]:
+    """Rule keys that the service's consumers watch (as their directories do), or that name
+    the service."""
+    watched: set[str] = set()
+    for consumer in consumers:
+        watched.update(key for _, key in ServiceRules.for_consumer(consumer).static_keys())
+    for app in {p.get_str("application") for p in providers} - {""}:
+        watched.update(key for _, key in ServiceRules.provider_app_keys(app))
+    return tuple(sorted(k for k, rule in keys.items() if k in watched or rule.interface == service))
+
+
+def services(registry: Registry, query: str = "") -> list[ServiceRow]:
+    """Services whose name contains ``query`` (case-insensitive), with their counts."""
+    keys = _existing(registry)
+    out = []
+    needle = query.strip().lower()
+    for name in registry.services():
+        if needle and needle not in name.lower():
+            continue
+        providers = registry.lookup(name, layout.PROVIDERS)
+        consumers = registry.lookup(name, layout.CONSUMERS)
+        out.append(
+            ServiceRow(
+                name,
+                tuple(sorted({p.get_str("version") for p in providers})),
+                tuple(sorted({p.get_str("group") for p in providers})),
+                len(providers),
+                len(consumers),
+                _rules_of(name, providers, consumers, keys),
+                len(registry.lookup(name, layout.ROUTERS)),
+                len(registry.lookup(name, layout.CONFIGURATORS)),
+            )
+        )
+    return out
+
+
+def _documents(registry: Registry, urls: Sequence[URL], service: str) -> dict[str, str]:
+    documents = {}
+    apps = {u.get_str("application") for u in urls} - {""}
+    keys = {layout.rule_key(service, u.get_str("version"), u.get_str("group")) for u in urls}
+    for key in [*(f"{k}.configurators" for k in keys), *(f"{a}.configurators" for a in apps)]:
+        doc = registry.get_config(key)
+        if doc is not None:
+            documents[key] = doc.text
+    return documents
+
+
+def _consumer_label(url: URL) -> str:
+    app = url.get_str("application")
+    return f"{app}@{url.host}" if app else url.host
+
+
+def service_page(registry: Registry, service: str) -> ServicePage:
+    """The service page's data: providers after overrides, consumers, reach per method."""
+    urls = sorted(registry.lookup(service, layout.PROVIDERS), key=lambda u: u.to_string())
+    override_urls = registry.lookup(service, layout.CONFIGURATORS)
+    documents = _documents(registry, urls, service)
+    configured = configurators.apply(urls, override_urls, documents)
+    rows = []
+    for url, after in zip(urls, configured, strict=True):
+        changes = list(overrides.effective(override_urls, url))
+        for name in ("weight", "disabled"):
+            if after.get_str(name) != url.get_str(name) and after.get_str(name):
+                text = f"{name}={after.get_str(name)}"
+                if text not in changes:
+                    changes.append(text)
+        rows.append(ProviderRow(url, after, tuple(changes)))
+    consumers = tuple(
+        sorted(registry.lookup(service, layout.CONSUMERS), key=lambda u: u.to_string())
+    )
+    report = reach_now(registry, service)
+    matrices = _matrices(report.rows, tuple(r.address for r in rows))
+    return ServicePage(
+        service,
+        tuple(rows),
+        consumers,
+        matrices,
+        tuple(report.notes),
+        _rules_of(service, urls, consumers, _existing(registry)),
+        tuple(u for u in override_urls if u.protocol != "empty"),
+    )
+
+
+def _matrices(
+    reach: Sequence[ConsumerReach], providers: tuple[str, ...]
+) -> tuple[ReachMatrix, ...]:
+    by_method: dict[str, list[tuple[str, frozenset[str]]]] = {}
+    for row in reach:
+        by_method.setdefault(row.method, []).append(
+            (_consumer_label(row.consumer), frozenset(row.after))
+        )
+    return tuple(
+        ReachMatrix(method or "(any)", providers, tuple(rows))
+        for method, rows in sorted(by_method.items())
+    )
+
+
+def rule_rows(registry: Registry) -> list[RuleRow]:
+    """Every rule document (as ``rules list``)."""
+    out = []
+    for key, rule in sorted(_existing(registry).items()):
+        doc = registry.get_config(key)
+        if doc is None:
+            continue
+        out.append(RuleRow(key, rule.kind, doc.version, rules.document_enabled(doc.text)))
+    return out
+
+
+def unified_diff(before: str | None, after: str | None, before_name: str, after_name: str) -> str:
+    """A unified diff of two rule texts (None: absent)."""
+    return "".join(
+        difflib.unified_diff(
+            (before or "").splitlines(keepends=True),
+            (after or "").splitlines(keepends=True),
+            before_name,
+            after_name,
+        )
+    )
+
+
+def history_rows(history: History, key: str) -> list[HistoryRow]:
+    """The history of ``key``, newest first, each with its change summary (as ``rules
+    history``) and its diff from the entry before it."""
+    entries = history.entries(key)
+    out = []
+    for index, entry in enumerate(entries):
+        before = entries[index - 1].text if index else None
+        change = change_summary(before, entry.text, first=(index == 0 and entry.seq > 0))
+        previous = f"#{entries[index - 1].seq}" if index else "(before)"
+        diff = unified_diff(before, entry.text, previous, f"#{entry.seq}")
+        out.append(HistoryRow(entry, change, diff))
+    return list(reversed(out))
