@@ -56,8 +56,8 @@ providers:
   - tri://10.0.0.5:50051/demo.Greeter?version=1.0.0
   - tri://10.0.0.6:50051/demo.Greeter?version=1.0.0
 rules:
-  - kind: condition-router
-    rule: |
+  - config: condition-router
+    yaml: |
       configVersion: v3.0
       scope: service
       key: demo.Greeter

@@ -1,0 +1,175 @@
+"""The console over HTTP, as a browser (or an attacker's page) talks to it: the host check, the
+CSRF check on every write, read-only without the registry identity, versioned pushes that show a
+concurrent change, errors at their line and column, and every write in the rule history."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dubbo_py.admin.connection import open_admin_store
+from dubbo_py.admin.history import History
+from dubbo_py.registry.address import parse_registry_address
+from dubbo_py.registry.registry import Registry
+from tests.support.console_process import ConsoleProcess
+from tests.support.zookeeper import ZooKeeperServer
+
+KEY = "demo.Greeter:1.0.0:.condition-router"
+RULE = """\
+configVersion: v3.0
+scope: service
+key: demo.Greeter:1.0.0
+conditions:
+  - method = SayHello => host = 127.0.0.1
+"""
+
+
+class Browser:
+    """Cookies kept between requests, the CSRF token read from the page as htmx sends it."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        self.token = ""
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        request = urllib.request.Request(self.base + path, headers=headers or {})
+        status, body = self._open(request)
+        found = re.search(r'"X-CSRF-Token": "([^"]+)"', body)
+        if found:
+            self.token = found.group(1)
+        return status, body
+
+    def post(
+        self, path: str, form: dict[str, str], *, token: str | None = None, **headers: str
+    ) -> tuple[int, str]:
+        sent = {"X-CSRF-Token": self.token if token is None else token, "HX-Request": "true"}
+        sent.update({k.replace("_", "-"): v for k, v in headers.items()})
+        data = urllib.parse.urlencode(form).encode()
+        return self._open(urllib.request.Request(self.base + path, data=data, headers=sent))
+
+    def _open(self, request: urllib.request.Request) -> tuple[int, str]:
+        try:
+            with self.opener.open(request, timeout=60) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ConsoleProcess, str]]:
+    registry = f"sqlite://{tmp_path_factory.mktemp('console')}/registry.db"
+    with ConsoleProcess(registry, "--operator", "carol") as console:
+        yield console, registry
+
+
+@pytest.fixture
+def browser(embedded: tuple[ConsoleProcess, str]) -> Browser:
+    client = Browser(embedded[0].url)
+    client.get("/")
+    return client
+
+
+@pytest.fixture
+def registry(embedded: tuple[ConsoleProcess, str]) -> Iterator[tuple[Registry, History]]:
+    store = open_admin_store(parse_registry_address(embedded[1]), 20.0)
+    yield Registry(store), History(store)
+    store.close()
+
+
+def test_writes_without_the_csrf_token_are_refused(
+    browser: Browser, registry: tuple[Registry, History]
+) -> None:
+    form = {"key": KEY, "text": RULE, "version": "-1"}
+    status, body = browser.post("/rule/push", form, token="")
+    assert status == 403 and "CSRF" in body
+    status, body = browser.post("/rule/push", form, token="forged")
+    assert status == 403
+    # The right token from another site's page is refused too.
+    status, body = browser.post("/rule/push", form, Origin="http://evil.example")
+    assert status == 403 and "another origin" in body
+    assert registry[0].get_config(KEY) is None
+
+
+def test_requests_naming_another_host_are_refused(browser: Browser) -> None:
+    status, body = browser.get("/", headers={"Host": "evil.example"})
+    assert status == 400 and "unknown host" in body
+
+
+def test_push_records_who_and_a_stale_version_shows_the_conflict(
+    browser: Browser, registry: tuple[Registry, History]
+) -> None:
+    key = f"svc{uuid.uuid4().hex[:6]}.Greeter:1.0.0:.condition-router"
+    rule = RULE.replace("demo.Greeter", key.split(":")[0])
+    status, body = browser.post("/rule/push", {"key": key, "text": rule, "version": "-1"})
+    assert status == 200 and f"pushed {key} (version 0, history #0)" in body
+    [entry] = registry[1].entries(key)
+    assert (entry.action, entry.operator, entry.text) == ("push", "carol", rule)
+    # A second editor still holding "absent" loses, and sees the text now in the registry.
+    other = rule.replace("127.0.0.1", "127.0.0.2")
+    status, body = browser.post("/rule/push", {"key": key, "text": other, "version": "-1"})
+    assert 'id="conflict"' in body and "now version 0" in body
+    doc = registry[0].get_config(key)
+    assert doc is not None and doc.text == rule
+
+
+def test_invalid_rule_is_marked_at_its_line_and_nothing_is_written(
+    browser: Browser, registry: tuple[Registry, History]
+) -> None:
+    bad = RULE.replace("host = 127.0.0.1", "host 127.0.0.1")
+    for action in ("validate", "dry-run", "push"):
+        status, body = browser.post(f"/rule/{action}", {"key": KEY, "text": bad, "version": "-1"})
+        assert status == 200
+        assert 'data-line="5"' in body and "line 5, column" in body
+        assert '<span class="ln error-line" data-line="5">' in body
+    assert registry[0].get_config(KEY) is None
+
+
+def test_route_test_form_shows_survivors_and_trace(browser: Browser) -> None:
+    status, page = browser.get("/route-test")
+    scenario = re.search(r'<textarea name="scenario"[^>]*>(.*?)</textarea>', page, re.S)
+    assert status == 200 and scenario is not None
+    import html
+
+    text = html.unescape(scenario.group(1))
+    status, body = browser.post("/route-test", {"scenario": text})
+    assert "10.0.0.6" in body and 'id="route-trace"' in body
+    assert "10.0.0.5:50051" not in body.split('id="route-trace"')[0].split("Providers reached")[1]
+    status, body = browser.post("/route-test", {"scenario": text.replace("consumer:", "consumr:")})
+    assert 'id="route-error"' in body
+
+
+def test_zookeeper_without_an_identity_is_read_only(zookeeper: ZooKeeperServer) -> None:
+    registry = f"zookeeper://{zookeeper.address}/console-{uuid.uuid4().hex[:8]}"
+    with ConsoleProcess(registry, env={"DUBBO_PY_REGISTRY_AUTH": ""}) as console:
+        client = Browser(console.url)
+        status, page = client.get("/rules")
+        assert status == 200 and 'id="readonly"' in page
+        status, body = client.post("/rule/push", {"key": KEY, "text": RULE, "version": "-1"})
+        assert "read-only" in body
+        store = open_admin_store(parse_registry_address(registry), 20.0)
+        try:
+            assert Registry(store).get_config(KEY) is None
+        finally:
+            store.close()
+
+
+def test_the_console_binds_loopback_by_default(embedded: tuple[ConsoleProcess, str]) -> None:
+    assert embedded[0].url.startswith("http://127.0.0.1:")
+
+
+def test_static_files_are_shipped_in_the_package() -> None:
+    from dubbo_py.admin.console import app
+
+    static = Path(app.__file__).parent / "static"
+    assert (static / "htmx.min.js").stat().st_size > 10_000
+    assert (static / "console.css").exists()
