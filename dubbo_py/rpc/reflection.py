@@ -1,7 +1,8 @@
 """gRPC server reflection on providers, so ``dubbo-py call``, the console and grpcurl can
 learn a service's request and response types from the running provider.
 
-On by default (Dubbo's Triple providers answer reflection too); ``Application.start(...,
+On by default (a provider's types are no secret from its callers, and without reflection an
+operator needs the service's generated code to call it); ``Application.start(...,
 reflection=False)`` or ``DUBBO_PY_REFLECTION=false`` in the provider's environment turns it
 off. The descriptors served are those of the process's default protobuf pool, where every
 generated ``_pb2`` module registers its file.
