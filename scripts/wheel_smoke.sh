@@ -180,10 +180,31 @@ assert len(rows) == 1 and rows[0]["application"] == "greeter-provider", rows
 assert rows[0]["version"] == "1.0.0", rows
 PY
 python consumer.py >>"$log" 2>&1 || fail "consumer"
+# `dubbo-py call` reads the types from the provider's reflection; the console serves its pages
+# and its static files from the installed package.
+called=$(dubbo-py call demo.Greeter SayHello '{"name": "bo"}' --version 1.0.0 --json) ||
+  fail "dubbo-py call: $called"
+python - "$called" <<'PY' || fail "dubbo-py call: unexpected reply $called"
+import json, sys
+out = json.loads(sys.argv[1])
+assert out["reply"] == {"message": "Hello, bo!"} and out["provider"], out
+PY
+python - <<'PY' >>"$log" 2>&1 || fail "dubbo-py console did not serve its pages"
+import subprocess, urllib.request
+console = subprocess.Popen(["dubbo-py", "console", "--port", "0"], stdout=subprocess.PIPE, text=True)
+try:
+    url = console.stdout.readline().split()[2]
+    for path in ("", "static/htmx.min.js", "service/demo.Greeter", "rules"):
+        with urllib.request.urlopen(url + path, timeout=30) as response:
+            assert response.status == 200, (path, response.status)
+finally:
+    console.terminate()
+    console.wait(15)
+PY
 kill -TERM "$provider"
 wait "$provider" || { cat "$work/provider.log" >>"$log"; fail "provider did not stop cleanly"; }
 provider=""
-step "provider and consumer on the embedded registry: 5 calls answered, SIGTERM stopped it"
+step "provider and consumer on the embedded registry: 5 calls answered, dubbo-py call and console work, SIGTERM stopped it"
 
 # ---- route test: a condition rule (the lark grammar) and a script rule (the sandbox) -----------
 cat >scenario.yaml <<'YAML'
