@@ -45,7 +45,7 @@ def measure(addresses: list[str], loadbalance: str, calls: int, repeats: int) ->
         stub = ref.stub
         request = greeter_pb2.HelloRequest(name="bench")
         stub.SayHello  # noqa: B018  (the method's context exists once its multicallable does)
-        invoker = ref.channel.contexts["SayHello"].call
+        invoker = ref.contexts["SayHello"].call
         targets = getattr(invoker, "_targets", None)  # (callable, metadata) by address
         for address in addresses:
             invoker.multicallables[address] = fake

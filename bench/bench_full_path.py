@@ -68,7 +68,7 @@ def print_overhead(ref: Any, request: Any, calls: int = 100_000, repeats: int = 
     """dubbo-py's own cost per call with the gRPC call replaced by a canned reply, so nothing
     but Python runs (best of ``repeats``): a stub call, which takes the method's call plan,
     and the failover strategy called directly, which is what a call without a plan runs."""
-    context = ref.channel.contexts["SayHello"]
+    context = ref.contexts["SayHello"]
     reply = greeter_pb2.HelloReply(message="canned")
     # The plan calls the invoker's cached multicallables; canned ones stand in for a while.
     multicallables = context.call.multicallables

@@ -14,8 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -24,44 +23,33 @@ from dubbo_py import __version__
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.failback import FailbackQueue
-from dubbo_py.cluster.loadbalance import LoadBalance, get_loadbalance
-from dubbo_py.cluster.method_settings import SettingsTable
-from dubbo_py.cluster.mock import parse_mock, with_mock
-from dubbo_py.cluster.policy import MethodPolicy
-from dubbo_py.cluster.stats import CallStats, default_stats
-from dubbo_py.cluster.strategy import ClusterContext, Strategy, get_strategy
 from dubbo_py.config.model import ApplicationConfig, ProtocolConfig, ReferenceConfig
 from dubbo_py.config.tls import ServerTLS
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
-from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, consumer_host, provider_hosts
 from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store import Store, StoreError
-from dubbo_py.router import factory
 from dubbo_py.rpc import startup
+from dubbo_py.rpc.aio_channel import AsyncClusterChannel
+from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly, ReferenceAssembly
 from dubbo_py.rpc.channel import ClusterChannel
+from dubbo_py.rpc.filters import ConsumerFilters
 from dubbo_py.rpc.introspect import service_of_stub
-from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 from dubbo_py.rpc.provider import ExportedServer, export
-from dubbo_py.rpc.settings import (
-    base_parameters,
-    check_method_options,
-    provider_defaults,
-    resolve_settings,
-)
-from dubbo_py.rpc.triple import TripleCaller
+from dubbo_py.rpc.reference import Reference
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
-    from dubbo_py.rpc.aio import AsyncChannelPool, AsyncExportedServer
+    from dubbo_py.rpc.aio_provider import AsyncExportedServer
 
 __all__ = ["Application", "Reference"]
 
 log = logging.getLogger(__name__)
 
 S = TypeVar("S")
+A = TypeVar("A", bound=ReferenceAssembly[Any])
 
 ENV_AUTH = "DUBBO_PY_REGISTRY_AUTH"
 
@@ -97,85 +85,6 @@ def _bind_error(exc: OSError, listen: ProtocolConfig) -> OSError:
     )
 
 
-@dataclass
-class Reference:
-    """What ``app.reference`` built: the stub plus the machinery behind it, for inspection."""
-
-    stub: Any
-    service: str
-    consumer: URL
-    directory: RegistryDirectory
-    channel: ClusterChannel
-    quarantine: Any = None
-    #: The retry budget shared by every reference to this service in the application.
-    budget: Any = None
-    #: Background retries of the ``failback`` strategy.
-    failback: Any = None
-    extras: dict[str, Any] = field(default_factory=dict)
-    #: Each method's cluster strategy and mock (what the asyncio flavour builds its own from).
-    policies: Mapping[str, MethodPolicy] = field(default_factory=dict)
-    #: The options the reference was built with (the configuration file's, then the code's).
-    config: ReferenceConfig | None = None
-    #: Ejects providers that keep timing out into :attr:`quarantine`.
-    outliers: Any = None
-
-    def close(self) -> None:
-        """Stop watching the registry, stop background work and close provider channels."""
-        self.directory.close()
-        if self.quarantine is not None:
-            self.quarantine.stop()
-        if self.failback is not None:
-            self.failback.close()
-        self.channel.close()
-
-
-#: Balancers that read call statistics (the invokers only record them for these).
-_STATS_BALANCERS = frozenset({"leastactive", "shortestresponse"})
-
-
-class _Tuning:
-    """A reference's live per-method settings and balancer: its own options, with consumer-side
-    overrides merged over them whenever those change."""
-
-    def __init__(self, methods: tuple[str, ...], base: dict[str, str], loadbalance: str) -> None:
-        self._methods = methods
-        self._base = base
-        self._defaults = resolve_settings(methods, base)
-        self._overrides: dict[str, str] = {}
-        self._provider_defaults: dict[str, str] = {}
-        #: Read by every call of the reference; updated in place when overrides change.
-        self.settings = SettingsTable(self._defaults)
-        self.loadbalance = ""
-        self.balancer: LoadBalance
-        self.stats: CallStats | None = None
-        self._set_balancer(loadbalance)
-
-    def _set_balancer(self, name: str) -> None:
-        name = name.strip().lower()
-        if name == self.loadbalance:
-            return
-        stats = default_stats() if name in _STATS_BALANCERS else None
-        self.balancer = get_loadbalance(name, stats=stats)
-        self.loadbalance, self.stats = name, stats
-
-    def update(self, overrides: Mapping[str, str], providers: Iterable[URL] = ()) -> bool:
-        """Apply a new set of consumer overrides and the providers' defaults (``timeout``,
-        ``retries`` on their URLs); True when the balancer changed."""
-        defaults = provider_defaults(self._methods, (p.parameters for p in providers))
-        if overrides == self._overrides and defaults == self._provider_defaults:
-            return False
-        self._overrides, self._provider_defaults = dict(overrides), defaults
-        params = {**self._base, **overrides}
-        self.settings.update(resolve_settings(self._methods, params, self._defaults, defaults))
-        before = self.balancer
-        try:
-            self._set_balancer(params["loadbalance"])
-        except ValueError as exc:
-            log.error("ignoring loadbalance override: %s", exc)
-            self._set_balancer(self._base["loadbalance"])
-        return self.balancer is not before
-
-
 class Application:
     """A named dubbo-py application: serves providers and builds references on one registry.
 
@@ -195,6 +104,7 @@ class Application:
         connect_timeout: float = 5.0,
         auth: str | None = None,
         config: ApplicationConfig | None = None,
+        filters: ConsumerFilters | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
@@ -214,11 +124,13 @@ class Application:
         self._registry: Registry | None = None
         self._provider_registry: ProviderRegistry | None = None
         self._servers: list[ExportedServer] = []
-        self._references: list[Reference] = []
+        self._references: list[Reference[Any]] = []
         self._consumer_urls: list[URL] = []
         self._budgets: dict[str, RetryBudget] = {}
         self._stop_requested = threading.Event()
-        self._async_pools: list[AsyncChannelPool] = []
+        #: Wrappers around every reference's calls, outside each reference's own (see
+        #: :mod:`dubbo_py.rpc.filters`); set it before building references.
+        self.filters = filters or ConsumerFilters()
 
     @classmethod
     def from_config(
@@ -391,7 +303,7 @@ class Application:
     ) -> AsyncExportedServer:
         """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
         ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
-        from dubbo_py.rpc.aio import export_async
+        from dubbo_py.rpc.aio_provider import export_async
 
         listen = await asyncio.to_thread(self._listen, port, host, bind_host, tls)
         registry = await asyncio.to_thread(lambda: self.provider_registry)
@@ -432,35 +344,33 @@ class Application:
         await it on the event loop that will make the calls (its gRPC channels belong to that
         loop). Like :meth:`reference` it returns once the providers and rules are read; the
         wait runs in a worker thread, so the event loop keeps running meanwhile."""
-        from dubbo_py.cluster.aio_strategy import AsyncStrategy, async_strategy
-        from dubbo_py.rpc.aio import AsyncChannelPool, AsyncClusterChannel
+        ref = await self.reference_handle_async(stub_class, **options)
+        return ref.stub
 
-        ref = await asyncio.to_thread(lambda: self.reference_handle(stub_class, **options))
-        pool = AsyncChannelPool(ref.config.client_tls if ref.config is not None else None)
-        self._async_pools.append(pool)
-        # As in the blocking pool: revived providers get a fresh channel, and channels to
-        # providers that left the registry are closed.
-        ref.quarantine.before_revive(lambda provider: pool.reset(provider.address))
-        ref.directory.add_listener(lambda bound: pool.retain(bound.snapshot.providers))
-
-        def strategy_for(method: str, response_type: Any, streaming: bool) -> AsyncStrategy:
-            # Failback retries go through the blocking context of the same method.
-            policy = ref.policies.get(method, MethodPolicy())
-            return async_strategy(
-                policy, ref.channel.contexts[method], response_type, streaming=streaming
-            )
-
-        channel = AsyncClusterChannel(
-            pool, ref.channel.context_for, strategy_for, ref.channel.attachments, ref.channel.caller
+    async def reference_handle_async(
+        self,
+        stub_class: type[S],
+        *,
+        failback: FailbackQueue | None = None,
+        filters: ConsumerFilters | None = None,
+        **options: Any,
+    ) -> Reference[S]:
+        """Like :meth:`reference_async`, but returns the :class:`Reference`."""
+        assembly = await asyncio.to_thread(
+            self._assembly, AsyncAssembly, stub_class, failback, filters, options
         )
+        channel = assembly.channel()
         stub: S = stub_class(channel)  # type: ignore[call-arg]
-        return stub
+        return await asyncio.to_thread(self._started, assembly, channel, stub)
 
     async def aclose(self) -> None:
-        """Close the asyncio flavour's provider channels, then everything :meth:`close` does."""
-        pools, self._async_pools = self._async_pools, []
-        for pool in pools:
-            await pool.close()
+        """Close the asyncio references' provider channels, then everything :meth:`close`
+        does."""
+        with self._lock:
+            refs = list(self._references)
+        for ref in refs:
+            if isinstance(ref.channel, AsyncClusterChannel):
+                await ref.channel.close()
         await asyncio.to_thread(self.close)
 
     def reference(self, stub_class: type[S], **options: Any) -> S:
@@ -513,44 +423,43 @@ class Application:
         return (configured or ReferenceConfig()).merged(**options)
 
     def reference_handle(
-        self, stub_class: Any, *, failback: FailbackQueue | None = None, **options: Any
-    ) -> Reference:
+        self,
+        stub_class: type[S],
+        *,
+        failback: FailbackQueue | None = None,
+        filters: ConsumerFilters | None = None,
+        **options: Any,
+    ) -> Reference[S]:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
-        quarantine) for code that wants to inspect or close it."""
-        from dubbo_py.cluster.health_probe import grpc_health_probe
-        from dubbo_py.cluster.outlier import OutlierDetector
-        from dubbo_py.cluster.quarantine import Quarantine
+        quarantine) for code that wants to inspect or close it. ``filters`` wrap this
+        reference's calls inside the application's :attr:`filters` (see
+        :mod:`dubbo_py.rpc.filters`)."""
+        assembly = self._assembly(BlockingAssembly, stub_class, failback, filters, options)
+        # Built before anything starts: binding the methods checks the mocks against the
+        # response types, and a bad one must not leave watches, threads or a registered
+        # consumer behind.
+        channel = assembly.channel()
+        stub: S = stub_class(channel)  # type: ignore[call-arg]
+        return self._started(assembly, channel, stub)
 
+    def _assembly(
+        self,
+        kind: type[A],
+        stub_class: type[object],
+        failback: FailbackQueue | None,
+        filters: ConsumerFilters | None,
+        options: Mapping[str, Any],
+    ) -> A:
+        """The stack of a reference to ``stub_class``, wired but not started."""
         spec = service_of_stub(stub_class)
         config = self.reference_config(spec.name, **options)
-        loadbalance, cluster, mock = config.loadbalance, config.cluster, config.mock
-        retries, timeout = config.retries, config.timeout
-        method_options = {k: dict(v) for k, v in config.methods.items()}
-        check_method_options(spec.method_names, method_options, spec.name)
-        policies = {
-            m: MethodPolicy(
-                str(method_options.get(m, {}).get("cluster", cluster)),
-                parse_mock(method_options.get(m, {}).get("mock", mock)),
-            )
-            for m in spec.method_names
-        }
-        strategies = {m: get_strategy(p.cluster) for m, p in policies.items()}
-        base = base_parameters(
-            retries=retries,
-            timeout=timeout,
-            forks=config.forks,
-            sticky=config.sticky,
-            loadbalance=loadbalance,
-            methods=method_options,
-        )
-        tuning = _Tuning(spec.method_names, base, loadbalance)
         consumer = self._consumer_url(
             config.interface or spec.name,
             config.version,
             config.group,
             config.parameters,
-            retries,
-            timeout,
+            config.retries,
+            config.timeout,
         )
         registry = self.registry
         cache = None
@@ -558,119 +467,40 @@ class Application:
             cache = NotifyCache(
                 self._cache_path or default_cache_path(self.name, str(self.address))
             )
-        static = [] if registry is not None else self._direct_providers(consumer, spec.name)
-        directory = RegistryDirectory(
+        static = () if registry is not None else self._direct_providers(consumer, spec.name)
+        return kind(
+            spec,
+            config,
             consumer,
-            registry,
-            factory.new_rulebook(),
-            assemble=factory.chain_routers,
-            configure=configurators.apply,
-            configure_consumer=configurators.consumer_parameters,
-            validate_configurators=configurators.parse_configurators_yaml,
+            application=self.name,
+            registry=registry,
             cache=cache,
-            static_providers=static,
-        )
-        pool = ChannelPool(config.client_tls)
-        budget = self._budget_for(spec.name)
-        failback_queue = failback if failback is not None else FailbackQueue()
-        idempotent_methods = config.idempotent | frozenset(
-            m for m, o in method_options.items() if o.get("idempotent")
+            static_providers=tuple(static),
+            budget=self._budget_for(spec.name),
+            failback=failback,
+            filters=self.filters + (filters or ConsumerFilters()),
         )
 
-        # Every method's context, of either flavour (the asyncio one builds its own): a
-        # consumer override of loadbalance swaps the balancer in all of them.
-        contexts: list[ClusterContext] = []
-
-        def make_context(invoker: MethodInvoker) -> ClusterContext:
-            context = ClusterContext(
-                service=spec.name,
-                routes=directory,
-                balancer=tuning.balancer,
-                call=invoker,
-                settings=tuning.settings,
-                idempotent=idempotent_methods,
-                quarantine=quarantine,
-                outliers=outliers,
-                budget=budget,
-                empty_response=invoker.failsafe_response,
-                extras={"failback_queue": failback_queue},
-            )
-            contexts.append(context)
-            return context
-
-        def strategy_for(method: str, invoker: MethodInvoker) -> Strategy:
-            mock_spec = policies[method].mock
-            if mock_spec is None:
-                return strategies[method]
-            empty = invoker.empty_response()
-            response_type = None if empty is None else type(empty)
-            mock_spec.check(method, response_type)  # a bad mock fails here, not mid-outage
-            return with_mock(
-                strategies[method],
-                mock_spec,
-                lambda: response_type,
-                streaming=invoker.response_streaming,
-            )
-
-        channel = ClusterChannel(
-            pool,
-            strategy_for,
-            make_context,
-            dict(config.attachments),
-            stats=tuning.stats,
-            caller=TripleCaller.for_consumer(self.name, config.version, config.group),
-        )
-
-        def fresh_channel(provider: URL) -> None:
-            # A revived provider's old channel may be deep in reconnect backoff: start afresh,
-            # before calls can pick the provider again (they would fail on the old channel and
-            # put it straight back in quarantine).
-            if pool.reset(provider.address):
-                channel.forget([provider.address])
-
-        quarantine = Quarantine(grpc_health_probe, interval=config.quarantine_interval)
-        quarantine.before_revive(fresh_channel)
-        outliers = OutlierDetector(
-            quarantine,
-            lambda: len(directory.chain.snapshot.providers),
-            consecutive=config.outlier_failures,
-            max_share=config.outlier_max_share,
-            service=spec.name,
-        )
-        # A provider back from quarantine (or gone from the registry) starts a clean count.
-        quarantine.on_change(
-            lambda event: outliers.forget(event.entry.address) if event.kind != "added" else None
-        )
-        # Built before anything starts: it checks the mocks against the response types, and a
-        # bad one must not leave watches, threads or a registered consumer behind.
-        stub = stub_class(channel)
-
-        def on_chain(bound: Any) -> None:
-            providers = bound.snapshot.providers
-            quarantine.retain(providers)
-            gone = pool.retain(providers)
-            if gone:
-                channel.forget(gone)
-            if tuning.update(directory.consumer_overrides, providers):
-                # Statistics first: a call plan compiled for the new balancer must see whether
-                # calls are to be recorded (plans are current only while the balancer is).
-                channel.stats = tuning.stats  # for invokers made later (asyncio stubs)
-                for invoker in channel.invokers:
-                    invoker.stats = tuning.stats
-                for context in contexts:
-                    context.balancer = tuning.balancer
-
-        directory.add_listener(on_chain)
-        directory.start(wait=config.check)
-        startup.consumer_ready(self.name, directory, config.check)
+    def _started(
+        self,
+        assembly: BlockingAssembly | AsyncAssembly,
+        channel: ClusterChannel | AsyncClusterChannel,
+        stub: S,
+    ) -> Reference[S]:
+        """Start the stack (blocks while the providers and rules are read), register the
+        consumer, and keep the reference for :meth:`close`."""
+        assembly.start()
+        directory, service = assembly.directory, assembly.service.name
+        startup.consumer_ready(self.name, directory, assembly.config.check)
+        registry = self._registry
         if registry is not None and not registry.connected and not directory.providers:
             log.warning(
                 "registry %s unreachable: %s has no provider yet (none cached); calls fail with "
                 "'registry unreachable' until it answers",
                 self.address,
-                spec.name,
+                service,
             )
-        quarantine.start()
+        consumer = assembly.consumer
         if registry is not None:
             try:
                 registry.register(consumer)
@@ -678,19 +508,7 @@ class Application:
             except StoreError as exc:
                 if startup.registry_unreachable(directory) is None:  # else said just above
                     log.warning("could not register consumer %s: %s", consumer, exc)
-        ref = Reference(
-            stub,
-            spec.name,
-            consumer,
-            directory,
-            channel,
-            quarantine,
-            budget=budget,
-            failback=failback_queue,
-            policies=policies,
-            config=config,
-            outliers=outliers,
-        )
+        ref = Reference(stub, service, consumer, directory, channel, assembly)
         with self._lock:
             self._references.append(ref)
         return ref
@@ -747,7 +565,7 @@ class Application:
         return out
 
     @property
-    def references(self) -> tuple[Reference, ...]:
+    def references(self) -> tuple[Reference[Any], ...]:
         """Every reference this application built (their directories, quarantines, stubs)."""
         with self._lock:
             return tuple(self._references)

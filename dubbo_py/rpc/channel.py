@@ -1,8 +1,11 @@
 """ClusterChannel: a ``grpc.Channel`` look-alike that routes every call through the cluster.
 
 Users keep their generated stubs — ``GreeterStub(channel)`` — because a stub only asks its
-channel for multicallables. Ours build an :class:`~dubbo_py.invocation.Invocation` per call and
-hand it to the reference's cluster strategy, which routes, balances, calls and retries.
+channel for multicallables. The channel asks its reference's stack
+(:class:`~dubbo_py.rpc.assembly.ReferenceAssembly`) to bind each method; the multicallable
+builds an :class:`~dubbo_py.invocation.Invocation` per call and hands it to the method's call --
+the cluster strategy, which routes, balances, calls and retries, inside the method's filters.
+Plain failover calls run a compiled call plan in the multicallable's own frame instead.
 """
 
 from __future__ import annotations
@@ -17,18 +20,11 @@ from typing import Any
 import grpc
 
 from dubbo_py.cluster.plan import CallPlan, compile_plan
-from dubbo_py.cluster.stats import CallStats
-from dubbo_py.cluster.strategy import (
-    ClusterContext,
-    Strategy,
-    continue_failover,
-    failfast,
-    failover,
-)
+from dubbo_py.cluster.strategy import continue_failover
 from dubbo_py.invocation import Invocation
-from dubbo_py.rpc.attachments import attachments_from_metadata
-from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker, RecordingInvoker
-from dubbo_py.rpc.triple import CALL_SINK, TripleCaller, from_wire
+from dubbo_py.rpc.filters import Call
+from dubbo_py.rpc.method import BoundMethod, CallSite, MethodBinder, StubChannel, StubMethod
+from dubbo_py.rpc.triple import CALL_SINK, from_wire
 from dubbo_py.rpc.triple import Metadata as Metadata_
 
 __all__ = ["ClusterChannel"]
@@ -68,24 +64,15 @@ class _Call:
         return () if self._call is None else from_wire(self._call.trailing_metadata())
 
 
-class _MultiCallable:
-    def __init__(
-        self,
-        channel: ClusterChannel,
-        path: str,
-        invoker: MethodInvoker,
-        request_streaming: bool,
-    ) -> None:
-        self._service, _, self._method = path.lstrip("/").partition("/")
-        # A request stream can be consumed only once, so it is never replayed on another
-        # provider: client-streaming calls are fail-fast whatever the reference says.
-        self._strategy = (
-            failfast if request_streaming else channel.strategy_for(self._method, invoker)
-        )
-        self._context = channel.context_for(invoker, self._method)
-        self._attachments = channel.attachments
+class _MultiCallable(CallSite):
+    """What a stub calls for one method: ``stub.Method(request, timeout=..., metadata=...)``,
+    ``.with_call`` and ``.future``."""
+
+    def __init__(self, bound: BoundMethod[Call], attachments: Mapping[str, str]) -> None:
+        super().__init__(bound, attachments)
+        self._invoke = bound.call
         #: Plain calls under failover run a compiled plan when one is current.
-        self._plannable = self._strategy is failover and not self._attachments
+        self._plannable = bound.plannable and not attachments
         self._plan: CallPlan | None = None
         #: What the last failed compile was tried against (not retried until it changes).
         self._unplanned: tuple[object, ...] | None = None
@@ -172,15 +159,10 @@ class _MultiCallable:
 
     def _call(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
         """A call the plan does not cover: compile a plan first when the call is plain and
-        none is current, then run the call through the strategy."""
+        none is current, then run the call through the method's stack."""
         if self._plannable and not metadata:
             self._replan(request)
-        # Without call metadata the channel's read-only attachments go as they are (no copy).
-        attachments: Mapping[str, str] = self._attachments
-        if metadata:
-            attachments = {**attachments, **attachments_from_metadata(metadata)}
-        invocation = Invocation(self._service, self._method, request, attachments, timeout)
-        return self._strategy(self._context, invocation)
+        return self._invoke(self._invocation(request, timeout, metadata))
 
     def _replan(self, request: Any) -> None:
         ctx = self._context
@@ -233,105 +215,24 @@ class _MultiCallable:
         return _shared_executor().submit(self, request, timeout, metadata)
 
 
-class ClusterChannel(grpc.Channel):
-    """A channel whose calls go through a cluster strategy instead of one connection."""
+class ClusterChannel(StubChannel[Any], grpc.Channel):
+    """A channel whose calls go through a reference's stack instead of one connection:
+    ``binder`` wires each method a stub asks for (see :class:`~dubbo_py.rpc.method.
+    MethodBinder`); ``attachments`` go with every call."""
 
     def __init__(
         self,
-        pool: ChannelPool,
-        strategy_for: Callable[[str, MethodInvoker], Strategy],
-        make_context: Callable[[Any], ClusterContext],
-        attachments: dict[str, str] | None = None,
-        stats: CallStats | None = None,
-        caller: TripleCaller | None = None,
+        binder: MethodBinder[Call],
+        attachments: Mapping[str, str] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
-        self.pool = pool
-        #: Who calls (the Triple headers every call carries).
-        self.caller = caller or TripleCaller()
-        self.stats = stats
-        self.strategy_for = strategy_for
-        #: Builds the cluster context of one method from its provider call (shared with the
-        #: asyncio flavour, which plugs in an awaitable call).
-        self.make_context = make_context
+        self._binder = binder
         #: Attachments every call carries (read-only; call metadata is added per call).
         self.attachments: Mapping[str, str] = MappingProxyType(dict(attachments or {}))
-        #: Every method invoker of this reference, of either flavour (overrides update them).
-        self.invokers: list[RecordingInvoker] = []
-        #: The cluster context of each method (by method name), for inspection and tests.
-        self.contexts: dict[str, ClusterContext] = {}
+        self._on_close = on_close
 
-    def context_for(self, invoker: RecordingInvoker, method: str = "") -> ClusterContext:
-        """The cluster context calls of one method use (built once per method). The invoker
-        records into :attr:`stats` from now on, following later changes."""
-        self.invokers.append(invoker)
-        # After joining the list: a balancer swap running meanwhile either set self.stats
-        # before this read or finds the invoker in the list.
-        invoker.stats = self.stats
-        context = self.make_context(invoker)
-        if method:
-            self.contexts[method] = context
-        return context
-
-    def forget(self, addresses: list[str]) -> None:
-        """Drop every method's cached callables for these provider addresses (their channels
-        were dropped or replaced in the pool)."""
-        for invoker in self.invokers:
-            invoker.forget(addresses)
-
-    def _multicallable(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None,
-        response_deserializer: Callable[[bytes], Any] | None,
-        request_streaming: bool,
-        response_streaming: bool,
-    ) -> _MultiCallable:
-        invoker = MethodInvoker(
-            self.pool,
-            method,
-            request_serializer,
-            response_deserializer,
-            request_streaming=request_streaming,
-            response_streaming=response_streaming,
-            caller=self.caller,
-        )
-        return _MultiCallable(self, method, invoker, request_streaming)
-
-    def unary_unary(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> Any:
-        return self._multicallable(method, request_serializer, response_deserializer, False, False)
-
-    def unary_stream(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> Any:
-        return self._multicallable(method, request_serializer, response_deserializer, False, True)
-
-    def stream_unary(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> Any:
-        return self._multicallable(method, request_serializer, response_deserializer, True, False)
-
-    def stream_stream(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> Any:
-        return self._multicallable(method, request_serializer, response_deserializer, True, True)
+    def _multicallable(self, method: StubMethod) -> _MultiCallable:
+        return _MultiCallable(self._binder.bind(method), self.attachments)
 
     def subscribe(self, callback: Callable[..., None], try_to_connect: bool = False) -> None:
         """Connectivity callbacks have no single meaning for a cluster; accepted and ignored."""
@@ -340,8 +241,9 @@ class ClusterChannel(grpc.Channel):
         """See :meth:`subscribe`."""
 
     def close(self) -> None:
-        """Close every pooled provider channel."""
-        self.pool.close()
+        """Close the provider channels behind this channel (its reference's pool)."""
+        if self._on_close is not None:
+            self._on_close()
 
     def __enter__(self) -> ClusterChannel:
         return self

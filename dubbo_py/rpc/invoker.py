@@ -9,34 +9,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 
 from dubbo_py.cluster.errors import ProviderUnavailable
-from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.config.tls import ClientTLS, use_tls
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import metadata_from_attachments
+from dubbo_py.rpc.method import InvokerBase, StubMethod
 from dubbo_py.rpc.triple import CALL_SINK, Metadata, TripleCaller
 from dubbo_py.url import URL
 
-__all__ = ["ChannelPool", "ChannelSecurity", "MethodInvoker", "ProviderCall", "RecordingInvoker"]
+__all__ = ["ChannelPool", "ChannelSecurity", "MethodInvoker", "ProviderCall"]
 
 #: What the cluster strategies call: (provider, invocation, timeout in s or None) -> response.
 ProviderCall = Callable[[URL, Invocation, float | None], Any]
-
-
-class RecordingInvoker(Protocol):
-    """What a reference keeps up to date on each of its method invokers, blocking or asyncio:
-    where calls are recorded, and which providers' channels were dropped."""
-
-    stats: CallStats | None
-
-    def forget(self, addresses: Iterable[str]) -> None:
-        """Drop whatever is cached for these provider addresses."""
 
 
 class ChannelSecurity:
@@ -172,19 +161,6 @@ class ChannelPool:
         return len(self._channels)
 
 
-@dataclass(frozen=True, slots=True)
-class _Kind:
-    request_streaming: bool
-    response_streaming: bool
-
-    @property
-    def factory_name(self) -> str:
-        return (
-            f"{'stream' if self.request_streaming else 'unary'}_"
-            f"{'stream' if self.response_streaming else 'unary'}"
-        )
-
-
 def _primed(stream: Iterator[Any]) -> Iterator[Any]:
     """Read the first response now so a dead provider fails here (where the cluster strategy
     can still fail over), then hand back an iterator over every response."""
@@ -200,41 +176,28 @@ def _primed(stream: Iterator[Any]) -> Iterator[Any]:
     return rest()
 
 
-class MethodInvoker:
+class MethodInvoker(InvokerBase):
     """Calls one method on whichever provider the cluster strategy picked.
 
     Every call carries the Triple headers of the chosen provider (``tri-service-version``,
     ``tri-service-group``, ``tri-consumer-appname``; see :mod:`dubbo_py.rpc.triple`): they are
     bound into the cached callable of each provider, so a call plan calling it directly sends
-    them too.
+    them too. Call statistics are not kept here: a reference whose balancer reads them wraps
+    the invoker (:class:`~dubbo_py.rpc.filters.RecordStats`).
     """
 
     def __init__(
         self,
         pool: ChannelPool,
-        path: str,
-        request_serializer: Callable[[Any], bytes] | None,
-        response_deserializer: Callable[[bytes], Any] | None,
+        spec: StubMethod,
         *,
-        request_streaming: bool = False,
-        response_streaming: bool = False,
-        metadata: Iterable[tuple[str, str | bytes]] = (),
-        stats: CallStats | None = None,
         caller: TripleCaller | None = None,
+        metadata: Iterable[tuple[str, str | bytes]] = (),
     ) -> None:
+        super().__init__(spec, caller)
         self._pool = pool
-        # Only balancers that read call statistics (leastactive, shortestresponse) pay for
-        # recording them.
-        self._path = path
-        self._stats: CallStats | None = None
-        self._stats_key = ""
-        self.stats = stats
-        self._serializer = request_serializer
-        self._deserializer = response_deserializer
-        self._kind = _Kind(request_streaming, response_streaming)
-        self._unary_response = not response_streaming
+        self._unary_response = not spec.response_streaming
         self._metadata = tuple(metadata)
-        self._caller = caller or TripleCaller()
         self._by_address = not self._caller.several_targets
         #: What a call plan calls: the multicallable with the provider's headers bound.
         self._callables: dict[str, Any] = {}
@@ -242,28 +205,12 @@ class MethodInvoker:
         self._targets: dict[str, tuple[Any, Metadata]] = {}
 
     @property
-    def stats(self) -> CallStats | None:
-        """Where calls are recorded (None: not recorded)."""
-        return self._stats
-
-    @stats.setter
-    def stats(self, stats: CallStats | None) -> None:
-        # Set when a consumer override switches to a balancer that reads statistics.
-        self._stats_key = method_key(*self._path.lstrip("/").split("/", 1)) if stats else ""
-        self._stats = stats
-
-    @property
     def plain(self) -> bool:
-        """True when a call is its cached callable alone -- unary request and response, no call
-        statistics, one set of headers per provider address -- so a call plan may call
+        """True when a call is its cached callable alone -- unary request and response, one
+        set of headers per provider address -- so a call plan may call
         :attr:`multicallables` directly."""
-        kind = self._kind
-        return (
-            self._stats is None
-            and not kind.request_streaming
-            and not kind.response_streaming
-            and self._by_address
-        )
+        spec = self.spec
+        return not spec.request_streaming and not spec.response_streaming and self._by_address
 
     @property
     def multicallables(self) -> dict[str, Any]:
@@ -272,14 +219,19 @@ class MethodInvoker:
         its channel is dropped)."""
         return self._callables
 
+    def no_responses(self) -> Iterator[Any]:
+        """No responses: what a blocking caller of a server-streaming method iterates over."""
+        return iter(())
+
     def _target(self, provider: URL, key: str) -> tuple[Any, Metadata]:
         address = provider.address
         channel = self._pool.channel(provider)
-        factory = getattr(channel, self._kind.factory_name)
+        spec = self.spec
+        factory = getattr(channel, spec.factory_name)
         made = factory(
-            self._path,
-            request_serializer=self._serializer,
-            response_deserializer=self._deserializer,
+            spec.path,
+            request_serializer=spec.request_serializer,
+            response_deserializer=spec.response_deserializer,
             _registered_method=True,
         )
         headers = self._caller.headers(provider) + self._metadata
@@ -293,20 +245,6 @@ class MethodInvoker:
             self._callables.pop(key, None)
             self._targets.pop(key, None)
         return target
-
-    def empty_response(self) -> Any:
-        """The method's response message with no fields set."""
-        return self._deserializer(b"") if self._deserializer is not None else None
-
-    @property
-    def response_streaming(self) -> bool:
-        """Whether the method answers with a stream of responses."""
-        return self._kind.response_streaming
-
-    def failsafe_response(self) -> Any:
-        """What ``failsafe`` answers a failed call with: the empty response message, or no
-        responses at all for a server-streaming method (what its caller iterates over)."""
-        return iter(()) if self._kind.response_streaming else self.empty_response()
 
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""
@@ -336,12 +274,9 @@ class MethodInvoker:
         if invocation.attachments:
             metadata = metadata + metadata_from_attachments(invocation.attachments)
         try:
-            if self._stats is None:
-                if self._unary_response and CALL_SINK.get() is None:
-                    return call(invocation.request, timeout=timeout, metadata=metadata)
-                return self._send(call, invocation.request, timeout, metadata)
-            with self._stats.track(provider.address, self._stats_key):
-                return self._send(call, invocation.request, timeout, metadata)
+            if self._unary_response and CALL_SINK.get() is None:
+                return call(invocation.request, timeout=timeout, metadata=metadata)
+            return self._send(call, invocation.request, timeout, metadata)
         except ValueError as exc:
             # grpc raises a bare ValueError for a call on a closed channel: the provider was
             # dropped (or its channel replaced) after this call picked it. Nothing was sent, so
@@ -353,12 +288,11 @@ class MethodInvoker:
             raise ProviderUnavailable(provider.address, "channel closed") from exc
 
     def _send(self, call: Any, request: Any, timeout: float | None, metadata: Metadata) -> Any:
-        if self._kind.response_streaming:
+        if not self._unary_response:
             return _primed(call(request, timeout=timeout, metadata=metadata))
-        sink = CALL_SINK.get()
-        if sink is None:
-            return call(request, timeout=timeout, metadata=metadata)
         # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
         response, made = call.with_call(request, timeout=timeout, metadata=metadata)
-        sink.append(made)
+        sink = CALL_SINK.get()
+        if sink is not None:
+            sink.append(made)
         return response

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import grpc
@@ -31,7 +32,9 @@ from dubbo_py.router.condition.router import ConditionRuleSet
 from dubbo_py.router.factory import builtin_routers
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.rpc.channel import ClusterChannel
+from dubbo_py.rpc.filters import Call
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
+from dubbo_py.rpc.method import BoundMethod, StubMethod
 from dubbo_py.url import URL
 
 SERVICE = "demo.Greeter"
@@ -85,31 +88,26 @@ class Client:
             def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
                 return client.answer("strategy", provider.address)
 
-        def make_context(invoker: Any) -> ClusterContext:
-            ctx = ClusterContext(
-                SERVICE,
-                routes,
-                balancer,
-                invoker,
-                settings=table if table is not None else SettingsTable(),
-                quarantine=quarantine,
-                budget=budget,
-            )
-            self.contexts.append(ctx)
-            return ctx
+        invokers: list[MethodInvoker] = []
 
-        channel = ClusterChannel(ChannelPool(), lambda _m, _i: failover, make_context)
-        original = channel._multicallable
+        class Binder:
+            def bind(self, method: StubMethod) -> BoundMethod[Call]:
+                invoker = Invoker(ChannelPool(), method)
+                ctx = ClusterContext(
+                    SERVICE,
+                    routes,
+                    balancer,
+                    invoker,
+                    settings=table if table is not None else SettingsTable(),
+                    quarantine=quarantine,
+                    budget=budget,
+                )
+                client.contexts.append(ctx)
+                invokers.append(invoker)
+                return BoundMethod(method, ctx, partial(failover, ctx), plannable=True)
 
-        def multicallable(method: str, *args: Any) -> Any:
-            made = original(method, *args)
-            invoker = channel.invokers[-1]
-            invoker.__class__ = Invoker  # the strategy's provider call, faked
-            return made
-
-        channel._multicallable = multicallable  # type: ignore[method-assign]
-        self.stub = greeter_pb2_grpc.GreeterStub(channel)
-        self.invoker = channel.invokers[0]
+        self.stub = greeter_pb2_grpc.GreeterStub(ClusterChannel(Binder()))
+        self.invoker = invokers[0]
         self.routes = routes
 
     def serve(self, providers: tuple[URL, ...]) -> None:

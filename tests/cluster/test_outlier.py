@@ -238,4 +238,4 @@ def test_reference_options_reach_its_detector() -> None:
         )
         assert (ref.outliers.consecutive, ref.outliers.max_share) == (5, 0.25)
         ref.stub.SayHello  # noqa: B018  (builds the method's context)
-        assert ref.channel.contexts["SayHello"].outliers is ref.outliers
+        assert ref.contexts["SayHello"].outliers is ref.outliers

@@ -25,6 +25,7 @@ from dubbo_py.cluster.failback import FailbackQueue
 from dubbo_py.cluster.quarantine import QuarantineEvent
 from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.rpc.application import Reference
+from dubbo_py.rpc.filters import ConsumerFilters
 from dubbo_py.url import URL
 from tests.e2e.conftest import wait_until
 from tests.support.load import Load
@@ -45,7 +46,7 @@ def hello(name: str = "x") -> greeter_pb2.HelloRequest:
 
 def count_attempts(ref: Reference, method: str = "SayHello") -> list[str]:
     """Wrap the method's provider call; returns the list every attempt's address is appended to."""
-    context = ref.channel.contexts[method]
+    context = ref.contexts[method]
     inner = context.call
     attempts: list[str] = []
     lock = threading.Lock()
@@ -407,17 +408,18 @@ def test_consumer_side_override_changes_timeout_and_loadbalance(
 ) -> None:
     providers(), providers()
     with application(registry_address, tmp_path) as app:
-        ref = reference(app, 2, loadbalance="random", retries=2)
-        context = ref.channel.contexts["SayHello"]
         # Record the deadline each attempt hands to gRPC (what an override must change).
         deadlines: list[float | None] = []
-        inner = context.call
 
-        def recording(provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        def recording(
+            provider: URL, invocation: Invocation, timeout: float | None, proceed: Any
+        ) -> Any:
             deadlines.append(timeout)
-            return inner(provider, invocation, timeout)
+            return proceed(provider, invocation, timeout)
 
-        context.call = recording
+        filters = ConsumerFilters(attempts=(recording,))
+        ref = reference(app, 2, loadbalance="random", retries=2, filters=filters)
+        context = ref.contexts["SayHello"]
         registry = app.registry
         assert registry is not None
         key = "shop.configurators"  # application scope: this consumer application

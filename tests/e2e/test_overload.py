@@ -33,7 +33,7 @@ def test_a_provider_over_its_executes_limit_sheds_and_the_calls_land_elsewhere(
     roomy = providers("--delay", DELAY)
     ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=5.0)
     wait_until(lambda: len(ref.directory.providers) == 2, 15, "2 providers")
-    context = ref.channel.contexts["SayHello"]
+    context = ref.contexts["SayHello"]
     inner = context.call
     shed: list[str] = []
     lock = threading.Lock()

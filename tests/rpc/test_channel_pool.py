@@ -12,8 +12,9 @@ import pytest
 from demo import greeter_pb2
 
 from dubbo_py.invocation import Invocation
-from dubbo_py.rpc.aio import AsyncChannelPool
+from dubbo_py.rpc.aio_invoker import AsyncChannelPool
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
+from dubbo_py.rpc.method import StubMethod
 from dubbo_py.url import URL
 
 
@@ -58,9 +59,9 @@ def call(invoker: MethodInvoker) -> None:
 def make_invoker(pool: ChannelPool) -> MethodInvoker:
     return MethodInvoker(
         pool,
-        PATH,
-        greeter_pb2.HelloRequest.SerializeToString,
-        greeter_pb2.HelloReply.FromString,
+        StubMethod(
+            PATH, greeter_pb2.HelloRequest.SerializeToString, greeter_pb2.HelloReply.FromString
+        ),
     )
 
 

@@ -225,7 +225,7 @@ def test_asyncio_server_sheds_over_executes_with_the_marker() -> None:
                 await release.wait()
                 return greeter_pb2.HelloReply(message="hi")
 
-        from dubbo_py.rpc.aio import export_async
+        from dubbo_py.rpc.aio_provider import export_async
 
         server = await export_async([Greeter()], application="p", registry=None)
         try:

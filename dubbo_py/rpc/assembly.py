@@ -1,0 +1,441 @@
+"""ReferenceAssembly: one reference's consumer stack, built once, in named steps.
+
+A consumer is a stack (Finagle's ``Service``/``Filter``, Dubbo's cluster invoker)::
+
+    stub.Method(request)                      generated stub, unchanged
+      -> multicallable                        rpc/channel.py | rpc/aio_channel.py
+        -> call filters: mock, then the application's and the reference's (rpc/filters.py)
+          -> cluster strategy (failover ...)  cluster/strategy.py | cluster/aio_strategy.py
+             routes with the directory's bound router chain   registry/directory.py
+             balances with the reference's balancer           rpc/tuning.py
+             -> attempt filters, then call statistics for the balancers that read them
+               -> provider call (MethodInvoker) on a pooled gRPC channel   rpc/invoker.py
+
+:class:`ReferenceAssembly` builds the parts both flavours share -- the method policies, the live
+settings and balancer (:class:`~dubbo_py.rpc.tuning.ReferenceTuning`), the registry directory,
+the quarantine and outlier detector -- and wires each method a stub asks for
+(:meth:`ReferenceAssembly.bind`): its provider call, its cluster context, its strategy, its
+filters. :class:`BlockingAssembly` and :class:`AsyncAssembly` supply what differs: the channel
+pool, the invoker, the strategy and the filters of their flavour. Nothing runs until
+:meth:`ReferenceAssembly.start` (watch the registry, start probing quarantined providers).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Generic, TypeVar
+
+from dubbo_py.cluster import configurators
+from dubbo_py.cluster.aio_strategy import async_strategy, failback_async, failfast_async
+from dubbo_py.cluster.budget import RetryBudget
+from dubbo_py.cluster.failback import FailbackQueue
+from dubbo_py.cluster.health_probe import grpc_health_probe
+from dubbo_py.cluster.mock import MockSpec, parse_mock
+from dubbo_py.cluster.outlier import OutlierDetector
+from dubbo_py.cluster.policy import MethodPolicy
+from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
+from dubbo_py.cluster.strategy import ClusterContext, failfast, failover, get_strategy
+from dubbo_py.config.model import ReferenceConfig
+from dubbo_py.registry.cache import NotifyCache
+from dubbo_py.registry.directory import RegistryDirectory
+from dubbo_py.registry.registry import Registry
+from dubbo_py.router import factory
+from dubbo_py.router.chain import BoundChain
+from dubbo_py.rpc.aio_channel import AsyncClusterChannel
+from dubbo_py.rpc.aio_invoker import AsyncChannelPool, AsyncMethodInvoker
+from dubbo_py.rpc.channel import ClusterChannel
+from dubbo_py.rpc.filters import (
+    AsyncCall,
+    AsyncMockFilter,
+    AsyncRecordStats,
+    Call,
+    ConsumerFilters,
+    MockFilter,
+    RecordStats,
+    wrap_attempts,
+    wrap_calls,
+)
+from dubbo_py.rpc.introspect import ServiceSpec
+from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
+from dubbo_py.rpc.method import BoundMethod, InvokerBase, StubMethod
+from dubbo_py.rpc.settings import base_parameters, check_method_options
+from dubbo_py.rpc.triple import TripleCaller
+from dubbo_py.rpc.tuning import ReferenceTuning
+from dubbo_py.url import URL
+
+__all__ = ["AsyncAssembly", "BlockingAssembly", "ReferenceAssembly", "method_policies"]
+
+#: The call a bound method runs: :data:`~dubbo_py.rpc.filters.Call` or ``AsyncCall``.
+C = TypeVar("C")
+
+
+def method_policies(service: ServiceSpec, config: ReferenceConfig) -> dict[str, MethodPolicy]:
+    """Each method's cluster strategy and parsed mock: its own ``methods`` entry, else the
+    reference's. A mock that does not parse is a :class:`~dubbo_py.cluster.mock.MockSpecError`
+    now, before anything starts."""
+    policies = {}
+    for method in service.method_names:
+        own = config.methods.get(method, {})
+        policies[method] = MethodPolicy(
+            str(own.get("cluster", config.cluster)), parse_mock(own.get("mock", config.mock))
+        )
+    return policies
+
+
+class _Wired:
+    """One provider call the assembly keeps current: its context, and how to wrap its invoker
+    (with or without call statistics, as the balancer needs)."""
+
+    __slots__ = ("context", "invoker", "wrap")
+
+    def __init__(
+        self, context: ClusterContext, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any]
+    ) -> None:
+        self.context = context
+        self.invoker = invoker
+        self.wrap = wrap
+
+
+class ReferenceAssembly(Generic[C]):
+    """The parts of one reference both flavours share, and the wiring of its methods.
+
+    ``consumer`` is the consumer URL the directory subscribes with; ``registry`` None means
+    direct providers (``static_providers``); ``budget`` is the retry budget of the service
+    (shared by every reference to it in the application); ``failback`` the queue of
+    ``failback`` retries; ``filters`` the wrappers around each call (see
+    :mod:`dubbo_py.rpc.filters`)."""
+
+    def __init__(
+        self,
+        service: ServiceSpec,
+        config: ReferenceConfig,
+        consumer: URL,
+        *,
+        application: str,
+        registry: Registry | None,
+        cache: NotifyCache | None = None,
+        static_providers: tuple[URL, ...] = (),
+        budget: RetryBudget | None = None,
+        failback: FailbackQueue | None = None,
+        filters: ConsumerFilters | None = None,
+    ) -> None:
+        check_method_options(service.method_names, config.methods, service.name)
+        self.service = service
+        self.config = config
+        self.consumer = consumer
+        self.policies = method_policies(service, config)
+        self.tuning = self._tuning()
+        self.directory = self._directory(registry, cache, static_providers)
+        self.budget = budget if budget is not None else RetryBudget()
+        self.failback = failback if failback is not None else FailbackQueue()
+        self.filters = filters if filters is not None else ConsumerFilters()
+        self.caller = TripleCaller.for_consumer(application, config.version, config.group)
+        self.quarantine = Quarantine(grpc_health_probe, interval=config.quarantine_interval)
+        self.outliers = self._outliers()
+        #: Each bound method's cluster context, by method name.
+        self.contexts: dict[str, ClusterContext] = {}
+        self._wired: list[_Wired] = []
+        self._lock = threading.Lock()
+        self._idempotent = config.idempotent | frozenset(
+            m for m, o in config.methods.items() if o.get("idempotent")
+        )
+
+    # ------------------------------------------------------------------ shared parts
+
+    def _tuning(self) -> ReferenceTuning:
+        config = self.config
+        base = base_parameters(
+            retries=config.retries,
+            timeout=config.timeout,
+            forks=config.forks,
+            sticky=config.sticky,
+            loadbalance=config.loadbalance,
+            methods=config.methods,
+        )
+        return ReferenceTuning(self.service.method_names, base, config.loadbalance)
+
+    def _directory(
+        self, registry: Registry | None, cache: NotifyCache | None, static: tuple[URL, ...]
+    ) -> RegistryDirectory:
+        return RegistryDirectory(
+            self.consumer,
+            registry,
+            factory.new_rulebook(),
+            assemble=factory.chain_routers,
+            configure=configurators.apply,
+            configure_consumer=configurators.consumer_parameters,
+            validate_configurators=configurators.parse_configurators_yaml,
+            cache=cache,
+            static_providers=list(static),
+        )
+
+    def _outliers(self) -> OutlierDetector:
+        config = self.config
+        outliers = OutlierDetector(
+            self.quarantine,
+            lambda: len(self.directory.chain.snapshot.providers),
+            consecutive=config.outlier_failures,
+            max_share=config.outlier_max_share,
+            service=self.service.name,
+        )
+        # A provider back from quarantine (or gone from the registry) starts a clean count.
+        self.quarantine.on_change(self._forget_outlier)
+        return outliers
+
+    def _forget_outlier(self, event: QuarantineEvent) -> None:
+        if event.kind != "added":
+            self.outliers.forget(event.entry.address)
+
+    def _context(self, call: Any, invoker: InvokerBase) -> ClusterContext:
+        return ClusterContext(
+            service=self.service.name,
+            routes=self.directory,
+            balancer=self.tuning.balancer,
+            call=call,
+            settings=self.tuning.settings,
+            idempotent=self._idempotent,
+            quarantine=self.quarantine,
+            outliers=self.outliers,
+            budget=self.budget,
+            empty_response=invoker.failsafe_response,
+            extras={"failback_queue": self.failback},
+        )
+
+    def _wire(self, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any]) -> ClusterContext:
+        """A context for ``invoker``, kept current from now on: when the balancer changes, its
+        provider call is re-wrapped (call statistics on or off) before the new balancer goes
+        in, so a call plan compiled for the new balancer sees whether calls are recorded."""
+        with self._lock:
+            context = self._context(wrap(invoker), invoker)
+            self._wired.append(_Wired(context, invoker, wrap))
+        return context
+
+    # ------------------------------------------------------------------ binding methods
+
+    def bind(self, method: StubMethod) -> BoundMethod[C]:
+        """Wire one stub method: its provider call, cluster context, strategy and filters (a
+        bad mock raises :class:`~dubbo_py.cluster.mock.MockSpecError` here, when the stub is
+        built, not in the middle of an outage)."""
+        invoker = self._invoker(method)
+        context = self._wire(invoker, self._attempt_call)
+        policy = self.policies.get(method.name, MethodPolicy(self.config.cluster))
+        if method.request_streaming:
+            # A request stream can be consumed only once, so it is never replayed on another
+            # provider: client-streaming calls are fail-fast whatever the reference says.
+            policy = MethodPolicy("failfast")
+        strategy, plannable = self._strategy(method, policy, context)
+        filters: list[Any] = list(self._call_filters())
+        if policy.mock is not None:
+            response_type = method.response_type()
+            policy.mock.check(method.name, response_type)
+            filters.insert(0, self._mock(policy.mock, response_type, method.response_streaming))
+        self.contexts[method.name] = context
+        call = wrap_calls(filters, strategy)
+        return BoundMethod(method, context, call, plannable and not filters)
+
+    def _attempt_call(self, invoker: InvokerBase) -> Any:
+        filters: list[Any] = list(self._attempt_filters())
+        stats = self.tuning.stats
+        if stats is not None:
+            filters.append(self._record_stats(stats, invoker.spec.path))
+        return wrap_attempts(filters, invoker)
+
+    # ------------------------------------------------------------------ keeping it current
+
+    def _on_chain(self, bound: BoundChain) -> None:
+        providers = bound.snapshot.providers
+        self.quarantine.retain(providers)
+        self._retain(providers)
+        with self._lock:
+            stats = self.tuning.stats
+            if not self.tuning.update(self.directory.consumer_overrides, providers):
+                return
+            rewrap = self.tuning.stats is not stats
+            for wired in self._wired:
+                if rewrap:
+                    wired.context.call = wired.wrap(wired.invoker)
+                wired.context.balancer = self.tuning.balancer
+
+    def start(self) -> None:
+        """Watch the registry (waiting up to ``check`` s for providers and rules), then start
+        probing quarantined providers. Blocks; the asyncio flavour runs it in a thread."""
+        self.quarantine.before_revive(self._revived)
+        self.directory.add_listener(self._on_chain)
+        self.directory.start(wait=self.config.check)
+        self.quarantine.start()
+
+    def close(self) -> None:
+        """Stop watching, probing and retrying in the background (the flavour's channels are
+        closed by the reference)."""
+        self.directory.close()
+        self.quarantine.stop()
+        self.failback.close()
+
+    # ------------------------------------------------------------------ what a flavour supplies
+
+    def _invoker(self, method: StubMethod) -> InvokerBase:
+        raise NotImplementedError
+
+    def _strategy(
+        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+    ) -> tuple[C, bool]:
+        """The method's strategy bound to its context, and whether it is plain failover."""
+        raise NotImplementedError
+
+    def _call_filters(self) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def _attempt_filters(self) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def _mock(self, spec: MockSpec, response_type: type | None, streaming: bool) -> Any:
+        raise NotImplementedError
+
+    def _record_stats(self, stats: Any, key: str) -> Any:
+        raise NotImplementedError
+
+    def _retain(self, providers: tuple[URL, ...]) -> None:
+        """Drop the channels to providers that left the registry."""
+        raise NotImplementedError
+
+    def _revived(self, provider: URL) -> None:
+        """A quarantined provider is about to be revived: give it a fresh channel (its old one
+        may be deep in reconnect backoff), before calls can pick it again."""
+        raise NotImplementedError
+
+
+class BlockingAssembly(ReferenceAssembly[Call]):
+    """The blocking flavour: ``grpc`` channels, :class:`~dubbo_py.rpc.channel.ClusterChannel`."""
+
+    def __init__(self, service: ServiceSpec, config: ReferenceConfig, consumer: URL, **parts: Any):
+        super().__init__(service, config, consumer, **parts)
+        self.pool = ChannelPool(config.client_tls)
+        self._invokers: list[MethodInvoker] = []
+
+    def channel(self) -> ClusterChannel:
+        """The channel a stub is built on."""
+        return ClusterChannel(self, self.config.attachments, self.pool.close)
+
+    def _invoker(self, method: StubMethod) -> MethodInvoker:
+        invoker = MethodInvoker(self.pool, method, caller=self.caller)
+        self._invokers.append(invoker)
+        return invoker
+
+    def _strategy(
+        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+    ) -> tuple[Call, bool]:
+        strategy = failfast if method.request_streaming else get_strategy(policy.cluster)
+        return partial(strategy, context), strategy is failover
+
+    def _call_filters(self) -> tuple[Any, ...]:
+        return self.filters.calls
+
+    def _attempt_filters(self) -> tuple[Any, ...]:
+        return self.filters.attempts
+
+    def _mock(self, spec: MockSpec, response_type: type | None, streaming: bool) -> Any:
+        return MockFilter(spec, response_type, streaming=streaming)
+
+    def _record_stats(self, stats: Any, key: str) -> Any:
+        return RecordStats(stats, key)
+
+    def _forget(self, addresses: list[str]) -> None:
+        for invoker in list(self._invokers):
+            invoker.forget(addresses)
+
+    def _retain(self, providers: tuple[URL, ...]) -> None:
+        gone = self.pool.retain(providers)
+        if gone:
+            self._forget(gone)
+
+    def _revived(self, provider: URL) -> None:
+        if self.pool.reset(provider.address):
+            self._forget([provider.address])
+
+    def close(self) -> None:
+        """Everything :meth:`ReferenceAssembly.close` does, then close the provider channels."""
+        super().close()
+        self.pool.close()
+
+
+class AsyncAssembly(ReferenceAssembly[AsyncCall]):
+    """The asyncio flavour: ``grpc.aio`` channels (they belong to the event loop that made
+    them), :class:`~dubbo_py.rpc.aio_channel.AsyncClusterChannel`, awaited strategies.
+
+    ``failback`` retries run on the queue's thread, so they go on whether or not the event loop
+    still runs: a ``failback`` method also gets a blocking provider call (on a blocking pool
+    opened for the purpose) that its background retries use."""
+
+    def __init__(self, service: ServiceSpec, config: ReferenceConfig, consumer: URL, **parts: Any):
+        super().__init__(service, config, consumer, **parts)
+        self.pool = AsyncChannelPool(config.client_tls)
+        #: Blocking channels and invokers for ``failback`` retries (opened on first need).
+        self._retry_pool: ChannelPool | None = None
+        self._retry_invokers: list[MethodInvoker] = []
+
+    def channel(self) -> AsyncClusterChannel:
+        """The channel a stub is built on (await its ``close`` on the same loop)."""
+        return AsyncClusterChannel(self, self.config.attachments, self.pool.close)
+
+    def _invoker(self, method: StubMethod) -> AsyncMethodInvoker:
+        return AsyncMethodInvoker(self.pool, method, caller=self.caller)
+
+    def _strategy(
+        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+    ) -> tuple[AsyncCall, bool]:
+        if method.request_streaming:
+            return partial(failfast_async, context), False
+        if policy.cluster == "failback":
+            return partial(failback_async(self._retry_context(method)), context), False
+        return partial(async_strategy(MethodPolicy(policy.cluster), context, None), context), False
+
+    def _retry_context(self, method: StubMethod) -> ClusterContext:
+        """The blocking context ``failback`` retries of ``method`` go through."""
+        with self._lock:
+            if self._retry_pool is None:
+                self._retry_pool = ChannelPool(self.config.client_tls)
+            invoker = MethodInvoker(self._retry_pool, method, caller=self.caller)
+            self._retry_invokers.append(invoker)
+        return self._wire(invoker, self._retry_attempt_call)
+
+    def _retry_attempt_call(self, invoker: InvokerBase) -> Any:
+        filters: list[Any] = list(self.filters.attempts)
+        stats = self.tuning.stats
+        if stats is not None:
+            filters.append(RecordStats(stats, invoker.spec.path))
+        return wrap_attempts(filters, invoker)
+
+    def _call_filters(self) -> tuple[Any, ...]:
+        return self.filters.async_calls
+
+    def _attempt_filters(self) -> tuple[Any, ...]:
+        return self.filters.async_attempts
+
+    def _mock(self, spec: MockSpec, response_type: type | None, streaming: bool) -> Any:
+        return AsyncMockFilter(spec, response_type, streaming=streaming)
+
+    def _record_stats(self, stats: Any, key: str) -> Any:
+        return AsyncRecordStats(stats, key)
+
+    def _retain(self, providers: tuple[URL, ...]) -> None:
+        self.pool.retain(providers)
+        if self._retry_pool is not None:
+            gone = self._retry_pool.retain(providers)
+            for invoker in list(self._retry_invokers):
+                invoker.forget(gone)
+
+    def _revived(self, provider: URL) -> None:
+        self.pool.reset(provider.address)
+        if self._retry_pool is not None and self._retry_pool.reset(provider.address):
+            for invoker in list(self._retry_invokers):
+                invoker.forget([provider.address])
+
+    def close(self) -> None:
+        """Everything :meth:`ReferenceAssembly.close` does, and close the blocking channels of
+        ``failback`` retries (the asyncio channels are closed on the loop, by
+        :meth:`AsyncClusterChannel.close`)."""
+        super().close()
+        if self._retry_pool is not None:
+            self._retry_pool.close()

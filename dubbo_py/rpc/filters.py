@@ -1,0 +1,283 @@
+"""Wrappers around a call: the consumer stack's extension point (Finagle's ``Filter``).
+
+A reference's calls pass through two kinds of call, and anything that watches or changes them
+is a wrapper around one of the two -- never a flag inside an invoker:
+
+* the **method call** ``(invocation) -> response``: one per stub call, around the whole cluster
+  strategy (routing, balancing, every retry). A :class:`CallFilter` wraps it: mock answers
+  (:class:`MockFilter`), and metrics or tracing of what the caller sees;
+* the **attempt** ``(provider, invocation, timeout) -> response``: one per provider tried. An
+  :class:`AttemptFilter` wraps it: the call statistics least-active and shortest-response
+  balancing read (:class:`RecordStats`), and per-provider metrics or tracing.
+
+A filter receives the call it wraps as ``proceed`` and decides whether, when and how to call
+it -- the same shape as Finagle's ``Filter.apply(request, service)`` and Dubbo's
+``Filter.invoke(invoker, invocation)``::
+
+    class Timing:
+        def __call__(self, invocation, proceed):
+            started = time.perf_counter()
+            try:
+                return proceed(invocation)
+            finally:
+                record(invocation.method, time.perf_counter() - started)
+
+    app = Application("shop", filters=ConsumerFilters(calls=(Timing(),)))
+
+The asyncio flavour takes awaiting filters of the same shape (``async def __call__``, ``await
+proceed(...)``): :class:`ConsumerFilters` holds both kinds, and each reference uses the ones of
+its flavour. For a server-streaming method, the method call returns once the first response
+has arrived (the stream is then read by the caller, outside the filters).
+
+Order: the application's filters wrap a reference's own, the first of a tuple outermost; a
+method's mock wraps them all (as Dubbo's ``MockClusterInvoker`` wraps its cluster filters), and
+the statistics balancers read are the innermost attempt wrapper. A method with any call filter
+skips the compiled fast path of plain failover calls (:mod:`dubbo_py.cluster.plan`), since a
+filter must see every call; without filters a call costs what it did before this layer existed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import grpc
+from google.protobuf.message import Message
+
+from dubbo_py.cluster.aio_strategy import stream_of
+from dubbo_py.cluster.mock import MockSpec, answer_failure
+from dubbo_py.cluster.stats import CallStats
+from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.invoker import ProviderCall
+from dubbo_py.url import URL
+
+__all__ = [
+    "AsyncAttemptFilter",
+    "AsyncCall",
+    "AsyncCallFilter",
+    "AsyncMockFilter",
+    "AsyncProviderCall",
+    "AsyncRecordStats",
+    "AttemptFilter",
+    "Call",
+    "CallFilter",
+    "ConsumerFilters",
+    "MockFilter",
+    "ProviderCall",
+    "RecordStats",
+    "wrap_attempts",
+    "wrap_calls",
+]
+
+#: A method call of the blocking flavour: the invocation in, the response out.
+Call = Callable[[Invocation], Any]
+#: A method call of the asyncio flavour.
+AsyncCall = Callable[[Invocation], Awaitable[Any]]
+#: One attempt on one provider, awaited.
+AsyncProviderCall = Callable[[URL, Invocation, float | None], Awaitable[Any]]
+
+
+class CallFilter(Protocol):
+    """Wraps a blocking method call: return ``proceed(invocation)`` (or an invocation of your
+    own, or an answer without calling it at all)."""
+
+    def __call__(self, invocation: Invocation, proceed: Call) -> Any:
+        """The response to ``invocation``."""
+        ...
+
+
+class AsyncCallFilter(Protocol):
+    """Wraps an awaited method call: ``return await proceed(invocation)``."""
+
+    def __call__(self, invocation: Invocation, proceed: AsyncCall) -> Awaitable[Any]:
+        """The response to ``invocation``, awaited."""
+        ...
+
+
+class AttemptFilter(Protocol):
+    """Wraps one blocking attempt on ``provider``: ``return proceed(provider, invocation,
+    timeout)`` (``timeout``: seconds left, or None)."""
+
+    def __call__(
+        self, provider: URL, invocation: Invocation, timeout: float | None, proceed: ProviderCall
+    ) -> Any:
+        """The provider's response."""
+        ...
+
+
+class AsyncAttemptFilter(Protocol):
+    """Wraps one awaited attempt on ``provider``."""
+
+    def __call__(
+        self,
+        provider: URL,
+        invocation: Invocation,
+        timeout: float | None,
+        proceed: AsyncProviderCall,
+    ) -> Awaitable[Any]:
+        """The provider's response, awaited."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerFilters:
+    """The wrappers a reference's calls go through, for both flavours (see the module doc).
+    ``a + b``: ``a``'s filters outside ``b``'s."""
+
+    calls: tuple[CallFilter, ...] = ()
+    attempts: tuple[AttemptFilter, ...] = ()
+    async_calls: tuple[AsyncCallFilter, ...] = ()
+    async_attempts: tuple[AsyncAttemptFilter, ...] = ()
+
+    def __add__(self, inner: ConsumerFilters) -> ConsumerFilters:
+        return ConsumerFilters(
+            self.calls + inner.calls,
+            self.attempts + inner.attempts,
+            self.async_calls + inner.async_calls,
+            self.async_attempts + inner.async_attempts,
+        )
+
+
+class _Wrapped:
+    """``proceed`` with one filter around it; one class serves every kind of call, since a
+    filter is called with the call's own arguments and ``proceed`` last."""
+
+    __slots__ = ("_filter", "_proceed")
+
+    def __init__(self, filter_: Callable[..., Any], proceed: Callable[..., Any]) -> None:
+        self._filter = filter_
+        self._proceed = proceed
+
+    def __call__(self, *arguments: Any) -> Any:
+        return self._filter(*arguments, self._proceed)
+
+
+def _wrap(filters: Sequence[Callable[..., Any]], call: Callable[..., Any]) -> Any:
+    for filter_ in reversed(filters):
+        call = _Wrapped(filter_, call)
+    return call
+
+
+def wrap_calls(filters: Sequence[CallFilter] | Sequence[AsyncCallFilter], call: Any) -> Any:
+    """``call`` (a :data:`Call` or :data:`AsyncCall`) inside ``filters``, the first outermost;
+    ``call`` itself when there are none."""
+    return _wrap(filters, call)
+
+
+def wrap_attempts(
+    filters: Sequence[AttemptFilter] | Sequence[AsyncAttemptFilter], call: Any
+) -> Any:
+    """``call`` (a :data:`ProviderCall` or :data:`AsyncProviderCall`) inside ``filters``, the
+    first outermost; ``call`` itself when there are none."""
+    return _wrap(filters, call)
+
+
+# ---------------------------------------------------------------------------- built-in filters
+
+
+#: What :meth:`_Mock.forced` returns when the call is to go ahead.
+PROCEED: Any = object()
+
+
+class _Mock:
+    """What both flavours of a method's mock know (see :mod:`dubbo_py.cluster.mock`): the spec,
+    the response type, and whether answers go out as a stream."""
+
+    __slots__ = ("response_type", "spec", "streaming")
+
+    def __init__(
+        self, spec: MockSpec, response_type: type[Message] | None, *, streaming: bool = False
+    ) -> None:
+        self.spec = spec
+        self.response_type = response_type
+        self.streaming = streaming
+
+    def forced(self, invocation: Invocation) -> Any:
+        """The answer of a ``force:`` mock (the provider is never called), else
+        :data:`PROCEED`."""
+        if self.spec.mode != "force":
+            return PROCEED
+        return self._answer(self.spec.response(invocation, self.response_type))
+
+    def failed(self, invocation: Invocation, error: grpc.RpcError) -> Any:
+        """The answer to a failed call (an application error is raised as it is)."""
+        return self._answer(answer_failure(self.spec, invocation, self.response_type, error))
+
+    def _answer(self, response: Any) -> Any:
+        raise NotImplementedError
+
+
+class MockFilter(_Mock):
+    """A method's ``mock`` option around its blocking call (Dubbo's ``MockClusterInvoker``)."""
+
+    __slots__ = ()
+
+    def __call__(self, invocation: Invocation, proceed: Call) -> Any:
+        forced = self.forced(invocation)
+        if forced is not PROCEED:
+            return forced
+        try:
+            return proceed(invocation)
+        except grpc.RpcError as error:
+            return self.failed(invocation, error)
+
+    def _answer(self, response: Any) -> Any:
+        return iter((response,)) if self.streaming else response
+
+
+class AsyncMockFilter(_Mock):
+    """A method's ``mock`` option around its awaited call."""
+
+    __slots__ = ()
+
+    async def __call__(self, invocation: Invocation, proceed: AsyncCall) -> Any:
+        forced = self.forced(invocation)
+        if forced is not PROCEED:
+            return forced
+        try:
+            return await proceed(invocation)
+        except grpc.RpcError as error:
+            return self.failed(invocation, error)
+
+    def _answer(self, response: Any) -> Any:
+        return stream_of([response]) if self.streaming else response
+
+
+class _Recording:
+    __slots__ = ("key", "stats")
+
+    def __init__(self, stats: CallStats, key: str) -> None:
+        #: Where calls are counted.
+        self.stats = stats
+        #: The method's key in :attr:`stats` (its gRPC path).
+        self.key = key
+
+
+class RecordStats(_Recording):
+    """Counts each blocking attempt in the call statistics (in flight, elapsed, failed), for
+    the balancers that read them (least-active, shortest-response)."""
+
+    __slots__ = ()
+
+    def __call__(
+        self, provider: URL, invocation: Invocation, timeout: float | None, proceed: ProviderCall
+    ) -> Any:
+        with self.stats.track(provider.address, self.key):
+            return proceed(provider, invocation, timeout)
+
+
+class AsyncRecordStats(_Recording):
+    """Counts each awaited attempt in the call statistics, in flight across the await."""
+
+    __slots__ = ()
+
+    async def __call__(
+        self,
+        provider: URL,
+        invocation: Invocation,
+        timeout: float | None,
+        proceed: AsyncProviderCall,
+    ) -> Any:
+        with self.stats.track(provider.address, self.key):
+            return await proceed(provider, invocation, timeout)

@@ -1,0 +1,231 @@
+"""What both consumer flavours know about one stub method, without any I/O.
+
+A generated stub asks its channel for one multicallable per method (``unary_unary(path,
+request_serializer, response_deserializer)`` and so on). :class:`StubMethod` is that request as
+a frozen value: the path split into service and method, the (de)serializers and the
+cardinality. :class:`InvokerBase` is what the blocking
+(:class:`~dubbo_py.rpc.invoker.MethodInvoker`) and asyncio
+(:class:`~dubbo_py.rpc.aio_invoker.AsyncMethodInvoker`) provider calls share: the spec, who
+calls, and the method's empty answers. Only the calls themselves differ between the flavours
+(httpx's Client/AsyncClient split: one I/O-free core, two thin I/O shells).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.attachments import attachments_from_metadata
+from dubbo_py.rpc.triple import TripleCaller
+from dubbo_py.url import URL
+
+if TYPE_CHECKING:  # cluster.strategy imports ProviderCall from rpc.invoker, which imports this
+    from dubbo_py.cluster.strategy import ClusterContext
+
+__all__ = [
+    "BoundMethod",
+    "CallSite",
+    "InvokerBase",
+    "MethodBinder",
+    "StubChannel",
+    "StubMethod",
+]
+
+#: The call of a bound method: blocking or awaited.
+C = TypeVar("C")
+#: What a channel hands a stub per method.
+M = TypeVar("M")
+#: Call metadata as gRPC takes it.
+Metadata = Sequence[tuple[str, str | bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class StubMethod:
+    """One method as a generated stub asks its channel for it."""
+
+    #: The gRPC path, ``/<package.Service>/<Method>``.
+    path: str
+    request_serializer: Callable[[Any], bytes] | None = None
+    response_deserializer: Callable[[bytes], Any] | None = None
+    request_streaming: bool = False
+    response_streaming: bool = False
+
+    @property
+    def service(self) -> str:
+        """The proto service's full name (``demo.Greeter``)."""
+        return self.path.lstrip("/").partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        """The method's name (``SayHello``)."""
+        return self.path.lstrip("/").partition("/")[2]
+
+    @property
+    def factory_name(self) -> str:
+        """The gRPC channel method that makes its multicallable (``unary_stream`` ...)."""
+        return (
+            f"{'stream' if self.request_streaming else 'unary'}_"
+            f"{'stream' if self.response_streaming else 'unary'}"
+        )
+
+    def empty_response(self) -> Any:
+        """The method's response message with no fields set (None without a deserializer)."""
+        deserialize = self.response_deserializer
+        return deserialize(b"") if deserialize is not None else None
+
+    def response_type(self) -> type | None:
+        """The response message's class (what a mock answers with), None when unknown."""
+        empty = self.empty_response()
+        return None if empty is None else type(empty)
+
+
+class InvokerBase:
+    """The part of a provider call both flavours share: which method, who calls (the Triple
+    headers), and what a failed call answers under ``failsafe``. Subclasses add the call and
+    the cache of gRPC callables it uses (:meth:`forget` drops entries of gone providers)."""
+
+    def __init__(self, spec: StubMethod, caller: TripleCaller | None = None) -> None:
+        #: The method this invoker calls.
+        self.spec = spec
+        self._caller = caller or TripleCaller()
+
+    @property
+    def response_streaming(self) -> bool:
+        """Whether the method answers with a stream of responses."""
+        return self.spec.response_streaming
+
+    @property
+    def request_streaming(self) -> bool:
+        """Whether the method takes a stream of requests."""
+        return self.spec.request_streaming
+
+    def empty_response(self) -> Any:
+        """The method's response message with no fields set."""
+        return self.spec.empty_response()
+
+    def failsafe_response(self) -> Any:
+        """What ``failsafe`` answers a failed call with: the empty response message, or no
+        responses at all for a server-streaming method (in the flavour's kind of stream)."""
+        if self.spec.response_streaming:
+            return self.no_responses()
+        return self.spec.empty_response()
+
+    def no_responses(self) -> Any:
+        """An empty stream of responses, as this flavour's callers iterate over it."""
+        raise NotImplementedError
+
+    def key(self, provider: URL) -> str:
+        """What this provider's cached callable is found by (its address, plus version and
+        group when one address may serve several)."""
+        return self._caller.key(provider)
+
+    def forget(self, addresses: Iterable[str]) -> None:
+        """Drop whatever is cached for these provider addresses."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class BoundMethod(Generic[C]):
+    """One stub method wired into its reference's stack (what a channel's multicallable
+    runs): the cluster context the strategy reads, and ``call``, the strategy with the
+    method's call filters around it (:mod:`dubbo_py.rpc.filters`), blocking or awaited."""
+
+    spec: StubMethod
+    context: ClusterContext
+    call: C
+    #: True when ``call`` is plain failover, so the blocking flavour may run a compiled call
+    #: plan in its place (:mod:`dubbo_py.cluster.plan`).
+    plannable: bool = False
+
+
+class MethodBinder(Protocol[C]):
+    """Wires stub methods into a reference's stack (a
+    :class:`~dubbo_py.rpc.assembly.ReferenceAssembly`); what a cluster channel asks when a
+    stub asks it for a multicallable."""
+
+    def bind(self, method: StubMethod) -> BoundMethod[C]:
+        """The method's context and call."""
+        ...
+
+
+class StubChannel(Generic[M]):
+    """The four multicallable factories a generated stub calls, the same for both flavours
+    and for every cardinality: each makes a :class:`StubMethod` and hands it to
+    :meth:`_multicallable`. The extra arguments newer grpcio passes are accepted and unused."""
+
+    def _multicallable(self, method: StubMethod) -> M:
+        raise NotImplementedError
+
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> M:
+        """A multicallable for a unary-request, unary-response method."""
+        return self._multicallable(
+            StubMethod(method, request_serializer, response_deserializer, False, False)
+        )
+
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> M:
+        """A multicallable for a server-streaming method."""
+        return self._multicallable(
+            StubMethod(method, request_serializer, response_deserializer, False, True)
+        )
+
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> M:
+        """A multicallable for a client-streaming method."""
+        return self._multicallable(
+            StubMethod(method, request_serializer, response_deserializer, True, False)
+        )
+
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> M:
+        """A multicallable for a bidirectional-streaming method."""
+        return self._multicallable(
+            StubMethod(method, request_serializer, response_deserializer, True, True)
+        )
+
+
+class CallSite:
+    """What both flavours' multicallables share: which method, the reference's attachments,
+    and how a call's arguments become an :class:`~dubbo_py.invocation.Invocation`."""
+
+    def __init__(self, bound: BoundMethod[Any], attachments: Mapping[str, str]) -> None:
+        spec = bound.spec
+        self._service = spec.service
+        self._method = spec.name
+        self._streaming = spec.response_streaming
+        self._context = bound.context
+        #: Attachments every call carries (read-only; call metadata is added per call).
+        self._attachments = attachments
+
+    def _invocation(
+        self, request: Any, timeout: float | None, metadata: Metadata | None
+    ) -> Invocation:
+        # Without call metadata the channel's read-only attachments go as they are (no copy);
+        # with it, -bin values are decoded so they reach the provider unchanged.
+        attachments = self._attachments
+        if metadata:
+            attachments = {**attachments, **attachments_from_metadata(metadata)}
+        return Invocation(self._service, self._method, request, attachments, timeout)

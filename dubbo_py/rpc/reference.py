@@ -1,0 +1,90 @@
+"""``Reference``: what ``Application.reference_handle`` built -- the stub and its stack."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from dubbo_py.cluster.budget import RetryBudget
+from dubbo_py.cluster.failback import FailbackQueue
+from dubbo_py.cluster.outlier import OutlierDetector
+from dubbo_py.cluster.policy import MethodPolicy
+from dubbo_py.cluster.quarantine import Quarantine
+from dubbo_py.cluster.strategy import ClusterContext
+from dubbo_py.config.model import ReferenceConfig
+from dubbo_py.registry.directory import RegistryDirectory
+from dubbo_py.rpc.aio_channel import AsyncClusterChannel
+from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly
+from dubbo_py.rpc.channel import ClusterChannel
+from dubbo_py.url import URL
+
+__all__ = ["Reference"]
+
+S = TypeVar("S")
+
+
+@dataclass(eq=False)
+class Reference(Generic[S]):
+    """A built reference: the stub, and the machinery behind it for inspection and tests."""
+
+    #: The generated stub, bound to :attr:`channel`.
+    stub: S
+    #: The proto service's full name.
+    service: str
+    #: The URL the consumer registered (and subscribes with).
+    consumer: URL
+    #: Providers and rules, watched in the registry.
+    directory: RegistryDirectory
+    #: What the stub calls through (blocking or asyncio).
+    channel: ClusterChannel | AsyncClusterChannel
+    #: The stack behind the channel.
+    assembly: BlockingAssembly | AsyncAssembly
+
+    @property
+    def config(self) -> ReferenceConfig:
+        """The options the reference was built with (the configuration file's, then the
+        code's)."""
+        return self.assembly.config
+
+    @property
+    def quarantine(self) -> Quarantine:
+        """Providers that failed at the transport level, probed until they answer."""
+        return self.assembly.quarantine
+
+    @property
+    def outliers(self) -> OutlierDetector:
+        """Ejects providers that keep timing out into :attr:`quarantine`."""
+        return self.assembly.outliers
+
+    @property
+    def budget(self) -> RetryBudget:
+        """The retry budget shared by every reference to this service in the application."""
+        return self.assembly.budget
+
+    @property
+    def failback(self) -> FailbackQueue:
+        """Background retries of the ``failback`` strategy."""
+        return self.assembly.failback
+
+    @property
+    def policies(self) -> Mapping[str, MethodPolicy]:
+        """Each method's cluster strategy and mock."""
+        return self.assembly.policies
+
+    @property
+    def contexts(self) -> Mapping[str, ClusterContext]:
+        """The cluster context of each method the stub bound, by method name."""
+        return self.assembly.contexts
+
+    def close(self) -> None:
+        """Stop watching the registry, stop background work and close the blocking provider
+        channels (an asyncio reference's channels close with :meth:`aclose`)."""
+        self.assembly.close()
+
+    async def aclose(self) -> None:
+        """Close an asyncio reference's provider channels on the loop, then :meth:`close`."""
+        if isinstance(self.channel, AsyncClusterChannel):
+            await self.channel.close()
+        await asyncio.to_thread(self.close)
