@@ -10,16 +10,15 @@ the filters are awaited.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import grpc
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.filters import AsyncCall
-from dubbo_py.rpc.method import BoundMethod, CallSite, MethodBinder, StubChannel, StubMethod
+from dubbo_py.rpc.method import BoundMethod, CallSite, StubChannel, StubMethod
 from dubbo_py.rpc.triple import CALL_SINK, Metadata, from_wire
 
 __all__ = ["AsyncClusterChannel", "CallResult"]
@@ -99,22 +98,11 @@ class _AsyncMultiCallable(CallSite):
         )
 
 
-class AsyncClusterChannel(StubChannel[_AsyncMultiCallable]):
+class AsyncClusterChannel(StubChannel[AsyncCall, _AsyncMultiCallable]):
     """A ``grpc.aio.Channel`` look-alike: generated stubs work unchanged, for all four kinds of
     method (client-streaming ones fail fast, as in the blocking flavour). Built like
     :class:`~dubbo_py.rpc.channel.ClusterChannel`: ``binder`` wires each method,
-    ``attachments`` go with every call, ``on_close`` closes the provider channels."""
-
-    def __init__(
-        self,
-        binder: MethodBinder[AsyncCall],
-        attachments: Mapping[str, str] | None = None,
-        on_close: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        self._binder = binder
-        #: Attachments every call carries (read-only; call metadata is added per call).
-        self.attachments: Mapping[str, str] = MappingProxyType(dict(attachments or {}))
-        self._on_close = on_close
+    ``attachments`` go with every call, ``on_close`` closes the provider channels (awaited)."""
 
     def _multicallable(self, method: StubMethod) -> _AsyncMultiCallable:
         return _AsyncMultiCallable(self._binder.bind(method), self.attachments)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +16,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2
 
 from dubbo_py.registry.registry import Registry
-from dubbo_py.rpc.limits import aio_interceptor, servicer_guards
-from dubbo_py.rpc.provider import bind_servicers, provider_urls, register_all
-from dubbo_py.rpc.service import ServiceOptions
+from dubbo_py.rpc.limits import aio_interceptor
+from dubbo_py.rpc.provider import ExportPlan, health_names, register_all
 from dubbo_py.url import URL
 
 __all__ = ["AsyncExportedServer", "export_async"]
@@ -57,40 +55,20 @@ class AsyncExportedServer:
         await self.server.stop(grace)
 
 
-async def export_async(
-    servicers: Sequence[object],
-    *,
-    application: str,
-    registry: Registry | None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    bind_host: str | None = None,
-    credentials: grpc.ServerCredentials | None = None,
-    url_parameters: dict[str, str] | None = None,
-    service_options: Mapping[str, ServiceOptions] | None = None,
-) -> AsyncExportedServer:
-    """Serve async servicers on one ``grpc.aio`` server and register their provider URLs."""
-    shedder = aio_interceptor(servicer_guards(servicers, service_options))
+async def export_async(plan: ExportPlan, registry: Registry | None) -> AsyncExportedServer:
+    """Serve ``plan``'s async servicers on one ``grpc.aio`` server and register their provider
+    URLs (the asyncio flavour of :func:`~dubbo_py.rpc.provider.export`)."""
+    shedder = aio_interceptor(plan.guards())
     server = grpc.aio.server(interceptors=[shedder] if shedder is not None else None)
     health_servicer = health.aio.HealthServicer()
-    bound = bind_servicers(
-        server,
-        servicers,
-        health_servicer,
-        bind_host or host,
-        port,
-        credentials,
-        service_options,
-    )
+    bound = plan.bind(server, health_servicer)
     await server.start()
-    urls = provider_urls(
-        servicers, application, host, bound, credentials, url_parameters, service_options
-    )
-    for name in ["", *(u.path for u in urls)]:
+    urls = plan.urls(bound)
+    for name in health_names(urls):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     try:
         await asyncio.to_thread(register_all, registry, urls)
     except BaseException:
         await server.stop(0)  # a provider nobody can find must not keep a port
         raise
-    return AsyncExportedServer(server, urls, registry, health_servicer, bound, host)
+    return AsyncExportedServer(server, urls, registry, health_servicer, bound, plan.host)

@@ -37,7 +37,7 @@ from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly, ReferenceAsse
 from dubbo_py.rpc.channel import ClusterChannel
 from dubbo_py.rpc.filters import ConsumerFilters
 from dubbo_py.rpc.introspect import service_of_stub
-from dubbo_py.rpc.provider import ExportedServer, export
+from dubbo_py.rpc.provider import ExportedServer, ExportPlan, export
 from dubbo_py.rpc.reference import Reference
 from dubbo_py.url import URL
 
@@ -208,16 +208,9 @@ class Application:
         listen = self._listen(port, host, bind_host, tls)
         try:
             exported = export(
-                servicers,
-                application=self.name,
-                registry=self.provider_registry,
-                host=listen.host or LOOPBACK,
-                port=listen.port,
-                bind_host=listen.bind_host,
+                self._export_plan(servicers, listen, credentials, reflection),
+                self.provider_registry,
                 max_workers=max_workers,
-                credentials=listen.tls.credentials() if listen.tls else credentials,
-                service_options=self.config.services if self.config else None,
-                reflection=reflection,
             )
         except OSError as exc:
             raise _bind_error(exc, listen) from exc
@@ -226,6 +219,26 @@ class Application:
             self._servers.append(exported)
         startup.provider_ready(self.name, exported.address, exported.urls, self._registry_name())
         return exported
+
+    def _export_plan(
+        self,
+        servicers: tuple[object, ...],
+        listen: ProtocolConfig,
+        credentials: grpc.ServerCredentials | None,
+        reflection: bool | None = None,
+    ) -> ExportPlan:
+        """What a start serves: the servicers, the listening options, the TLS credentials
+        (the protocol's TLS, else ``credentials``) and the configuration file's options."""
+        return ExportPlan(
+            servicers,
+            self.name,
+            host=listen.host or LOOPBACK,
+            port=listen.port,
+            bind_host=listen.bind_host,
+            credentials=listen.tls.credentials() if listen.tls else credentials,
+            service_options=self.config.services if self.config else None,
+            reflection=reflection,
+        )
 
     def _registry_name(self) -> str:
         return "" if self.address.kind == "direct" else str(self.address)
@@ -309,14 +322,7 @@ class Application:
         registry = await asyncio.to_thread(lambda: self.provider_registry)
         try:
             exported = await export_async(
-                servicers,
-                application=self.name,
-                registry=registry,
-                host=listen.host or LOOPBACK,
-                port=listen.port,
-                bind_host=listen.bind_host,
-                credentials=listen.tls.credentials() if listen.tls else credentials,
-                service_options=self.config.services if self.config else None,
+                self._export_plan(servicers, listen, credentials), registry
             )
         except OSError as exc:
             raise _bind_error(exc, listen) from exc

@@ -32,7 +32,7 @@ from dubbo_py.cluster.aio_strategy import async_strategy, failback_async, failfa
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.failback import FailbackQueue
 from dubbo_py.cluster.health_probe import grpc_health_probe
-from dubbo_py.cluster.mock import MockSpec, parse_mock
+from dubbo_py.cluster.mock import parse_mock
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
@@ -226,20 +226,29 @@ class ReferenceAssembly(Generic[C]):
             # provider: client-streaming calls are fail-fast whatever the reference says.
             policy = MethodPolicy("failfast")
         strategy, plannable = self._strategy(method, policy, context)
-        filters: list[Any] = list(self._call_filters())
+        filters = list(self.filters.around_calls(self._asyncio))
         if policy.mock is not None:
             response_type = method.response_type()
             policy.mock.check(method.name, response_type)
-            filters.insert(0, self._mock(policy.mock, response_type, method.response_streaming))
+            mock = self._mock(policy.mock, response_type, streaming=method.response_streaming)
+            filters.insert(0, mock)
         self.contexts[method.name] = context
         call = wrap_calls(filters, strategy)
         return BoundMethod(method, context, call, plannable and not filters)
 
     def _attempt_call(self, invoker: InvokerBase) -> Any:
-        filters: list[Any] = list(self._attempt_filters())
+        return self._attempts_around(
+            invoker, self.filters.around_attempts(self._asyncio), self._record_stats
+        )
+
+    def _attempts_around(
+        self, invoker: InvokerBase, filters: tuple[Any, ...], record: Callable[..., Any]
+    ) -> Any:
+        """``invoker`` inside ``filters``, and inside the call statistics (``record``) when the
+        balancer reads them."""
         stats = self.tuning.stats
         if stats is not None:
-            filters.append(self._record_stats(stats, invoker.spec.path))
+            filters = (*filters, record(stats, invoker.spec.path))
         return wrap_attempts(filters, invoker)
 
     # ------------------------------------------------------------------ keeping it current
@@ -284,17 +293,12 @@ class ReferenceAssembly(Generic[C]):
         """The method's strategy bound to its context, and whether it is plain failover."""
         raise NotImplementedError
 
-    def _call_filters(self) -> tuple[Any, ...]:
-        raise NotImplementedError
-
-    def _attempt_filters(self) -> tuple[Any, ...]:
-        raise NotImplementedError
-
-    def _mock(self, spec: MockSpec, response_type: type | None, streaming: bool) -> Any:
-        raise NotImplementedError
-
-    def _record_stats(self, stats: Any, key: str) -> Any:
-        raise NotImplementedError
+    #: Whether the flavour is asyncio (which of :attr:`filters` apply).
+    _asyncio: bool
+    #: The flavour's mock filter class (:class:`~dubbo_py.rpc.filters.MockFilter` ...).
+    _mock: Callable[..., Any]
+    #: The flavour's call statistics filter class.
+    _record_stats: Callable[..., Any]
 
     def _retain(self, providers: tuple[URL, ...]) -> None:
         """Drop the channels to providers that left the registry."""
@@ -329,17 +333,9 @@ class BlockingAssembly(ReferenceAssembly[Call]):
         strategy = failfast if method.request_streaming else get_strategy(policy.cluster)
         return partial(strategy, context), strategy is failover
 
-    def _call_filters(self) -> tuple[Any, ...]:
-        return self.filters.calls
-
-    def _attempt_filters(self) -> tuple[Any, ...]:
-        return self.filters.attempts
-
-    def _mock(self, spec: MockSpec, response_type: type | None, streaming: bool) -> Any:
-        return MockFilter(spec, response_type, streaming=streaming)
-
-    def _record_stats(self, stats: Any, key: str) -> Any:
-        return RecordStats(stats, key)
+    _asyncio = False
+    _mock = MockFilter
+    _record_stats = RecordStats
 
     def _forget(self, addresses: list[str]) -> None:
         for invoker in list(self._invokers):
@@ -401,23 +397,11 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         return self._wire(invoker, self._retry_attempt_call)
 
     def _retry_attempt_call(self, invoker: InvokerBase) -> Any:
-        filters: list[Any] = list(self.filters.attempts)
-        stats = self.tuning.stats
-        if stats is not None:
-            filters.append(RecordStats(stats, invoker.spec.path))
-        return wrap_attempts(filters, invoker)
+        return self._attempts_around(invoker, self.filters.attempts, RecordStats)
 
-    def _call_filters(self) -> tuple[Any, ...]:
-        return self.filters.async_calls
-
-    def _attempt_filters(self) -> tuple[Any, ...]:
-        return self.filters.async_attempts
-
-    def _mock(self, spec: MockSpec, response_type: type | None, streaming: bool) -> Any:
-        return AsyncMockFilter(spec, response_type, streaming=streaming)
-
-    def _record_stats(self, stats: Any, key: str) -> Any:
-        return AsyncRecordStats(stats, key)
+    _asyncio = True
+    _mock = AsyncMockFilter
+    _record_stats = AsyncRecordStats
 
     def _retain(self, providers: tuple[URL, ...]) -> None:
         self.pool.retain(providers)

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from time import monotonic, time_ns
-from types import MappingProxyType
 from typing import Any
 
 import grpc
@@ -23,7 +22,7 @@ from dubbo_py.cluster.plan import CallPlan, compile_plan
 from dubbo_py.cluster.strategy import continue_failover
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.filters import Call
-from dubbo_py.rpc.method import BoundMethod, CallSite, MethodBinder, StubChannel, StubMethod
+from dubbo_py.rpc.method import BoundMethod, CallSite, StubChannel, StubMethod
 from dubbo_py.rpc.triple import CALL_SINK, from_wire
 from dubbo_py.rpc.triple import Metadata as Metadata_
 
@@ -215,21 +214,11 @@ class _MultiCallable(CallSite):
         return _shared_executor().submit(self, request, timeout, metadata)
 
 
-class ClusterChannel(StubChannel[Any], grpc.Channel):
+class ClusterChannel(StubChannel[Call, _MultiCallable], grpc.Channel):
     """A channel whose calls go through a reference's stack instead of one connection:
     ``binder`` wires each method a stub asks for (see :class:`~dubbo_py.rpc.method.
-    MethodBinder`); ``attachments`` go with every call."""
-
-    def __init__(
-        self,
-        binder: MethodBinder[Call],
-        attachments: Mapping[str, str] | None = None,
-        on_close: Callable[[], None] | None = None,
-    ) -> None:
-        self._binder = binder
-        #: Attachments every call carries (read-only; call metadata is added per call).
-        self.attachments: Mapping[str, str] = MappingProxyType(dict(attachments or {}))
-        self._on_close = on_close
+    MethodBinder`); ``attachments`` go with every call; ``on_close`` closes the provider
+    channels."""
 
     def _multicallable(self, method: StubMethod) -> _MultiCallable:
         return _MultiCallable(self._binder.bind(method), self.attachments)

@@ -130,6 +130,14 @@ class ConsumerFilters:
     async_calls: tuple[AsyncCallFilter, ...] = ()
     async_attempts: tuple[AsyncAttemptFilter, ...] = ()
 
+    def around_calls(self, asyncio: bool) -> tuple[Any, ...]:
+        """The call filters of one flavour."""
+        return self.async_calls if asyncio else self.calls
+
+    def around_attempts(self, asyncio: bool) -> tuple[Any, ...]:
+        """The attempt filters of one flavour."""
+        return self.async_attempts if asyncio else self.attempts
+
     def __add__(self, inner: ConsumerFilters) -> ConsumerFilters:
         return ConsumerFilters(
             self.calls + inner.calls,

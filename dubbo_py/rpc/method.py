@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dubbo_py.invocation import Invocation
@@ -150,61 +151,48 @@ class MethodBinder(Protocol[C]):
         ...
 
 
-class StubChannel(Generic[M]):
-    """The four multicallable factories a generated stub calls, the same for both flavours
-    and for every cardinality: each makes a :class:`StubMethod` and hands it to
-    :meth:`_multicallable`. The extra arguments newer grpcio passes are accepted and unused."""
+def _factory(request_streaming: bool, response_streaming: bool, doc: str) -> Callable[..., Any]:
+    def make(
+        self: StubChannel[Any, Any],
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        _registered_method: bool | None = False,
+    ) -> Any:
+        spec = StubMethod(
+            method, request_serializer, response_deserializer, request_streaming, response_streaming
+        )
+        return self._multicallable(spec)
+
+    make.__doc__ = doc
+    return make
+
+
+class StubChannel(Generic[C, M]):
+    """What both flavours' cluster channels share: built from the reference's ``binder``
+    (which wires each method a stub asks for), the ``attachments`` every call carries, and
+    ``on_close`` (closes the provider channels); and the four multicallable factories a
+    generated stub calls, each making a :class:`StubMethod` for :meth:`_multicallable`. The
+    extra argument newer grpcio passes (``_registered_method``) is accepted and unused."""
+
+    def __init__(
+        self,
+        binder: MethodBinder[C],
+        attachments: Mapping[str, str] | None = None,
+        on_close: Callable[[], Any] | None = None,
+    ) -> None:
+        self._binder = binder
+        #: Attachments every call carries (read-only; call metadata is added per call).
+        self.attachments: Mapping[str, str] = MappingProxyType(dict(attachments or {}))
+        self._on_close = on_close
 
     def _multicallable(self, method: StubMethod) -> M:
         raise NotImplementedError
 
-    def unary_unary(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> M:
-        """A multicallable for a unary-request, unary-response method."""
-        return self._multicallable(
-            StubMethod(method, request_serializer, response_deserializer, False, False)
-        )
-
-    def unary_stream(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> M:
-        """A multicallable for a server-streaming method."""
-        return self._multicallable(
-            StubMethod(method, request_serializer, response_deserializer, False, True)
-        )
-
-    def stream_unary(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> M:
-        """A multicallable for a client-streaming method."""
-        return self._multicallable(
-            StubMethod(method, request_serializer, response_deserializer, True, False)
-        )
-
-    def stream_stream(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        _registered_method: bool | None = False,
-    ) -> M:
-        """A multicallable for a bidirectional-streaming method."""
-        return self._multicallable(
-            StubMethod(method, request_serializer, response_deserializer, True, True)
-        )
+    unary_unary = _factory(False, False, "A multicallable for a unary method.")
+    unary_stream = _factory(False, True, "A multicallable for a server-streaming method.")
+    stream_unary = _factory(True, False, "A multicallable for a client-streaming method.")
+    stream_stream = _factory(True, True, "A multicallable for a bidirectional method.")
 
 
 class CallSite:

@@ -25,16 +25,18 @@ from dubbo_py.registry.store import StoreError
 from dubbo_py.rpc import startup
 from dubbo_py.rpc.dispatch import add_servicers
 from dubbo_py.rpc.introspect import ServiceSpec, service_of_servicer
-from dubbo_py.rpc.limits import interceptor, servicer_guards
+from dubbo_py.rpc.limits import MethodGuard, interceptor, servicer_guards
 from dubbo_py.rpc.reflection import add_reflection, reflection_wanted
 from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
 
 __all__ = [
     "DUBBO_PROTOCOL_VERSION",
+    "ExportPlan",
     "ExportedServer",
     "bind_servicers",
     "export",
+    "health_names",
     "provider_url",
     "provider_urls",
     "register_all",
@@ -114,49 +116,83 @@ class ExportedServer:
         return bool(self.server.wait_for_termination(timeout))
 
 
+@dataclass(frozen=True, slots=True)
+class ExportPlan:
+    """What one export serves and registers, the same for the blocking and the asyncio server:
+    the servicers, where to listen and what to register (``host`` is the registered address,
+    ``bind_host`` the interface listened on, ``host`` when None)."""
+
+    servicers: tuple[object, ...]
+    application: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    bind_host: str | None = None
+    credentials: grpc.ServerCredentials | None = None
+    url_parameters: Mapping[str, str] | None = None
+    service_options: Mapping[str, ServiceOptions] | None = None
+    #: Serve gRPC server reflection (None: ``$DUBBO_PY_REFLECTION``, default on).
+    reflection: bool | None = None
+
+    def guards(self) -> dict[str, MethodGuard]:
+        """The overload limits (executes, tps, flowcontrol) of the servicers' methods."""
+        return servicer_guards(self.servicers, self.service_options)
+
+    def bind(self, server: Any, health_servicer: Any) -> int:
+        """Add the servicers and the health service to ``server`` and bind it (the port)."""
+        return bind_servicers(
+            server,
+            self.servicers,
+            health_servicer,
+            self.bind_host or self.host,
+            self.port,
+            self.credentials,
+            self.service_options,
+            reflection=self.reflection,
+        )
+
+    def urls(self, port: int) -> list[URL]:
+        """The provider URLs to register once the server listens on ``port``."""
+        return provider_urls(
+            self.servicers,
+            self.application,
+            self.host,
+            port,
+            self.credentials,
+            dict(self.url_parameters or {}),
+            self.service_options,
+        )
+
+
+def health_names(urls: Sequence[URL]) -> list[str]:
+    """The health service names set SERVING once the server is up: the server's ("") and each
+    registered service's."""
+    return ["", *(u.path for u in urls)]
+
+
 def export(
-    servicers: Sequence[object],
-    *,
-    application: str,
+    plan: ExportPlan,
     registry: Registry | None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    bind_host: str | None = None,
+    *,
     max_workers: int = 32,
-    credentials: grpc.ServerCredentials | None = None,
     options: Sequence[tuple[str, object]] = (),
-    url_parameters: dict[str, str] | None = None,
-    service_options: Mapping[str, ServiceOptions] | None = None,
-    reflection: bool | None = None,
 ) -> ExportedServer:
-    """Serve ``servicers`` on one gRPC server and register one provider URL per service;
-    ``reflection`` serves gRPC server reflection (None: ``$DUBBO_PY_REFLECTION``, default on)."""
-    # Overload limits (executes, tps, flowcontrol) are an interceptor, there only when some
-    # service has one.
-    shedder = interceptor(servicer_guards(servicers, service_options))
+    """Serve ``plan``'s servicers on one gRPC server and register one provider URL per
+    service (``registry`` None: register nothing); the plan says whether to serve gRPC server
+    reflection."""
+    # Overload limits are an interceptor, there only when some service has one.
+    shedder = interceptor(plan.guards())
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dubbo-provider"),
         options=list(options),
         interceptors=[shedder] if shedder is not None else None,
     )
     health_servicer = health.HealthServicer()
-    bound = bind_servicers(
-        server,
-        servicers,
-        health_servicer,
-        bind_host or host,
-        port,
-        credentials,
-        service_options,
-        reflection=reflection,
-    )
+    bound = plan.bind(server, health_servicer)
     server.start()
-    urls = provider_urls(
-        servicers, application, host, bound, credentials, url_parameters, service_options
-    )
-    for name in ["", *(u.path for u in urls)]:
+    urls = plan.urls(bound)
+    for name in health_names(urls):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    exported = ExportedServer(server, urls, registry, health_servicer, bound, host)
+    exported = ExportedServer(server, urls, registry, health_servicer, bound, plan.host)
     try:
         register_all(registry, urls)
     except BaseException:

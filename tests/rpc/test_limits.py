@@ -29,7 +29,7 @@ from dubbo_py.rpc.limits import (
     guards_for,
     servicer_guards,
 )
-from dubbo_py.rpc.provider import export
+from dubbo_py.rpc.provider import ExportPlan, export
 from dubbo_py.rpc.service import options_of
 from dubbo_py.url import URL
 from tests.cluster.test_cluster_strategies import FakeRpcError, Providers, call, context, urls
@@ -184,7 +184,7 @@ def blocking_greeter(gate: Gate) -> Any:
 
 def test_blocking_server_sheds_over_executes_with_the_marker_then_admits_again() -> None:
     gate = Gate()
-    server = export([blocking_greeter(gate)], application="p", registry=None)
+    server = export(ExportPlan((blocking_greeter(gate),), "p"), None)
     try:
         with grpc.insecure_channel(server.address) as channel:
             stub = greeter_pb2_grpc.GreeterStub(channel)
@@ -227,7 +227,7 @@ def test_asyncio_server_sheds_over_executes_with_the_marker() -> None:
 
         from dubbo_py.rpc.aio_provider import export_async
 
-        server = await export_async([Greeter()], application="p", registry=None)
+        server = await export_async(ExportPlan((Greeter(),), "p"), None)
         try:
             async with grpc.aio.insecure_channel(server.address) as channel:
                 stub = greeter_pb2_grpc.GreeterStub(channel)
