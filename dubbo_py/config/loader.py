@@ -36,10 +36,11 @@ from dubbo_py.config.model import (
     ProtocolConfig,
     ReferenceConfig,
     RegistryConfig,
+    method_options,
 )
+from dubbo_py.config.options import ServiceOptions
 from dubbo_py.config.tls import ClientTLS, ServerTLS, TLSConfigError
 from dubbo_py.rpc.limits import guards_for
-from dubbo_py.rpc.service import ServiceOptions
 
 __all__ = ["load_config", "parse_config"]
 
@@ -246,7 +247,7 @@ class _Reader:
                     if raw.get("timeout") is not None
                     else None
                 ),
-                methods=methods,
+                methods=method_options(methods),
                 idempotent=frozenset(str(m) for m in idempotent),
                 attachments={
                     k: str(v)

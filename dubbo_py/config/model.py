@@ -8,17 +8,18 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from dubbo_py.config.options import MethodOptions, OptionError, ServiceOptions
 from dubbo_py.config.tls import ClientTLS, ServerTLS
-from dubbo_py.rpc.service import ServiceOptions
-from dubbo_py.rpc.settings import METHOD_OPTION_KEYS
 
 __all__ = [
     "ApplicationConfig",
     "ConfigError",
+    "MethodOptions",
     "ProtocolConfig",
     "ReferenceConfig",
     "RegistryConfig",
     "ServiceOptions",
+    "method_options",
 ]
 
 
@@ -57,6 +58,24 @@ LOADBALANCES = ("random", "roundrobin", "leastactive", "shortestresponse", "cons
 CLUSTERS = ("failover", "failfast", "failsafe", "failback", "forking", "broadcast")
 
 
+def method_options(
+    methods: Mapping[str, MethodOptions | Mapping[str, Any]],
+) -> dict[str, MethodOptions]:
+    """Per-method options as values (a mapping of option names is converted); ConfigError
+    naming ``methods.<method>.<key>`` for an unknown option, a value that does not parse or an
+    unknown cluster strategy."""
+    out = {}
+    for method, options in methods.items():
+        try:
+            out[method] = MethodOptions.of(method, options)
+        except OptionError as exc:
+            raise ConfigError(exc.key, exc.problem) from None
+        cluster = out[method].cluster
+        if cluster is not None and cluster not in CLUSTERS:
+            raise ConfigError(f"methods.{method}.cluster", f"{cluster!r} is not one of {CLUSTERS}")
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class ReferenceConfig:
     """How a consumer calls one service (``Application.reference`` options)."""
@@ -72,7 +91,8 @@ class ReferenceConfig:
     retries: int | None = None
     #: Seconds; None: not set here, so the providers' ``timeout`` (else no deadline) applies.
     timeout: float | None = None
-    methods: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Per-method options (a mapping of option names is accepted and converted).
+    methods: Mapping[str, MethodOptions] = field(default_factory=dict)
     idempotent: frozenset[str] = frozenset()
     attachments: Mapping[str, str] = field(default_factory=dict)
     parameters: Mapping[str, str] = field(default_factory=dict)
@@ -118,22 +138,9 @@ class ReferenceConfig:
             raise ConfigError(
                 "outlier_max_share", f"must be within [0, 1], got {self.outlier_max_share}"
             )
-        for method, options in self.methods.items():
-            for key in options:
-                if key not in METHOD_OPTION_KEYS:
-                    known = ", ".join(sorted(METHOD_OPTION_KEYS))
-                    raise ConfigError(f"methods.{method}.{key}", f"unknown option (known: {known})")
-            cluster = options.get("cluster")
-            if cluster is not None and cluster not in CLUSTERS:
-                raise ConfigError(
-                    f"methods.{method}.cluster", f"{cluster!r} is not one of {CLUSTERS}"
-                )
+        methods = method_options(self.methods)
         object.__setattr__(self, "idempotent", frozenset(self.idempotent))
-        object.__setattr__(
-            self,
-            "methods",
-            MappingProxyType({m: MappingProxyType(dict(o)) for m, o in self.methods.items()}),
-        )
+        object.__setattr__(self, "methods", MappingProxyType(methods))
         object.__setattr__(self, "attachments", MappingProxyType(dict(self.attachments)))
         object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
 

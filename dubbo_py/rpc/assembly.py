@@ -38,6 +38,7 @@ from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
 from dubbo_py.cluster.strategy import ClusterContext, failfast, failover, get_strategy
 from dubbo_py.config.model import ReferenceConfig
+from dubbo_py.config.options import MethodOptions
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
@@ -67,6 +68,8 @@ from dubbo_py.url import URL
 
 __all__ = ["AsyncAssembly", "BlockingAssembly", "ReferenceAssembly", "method_policies"]
 
+_NO_OPTIONS = MethodOptions()
+
 #: The call a bound method runs: :data:`~dubbo_py.rpc.filters.Call` or ``AsyncCall``.
 C = TypeVar("C")
 
@@ -77,9 +80,10 @@ def method_policies(service: ServiceSpec, config: ReferenceConfig) -> dict[str, 
     now, before anything starts."""
     policies = {}
     for method in service.method_names:
-        own = config.methods.get(method, {})
+        own = config.methods.get(method, _NO_OPTIONS)
         policies[method] = MethodPolicy(
-            str(own.get("cluster", config.cluster)), parse_mock(own.get("mock", config.mock))
+            own.cluster or config.cluster,
+            parse_mock(own.mock if own.mock is not None else config.mock),
         )
     return policies
 
@@ -139,7 +143,7 @@ class ReferenceAssembly(Generic[C]):
         self._wired: list[_Wired] = []
         self._lock = threading.Lock()
         self._idempotent = config.idempotent | frozenset(
-            m for m, o in config.methods.items() if o.get("idempotent")
+            m for m, o in config.methods.items() if o.idempotent
         )
 
     # ------------------------------------------------------------------ shared parts

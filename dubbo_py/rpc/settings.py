@@ -19,12 +19,11 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from dubbo_py.cluster.method_settings import MethodSettings
+from dubbo_py.config.options import MethodOptions
 
 __all__ = [
-    "METHOD_OPTION_KEYS",
     "MethodSettings",
     "base_parameters",
     "check_method_options",
@@ -34,29 +33,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: What ``methods={name: {...}}`` accepts per method.
-METHOD_OPTION_KEYS = frozenset(
-    {"retries", "timeout", "cluster", "mock", "forks", "idempotent", "sticky"}
-)
-
 
 def check_method_options(
-    methods: Iterable[str], options: Mapping[str, Mapping[str, Any]], service: str
+    methods: Iterable[str], options: Mapping[str, MethodOptions], service: str
 ) -> None:
-    """ValueError naming unknown methods or option keys (a typo must not pass silently)."""
+    """ValueError naming the methods ``options`` sets that the service does not have (a typo
+    must not pass silently; the option names themselves are checked by
+    :class:`~dubbo_py.config.options.MethodOptions`)."""
     unknown_methods = set(options) - set(methods)
     if unknown_methods:
         raise ValueError(f"{service} has no method(s) {sorted(unknown_methods)}")
-    for method, opts in options.items():
-        unknown = set(opts) - METHOD_OPTION_KEYS
-        if unknown:
-            raise ValueError(
-                f"methods[{method!r}]: unknown option(s) {sorted(unknown)}; "
-                f"valid: {', '.join(sorted(METHOD_OPTION_KEYS))}"
-            )
 
 
-def _timeout_ms(seconds: Any) -> str:
+def _timeout_ms(seconds: float | None) -> str:
     return "" if seconds is None else repr(float(seconds) * 1000.0)
 
 
@@ -67,7 +56,7 @@ def base_parameters(
     forks: int,
     sticky: bool,
     loadbalance: str,
-    methods: Mapping[str, Mapping[str, Any]],
+    methods: Mapping[str, MethodOptions],
 ) -> dict[str, str]:
     """The reference's options as a Dubbo-style parameter map (timeouts in ms). ``retries`` and
     ``timeout`` of None are left out: not set by the consumer, so the providers' apply."""
@@ -81,13 +70,14 @@ def base_parameters(
     if timeout is not None:
         params["timeout"] = _timeout_ms(timeout)
     for method, opts in methods.items():
-        for key in ("retries", "forks"):
-            if key in opts:
-                params[f"{method}.{key}"] = str(int(opts[key]))
-        if "timeout" in opts:
-            params[f"{method}.timeout"] = _timeout_ms(opts["timeout"])
-        if "sticky" in opts:
-            params[f"{method}.sticky"] = "true" if opts["sticky"] else "false"
+        if opts.retries is not None:
+            params[f"{method}.retries"] = str(opts.retries)
+        if opts.forks is not None:
+            params[f"{method}.forks"] = str(opts.forks)
+        if opts.timeout is not None:
+            params[f"{method}.timeout"] = _timeout_ms(opts.timeout)
+        if opts.sticky is not None:
+            params[f"{method}.sticky"] = "true" if opts.sticky else "false"
     return params
 
 

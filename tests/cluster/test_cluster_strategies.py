@@ -33,6 +33,7 @@ from dubbo_py.cluster.strategy import (
     failsafe,
     get_strategy,
 )
+from dubbo_py.config.options import MethodOptions
 from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.router.chain import BoundChain, RouterChain
 from dubbo_py.router.snapshot import Snapshot
@@ -496,7 +497,7 @@ def test_method_settings_follow_dubbo_precedence() -> None:
         forks=2,
         sticky=False,
         loadbalance="random",
-        methods={"SayHello": {"retries": 0}},
+        methods={"SayHello": MethodOptions(retries=0)},
     )
     methods = ("SayHello", "SayHelloStream")
     base = resolve_settings(methods, params)
@@ -513,9 +514,14 @@ def test_method_settings_follow_dubbo_precedence() -> None:
 
 def test_method_options_are_checked() -> None:
     with pytest.raises(ValueError, match="no method"):
-        check_method_options(("SayHello",), {"SayBye": {}}, SERVICE)
-    with pytest.raises(ValueError, match="retry"):
-        check_method_options(("SayHello",), {"SayHello": {"retry": 1}}, SERVICE)
+        check_method_options(("SayHello",), {"SayBye": MethodOptions()}, SERVICE)
+    with pytest.raises(ValueError, match="methods.SayHello.retry: unknown option"):
+        MethodOptions.of("SayHello", {"retry": 1})
+    with pytest.raises(ValueError, match="methods.SayHello.retries: must be >= 0"):
+        MethodOptions.of("SayHello", {"retries": -1})
+    assert MethodOptions.of("SayHello", {"timeout": 1, "sticky": "true"}) == MethodOptions(
+        timeout=1.0, sticky=True
+    )
 
 
 def test_consumer_side_overrides_apply_to_matching_consumers_only() -> None:
