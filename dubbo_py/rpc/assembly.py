@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from dubbo_py.cluster import configurators
-from dubbo_py.cluster.aio_strategy import async_strategy, failback_async, failfast_async
+from dubbo_py.cluster.aio_strategy import async_strategy, failback_async
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.failback import FailbackQueue
 from dubbo_py.cluster.health_probe import grpc_health_probe
@@ -36,7 +36,7 @@ from dubbo_py.cluster.mock import parse_mock
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
-from dubbo_py.cluster.strategy import ClusterContext, failfast, failover, get_strategy
+from dubbo_py.cluster.strategy import ClusterContext, failover, get_strategy
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.options import MethodOptions
 from dubbo_py.registry.cache import NotifyCache
@@ -334,7 +334,7 @@ class BlockingAssembly(ReferenceAssembly[Call]):
     def _strategy(
         self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
     ) -> tuple[Call, bool]:
-        strategy = failfast if method.request_streaming else get_strategy(policy.cluster)
+        strategy = get_strategy(policy.cluster)
         return partial(strategy, context), strategy is failover
 
     _asyncio = False
@@ -385,8 +385,6 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     def _strategy(
         self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
     ) -> tuple[AsyncCall, bool]:
-        if method.request_streaming:
-            return partial(failfast_async, context), False
         if policy.cluster == "failback":
             return partial(failback_async(self._retry_context(method)), context), False
         return partial(async_strategy(MethodPolicy(policy.cluster), context, None), context), False

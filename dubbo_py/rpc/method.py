@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import attachments_from_metadata
 from dubbo_py.rpc.triple import TripleCaller
-from dubbo_py.url import URL
 
 if TYPE_CHECKING:  # cluster.strategy imports ProviderCall from rpc.invoker, which imports this
     from dubbo_py.cluster.strategy import ClusterContext
@@ -116,11 +115,6 @@ class InvokerBase:
     def no_responses(self) -> Any:
         """An empty stream of responses, as this flavour's callers iterate over it."""
         raise NotImplementedError
-
-    def key(self, provider: URL) -> str:
-        """What this provider's cached callable is found by (its address, plus version and
-        group when one address may serve several)."""
-        return self._caller.key(provider)
 
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop whatever is cached for these provider addresses."""
