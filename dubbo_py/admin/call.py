@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,21 +154,19 @@ def _parse_request(method: MethodShape, text: str) -> Any:
 
 
 class _Recorder:
-    """Wraps a method's provider call, noting every provider an attempt went to."""
+    """An attempt filter (:mod:`dubbo_py.rpc.filters`) noting every provider an attempt went
+    to."""
 
-    def __init__(self, call: Callable[..., Any]) -> None:
-        self._call = call
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.providers: list[str] = []
 
-    def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+    def __call__(
+        self, provider: URL, invocation: Invocation, timeout: float | None, proceed: Any
+    ) -> Any:
         with self._lock:
             self.providers.append(provider.address)
-        return self._call(provider, invocation, timeout)
-
-    def __getattr__(self, name: str) -> Any:
-        # Whatever else the strategy reads of the provider call (its empty response, ...).
-        return getattr(self._call, name)
+        return proceed(provider, invocation, timeout)
 
 
 def call_method(
@@ -184,8 +182,10 @@ def call_method(
     to any other), and unregisters when done. CallError or ReflectionError say what failed."""
     # Imported here: the application layer sits above the admin tools that import this module.
     from dubbo_py.rpc.application import Application
+    from dubbo_py.rpc.filters import ConsumerFilters
 
     with tempfile.TemporaryDirectory(prefix="dubbo-py-call-") as folder:
+        recorder = _Recorder()
         app = Application(
             request.application,
             registry_address,
@@ -201,8 +201,9 @@ def call_method(
             if not method.unary:
                 raise CallError(f"{request.service}.{request.method} streams; only unary calls")
             message = _parse_request(method, request.request_json)
-            ref = app.reference_handle(
+            ref: Any = app.reference_handle(
                 stub_class_for(shape),
+                filters=ConsumerFilters(attempts=(recorder,)),
                 interface=request.service,
                 version=request.version,
                 group=request.group,
@@ -210,7 +211,6 @@ def call_method(
                 timeout=request.timeout,
                 check=check,
             )
-            recorder = _record(ref, method.name)
             invocation = Invocation(
                 method.service, method.name, message, attachments=dict(request.attachments)
             )
@@ -224,7 +224,7 @@ def call_method(
                 raise CallError(str(exc) or type(exc).__name__) from None
         finally:
             app.close()
-    attempts = tuple(recorder.providers) if recorder is not None else ()
+    attempts = tuple(recorder.providers)
     return CallResult(
         reply=json.loads(json_format.MessageToJson(reply, preserving_proto_field_name=False)),
         provider=attempts[-1] if attempts else "",
@@ -232,16 +232,6 @@ def call_method(
         trace=tuple(steps),
         attempts=attempts,
     )
-
-
-def _record(ref: Any, method: str) -> _Recorder | None:
-    contexts = getattr(ref.channel, "contexts", {})
-    context = contexts.get(method)
-    if context is None:
-        return None
-    recorder = _Recorder(context.call)
-    context.call = recorder
-    return recorder
 
 
 def _rpc_error(exc: grpc.RpcError, recorder: _Recorder | None) -> str:

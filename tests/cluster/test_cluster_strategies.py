@@ -515,9 +515,9 @@ def test_method_settings_follow_dubbo_precedence() -> None:
 def test_method_options_are_checked() -> None:
     with pytest.raises(ValueError, match="no method"):
         check_method_options(("SayHello",), {"SayBye": MethodOptions()}, SERVICE)
-    with pytest.raises(ValueError, match="methods.SayHello.retry: unknown option"):
+    with pytest.raises(ValueError, match=r"methods\.SayHello\.retry: unknown option"):
         MethodOptions.of("SayHello", {"retry": 1})
-    with pytest.raises(ValueError, match="methods.SayHello.retries: must be >= 0"):
+    with pytest.raises(ValueError, match=r"methods\.SayHello\.retries: must be >= 0"):
         MethodOptions.of("SayHello", {"retries": -1})
     assert MethodOptions.of("SayHello", {"timeout": 1, "sticky": "true"}) == MethodOptions(
         timeout=1.0, sticky=True
