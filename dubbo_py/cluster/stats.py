@@ -19,7 +19,10 @@ window average. Methods are keyed by the gRPC full method name so that two servi
 server with a method of the same name (``Get``) keep separate statistics.
 
 Reads are lock-free (an attribute read is atomic); updates take a per-cell lock, so the cost of
-a call is two uncontended lock round trips whatever the number of providers.
+a call is two uncontended lock round trips whatever the number of providers. A balancer that
+keeps an index over cells (``leastactive``, ``shortestresponse``) registers a watcher on each
+cell it indexes; every change of the cell then calls it, so the index follows the statistics
+call by call and a selection never has to read every candidate.
 """
 
 from __future__ import annotations
@@ -29,11 +32,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 __all__ = [
     "DEFAULT_SLIDE_PERIOD",
+    "EWMA_BETA",
     "CallStats",
     "CallToken",
+    "CellWatcher",
     "StatCell",
     "StatsView",
     "default_stats",
@@ -65,6 +71,21 @@ class StatsView:
     window_average_ms: float
 
 
+class CellWatcher(Protocol):
+    """What a cell calls after every change: ``moved(member)`` with the number the watcher
+    registered the cell under (an index over many cells uses it as the member's position)."""
+
+    def moved(self, member: int) -> None:
+        """The cell registered as ``member`` changed; read it again."""
+        ...
+
+
+#: Weight of the newest latency in the ``adaptive`` balancer's moving average (Dubbo's beta).
+EWMA_BETA = 0.5
+
+_WATCHERS_LOCK = threading.Lock()
+
+
 class StatCell:
     """The counters of one (address, method). Balancers cache references to cells and read
     ``active`` and ``window_average`` directly; only :class:`CallStats` mutates them."""
@@ -73,18 +94,22 @@ class StatCell:
         "_lock",
         "active",
         "address",
+        "ewma_ms",
         "failed",
         "failed_elapsed",
+        "last_end",
+        "last_pick",
         "max_elapsed",
         "method",
         "total",
         "total_elapsed",
+        "watchers",
         "window_average",
         "window_elapsed",
         "window_succeeded",
     )
 
-    def __init__(self, address: str, method: str) -> None:
+    def __init__(self, address: str, method: str, created: float = 0.0) -> None:
         self._lock = threading.Lock()
         self.address = address
         self.method = method
@@ -99,6 +124,29 @@ class StatCell:
         #: Whole ms (Dubbo's ``long`` division) of the window's succeeded average, kept up to
         #: date by every call so that a balancer reads one attribute.
         self.window_average = 0
+        #: Moving average (beta 0.5) of every ended call's elapsed ms, for ``adaptive``.
+        self.ewma_ms = 0.0
+        #: Stats-clock instants (seconds) of the last call ended and the last time a balancer
+        #: picked this provider (``adaptive`` forces a pick of one left alone too long).
+        self.last_end = created
+        self.last_pick = created
+        #: ``(watcher, member)`` pairs told about every change; replaced, never mutated, so
+        #: a recording thread iterates it without a lock.
+        self.watchers: tuple[tuple[CellWatcher, int], ...] = ()
+
+    def watch(self, watcher: CellWatcher, member: int) -> None:
+        """Call ``watcher.moved(member)`` after every change of this cell."""
+        with _WATCHERS_LOCK:
+            self.watchers = (*self.watchers, (watcher, member))
+
+    def unwatch(self, watcher: CellWatcher) -> None:
+        """Stop telling ``watcher`` (every member it registered)."""
+        with _WATCHERS_LOCK:
+            self.watchers = tuple(pair for pair in self.watchers if pair[0] is not watcher)
+
+    def _notify(self) -> None:
+        for watcher, member in self.watchers:
+            watcher.moved(member)
 
     @property
     def succeeded(self) -> int:
@@ -153,6 +201,15 @@ class CallStats:
     # ------------------------------------------------------------------ cells and window
 
     @property
+    def window(self) -> int:
+        """The index of the current response-time window (grows when every window resets)."""
+        return self._window
+
+    def now(self) -> float:
+        """The statistics clock, in seconds."""
+        return self._clock()
+
+    @property
     def generation(self) -> int:
         """Grows whenever cells are dropped (:meth:`forget`), so cached cell references can be
         recognised as stale."""
@@ -180,7 +237,7 @@ class CallStats:
         with self._lock:
             found = self._cells.get(key)
             if found is None:
-                found = StatCell(address, method)
+                found = StatCell(address, method, self._clock())
                 self._cells[key] = found
             return found
 
@@ -200,6 +257,8 @@ class CallStats:
         cell = self.cell(address, method)
         with cell._lock:
             cell.active += 1
+        if cell.watchers:
+            cell._notify()
         return CallToken(cell, self._clock())
 
     def end(self, token: CallToken, ok: bool, *, elapsed_ms: float | None = None) -> None:
@@ -223,6 +282,10 @@ class CallStats:
             else:
                 cell.failed += 1
                 cell.failed_elapsed += elapsed
+            cell.ewma_ms = EWMA_BETA * cell.ewma_ms + (1.0 - EWMA_BETA) * elapsed
+            cell.last_end = now
+        if cell.watchers:
+            cell._notify()
 
     @contextmanager
     def track(self, address: str, method: str) -> Iterator[CallToken]:

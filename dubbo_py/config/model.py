@@ -54,7 +54,15 @@ class ProtocolConfig:
     tls: ServerTLS | None = None
 
 
-LOADBALANCES = ("random", "roundrobin", "leastactive", "shortestresponse", "consistenthash")
+LOADBALANCES = (
+    "random",
+    "roundrobin",
+    "leastactive",
+    "shortestresponse",
+    "consistenthash",
+    "p2c",
+    "adaptive",
+)
 CLUSTERS = ("failover", "failfast", "failsafe", "failback", "forking", "broadcast")
 
 

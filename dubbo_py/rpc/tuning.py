@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
-from dubbo_py.cluster.loadbalance import LoadBalance, get_loadbalance
+from dubbo_py.cluster.loadbalance import STATS_LOADBALANCES, LoadBalance, get_loadbalance
 from dubbo_py.cluster.method_settings import SettingsTable
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.rpc.settings import provider_defaults, resolve_settings
@@ -17,7 +17,7 @@ __all__ = ["STATS_BALANCERS", "ReferenceTuning"]
 log = logging.getLogger(__name__)
 
 #: Balancers that read call statistics (calls are recorded only for these).
-STATS_BALANCERS = frozenset({"leastactive", "shortestresponse"})
+STATS_BALANCERS = STATS_LOADBALANCES
 
 
 class ReferenceTuning:

@@ -6,13 +6,14 @@
     provider = lb.select(candidates, invocation)
 
 Names: ``random`` (the default), ``roundrobin``, ``leastactive``, ``shortestresponse``,
-``consistenthash``. See ``docs/cluster.md`` for the formulas.
+``consistenthash``, ``p2c``, ``adaptive``. See ``docs/cluster.md`` for the formulas.
 """
 
 from __future__ import annotations
 
 import random
 
+from dubbo_py.cluster.loadbalance.adaptive import AdaptiveLoadBalance
 from dubbo_py.cluster.loadbalance.base import (
     DEFAULT_WARMUP,
     DEFAULT_WEIGHT,
@@ -23,6 +24,7 @@ from dubbo_py.cluster.loadbalance.base import (
 )
 from dubbo_py.cluster.loadbalance.consistenthash import ConsistentHashLoadBalance
 from dubbo_py.cluster.loadbalance.leastactive import LeastActiveLoadBalance
+from dubbo_py.cluster.loadbalance.p2c import P2CLoadBalance
 from dubbo_py.cluster.loadbalance.random import RandomLoadBalance
 from dubbo_py.cluster.loadbalance.roundrobin import RoundRobinLoadBalance
 from dubbo_py.cluster.loadbalance.shortestresponse import ShortestResponseLoadBalance
@@ -33,9 +35,12 @@ __all__ = [
     "DEFAULT_WARMUP",
     "DEFAULT_WEIGHT",
     "LOADBALANCE_NAMES",
+    "STATS_LOADBALANCES",
+    "AdaptiveLoadBalance",
     "ConsistentHashLoadBalance",
     "LeastActiveLoadBalance",
     "LoadBalance",
+    "P2CLoadBalance",
     "RandomLoadBalance",
     "RoundRobinLoadBalance",
     "ShortestResponseLoadBalance",
@@ -48,16 +53,26 @@ __all__ = [
 #: The balancer a reference uses when it names none (Dubbo's default).
 DEFAULT_LOADBALANCE = "random"
 #: Every name :func:`get_loadbalance` accepts.
-LOADBALANCE_NAMES = ("random", "roundrobin", "leastactive", "shortestresponse", "consistenthash")
+LOADBALANCE_NAMES = (
+    "random",
+    "roundrobin",
+    "leastactive",
+    "shortestresponse",
+    "consistenthash",
+    "p2c",
+    "adaptive",
+)
+#: The balancers that read call statistics: a reference using one records every call.
+STATS_LOADBALANCES = frozenset({"leastactive", "shortestresponse", "p2c", "adaptive"})
 
 
 def get_loadbalance(
     name: str, *, stats: CallStats | None = None, rng: random.Random | None = None
 ) -> LoadBalance:
-    """A new balancer called ``name`` (case-insensitive). ``stats`` feeds ``leastactive`` and
-    ``shortestresponse`` (default: the process-wide :func:`default_stats`); ``rng`` drives the
-    random choices (seed it for reproducible tests). Raises :class:`ValueError` listing the
-    valid names for an unknown one."""
+    """A new balancer called ``name`` (case-insensitive). ``stats`` feeds ``leastactive``,
+    ``shortestresponse``, ``p2c`` and ``adaptive`` (default: the process-wide
+    :func:`default_stats`); ``rng`` drives the random choices (seed it for reproducible
+    tests). Raises :class:`ValueError` listing the valid names for an unknown one."""
     key = name.strip().lower() if isinstance(name, str) else ""
     if key == "random":
         return RandomLoadBalance(rng)
@@ -69,4 +84,8 @@ def get_loadbalance(
         return ShortestResponseLoadBalance(stats, rng)
     if key == "consistenthash":
         return ConsistentHashLoadBalance()
+    if key == "p2c":
+        return P2CLoadBalance(stats, rng)
+    if key == "adaptive":
+        return AdaptiveLoadBalance(stats, rng)
     raise ValueError(f"unknown load balancer {name!r}; valid names: {', '.join(LOADBALANCE_NAMES)}")

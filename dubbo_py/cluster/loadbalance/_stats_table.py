@@ -1,19 +1,16 @@
-"""The per-candidates view the statistics-driven balancers scan: eligible providers, their
-weights and their statistics cells, cached per candidate tuple."""
+"""The per-candidates view the two-choice balancers (``p2c``, ``adaptive``) draw from: eligible
+providers, their weights and their statistics cells, cached per candidate tuple."""
 
 from __future__ import annotations
 
-import random
-from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import accumulate, compress, islice
 
 from dubbo_py.cluster.loadbalance.base import IdentityCache, WeightTable, weight_table
 from dubbo_py.cluster.stats import CallStats, StatCell, method_key
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
-__all__ = ["StatsTable", "StatsTableCache", "pick_lowest"]
+__all__ = ["StatsTable", "StatsTableCache"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -55,26 +52,3 @@ class StatsTableCache:
         )
         self._cache.store(candidates, method, built, now_ms, table.valid_until_ms)
         return built
-
-
-def pick_lowest(values: list[int], st: StatsTable, rng: random.Random) -> URL:
-    """The candidate with the lowest value; several lowest are split by weighted random, or
-    uniformly when their weights are equal (the tie-break of Dubbo's ``LeastActive`` and
-    ``ShortestResponse``; the cumulative-weight bisection draws the same distribution as
-    Dubbo's subtraction loop). Every pass is a C-level iteration: O(n) with a small constant,
-    and O(log n) for the pick when everyone ties."""
-    lowest = min(values)
-    count = values.count(lowest)
-    if count == 1:
-        return st.urls[values.index(lowest)]
-    if count == len(values):
-        return st.table.pick(rng)
-    mask = list(map(lowest.__eq__, values))
-    if st.table.uniform:
-        nth = rng.randrange(count)
-    else:
-        cumulative = list(accumulate(compress(st.weights, mask)))
-        total = cumulative[-1]
-        nth = bisect_right(cumulative, rng.randrange(total)) if total > 0 else rng.randrange(count)
-    index = next(islice(compress(range(len(values)), mask), nth, None))
-    return st.urls[index]

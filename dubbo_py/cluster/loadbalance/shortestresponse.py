@@ -7,26 +7,27 @@ this one. The smallest estimate wins; ties are split by weighted random, as ``le
 A provider with no succeeded call in the window estimates 0, so fresh providers (and everyone
 right after a window reset) get tried -- Dubbo behaves the same.
 
-Cost: O(n) per call (the live statistics of every candidate are read, through cached cell
-references, in C-level passes); the pick among a full tie is O(log n).
+Cost: O(log L) per call, L the number of distinct estimates: candidates are kept in a
+:class:`~dubbo_py.cluster.loadbalance._level_index.LevelIndex` bucketed by estimate, updated
+by the statistics when a call starts and ends. When the window resets (every 30 s by default)
+the index is rebuilt once, O(n).
 """
 
 from __future__ import annotations
 
 import random
-from operator import attrgetter, mul
 
-from dubbo_py.cluster.loadbalance._stats_table import StatsTableCache, pick_lowest
+from dubbo_py.cluster.loadbalance._level_index import LevelIndexCache
 from dubbo_py.cluster.loadbalance.base import check_candidates, current_millis
-from dubbo_py.cluster.stats import CallStats, default_stats
+from dubbo_py.cluster.stats import CallStats, StatCell, default_stats
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
 __all__ = ["ShortestResponseLoadBalance"]
 
-_ACTIVE = attrgetter("active")
-_AVERAGE = attrgetter("window_average")
-_PLUS_ONE = (1).__add__
+
+def _estimate(cell: StatCell) -> int:
+    return cell.window_average * (cell.active + 1)
 
 
 class ShortestResponseLoadBalance:
@@ -36,7 +37,8 @@ class ShortestResponseLoadBalance:
     name = "shortestresponse"
 
     def __init__(self, stats: CallStats | None = None, rng: random.Random | None = None) -> None:
-        self._tables = StatsTableCache(stats if stats is not None else default_stats())
+        stats = stats if stats is not None else default_stats()
+        self._indexes = LevelIndexCache(stats, _estimate, per_window=True)
         self._rng = rng if rng is not None else random.Random()
 
     def select(
@@ -47,9 +49,4 @@ class ShortestResponseLoadBalance:
         if len(candidates) == 1:
             return candidates[0]
         now = current_millis() if now_ms is None else now_ms
-        st = self._tables.get(candidates, invocation, now)
-        self._tables.stats.refresh_window()
-        cells = st.cells
-        # average x (active + 1), all in C-level passes
-        estimates = list(map(mul, map(_AVERAGE, cells), map(_PLUS_ONE, map(_ACTIVE, cells))))
-        return pick_lowest(estimates, st, self._rng)
+        return self._indexes.get(candidates, invocation, now).pick(self._rng)
