@@ -75,7 +75,7 @@ class AdaptiveLoadBalance:
     def __init__(self, stats: CallStats | None = None, rng: random.Random | None = None) -> None:
         self._stats = stats if stats is not None else default_stats()
         self._tables = StatsTableCache(self._stats)
-        self._timeouts: IdentityCache[tuple[StatsTable, tuple[float, ...]]] = IdentityCache()
+        self._members: IdentityCache[tuple[StatsTable, tuple[_Member, ...]]] = IdentityCache()
         self._rng = rng if rng is not None else random.Random()
 
     def select(
@@ -87,29 +87,46 @@ class AdaptiveLoadBalance:
             return candidates[0]
         now_wall = current_millis() if now_ms is None else now_ms
         st = self._tables.get(candidates, invocation, now_wall)
-        timeouts = self._timeouts_of(candidates, st, invocation.method, now_wall)
-        urls = st.urls
-        if len(urls) == 1:
-            return urls[0]
+        members = self._members_of(candidates, st, invocation.method, now_wall)
+        if len(members) == 1:
+            return members[0][0]
         rng = self._rng
-        i, j = two_positions(len(urls), rng)
-        cells, weights = st.cells, st.weights
+        i, j = two_positions(len(members), rng)
+        url_i, cell_i, weight_i, timeout_i = members[i]
+        url_j, cell_j, weight_j, timeout_j = members[j]
         now = self._stats.now()
-        load_i = adaptive_load(cells[i], weights[i], timeouts[i], now)
-        load_j = adaptive_load(cells[j], weights[j], timeouts[j], now)
-        if load_i != load_j:
-            chosen = i if load_i < load_j else j
-        else:
-            chosen = weighted_tie(i, j, weights[i], weights[j], rng)
-        cells[chosen].last_pick = now
-        return urls[chosen]
+        load_i = adaptive_load(cell_i, weight_i, timeout_i, now)
+        load_j = adaptive_load(cell_j, weight_j, timeout_j, now)
+        if load_i < load_j or (
+            load_i == load_j and weighted_tie(0, 1, weight_i, weight_j, rng) == 0
+        ):
+            cell_i.last_pick = now
+            return url_i
+        cell_j.last_pick = now
+        return url_j
 
-    def _timeouts_of(
+    def _members_of(
         self, candidates: tuple[URL, ...], st: StatsTable, method: str, now_ms: int
-    ) -> tuple[float, ...]:
-        found = self._timeouts.lookup(candidates, method, now_ms)
+    ) -> tuple[_Member, ...]:
+        found = self._members.lookup(candidates, method, now_ms)
         if found is not None and found[0] is st:
             return found[1]
-        timeouts = tuple(_timeout_s(url, method) for url in st.urls)
-        self._timeouts.store(candidates, method, (st, timeouts), now_ms, st.table.valid_until_ms)
-        return timeouts
+        # One tuple per provider (and one float object per distinct timeout) keeps the two
+        # reads of a selection on few memory lines, whatever the fleet's size.
+        distinct: dict[float, float] = {}
+        members = tuple(
+            (url, cell, weight, distinct.setdefault(t, t))
+            for url, cell, weight, t in zip(
+                st.urls,
+                st.cells,
+                st.weights,
+                (_timeout_s(url, method) for url in st.urls),
+                strict=True,
+            )
+        )
+        self._members.store(candidates, method, (st, members), now_ms, st.table.valid_until_ms)
+        return members
+
+
+#: (url, statistics cell, weight, timeout in seconds) of one eligible provider.
+_Member = tuple[URL, StatCell, int, float]

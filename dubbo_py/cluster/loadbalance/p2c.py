@@ -72,7 +72,10 @@ class P2CLoadBalance:
             return urls[0]
         rng = self._rng
         i, j = two_positions(len(urls), rng)
-        a, b = st.cells[i].active, st.cells[j].active
+        cells = st.cells
+        a, b = cells[i].active, cells[j].active
         if a != b:
             return urls[i] if a < b else urls[j]
+        if st.table.uniform:
+            return urls[i] if rng.randrange(2) == 0 else urls[j]
         return urls[weighted_tie(i, j, st.weights[i], st.weights[j], rng)]
