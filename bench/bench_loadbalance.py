@@ -8,8 +8,9 @@ statistics every other provider has one call in flight and a 5 ms average, so ha
 Two costs per balancer: ``select`` alone, and ``select`` plus recording the call into the
 statistics (``begin`` + ``end``, which is what the call path adds for ``leastactive``,
 ``shortestresponse``, ``p2c`` and ``adaptive``: for the first two it also moves the provider in
-their index). Times are CPU time of the benchmark's thread. Sizes are interleaved over ``--rounds`` rounds and the median kept, so a busy
-moment of the machine hits every size alike.
+their index). Times are CPU time of the benchmark's thread. Sizes are interleaved over
+``--rounds`` rounds and the median kept, so a busy moment of the machine hits every size
+alike.
 
     python bench/bench_loadbalance.py [--seconds 0.2] [--rounds 5]
 """
@@ -88,10 +89,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=0.2, help="time per measurement")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median kept)")
+    parser.add_argument("--balancers", nargs="+", default=list(LOADBALANCE_NAMES))
     args = parser.parse_args()
     tuples = {n: providers(n) for n in SIZES}
     results: dict[str, dict[str, list[float]]] = {}
-    for name in LOADBALANCE_NAMES:
+    for name in args.balancers:
         batches = {n: prepared(name, tuples[n]) for n in SIZES}
         select_runs: dict[int, list[float]] = {n: [] for n in SIZES}
         record_runs: dict[int, list[float]] = {n: [] for n in SIZES}
@@ -112,7 +114,7 @@ def main() -> None:
     ):
         print(title)
         print(header)
-        for name in LOADBALANCE_NAMES:
+        for name in args.balancers:
             costs = results[name][kind]
             if not costs:
                 continue

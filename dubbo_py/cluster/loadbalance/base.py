@@ -64,6 +64,9 @@ DEFAULT_WEIGHT = 100
 DEFAULT_WARMUP = 600_000
 
 _F32 = struct.Struct("<f")
+#: Up to this many distinct weights, a weighted pick walks the weight classes (O(classes))
+#: instead of bisecting the cumulative weights (O(log n)).
+_MAX_CLASSES = 8
 
 
 class LoadBalance(Protocol):
@@ -201,7 +204,10 @@ class WeightTable:
     ``eligible`` are the indices that may be chosen: those with a positive weight, or all of
     them when none has one. ``cumulative`` holds the running sums of the eligible weights, for a
     weighted pick by bisection; ``uniform`` says every eligible weight is equal (a plain uniform
-    pick is then exact, and cheaper).
+    pick is then exact, and cheaper). ``classes`` groups the eligible candidates by weight,
+    ``(weight, weight x count, candidates)``, when there are few distinct weights (else it is
+    empty): a weighted pick is then one walk over the classes and one index, whatever the
+    number of providers.
     """
 
     candidates: tuple[URL, ...]
@@ -213,6 +219,7 @@ class WeightTable:
     uniform: bool
     computed_ms: int
     valid_until_ms: float
+    classes: tuple[tuple[int, int, tuple[URL, ...]], ...] = ()
 
     def pick(self, rng: random.Random) -> URL:
         """A weighted-random eligible candidate (Dubbo's ``RandomLoadBalance`` choice)."""
@@ -220,6 +227,13 @@ class WeightTable:
         if self.uniform:
             return self.candidates[eligible[rng.randrange(len(eligible))]]
         offset = rng.randrange(self.total)
+        if self.classes:
+            # P(i) = w_i / total as with the bisection: the offset falls in class c's span with
+            # probability w_c * n_c / total, then on each of its members alike.
+            for weight, span, members in self.classes:
+                if offset < span:
+                    return members[offset // weight]
+                offset -= span
         return self.candidates[eligible[bisect_right(self.cumulative, offset)]]
 
 
@@ -239,6 +253,15 @@ def weight_table(candidates: tuple[URL, ...], method: str, now_ms: int) -> Weigh
     total = sum(eligible_weights)
     first = eligible_weights[0] if eligible_weights else 0
     uniform = total == 0 or all(w == first for w in eligible_weights)
+    # The candidates themselves, not their indices: a pick then reads one tuple slot.
+    by_weight: dict[int, list[URL]] = {}
+    for i in eligible:
+        by_weight.setdefault(weights[i], []).append(candidates[i])
+    classes = (
+        tuple((w, w * len(members), tuple(members)) for w, members in by_weight.items())
+        if not uniform and len(by_weight) <= _MAX_CLASSES
+        else ()
+    )
     return WeightTable(
         candidates=candidates,
         method=method,
@@ -249,6 +272,7 @@ def weight_table(candidates: tuple[URL, ...], method: str, now_ms: int) -> Weigh
         uniform=uniform,
         computed_ms=now_ms,
         valid_until_ms=until,
+        classes=classes,
     )
 
 

@@ -4,9 +4,11 @@ Equal weights (or all zero) pick uniformly; otherwise ``offset = random(0, total
 first provider whose cumulative weight exceeds ``offset`` wins, so a provider of weight ``w``
 is chosen with probability ``w / total`` and a weight-0 provider never is.
 
-Cost: O(1) for equal weights, O(log n) (a bisection of the cached cumulative weights)
-otherwise; the O(n) weight table is built once per candidate tuple and again only when a
-provider in warmup changes weight.
+Cost: O(1) for equal weights; with a few distinct weights (up to 8) a walk over the weight
+classes (pick a class by its share of the total weight, then a member uniformly: the same
+``w / total``); else O(log n), a bisection of the cached cumulative weights. The O(n) weight
+table is built once per candidate tuple and again only when a provider in warmup changes
+weight.
 
 Dubbo 3.x skips weighting when the *first* provider has neither ``weight`` nor ``timestamp``
 (``needWeightLoadBalance``); that shortcut ignores the weights of the others, so it is not
