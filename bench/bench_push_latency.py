@@ -1,14 +1,18 @@
 """Rule push -> applied latency across consumer processes, on ZooKeeper and the embedded store.
 
-    python bench/bench_push_latency.py [--consumers 20] [--pushes 20] [--interval 0.3]
-                                       [--rounds 3] [--backends zookeeper embedded]
+    python bench/bench_push_latency.py [--consumers 20] [--apps 1] [--pushes 20]
+                                       [--interval 0.3] [--rounds 3]
+                                       [--backends zookeeper embedded]
+    python bench/bench_push_latency.py --consumers 10 --apps 10   # 100 consumers
 
 For each backend: a registry (a real ZooKeeper started here from Debian's jars, or the embedded
 SQLite store with its default 20 ms poll), two provider processes
 (``examples/quickstart/provider.py``) and ``--consumers`` consumer processes (this script with
-``consumer``). Each consumer builds an ``Application.reference_handle`` for the Greeter and adds
-a listener to its ``RegistryDirectory``; on every new bound chain it notes ``time.time()`` first,
-then routes a probe call on that chain and prints which provider ports it reaches.
+``consumer``) of ``--apps`` consumer applications each (every one its own
+``dubbo_py.Application``, registry session and directory). Each consumer application builds an
+``Application.reference_handle`` for the Greeter and adds a listener to its
+``RegistryDirectory``; on every new bound chain it notes ``time.time()`` first, then routes a
+probe call on that chain and prints which provider ports it reaches.
 
 The parent pushes ``--pushes`` condition-router documents per round with
 ``Registry.put_config``, alternating a rule that keeps only provider 1 and one that keeps only
@@ -65,9 +69,10 @@ def rule_text(port: int, push: int) -> str:
 # --------------------------------------------------------------------------- consumer process
 
 
-def consumer_main(registry: str, cache: str, name: str) -> None:
-    """One consumer: report ``APPLIED <time> <ports>`` for every new bound chain, ``READY``
-    once both providers are seen; exit when stdin closes."""
+def consumer_main(registry: str, cache: str, name: str, apps: int = 1) -> None:
+    """One consumer process holding ``apps`` applications: report ``APPLIED <app> <time>
+    <ports>`` for every new bound chain of each, ``READY`` once every application sees both
+    providers; exit when stdin closes."""
     from demo import greeter_pb2, greeter_pb2_grpc
 
     import dubbo_py
@@ -78,38 +83,49 @@ def consumer_main(registry: str, cache: str, name: str) -> None:
     probe = Invocation(SERVICE, "SayHello", greeter_pb2.HelloRequest(name="probe"))
     lock = threading.Lock()
 
-    def on_chain(chain: BoundChain) -> None:
-        applied = time.time()  # first: the new chain was swapped in just before this call
-        try:
-            ports = sorted({u.port for u in chain.route(probe)})
-        except NoProviderError:
-            ports = []
-        with lock:
-            print(f"APPLIED {applied:.6f} {','.join(map(str, ports)) or '-'}", flush=True)
-
-    app = dubbo_py.Application(name, registry=registry, cache_path=cache)
-    ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=30.0)
-    ref.directory.add_listener(on_chain)
-    directory: Any = ref.directory
-    on_document = directory._on_document
-
-    def received(kind: str, key: str, text: str | None) -> None:
-        # When the store handed the document over, for the delivery/processing split; the
-        # watch closures look the method up on the instance at each call.
-        if key == RULE_KEY and text and text.startswith("# push "):
+    def watch(app_index: int) -> tuple[Any, Any]:
+        def on_chain(chain: BoundChain) -> None:
+            applied = time.time()  # first: the new chain was swapped in just before this call
+            try:
+                ports = sorted({u.port for u in chain.route(probe)})
+            except NoProviderError:
+                ports = []
             with lock:
-                print(f"RECEIVED {time.time():.6f} {text.split()[2]}", flush=True)
-        on_document(kind, key, text)
+                print(
+                    f"APPLIED {app_index} {applied:.6f} {','.join(map(str, ports)) or '-'}",
+                    flush=True,
+                )
 
-    directory._on_document = received
+        app = dubbo_py.Application(
+            f"{name}-{app_index}", registry=registry, cache_path=f"{cache}.{app_index}"
+        )
+        ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=30.0)
+        ref.directory.add_listener(on_chain)
+        directory: Any = ref.directory
+        on_document = directory._on_document
+
+        def received(kind: str, key: str, text: str | None) -> None:
+            # When the store handed the document over, for the delivery/processing split; the
+            # watch closures look the method up on the instance at each call.
+            if key == RULE_KEY and text and text.startswith("# push "):
+                with lock:
+                    print(f"RECEIVED {app_index} {time.time():.6f} {text.split()[2]}", flush=True)
+            on_document(kind, key, text)
+
+        directory._on_document = received
+        return app, (ref, on_chain)
+
+    opened = [watch(i) for i in range(apps)]
     deadline = time.monotonic() + 60
-    while len(ref.directory.providers) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    on_chain(ref.directory.chain)  # the state the parent starts from
+    for _, (ref, on_chain) in opened:
+        while len(ref.directory.providers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        on_chain(ref.directory.chain)  # the state the parent starts from
     with lock:
-        print(f"READY {len(ref.directory.providers)}", flush=True)
+        print("READY", flush=True)
     sys.stdin.read()  # until the parent closes our stdin
-    app.close()
+    for app, _ in opened:
+        app.close()
 
 
 # --------------------------------------------------------------------------- parent side
@@ -117,26 +133,14 @@ def consumer_main(registry: str, cache: str, name: str) -> None:
 
 @dataclass
 class Consumer:
-    """A consumer process and what it reported: (time, ports) per applied chain."""
+    """One consumer application (in a consumer process) and what it reported: (time, ports)
+    per applied chain."""
 
     proc: subprocess.Popen[str]
     applied: list[tuple[float, str]] = field(default_factory=list)
     received: dict[int, float] = field(default_factory=dict)
     ready: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            parts = line.split()
-            if parts[:1] == ["APPLIED"]:
-                with self.lock:
-                    self.applied.append((float(parts[1]), parts[2]))
-            elif parts[:1] == ["RECEIVED"]:
-                with self.lock:
-                    self.received.setdefault(int(parts[2]), float(parts[1]))
-            elif parts[:1] == ["READY"]:
-                self.ready.set()
 
     def last(self) -> str | None:
         with self.lock:
@@ -147,8 +151,28 @@ class Consumer:
             return list(self.applied), dict(self.received)
 
 
-def start_consumers(registry: str, count: int, workdir: Path) -> list[Consumer]:
-    consumers = []
+def read_process(proc: subprocess.Popen[str], apps: list[Consumer]) -> None:
+    """Hand each line of a consumer process to the application it names."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        parts = line.split()
+        if parts[:1] == ["APPLIED"]:
+            app = apps[int(parts[1])]
+            with app.lock:
+                app.applied.append((float(parts[2]), parts[3]))
+        elif parts[:1] == ["RECEIVED"]:
+            app = apps[int(parts[1])]
+            with app.lock:
+                app.received.setdefault(int(parts[3]), float(parts[2]))
+        elif parts[:1] == ["READY"]:
+            for app in apps:
+                app.ready.set()
+
+
+def start_consumers(registry: str, count: int, apps: int, workdir: Path) -> list[Consumer]:
+    """``count`` consumer processes of ``apps`` applications each; one :class:`Consumer` per
+    application."""
+    consumers: list[Consumer] = []
     for i in range(count):
         log = (workdir / f"consumer-{i}.log").open("w")
         proc = subprocess.Popen(
@@ -160,6 +184,8 @@ def start_consumers(registry: str, count: int, workdir: Path) -> list[Consumer]:
                 registry,
                 "--cache",
                 str(workdir / f"cache-{i}.json"),
+                "--apps",
+                str(apps),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -168,17 +194,18 @@ def start_consumers(registry: str, count: int, workdir: Path) -> list[Consumer]:
             cwd=ROOT,
         )
         log.close()
-        consumer = Consumer(proc)
-        threading.Thread(target=consumer.read, daemon=True).start()
-        consumers.append(consumer)
+        mine = [Consumer(proc) for _ in range(apps)]
+        threading.Thread(target=read_process, args=(proc, mine), daemon=True).start()
+        consumers.extend(mine)
     return consumers
 
 
 def stop_consumers(consumers: list[Consumer]) -> None:
-    for consumer in consumers:
+    processes = list({id(c.proc): c for c in consumers}.values())
+    for consumer in processes:
         if consumer.proc.stdin is not None:
             consumer.proc.stdin.close()
-    for consumer in consumers:
+    for consumer in processes:
         try:
             consumer.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -252,7 +279,7 @@ def push_round(
     """Push ``pushes`` rules alternating between ``labels`` (each a provider port) and measure."""
     assert callable(put)
     pushed: list[tuple[float, str, int]] = []
-    pids = [c.proc.pid for c in consumers]
+    pids = sorted({c.proc.pid for c in consumers})
     cpu_before = cpu_seconds(pids)
     start = time.monotonic()
     for k in range(pushes):
@@ -265,8 +292,8 @@ def push_round(
     final = pushed[-1][1]
     with contextlib.suppress(TimeoutError):  # a consumer that never got there counts as missed
         wait_for(lambda: all(c.last() == final for c in consumers), 10, "the last push")
-    # Everything the consumers burnt during the round (pushes plus background: pings, polls,
-    # heartbeats), per push and consumer.
+    # Everything the consumer processes burnt during the round (pushes plus background: pings,
+    # polls, heartbeats), per push and consumer application.
     cpu_ms = (cpu_seconds(pids) - cpu_before) * 1e3 / (pushes * len(consumers))
     latencies: list[float] = []
     delivery: list[float] = []
@@ -311,7 +338,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[Round]:
             p1 = ProviderProcess(registry, log_dir=workdir).start()
             p2 = ProviderProcess(registry, log_dir=workdir).start()
             admin = dubbo_py.Application("push-bench-admin", registry=registry)
-            consumers = start_consumers(registry, args.consumers, workdir)
+            consumers = start_consumers(registry, args.consumers, args.apps, workdir)
             try:
                 wait_for(lambda: all(c.ready.is_set() for c in consumers), 90, "consumers")
                 assert admin.registry is not None
@@ -325,7 +352,8 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[Round]:
                 put(rule_text(p2.port, 0))  # untimed: every consumer on a known rule first
                 wait_for(lambda: all(c.last() == labels[1] for c in consumers), 15, "warm-up")
                 print(
-                    f"{backend}: {args.consumers} consumers and 2 providers up in {started:.1f}s",
+                    f"{backend}: {len(consumers)} consumer applications in {args.consumers}"
+                    f" processes and 2 providers up in {started:.1f}s",
                     flush=True,
                 )
                 for r in range(args.rounds):
@@ -373,11 +401,13 @@ def main() -> None:
         parser.add_argument("--registry", required=True)
         parser.add_argument("--cache", required=True)
         parser.add_argument("--name", default="push-bench")
+        parser.add_argument("--apps", type=int, default=1)
         ns = parser.parse_args(sys.argv[2:])
-        consumer_main(ns.registry, ns.cache, ns.name)
+        consumer_main(ns.registry, ns.cache, ns.name, ns.apps)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--consumers", type=int, default=20)
+    parser.add_argument("--consumers", type=int, default=20, help="consumer processes")
+    parser.add_argument("--apps", type=int, default=1, help="consumer applications per process")
     parser.add_argument("--pushes", type=int, default=20, help="pushes per round")
     parser.add_argument("--interval", type=float, default=0.3, help="seconds between pushes")
     parser.add_argument("--rounds", type=int, default=3)
