@@ -55,10 +55,6 @@ def decode_component(text: str) -> str:
     return unquote_plus(text)
 
 
-def _freeze(params: Mapping[str, str]) -> Mapping[str, str]:
-    return MappingProxyType(dict(params))
-
-
 @dataclass(frozen=True, slots=True)
 class URL:
     """An immutable Dubbo URL. Build one with :meth:`parse` or the constructor, change one with
@@ -74,17 +70,28 @@ class URL:
     #: ``host:port`` (or just the host when there is no port). Derived, and stored rather than
     #: computed because every call reads it (channel, quarantine and statistics lookups).
     address: str = field(init=False, repr=False, compare=False)
+    # The hash and the full string, computed once on first use: a provider notification hashes,
+    # sorts and matches every URL of the fleet, and the URL objects outlive the notification.
+    _hash: int | None = field(init=False, repr=False, compare=False, default=None)
+    _full: str | None = field(init=False, repr=False, compare=False, default=None)
+    # The dict behind the read-only ``parameters`` view: the accessors read it directly, since
+    # ``mappingproxy.get`` goes through a method call and costs several times a dict's.
+    _params: dict[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.parameters, MappingProxyType):
-            object.__setattr__(self, "parameters", _freeze(self.parameters))
+        params = dict(self.parameters)
+        object.__setattr__(self, "_params", params)
+        object.__setattr__(self, "parameters", MappingProxyType(params))
         if not 0 <= self.port <= 65535:
             raise URLError(f"port {self.port} out of range 0..65535")
         address = f"{self.host}:{self.port}" if self.port else self.host
         object.__setattr__(self, "address", address)
 
     def __hash__(self) -> int:
-        return hash(
+        cached = self._hash
+        if cached is not None:
+            return cached
+        value = hash(
             (
                 self.protocol,
                 self.host,
@@ -95,8 +102,12 @@ class URL:
                 frozenset(self.parameters.items()),
             )
         )
+        object.__setattr__(self, "_hash", value)
+        return value
 
     def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
         if not isinstance(other, URL):
             return NotImplemented
         return (
@@ -195,6 +206,15 @@ class URL:
 
     def to_string(self, *, parameters: bool = True) -> str:
         """The full string, parameters sorted by key (Dubbo's ``toFullString``)."""
+        if parameters:
+            full = self._full
+            if full is None:
+                full = self._render(True)
+                object.__setattr__(self, "_full", full)
+            return full
+        return self._render(False)
+
+    def _render(self, parameters: bool) -> str:
         out: list[str] = []
         if self.protocol:
             out.append(self.protocol)
@@ -228,14 +248,14 @@ class URL:
     @property
     def service_interface(self) -> str:
         """The ``interface`` parameter, else the path (Dubbo's ``getServiceInterface``)."""
-        return self.parameters.get("interface") or self.path
+        return self._params.get("interface") or self.path
 
     @property
     def service_key(self) -> str:
         """``group/interface:version`` with empty parts left out, as Dubbo's ``getServiceKey``."""
         key = self.service_interface
-        group = self.parameters.get("group", "")
-        version = self.parameters.get("version", "")
+        group = self._params.get("group", "")
+        version = self._params.get("version", "")
         if group:
             key = f"{group}/{key}"
         if version:
@@ -245,21 +265,21 @@ class URL:
     @property
     def category(self) -> str:
         """The ``category`` parameter, defaulting to ``providers`` as in Dubbo."""
-        return self.parameters.get("category", "providers")
+        return self._params.get("category", "providers")
 
     def get(self, key: str, default: str | None = None) -> str | None:
         """A parameter, or ``default`` when it is absent or empty."""
-        value = self.parameters.get(key)
+        value = self._params.get(key)
         return value if value else default
 
     def get_str(self, key: str, default: str = "") -> str:
         """A parameter as a string, ``default`` when absent or empty."""
-        value = self.parameters.get(key)
+        value = self._params.get(key)
         return value if value else default
 
     def get_int(self, key: str, default: int = 0) -> int:
         """A parameter as an int; ``default`` when absent, empty or not a number."""
-        value = self.parameters.get(key)
+        value = self._params.get(key)
         if not value:
             return default
         try:
@@ -272,7 +292,7 @@ class URL:
 
     def get_float(self, key: str, default: float = 0.0) -> float:
         """A parameter as a float; ``default`` when absent, empty or not a number."""
-        value = self.parameters.get(key)
+        value = self._params.get(key)
         if not value:
             return default
         try:
@@ -282,14 +302,14 @@ class URL:
 
     def get_bool(self, key: str, default: bool = False) -> bool:
         """A parameter as a bool (``true``, case-insensitive, is true); ``default`` when absent."""
-        value = self.parameters.get(key)
+        value = self._params.get(key)
         if not value:
             return default
         return value.strip().lower() == "true"
 
     def get_method_parameter(self, method: str, key: str, default: str | None = None) -> str | None:
         """``<method>.<key>`` if set, else ``<key>``, else ``default`` (Dubbo's method params)."""
-        value = self.parameters.get(f"{method}.{key}") if method else None
+        value = self._params.get(f"{method}.{key}") if method else None
         if value:
             return value
         return self.get(key, default)

@@ -279,8 +279,9 @@ class RegistryDirectory:
         return True
 
     def _watch_provider_apps(self, providers: list[URL]) -> None:
-        for provider in providers:
-            app = provider.get_str("application")
+        # Distinct applications first: a fleet has thousands of providers and a few apps.
+        apps = {p.parameters["application"] for p in providers if "application" in p.parameters}
+        for app in apps:
             if app and app not in self._provider_apps and self.registry is not None:
                 self._provider_apps.add(app)
                 for kind, key in ServiceRules.provider_app_keys(app):

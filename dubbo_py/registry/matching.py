@@ -94,9 +94,11 @@ def is_match(consumer: URL, provider: URL, categories: str = SUBSCRIBED_CATEGORI
 def is_usable(provider: URL) -> bool:
     """Whether a matched provider (after override rules) is called at all, as Dubbo's
     ``toInvokers``: ``disabled`` decides when present, else ``enabled`` (default true)."""
-    if "disabled" in provider.parameters:
+    params = provider.parameters
+    if "disabled" in params:
         return not provider.get_bool("disabled", False)
-    return provider.get_bool("enabled", True)
+    # Most providers say neither: `in` on the parameters is what a fleet's notification pays.
+    return "enabled" not in params or provider.get_bool("enabled", True)
 
 
 def normalise_provider(provider: URL, folder_interface: str) -> URL:
@@ -120,55 +122,67 @@ class ProviderFilter:
         #: The consumer's ``protocol`` option (comma list), empty when it named none.
         self.asked = frozenset(split_list(asked)) - {""}
         self._reported: set[tuple[URL, str]] = set()
+        #: The verdict on each URL of the last notification (the provider to use, or None):
+        #: a fleet where one provider changed is judged once per new URL, not per provider.
+        self._verdicts: dict[URL, URL | None] = {}
 
     def select(self, raw: Iterable[URL]) -> list[URL]:
         """The providers this consumer may call, in the order given."""
-        seen: set[URL] = set()
+        previous = self._verdicts
+        verdicts: dict[URL, URL | None] = {}
         out: list[URL] = []
         for url in raw:
-            seen.add(url)
-            provider = normalise_provider(url, self.folder)
-            if provider is not url:
-                self._once(
-                    url,
-                    "service",
-                    logging.DEBUG,
-                    "%s: provider %s has no path or interface; read as %s (the folder it is "
-                    "registered in, as apache-dubbo 3.0 registers)",
-                    self.folder,
-                    url,
-                    self.folder,
-                )
-            if provider.protocol == "empty" or not is_match(self.consumer, provider):
-                continue
-            if self.asked and provider.protocol not in self.asked:
-                self._once(
-                    url,
-                    "asked",
-                    logging.DEBUG,
-                    "%s: skipping provider %s: the consumer asks for protocol %s",
-                    self.folder,
-                    url,
-                    ",".join(sorted(self.asked)),
-                )
-                continue
-            if provider.protocol not in SPOKEN_PROTOCOLS:
-                self._once(
-                    url,
-                    "spoken",
-                    logging.WARNING,
-                    "%s: skipping provider %s: protocol %r is not one dubbo-py speaks (%s)",
-                    self.folder,
-                    url,
-                    provider.protocol,
-                    ", ".join(sorted(SPOKEN_PROTOCOLS)),
-                )
-                continue
-            out.append(provider)
+            verdict = previous[url] if url in previous else self._judge(url)
+            verdicts[url] = verdict
+            if verdict is not None:
+                out.append(verdict)
+        self._verdicts = verdicts
         # Forget URLs that left, so the record stays as small as the provider list (a URL that
         # comes back is reported again).
-        self._reported = {entry for entry in self._reported if entry[0] in seen}
+        if self._reported:
+            self._reported = {entry for entry in self._reported if entry[0] in verdicts}
         return out
+
+    def _judge(self, url: URL) -> URL | None:
+        """The provider to use for ``url`` (normalised), or None when this consumer skips it."""
+        provider = normalise_provider(url, self.folder)
+        if provider is not url:
+            self._once(
+                url,
+                "service",
+                logging.DEBUG,
+                "%s: provider %s has no path or interface; read as %s (the folder it is "
+                "registered in, as apache-dubbo 3.0 registers)",
+                self.folder,
+                url,
+                self.folder,
+            )
+        if provider.protocol == "empty" or not is_match(self.consumer, provider):
+            return None
+        if self.asked and provider.protocol not in self.asked:
+            self._once(
+                url,
+                "asked",
+                logging.DEBUG,
+                "%s: skipping provider %s: the consumer asks for protocol %s",
+                self.folder,
+                url,
+                ",".join(sorted(self.asked)),
+            )
+            return None
+        if provider.protocol not in SPOKEN_PROTOCOLS:
+            self._once(
+                url,
+                "spoken",
+                logging.WARNING,
+                "%s: skipping provider %s: protocol %r is not one dubbo-py speaks (%s)",
+                self.folder,
+                url,
+                provider.protocol,
+                ", ".join(sorted(SPOKEN_PROTOCOLS)),
+            )
+            return None
+        return provider
 
     def _once(self, url: URL, reason: str, level: int, message: str, *args: object) -> None:
         if (url, reason) in self._reported:

@@ -50,16 +50,38 @@ class ConfigDocument:
     version: int
 
 
-def decode_children(path: str, names: Iterable[str], warned: set[str]) -> list[URL]:
-    """Decode node names into URLs; a node that isn't a URL is skipped with one warning."""
+def decode_children(
+    path: str,
+    names: Iterable[str],
+    warned: set[str],
+    known: dict[str, URL] | None = None,
+) -> list[URL]:
+    """Decode node names into URLs; a node that isn't a URL is skipped with one warning.
+
+    ``known`` (name -> URL, from the previous notification of the same folder) is reused for
+    the names seen before and replaced by this notification's names: a fleet where one provider
+    changed costs one decode, not one per provider, and unchanged providers keep their URL
+    objects (and whatever was cached on them)."""
     urls = []
+    previous = dict(known) if known is not None else {}
+    fresh: dict[str, URL] = {}
     for name in names:
-        try:
-            urls.append(URL.decode(name))
-        except URLError as exc:
-            if name not in warned:
-                warned.add(name)
-                log.warning("skipping registry node %s/%s: not a Dubbo URL (%s)", path, name, exc)
+        found = previous.get(name)
+        if found is None:
+            try:
+                found = URL.decode(name)
+            except URLError as exc:
+                if name not in warned:
+                    warned.add(name)
+                    log.warning(
+                        "skipping registry node %s/%s: not a Dubbo URL (%s)", path, name, exc
+                    )
+                continue
+        urls.append(found)
+        fresh[name] = found
+    if known is not None:
+        known.clear()
+        known.update(fresh)
     return urls
 
 
@@ -156,9 +178,15 @@ class Registry:
         cancels: list[Cancel] = []
         for category in categories:
             path = layout.category_path(interface, category)
+            known: dict[str, URL] = {}
 
-            def on_children(names: list[str], category: str = category, path: str = path) -> None:
-                urls = decode_children(path, names, self._warned)
+            def on_children(
+                names: list[str],
+                category: str = category,
+                path: str = path,
+                known: dict[str, URL] = known,
+            ) -> None:
+                urls = decode_children(path, names, self._warned, known)
                 listener(category, urls or [empty_url(interface, category)])
 
             cancels.append(self.store.watch_children(path, on_children))
