@@ -390,12 +390,12 @@ class Application:
         ``tri-service-group``); ``interface`` the registry folder and ``interface`` parameter to
         look providers up by (Java's interface name; default: the proto service's full name,
         which stays the gRPC path); ``loadbalance`` (random, roundrobin, leastactive,
-        shortestresponse, consistenthash); ``cluster`` the fault-tolerance strategy
-        (``failover``, ``failfast``, ``failsafe``, ``failback``, ``forking``, ``broadcast``;
-        see ``docs/cluster.md``); ``retries`` (failover; one call may override it with the
-        ``dubbo.retries`` metadata key) and ``timeout`` (seconds) are defaults for every method;
-        left unset, the providers' registered ``retries`` and ``timeout`` apply (Dubbo's
-        order: see ``docs/configuration.md``), else 2 retries and no deadline.
+        shortestresponse, consistenthash, p2c, adaptive); ``cluster`` the fault-tolerance
+        strategy (``failover``, ``failfast``, ``failsafe``, ``failback``, ``forking``,
+        ``broadcast``; see ``docs/cluster.md``); ``retries`` (failover; one call may override it
+        with the ``dubbo.retries`` metadata key) and ``timeout`` (seconds) are defaults for
+        every method; left unset, the providers' registered ``retries`` and ``timeout`` apply
+        (Dubbo's order: see ``docs/configuration.md``), else 2 retries and no deadline.
         ``methods`` overrides options per method, e.g. ``{"SayHello": {"retries": 0,
         "timeout": 0.5}}`` (keys: retries, timeout, cluster, mock, forks, idempotent, sticky);
         ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried; ``attachments`` go
