@@ -39,6 +39,7 @@ from dubbo_py.rpc.filters import ConsumerFilters
 from dubbo_py.rpc.introspect import service_of_stub
 from dubbo_py.rpc.provider import ExportedServer, ExportPlan, export
 from dubbo_py.rpc.reference import Reference
+from dubbo_py.rpc.shared_channels import SharedChannels
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ class Application:
         self._connect_timeout = connect_timeout
         self._cache_path = cache_path
         self._lock = threading.Lock()
+        #: One blocking channel per provider address (and security settings), shared by every
+        #: reference of this application (see :mod:`dubbo_py.rpc.shared_channels`).
+        self.channels = SharedChannels()
         self._store: Store | None = None
         self._registry: Registry | None = None
         self._provider_registry: ProviderRegistry | None = None
@@ -485,6 +489,7 @@ class Application:
             budget=self._budget_for(spec.name),
             failback=failback,
             filters=self.filters + (filters or ConsumerFilters()),
+            channels=self.channels,
         )
 
     def _started(
@@ -587,6 +592,7 @@ class Application:
             consumers, self._consumer_urls = self._consumer_urls, []
         for ref in refs:
             ref.close()
+        self.channels.close()
         for server in servers:
             server.stop(grace=1.0)
         if self._registry is not None:

@@ -62,6 +62,7 @@ from dubbo_py.rpc.introspect import ServiceSpec
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 from dubbo_py.rpc.method import BoundMethod, InvokerBase, StubMethod
 from dubbo_py.rpc.settings import base_parameters, check_method_options
+from dubbo_py.rpc.shared_channels import SharedChannels
 from dubbo_py.rpc.triple import TripleCaller
 from dubbo_py.rpc.tuning import ReferenceTuning
 from dubbo_py.url import URL
@@ -124,8 +125,11 @@ class ReferenceAssembly(Generic[C]):
         budget: RetryBudget | None = None,
         failback: FailbackQueue | None = None,
         filters: ConsumerFilters | None = None,
+        channels: SharedChannels | None = None,
     ) -> None:
         check_method_options(service.method_names, config.methods, service.name)
+        #: The application's shared blocking channels (None: this reference opens its own).
+        self.shared_channels = channels
         self.service = service
         self.config = config
         self.consumer = consumer
@@ -319,7 +323,8 @@ class BlockingAssembly(ReferenceAssembly[Call]):
 
     def __init__(self, service: ServiceSpec, config: ReferenceConfig, consumer: URL, **parts: Any):
         super().__init__(service, config, consumer, **parts)
-        self.pool = ChannelPool(config.client_tls)
+        self.pool = ChannelPool(config.client_tls, shared=self.shared_channels)
+        self.pool.on_dropped = self._forget
         self._invokers: list[MethodInvoker] = []
 
     def channel(self) -> ClusterChannel:
@@ -393,7 +398,8 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         """The blocking context ``failback`` retries of ``method`` go through."""
         with self._lock:
             if self._retry_pool is None:
-                self._retry_pool = ChannelPool(self.config.client_tls)
+                self._retry_pool = ChannelPool(self.config.client_tls, shared=self.shared_channels)
+                self._retry_pool.on_dropped = self._forget_retry
             invoker = MethodInvoker(self._retry_pool, method, caller=self.caller)
             self._retry_invokers.append(invoker)
         return self._wire(invoker, self._retry_attempt_call)
@@ -411,6 +417,10 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
             gone = self._retry_pool.retain(providers)
             for invoker in list(self._retry_invokers):
                 invoker.forget(gone)
+
+    def _forget_retry(self, addresses: list[str]) -> None:
+        for invoker in list(self._retry_invokers):
+            invoker.forget(addresses)
 
     def _revived(self, provider: URL) -> None:
         self.pool.reset(provider.address)

@@ -8,7 +8,7 @@ per-call path is a dict lookup plus the gRPC call itself.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from functools import partial
 from typing import Any
 
@@ -19,6 +19,7 @@ from dubbo_py.config.tls import ClientTLS, use_tls
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import metadata_from_attachments
 from dubbo_py.rpc.method import InvokerBase, StubMethod
+from dubbo_py.rpc.shared_channels import IDLE_TIMEOUT_S, SharedChannels
 from dubbo_py.rpc.triple import CALL_SINK, Metadata, TripleCaller
 from dubbo_py.url import URL
 
@@ -44,6 +45,13 @@ class ChannelSecurity:
         self._options: list[tuple[str, Any]] = [("grpc.use_local_subchannel_pool", 1), *options]
         self._credentials: grpc.ChannelCredentials | None = None
         self._lock = threading.Lock()
+        #: What channels opened with these settings share (see :mod:`.shared_channels`).
+        self.key: Hashable = (tls, tuple(self._options))
+
+    def key_for(self, provider: URL) -> Hashable:
+        """The security part of a shared channel's key for ``provider``: TLS or not, and the
+        settings it opens with."""
+        return (use_tls(provider.parameters, self._tls), self.key)
 
     def for_provider(
         self, provider: URL
@@ -67,6 +75,12 @@ class ChannelPool:
     A channel that is dropped (its provider left the registry) or replaced (:meth:`reset`) is
     closed only after ``linger`` seconds, so calls still in flight on it -- such as those a
     provider drains while it shuts down gracefully -- finish instead of being cancelled.
+
+    With ``shared`` (the application's :class:`~dubbo_py.rpc.shared_channels.SharedChannels`),
+    the pool holds channels the application's other references share: one per provider
+    address and security settings. Dropping a provider then releases the pool's hold (the
+    channel closes when no reference holds it), and ``on_dropped`` is told about addresses
+    whose channel another reference replaced.
     """
 
     def __init__(
@@ -75,12 +89,20 @@ class ChannelPool:
         options: Iterable[tuple[str, Any]] = (),
         *,
         linger: float = 30.0,
+        shared: SharedChannels | None = None,
     ) -> None:
+        if shared is not None:
+            options = [*options, ("grpc.client_idle_timeout_ms", int(IDLE_TIMEOUT_S * 1000))]
         self._security = ChannelSecurity(tls, options)
         self._linger = linger
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._closing: list[threading.Timer] = []
+        self._shared = shared
+        #: The security key each shared channel was acquired under, by address.
+        self._keys: dict[str, Hashable] = {}
+        #: Called with the addresses whose channel was replaced from elsewhere.
+        self.on_dropped: Callable[[list[str]], None] | None = None
 
     def channel(self, provider: URL) -> grpc.Channel:
         """The channel to this provider (created once, then shared)."""
@@ -91,9 +113,24 @@ class ChannelPool:
         with self._lock:
             channel = self._channels.get(key)
             if channel is None:
-                channel = self._open(provider)
+                shared = self._shared
+                if shared is None:
+                    channel = self._open(provider)
+                else:
+                    security = self._security.key_for(provider)
+                    channel = shared.acquire(key, security, self, partial(self._open, provider))
+                    self._keys[key] = security
                 self._channels[key] = channel
             return channel
+
+    def dropped(self, address: str) -> None:
+        """The shared channel to ``address`` was replaced by another reference: forget it (the
+        next call takes the new one)."""
+        with self._lock:
+            self._channels.pop(address, None)
+            self._keys.pop(address, None)
+        if self.on_dropped is not None:
+            self.on_dropped([address])
 
     def current(self, address: str) -> grpc.Channel | None:
         """The channel the pool holds for ``address`` now (None: none open)."""
@@ -125,28 +162,46 @@ class ChannelPool:
         timer.start()
 
     def retain(self, providers: Iterable[URL]) -> list[str]:
-        """Drop channels to addresses no longer among ``providers`` (closed after ``linger``);
-        returns those addresses."""
+        """Drop channels to addresses no longer among ``providers`` (closed after ``linger``,
+        or released to the application's shared channels); returns those addresses."""
         keep = {p.address for p in providers}
         with self._lock:
             gone = [a for a in self._channels if a not in keep]
             closing = [self._channels.pop(a) for a in gone]
-        self._close_later(closing)
+            keys = [self._keys.pop(a, None) for a in gone]
+        if self._shared is not None:
+            for address, security in zip(gone, keys, strict=True):
+                self._shared.release(address, security, self)
+        else:
+            self._close_later(closing)
         return gone
 
     def reset(self, address: str) -> bool:
         """Forget the channel to ``address`` so the next call opens a fresh one (the old one is
         closed after ``linger``). Used when a quarantined provider is revived: its old channel
-        may sit in gRPC's reconnect backoff (up to two minutes) although the server is back."""
+        may sit in gRPC's reconnect backoff (up to two minutes) although the server is back.
+        A shared channel is replaced for every reference holding it."""
         with self._lock:
             channel = self._channels.pop(address, None)
+            security = self._keys.pop(address, None)
         if channel is None:
             return False
+        if self._shared is not None:
+            self._shared.reset(address, security, channel)
+            return True
         self._close_later([channel])
         return True
 
     def close(self) -> None:
-        """Close every channel now, including those lingering."""
+        """Close every channel now, including those lingering (shared ones are released: they
+        close when no reference holds them)."""
+        if self._shared is not None:
+            with self._lock:
+                held, self._channels = list(self._channels), {}
+                keys, self._keys = self._keys, {}
+            for address in held:
+                self._shared.release(address, keys.get(address), self)
+            return
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
             timers, self._closing = self._closing, []
