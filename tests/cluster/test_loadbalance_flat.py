@@ -270,3 +270,34 @@ def test_adaptive_load_grows_with_in_flight_and_failures() -> None:
 def test_new_balancers_by_name() -> None:
     assert isinstance(get_loadbalance("P2C"), P2CLoadBalance)
     assert isinstance(get_loadbalance("adaptive"), AdaptiveLoadBalance)
+
+
+def test_least_active_index_built_while_calls_start_and_end() -> None:
+    """Calls recorded from other threads while a new candidate tuple's index is being built
+    (a provider list change under load) neither fail nor leave the index wrong."""
+    stats = CallStats()
+    candidates = tuple(provider(i) for i in range(200))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def record() -> None:
+        rng = random.Random(9)
+        try:
+            while not stop.is_set():
+                url = candidates[rng.randrange(len(candidates))]
+                stats.end(stats.begin(url.address, KEY), ok=True)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=record) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for seed in range(30):
+            lb = LeastActiveLoadBalance(stats, random.Random(seed))
+            lb.select(tuple(candidates), INV, now_ms=NOW)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:1]

@@ -65,8 +65,10 @@ class LevelIndex:
         self._heap: list[int] = []
         self._in_heap: set[int] = set()
         self._closed = False
+        self._built = False
         # Watch first, then read every level under the lock: a change racing the build either
-        # happened before the read (and is read) or calls moved() after it (and is applied).
+        # happened before the read (and is read) or calls moved() after it (and is applied);
+        # a moved() that takes the lock before the build has nothing to move yet.
         for member, cell in enumerate(cells):
             cell.watch(self, member)
         with self._lock:
@@ -74,6 +76,7 @@ class LevelIndex:
                 level = level_of(cell)
                 self._levels[member] = level
                 self._insert(member, level)
+            self._built = True
 
     def close(self) -> None:
         """Stop following the cells (the index is no longer used)."""
@@ -122,7 +125,7 @@ class LevelIndex:
     def moved(self, member: int) -> None:
         """Re-read ``member``'s cell and move it to its new level (called by the cell)."""
         with self._lock:
-            if self._closed:
+            if self._closed or not self._built:
                 return
             level = self._level_of(self._cells[member])
             old = self._levels[member]
