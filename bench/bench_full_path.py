@@ -42,7 +42,7 @@ from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
 from interleave import HEADER, Call, compare, side_by_side, with_cpu  # noqa: E402
 
 import dubbo_py  # noqa: E402
-from dubbo_py.cluster.strategy import failover  # noqa: E402
+from dubbo_py.cluster.strategies.failover import failover  # noqa: E402
 from dubbo_py.invocation import Invocation  # noqa: E402
 from dubbo_py.router import factory  # noqa: E402
 from tests.support.processes import ProviderProcess  # noqa: E402

@@ -76,8 +76,8 @@ def consumer_main(registry: str, cache: str, name: str, apps: int = 1) -> None:
     from demo import greeter_pb2, greeter_pb2_grpc
 
     import dubbo_py
+    from dubbo_py.errors import NoProviderError
     from dubbo_py.invocation import Invocation
-    from dubbo_py.router.base import NoProviderError
     from dubbo_py.router.chain import BoundChain
 
     probe = Invocation(SERVICE, "SayHello", greeter_pb2.HelloRequest(name="probe"))

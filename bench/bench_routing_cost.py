@@ -55,9 +55,9 @@ sys.path.insert(0, str(ROOT / "examples"))
 import _paths  # noqa: E402,F401
 from demo import greeter_pb2  # noqa: E402
 
+from dubbo_py.errors import NoProviderError  # noqa: E402
 from dubbo_py.invocation import Invocation  # noqa: E402
 from dubbo_py.router import factory  # noqa: E402
-from dubbo_py.router.base import NoProviderError  # noqa: E402
 from dubbo_py.router.chain import BoundChain, RouterChain  # noqa: E402
 from dubbo_py.router.condition.matcher import (  # noqa: E402
     Matcher,

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from urllib.parse import quote_plus, unquote_plus
 
+from dubbo_py.errors import URLError
+
 __all__ = ["URL", "URLError", "decode_component", "encode_component"]
 
 DEFAULT_KEY_PREFIX = "default."
@@ -35,10 +37,6 @@ _CONTROL = frozenset(chr(c) for c in (*range(32), 127))
 
 def _shown(text: str) -> str:
     return repr(text if len(text) <= 120 else text[:117] + "...")
-
-
-class URLError(ValueError):
-    """A string that cannot be read as a Dubbo URL (the message names the string and why)."""
 
 
 def encode_component(text: str) -> str:

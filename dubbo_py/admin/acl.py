@@ -26,15 +26,9 @@ import contextlib
 import json
 from dataclasses import dataclass
 
+from dubbo_py.errors import NodeExistsError, NoNodeError, StoreError
 from dubbo_py.registry import layout
-from dubbo_py.registry.store import (
-    AccessControlled,
-    NodeAccess,
-    NodeExistsError,
-    NoNodeError,
-    Store,
-    StoreError,
-)
+from dubbo_py.registry.store import AccessControlled, NodeAccess, Store
 
 __all__ = [
     "Secured",

@@ -26,10 +26,10 @@ from dubbo_py.admin.acl import Untrusted
 from dubbo_py.admin.connection import RegistryUnreachable, StoreOpener, open_admin_store
 from dubbo_py.admin.history import History
 from dubbo_py.admin.ruleops import Conflict, NotFound, RuleOps
-from dubbo_py.registry.address import RegistryAddress, RegistryAddressError, parse_registry_address
+from dubbo_py.errors import RegistryAddressError, RuleError, StoreError
+from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import Store, StoreError
-from dubbo_py.router.base import RuleError
+from dubbo_py.registry.store import Store
 
 __all__ = [
     "CONTEXT_SETTINGS",

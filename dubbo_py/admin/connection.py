@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from dubbo_py.errors import StoreError
 from dubbo_py.registry.address import RegistryAddress
-from dubbo_py.registry.store import Store, StoreError
+from dubbo_py.registry.store import Store
 
 __all__ = ["RegistryUnreachable", "StoreOpener", "open_admin_store"]
 

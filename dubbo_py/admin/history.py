@@ -26,13 +26,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dubbo_py.admin import acl
+from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError
 from dubbo_py.registry import layout
-from dubbo_py.registry.store import (
-    BadVersionError,
-    NodeExistsError,
-    NoNodeError,
-    Store,
-)
+from dubbo_py.registry.store import Store
 
 __all__ = ["DEFAULT_LIMIT", "History", "HistoryEntry"]
 

@@ -26,10 +26,10 @@ import yaml
 from dubbo_py.admin.common import closest
 from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.rules import RuleKey
+from dubbo_py.errors import RuleError
 from dubbo_py.registry import layout
 from dubbo_py.registry.directory import ServiceRules
 from dubbo_py.registry.registry import Registry
-from dubbo_py.router.base import RuleError
 from dubbo_py.router.condition.parser import parse_rule, parse_side
 from dubbo_py.router.condition.rule import Clause, KeyKind
 from dubbo_py.url import URL

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from dubbo_py.admin.rules import load_yaml
-from dubbo_py.router.base import RuleError
+from dubbo_py.errors import RuleError
 
 __all__ = ["set_disabled", "set_weight", "target_key"]
 

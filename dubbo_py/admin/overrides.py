@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dubbo_py.url import URL, URLError
+from dubbo_py.errors import URLError
+from dubbo_py.url import URL
 
 __all__ = [
     "ANYHOST",

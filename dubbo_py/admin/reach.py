@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dubbo_py.admin.rules import RuleKey
+from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry import layout
 from dubbo_py.registry.directory import ServiceRules
 from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router import factory
-from dubbo_py.router.base import Router, RuleError
+from dubbo_py.router.base import Router
 from dubbo_py.router.scenario import configurator, route
 from dubbo_py.url import URL
 

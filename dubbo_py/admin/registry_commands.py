@@ -16,8 +16,8 @@ from dubbo_py.admin.common import (
     json_option,
     print_table,
 )
+from dubbo_py.errors import StoreError
 from dubbo_py.registry import layout
-from dubbo_py.registry.store import StoreError
 
 __all__ = ["registry_group"]
 

@@ -15,8 +15,8 @@ from dubbo_py.admin.common import (
     print_table,
 )
 from dubbo_py.admin.input_file import InputFileError, read_input_file
+from dubbo_py.errors import RuleError
 from dubbo_py.router import scenario
-from dubbo_py.router.base import RuleError
 
 __all__ = ["route_group"]
 

@@ -31,9 +31,9 @@ from dubbo_py.admin.input_file import InputFileError, read_input_file
 from dubbo_py.admin.lint import LintWarning, lint_rule
 from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.ruleops import WriteResult
+from dubbo_py.errors import StoreError
 from dubbo_py.registry.address import ENV_REGISTRY
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import StoreError
 
 __all__ = ["rules_group"]
 

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 from dubbo_py.admin import acl, rules
 from dubbo_py.admin.history import History, HistoryEntry
+from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, RuleError
 from dubbo_py.registry.registry import ConfigDocument, Registry
-from dubbo_py.registry.store import BadVersionError, NodeExistsError, NoNodeError
-from dubbo_py.router.base import RuleError
 
 __all__ = ["Conflict", "NotFound", "RuleOps", "WriteResult"]
 

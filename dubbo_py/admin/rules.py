@@ -22,9 +22,9 @@ from typing import Any
 import yaml
 
 from dubbo_py.cluster import configurators
+from dubbo_py.errors import RuleError
 from dubbo_py.registry import layout
 from dubbo_py.router import factory
-from dubbo_py.router.base import RuleError
 from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, budget_clock, elapsed_check
 from dubbo_py.router.rule_yaml import yaml_error
 

@@ -34,7 +34,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from dubbo_py.router.base import RuleError
+from dubbo_py.errors import RuleError
 from dubbo_py.router.rule_yaml import Path, RuleDocument, load_rule_document
 from dubbo_py.url import URL
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,17 +27,20 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from dubbo_py.cluster.errors import ClusterError, is_call_failure
-from dubbo_py.cluster.strategy import ClusterContext, Strategy
+from dubbo_py.cluster.support.context import AsyncStrategy, ClusterContext, Strategy
+from dubbo_py.cluster.support.outcome import is_call_failure
+from dubbo_py.errors import ClusterError, MockSpecError
 from dubbo_py.invocation import Invocation
 
-__all__ = ["MockSpec", "MockSpecError", "answer_failure", "parse_mock", "with_mock"]
+__all__ = [
+    "Mock",
+    "MockSpec",
+    "answer_failure",
+    "parse_mock",
+    "stream_of",
+]
 
 log = logging.getLogger(__name__)
-
-
-class MockSpecError(ValueError):
-    """A mock spec that cannot be understood (the message quotes it and says why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,28 +128,64 @@ def parse_mock(text: str | None) -> MockSpec | None:
     )
 
 
-def with_mock(
-    strategy: Strategy,
-    spec: MockSpec,
-    response_type: Callable[[], type[Message] | None],
-    *,
-    streaming: bool = False,
-) -> Strategy:
-    """Wrap a strategy with a mock spec (see the module doc). For a server-streaming method
-    (``streaming``) the mock's answer is a stream of that one response."""
+@dataclass(frozen=True, slots=True)
+class Mock:
+    """A method's mock, ready to answer: its ``spec``, the method's ``response_type`` and
+    whether the method is server-``streaming`` (then the answer is a stream of that one
+    response). :meth:`wrap` and :meth:`wrap_async` put it around either form of a strategy;
+    both answer through :meth:`answer`."""
 
-    def answer(response: Any) -> Any:
-        return iter((response,)) if streaming else response
+    spec: MockSpec
+    response_type: type[Message] | None
+    streaming: bool = False
 
-    def mocked(ctx: ClusterContext, invocation: Invocation) -> Any:
-        if spec.mode == "force":
-            return answer(spec.response(invocation, response_type()))
-        try:
-            return strategy(ctx, invocation)
-        except grpc.RpcError as error:
-            return answer(answer_failure(spec, invocation, response_type(), error))
+    def answer(self, invocation: Invocation, error: grpc.RpcError | None = None) -> Any:
+        """The mock's answer for a ``force:`` mock (``error`` None) or for a call that failed
+        with ``error`` (an application error is raised as it is)."""
+        if error is None:
+            response = self.spec.response(invocation, self.response_type)
+        else:
+            response = answer_failure(self.spec, invocation, self.response_type, error)
+        return iter((response,)) if self.streaming else response
 
-    return mocked
+    def wrap(self, strategy: Strategy) -> Strategy:
+        """``strategy`` behind this mock (see the module doc)."""
+        forced = self.spec.mode == "force"
+
+        def mocked(ctx: ClusterContext, invocation: Invocation) -> Any:
+            if forced:
+                return self.answer(invocation)
+            try:
+                return strategy(ctx, invocation)
+            except grpc.RpcError as error:
+                return self.answer(invocation, error)
+
+        return mocked
+
+    def wrap_async(self, strategy: AsyncStrategy) -> AsyncStrategy:
+        """:meth:`wrap` for an awaited strategy; a stream answer is an async stream."""
+        forced = self.spec.mode == "force"
+        answer = self.answer if not self.streaming else self._answer_stream
+
+        async def mocked(ctx: ClusterContext, invocation: Invocation) -> Any:
+            if forced:
+                return answer(invocation)
+            try:
+                return await strategy(ctx, invocation)
+            except grpc.RpcError as error:
+                return answer(invocation, error)
+
+        return mocked
+
+    def _answer_stream(self, invocation: Invocation, error: grpc.RpcError | None = None) -> Any:
+        return stream_of(list(self.answer(invocation, error)))
+
+
+async def stream_of(items: list[Any]) -> AsyncIterator[Any]:
+    """An async stream of ``items``: what an asyncio caller of a server-streaming method
+    iterates over when no provider answered (a mock's reply, failsafe's nothing)."""
+    for item in items:
+        yield item
 
 
 def answer_failure(

@@ -32,7 +32,7 @@ from typing import Protocol
 
 import grpc
 
-from dubbo_py.cluster.errors import status_code
+from dubbo_py.cluster.support.outcome import status_code
 from dubbo_py.url import URL
 
 __all__ = [

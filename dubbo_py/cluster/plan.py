@@ -13,17 +13,18 @@ inputs, worked out on the first plain call:
 * balancing: per surviving mask, the candidates and the balancer's
   :data:`~dubbo_py.cluster.loadbalance.base.Picker` (no picker needed for one candidate);
 * the call: the method invoker's cached gRPC multicallables, by provider address;
-* the outcome: a success clears its provider's run of failures in the outlier detector
-  (:mod:`dubbo_py.cluster.outlier`), which costs one test of an empty dict while none has any.
+* the attempt: failover's own :func:`~dubbo_py.cluster.strategies.failover.first_attempt`,
+  given the provider's cached multicallable (``direct``), so a planned call counts in the retry
+  budget, records its outcome and fails over exactly as a call through the strategy does.
 
-The stub's multicallable (``dubbo_py.rpc.channel``) runs a plan in its own frame, without an
-:class:`~dubbo_py.invocation.Invocation`, and counts the request in the retry budget with a
-C-level call; a failure continues as :func:`~dubbo_py.cluster.strategy.failover` would
-(:func:`~dubbo_py.cluster.strategy.continue_failover`). Every call first checks the plan is
-still current (identity checks against the context); anything a plan cannot express -- a
-router without lookups, a sticky method, a balancer without a picker for several candidates --
-means no plan, or a fall back to ``balancer.select`` for that call, and the strategy runs as
-usual. ``tests/cluster/test_call_plans.py`` checks plans against the strategy they stand for.
+The stub's multicallable (``dubbo_py.rpc.channel``) runs the routing and balancing of a plan in
+its own frame, without an :class:`~dubbo_py.invocation.Invocation`, then calls
+``first_attempt``, which makes an invocation only when the call fails. Every call first checks
+the plan is still current (identity checks against the context); anything a plan cannot
+express -- a router without lookups, a sticky method, a balancer without a picker for several
+candidates -- means no plan, or a fall back to ``balancer.select`` for that call, and the
+strategy runs as usual. ``tests/cluster/test_call_plans.py`` checks plans against the strategy
+they stand for.
 """
 
 from __future__ import annotations
@@ -32,14 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dubbo_py.cluster.budget import RetryBudget
-from dubbo_py.cluster.loadbalance.base import Picker
+from dubbo_py.cluster.loadbalance.base import LoadBalance
 from dubbo_py.cluster.method_settings import MethodSettings
-from dubbo_py.cluster.strategy import Balancer, ClusterContext
+from dubbo_py.cluster.support.context import ClusterContext, PlainCall
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.base import Lookup, lookups
 from dubbo_py.router.chain import BoundChain
-from dubbo_py.rpc.invoker import MethodInvoker
 from dubbo_py.url import URL
 
 __all__ = ["MAX_PICKS", "CallPlan", "Pick", "compile_plan"]
@@ -68,24 +67,19 @@ class CallPlan:
     context holds and the request is a ``request_type``."""
 
     chain: BoundChain
-    balancer: Balancer
+    balancer: LoadBalance
     settings: MethodSettings
-    invoker: MethodInvoker
+    invoker: PlainCall
     request_type: type
     method: str
     #: The mask left by the routers folded for this method.
     mask: int
     #: The request-reading routers' lookups, in chain order.
     lookups: tuple[Lookup, ...]
-    #: The retry budget when there is one (counted with its C-level ``count_request``).
-    budget: RetryBudget | None
     #: The cached multicallables by provider address (the invoker's own dict).
     multicallables: dict[str, Any]
     #: Deadline in seconds when a call gives none (the method's ``timeout``).
     timeout: float | None
-    #: The outlier detector's consecutive failures by address (its own dict; an empty one
-    #: when the context has no detector): a success pops its provider while it is not empty.
-    failing: dict[str, int] = field(default_factory=dict)
     picks: dict[int, Pick] = field(default_factory=dict)
 
     def pick_for(self, mask: int, now_ms: int) -> Pick:
@@ -96,10 +90,7 @@ class CallPlan:
         if len(candidates) == 1:
             made = Pick(candidates, candidates[0], None, float("inf"))
         else:
-            picker: Callable[[tuple[URL, ...], str, int], Picker | None] | None = getattr(
-                self.balancer, "picker", None
-            )
-            found = None if picker is None else picker(candidates, self.method, now_ms)
+            found = self.balancer.picker(candidates, self.method, now_ms)
             if found is None:
                 made = Pick(candidates, None, None, float("inf"))
             else:
@@ -122,15 +113,13 @@ class CallPlan:
 def compile_plan(ctx: ClusterContext, method: str, request: Any) -> CallPlan | None:
     """A plan for plain calls of ``method`` with requests like ``request`` under ``ctx`` as it
     is now, or ``None`` when such calls need more than a plan expresses: a sticky method, a
-    retry budget other than :class:`RetryBudget`, a provider call other than a plain
-    :class:`MethodInvoker`, a router that reads the request without lookups, or no provider
-    left by the call-independent routers (the strategy then raises the error naming it)."""
+    provider call that is not a plain
+    :class:`~dubbo_py.cluster.support.context.PlainCall`, a router that reads the request
+    without lookups, or no provider left by the call-independent routers (the strategy then
+    raises the error naming it)."""
     settings = ctx.settings[method]
     invoker = ctx.call
-    budget = ctx.budget
-    if settings.sticky or not isinstance(invoker, MethodInvoker) or not invoker.plain:
-        return None
-    if budget is not None and not isinstance(budget, RetryBudget):
+    if settings.sticky or not isinstance(invoker, PlainCall) or not invoker.plain:
         return None
     chain = ctx.routes.chain
     routing = chain.plan(Invocation(ctx.service, method))
@@ -152,8 +141,6 @@ def compile_plan(ctx: ClusterContext, method: str, request: Any) -> CallPlan | N
         method=method,
         mask=mask,
         lookups=tuple(found),
-        budget=budget,
         multicallables=invoker.multicallables,
         timeout=settings.timeout,
-        failing=ctx.outliers.failing if ctx.outliers is not None else {},
     )

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from dubbo_py.cluster.mock import MockSpec
+from dubbo_py.cluster.mock import MockSpec
 
 __all__ = ["MethodPolicy"]
 

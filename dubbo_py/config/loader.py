@@ -32,14 +32,14 @@ import yaml
 
 from dubbo_py.config.model import (
     ApplicationConfig,
-    ConfigError,
     ProtocolConfig,
     ReferenceConfig,
     RegistryConfig,
     method_options,
 )
 from dubbo_py.config.options import ServiceOptions
-from dubbo_py.config.tls import ClientTLS, ServerTLS, TLSConfigError
+from dubbo_py.config.tls import ClientTLS, ServerTLS
+from dubbo_py.errors import ConfigError, TLSConfigError
 from dubbo_py.rpc.limits import guards_for
 
 __all__ = ["load_config", "parse_config"]
@@ -325,7 +325,8 @@ def parse_config(
         auth=env.get("DUBBO_PY_REGISTRY_AUTH") or reg.get("auth"),
     )
     if registry.address is not None:
-        from dubbo_py.registry.address import RegistryAddressError, parse_registry_address
+        from dubbo_py.errors import RegistryAddressError
+        from dubbo_py.registry.address import parse_registry_address
 
         try:
             parse_registry_address(registry.address)

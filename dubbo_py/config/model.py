@@ -8,12 +8,14 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from dubbo_py.config.options import MethodOptions, OptionError, ServiceOptions
+from dubbo_py.cluster.loadbalance import LOADBALANCE_NAMES
+from dubbo_py.cluster.strategies import STRATEGY_NAMES
+from dubbo_py.config.options import MethodOptions, ServiceOptions
 from dubbo_py.config.tls import ClientTLS, ServerTLS
+from dubbo_py.errors import ConfigError, OptionError
 
 __all__ = [
     "ApplicationConfig",
-    "ConfigError",
     "MethodOptions",
     "ProtocolConfig",
     "ReferenceConfig",
@@ -21,18 +23,6 @@ __all__ = [
     "ServiceOptions",
     "method_options",
 ]
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; ``path`` is the key path (``references.
-    demo.Greeter.timeout``) and ``source`` the file, when there is one."""
-
-    def __init__(self, path: str, problem: str, source: str = "") -> None:
-        self.path = path
-        self.problem = problem
-        self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{path}: {problem}" if path else f"{where}{problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,18 +44,6 @@ class ProtocolConfig:
     tls: ServerTLS | None = None
 
 
-LOADBALANCES = (
-    "random",
-    "roundrobin",
-    "leastactive",
-    "shortestresponse",
-    "consistenthash",
-    "p2c",
-    "adaptive",
-)
-CLUSTERS = ("failover", "failfast", "failsafe", "failback", "forking", "broadcast")
-
-
 def method_options(
     methods: Mapping[str, MethodOptions | Mapping[str, Any]],
 ) -> dict[str, MethodOptions]:
@@ -79,8 +57,10 @@ def method_options(
         except OptionError as exc:
             raise ConfigError(exc.key, exc.problem) from None
         cluster = out[method].cluster
-        if cluster is not None and cluster not in CLUSTERS:
-            raise ConfigError(f"methods.{method}.cluster", f"{cluster!r} is not one of {CLUSTERS}")
+        if cluster is not None and cluster not in STRATEGY_NAMES:
+            raise ConfigError(
+                f"methods.{method}.cluster", f"{cluster!r} is not one of {STRATEGY_NAMES}"
+            )
     return out
 
 
@@ -120,10 +100,12 @@ class ReferenceConfig:
     outlier_max_share: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.loadbalance not in LOADBALANCES:
-            raise ConfigError("loadbalance", f"{self.loadbalance!r} is not one of {LOADBALANCES}")
-        if self.cluster not in CLUSTERS:
-            raise ConfigError("cluster", f"{self.cluster!r} is not one of {CLUSTERS}")
+        if self.loadbalance not in LOADBALANCE_NAMES:
+            raise ConfigError(
+                "loadbalance", f"{self.loadbalance!r} is not one of {LOADBALANCE_NAMES}"
+            )
+        if self.cluster not in STRATEGY_NAMES:
+            raise ConfigError("cluster", f"{self.cluster!r} is not one of {STRATEGY_NAMES}")
         if "/" in self.interface or self.interface != self.interface.strip():
             raise ConfigError(
                 "interface", f"must be a name without '/' or spaces: {self.interface!r}"

@@ -10,16 +10,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["METHOD_OPTION_KEYS", "MethodOptions", "OptionError", "ServiceOptions"]
+from dubbo_py.errors import OptionError
 
-
-class OptionError(ValueError):
-    """An option value that cannot be used; ``key`` names it (``methods.SayHello.retries``)."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        self.key = key
-        self.problem = problem
-        super().__init__(f"{key}: {problem}")
+__all__ = ["METHOD_OPTION_KEYS", "MethodOptions", "ServiceOptions"]
 
 
 @dataclass(frozen=True, slots=True)

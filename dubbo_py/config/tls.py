@@ -17,14 +17,12 @@ from typing import Any
 
 import grpc
 
+from dubbo_py.errors import TLSConfigError
+
 __all__ = ["ClientTLS", "ServerTLS", "TLSConfigError", "provider_says_tls", "use_tls"]
 
 #: Provider URL parameters that announce a TLS server: dubbo-py's and Apache Dubbo's.
 TLS_PARAMETERS = ("tls", "ssl-enabled")
-
-
-class TLSConfigError(ValueError):
-    """A TLS setting that cannot be used (the message names the file or field)."""
 
 
 def _read(path: str | Path | None, what: str) -> bytes | None:

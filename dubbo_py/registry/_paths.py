@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dubbo_py.registry.store import StoreError
+from dubbo_py.errors import StoreError
 
 __all__ = ["ancestors", "child_path", "name_of", "parent_of", "validate_path"]
 

@@ -12,21 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dubbo_py.url import URL, URLError
+from dubbo_py.errors import RegistryAddressError, URLError
+from dubbo_py.url import URL
 
 __all__ = [
     "ENV_REGISTRY",
     "RegistryAddress",
-    "RegistryAddressError",
     "default_registry_path",
     "parse_registry_address",
 ]
 
 ENV_REGISTRY = "DUBBO_PY_REGISTRY"
-
-
-class RegistryAddressError(ValueError):
-    """An address that names no registry we can use (the message quotes it and says why)."""
 
 
 def default_registry_path() -> Path:

@@ -16,7 +16,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from dubbo_py.url import URL, URLError
+from dubbo_py.errors import URLError
+from dubbo_py.url import URL
 
 __all__ = ["NotifyCache", "default_cache_path"]
 

@@ -13,13 +13,14 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from dubbo_py.errors import RuleError
 from dubbo_py.registry import layout
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.first_reads import FirstReads
 from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.store import Cancel
-from dubbo_py.router.base import Router, RuleError
+from dubbo_py.router.base import Router
 from dubbo_py.router.chain import BoundChain, RouterChain
 from dubbo_py.router.rule_budget import RuleBudgetError
 from dubbo_py.router.rulebook import RuleBook

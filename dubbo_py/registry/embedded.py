@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
 from dubbo_py.registry._paths import ancestors, name_of, parent_of, validate_path
 from dubbo_py.registry._watch import (
     ChildrenState,
@@ -47,16 +48,7 @@ from dubbo_py.registry._watch import (
     SessionListeners,
     Watch,
 )
-from dubbo_py.registry.store import (
-    BadVersionError,
-    Cancel,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    SessionState,
-    Store,
-    StoreError,
-)
+from dubbo_py.registry.store import Cancel, SessionState, Store
 
 __all__ = ["SCHEMA_VERSION", "EmbeddedStore"]
 

@@ -15,16 +15,10 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from dubbo_py.errors import NodeExistsError, NoNodeError, StoreError, URLError
 from dubbo_py.registry import layout
-from dubbo_py.registry.store import (
-    Cancel,
-    NodeExistsError,
-    NoNodeError,
-    SessionState,
-    Store,
-    StoreError,
-)
-from dubbo_py.url import URL, URLError
+from dubbo_py.registry.store import Cancel, SessionState, Store
+from dubbo_py.url import URL
 
 __all__ = ["ConfigDocument", "Registry", "empty_url", "is_empty"]
 

@@ -29,36 +29,11 @@ from typing import Protocol, runtime_checkable
 
 __all__ = [
     "AccessControlled",
-    "BadVersionError",
     "Cancel",
-    "NoNodeError",
     "NodeAccess",
-    "NodeExistsError",
-    "NotEmptyError",
     "SessionState",
     "Store",
-    "StoreError",
 ]
-
-
-class StoreError(Exception):
-    """A store operation failed (the message names the path)."""
-
-
-class NoNodeError(StoreError):
-    """The node does not exist."""
-
-
-class NodeExistsError(StoreError):
-    """The node already exists."""
-
-
-class BadVersionError(StoreError):
-    """A conditional write lost a race: the node's version is not the one given."""
-
-
-class NotEmptyError(StoreError):
-    """A non-recursive delete of a node that has children."""
 
 
 class SessionState(enum.Enum):

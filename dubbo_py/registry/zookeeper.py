@@ -21,6 +21,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, Permissions, make_acl, make_digest_acl
 
+from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
 from dubbo_py.registry._paths import child_path, parent_of, validate_path
 from dubbo_py.registry._watch import (
     ChildrenState,
@@ -29,18 +30,7 @@ from dubbo_py.registry._watch import (
     SessionListeners,
     Watch,
 )
-from dubbo_py.registry.store import (
-    AccessControlled,
-    BadVersionError,
-    Cancel,
-    NodeAccess,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    SessionState,
-    Store,
-    StoreError,
-)
+from dubbo_py.registry.store import AccessControlled, Cancel, NodeAccess, SessionState, Store
 
 __all__ = ["ZooKeeperStore"]
 

@@ -22,49 +22,11 @@ __all__ = [
     "ExplainingRouter",
     "Lookup",
     "LookupRouter",
-    "NoProviderError",
     "Router",
-    "RuleError",
     "SpecializingRouter",
     "lookups",
     "specialize",
 ]
-
-
-class RuleError(ValueError):
-    """A rule that cannot be used. ``source`` names where it came from (a registry path, a file),
-    ``line``/``column`` locate the problem in rule text when known (1-based)."""
-
-    def __init__(
-        self, message: str, *, source: str = "", line: int | None = None, column: int | None = None
-    ) -> None:
-        self.reason = message
-        self.source = source
-        self.line = line
-        self.column = column
-        where = source
-        if line is not None:
-            where = f"{where}:{line}:{column}" if where else f"line {line}, column {column}"
-        super().__init__(f"{where}: {message}" if where else message)
-
-
-class NoProviderError(LookupError):
-    """No provider is left for a call; names the service, method and the router that emptied it,
-    and, when that router can tell, ``reason`` (e.g. "missing routing key attachments[tenant]")."""
-
-    def __init__(
-        self, service: str, method: str, router: str | None, reason: str | None = None
-    ) -> None:
-        self.service = service
-        self.method = method
-        self.router = router
-        self.reason = reason
-        if router:
-            cause = f" after routing by {router}"
-        else:  # the reason, when given, says why there is none (registry down, other versions)
-            cause = "" if reason else " (no provider registered)"
-        detail = f": {reason}" if reason else ""
-        super().__init__(f"no provider available for {service}.{method}{cause}{detail}")
 
 
 @runtime_checkable

@@ -5,15 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import (
-    PASS_THROUGH,
-    BoundRouter,
-    ExplainingRouter,
-    NoProviderError,
-    Router,
-    specialize,
-)
+from dubbo_py.router.base import PASS_THROUGH, BoundRouter, ExplainingRouter, Router, specialize
 from dubbo_py.router.rule_budget import RuleBudgetError, budget_clock, elapsed_check, within_budget
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL

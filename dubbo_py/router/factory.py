@@ -6,7 +6,8 @@ validation all go through it, so an operator's check runs exactly the code a liv
 
 from __future__ import annotations
 
-from dubbo_py.router.base import Router, RuleError
+from dubbo_py.errors import RuleError
+from dubbo_py.router.base import Router
 from dubbo_py.router.rulebook import DocumentCompiler, RuleBook, UrlCompiler
 from dubbo_py.url import URL
 

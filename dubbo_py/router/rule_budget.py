@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from dubbo_py.router.base import Router, RuleError
+from dubbo_py.errors import RuleError
+from dubbo_py.router.base import Router
 
 __all__ = [
     "DEFAULT_RULE_BUDGET",

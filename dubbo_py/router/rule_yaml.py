@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from dubbo_py.router.base import RuleError
+from dubbo_py.errors import RuleError
 
 __all__ = ["Path", "RuleDocument", "load_rule_document", "yaml_error"]
 

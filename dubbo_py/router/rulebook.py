@@ -20,7 +20,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
-from dubbo_py.router.base import Router, RuleError
+from dubbo_py.errors import RuleError
+from dubbo_py.router.base import Router
 from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, budget_clock, elapsed_check
 from dubbo_py.url import URL
 

@@ -37,14 +37,15 @@ import yaml
 
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance.base import current_millis, effective_weight
+from dubbo_py.errors import RuleError, URLError
 from dubbo_py.invocation import Invocation
 from dubbo_py.router import factory
-from dubbo_py.router.base import Router, RuleError
+from dubbo_py.router.base import Router
 from dubbo_py.router.chain import RouterChain, TraceStep
 from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, RuleBudgetError
 from dubbo_py.router.rule_yaml import yaml_error
 from dubbo_py.router.snapshot import Snapshot
-from dubbo_py.url import URL, URLError, encode_component
+from dubbo_py.url import URL, encode_component
 
 __all__ = [
     "CONFIG_KINDS",

@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 
-from dubbo_py.cluster.aio_strategy import stream_of
+from dubbo_py.cluster.mock import stream_of
 from dubbo_py.config.tls import ClientTLS
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import metadata_from_attachments

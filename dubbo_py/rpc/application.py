@@ -22,15 +22,16 @@ import grpc
 from dubbo_py import __version__
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
-from dubbo_py.cluster.failback import FailbackQueue
+from dubbo_py.cluster.strategies.failback import FailbackQueue
 from dubbo_py.config.model import ApplicationConfig, ProtocolConfig, ReferenceConfig
 from dubbo_py.config.tls import ServerTLS
+from dubbo_py.errors import StoreError
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, consumer_host, provider_hosts
 from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import Store, StoreError
+from dubbo_py.registry.store import Store
 from dubbo_py.rpc import startup
 from dubbo_py.rpc.aio_channel import AsyncClusterChannel
 from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly, ReferenceAssembly

@@ -28,15 +28,16 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from dubbo_py.cluster import configurators
-from dubbo_py.cluster.aio_strategy import async_strategy, failback_async
 from dubbo_py.cluster.budget import RetryBudget
-from dubbo_py.cluster.failback import FailbackQueue
 from dubbo_py.cluster.health_probe import grpc_health_probe
 from dubbo_py.cluster.mock import parse_mock
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
-from dubbo_py.cluster.strategy import ClusterContext, failover, get_strategy
+from dubbo_py.cluster.strategies import async_strategy, get_strategy
+from dubbo_py.cluster.strategies.failback import FailbackQueue, failback_async
+from dubbo_py.cluster.strategies.failover import failover
+from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.options import MethodOptions
 from dubbo_py.registry.cache import NotifyCache
@@ -208,7 +209,7 @@ class ReferenceAssembly(Generic[C]):
             outliers=self.outliers,
             budget=self.budget,
             empty_response=invoker.failsafe_response,
-            extras={"failback_queue": self.failback},
+            failback=self.failback,
         )
 
     def _wire(self, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any]) -> ClusterContext:

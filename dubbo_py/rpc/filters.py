@@ -45,8 +45,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
-from dubbo_py.cluster.aio_strategy import stream_of
-from dubbo_py.cluster.mock import MockSpec, answer_failure
+from dubbo_py.cluster.mock import MockSpec, answer_failure, stream_of
 from dubbo_py.cluster.stats import CallStats
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.invoker import ProviderCall

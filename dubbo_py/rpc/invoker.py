@@ -14,8 +14,8 @@ from typing import Any
 
 import grpc
 
-from dubbo_py.cluster.errors import ProviderUnavailable
 from dubbo_py.config.tls import ClientTLS, use_tls
+from dubbo_py.errors import ProviderUnavailable
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import metadata_from_attachments
 from dubbo_py.rpc.method import InvokerBase, StubMethod

@@ -16,7 +16,7 @@ URL:
     latency climbs, between ``flowcontrol.min`` and ``flowcontrol.max``.
 
 A call over a limit never reaches the servicer: it ends with ``RESOURCE_EXHAUSTED`` and the
-trailing metadata ``dubbo-shed: <limit>`` (:data:`~dubbo_py.cluster.errors.SHED_KEY`). The
+trailing metadata ``dubbo-shed: <limit>`` (:data:`~dubbo_py.cluster.support.outcome.SHED_KEY`). The
 marker tells dubbo-py consumers the call did not run, so they retry it on another provider even
 for a method that is not idempotent, without quarantining this one (see
 ``docs/cluster.md``). The limits are a gRPC server interceptor (:func:`interceptor` for the
@@ -34,7 +34,7 @@ from typing import Any, TypeAlias, cast
 
 import grpc
 
-from dubbo_py.cluster.errors import SHED_KEY
+from dubbo_py.cluster.support.outcome import SHED_KEY
 from dubbo_py.rpc.introspect import service_of_servicer
 from dubbo_py.rpc.service import ServiceOptions, options_of
 

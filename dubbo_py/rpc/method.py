@@ -21,8 +21,8 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import attachments_from_metadata
 from dubbo_py.rpc.triple import TripleCaller
 
-if TYPE_CHECKING:  # cluster.strategy imports ProviderCall from rpc.invoker, which imports this
-    from dubbo_py.cluster.strategy import ClusterContext
+if TYPE_CHECKING:
+    from dubbo_py.cluster.support.context import ClusterContext
 
 __all__ = [
     "BoundMethod",

@@ -20,8 +20,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dubbo_py import __version__
+from dubbo_py.errors import StoreError
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import StoreError
 from dubbo_py.rpc import startup
 from dubbo_py.rpc.dispatch import add_servicers
 from dubbo_py.rpc.introspect import ServiceSpec, service_of_servicer

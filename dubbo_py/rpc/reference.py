@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from dubbo_py.cluster.budget import RetryBudget
-from dubbo_py.cluster.failback import FailbackQueue
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine
-from dubbo_py.cluster.strategy import ClusterContext
+from dubbo_py.cluster.strategies.failback import FailbackQueue
+from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.rpc.aio_channel import AsyncClusterChannel

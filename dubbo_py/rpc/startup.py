@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from dubbo_py.registry.store import StoreError
+from dubbo_py.errors import RegistryUnreachableError
 
 if TYPE_CHECKING:
     from dubbo_py.registry.directory import RegistryDirectory
@@ -43,10 +43,6 @@ log = logging.getLogger("dubbo_py.rpc.application")
 ENV_LOG_LEVEL = "DUBBO_PY_LOG_LEVEL"
 _PACKAGE = "dubbo_py"
 _FORMAT = "dubbo-py %(levelname)s: %(message)s"
-
-
-class RegistryUnreachableError(StoreError):
-    """The registry did not answer when a provider registered (the message says what to do)."""
 
 
 class _Fallback(logging.StreamHandler):  # type: ignore[type-arg]

@@ -20,11 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dubbo_py.cluster.budget import RetryBudget
-from dubbo_py.cluster.errors import ClusterError
 from dubbo_py.cluster.loadbalance import RandomLoadBalance, RoundRobinLoadBalance
+from dubbo_py.cluster.loadbalance.base import LoadBalance
 from dubbo_py.cluster.method_settings import MethodSettings, SettingsTable
 from dubbo_py.cluster.quarantine import Quarantine
-from dubbo_py.cluster.strategy import Balancer, ClusterContext, failover
+from dubbo_py.cluster.strategies.failover import failover
+from dubbo_py.cluster.support.context import ClusterContext
+from dubbo_py.errors import ClusterError
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.chain import BoundChain, RouterChain
 from dubbo_py.router.condition import ConditionRouter, parse_rule
@@ -73,7 +75,7 @@ class Client:
     def __init__(
         self,
         routes: Routes,
-        balancer: Balancer,
+        balancer: LoadBalance,
         *,
         table: SettingsTable | None = None,
         quarantine: Quarantine | None = None,
@@ -128,7 +130,7 @@ class Client:
 class Reference:
     """The failover strategy itself over the same chain, with its own balancer."""
 
-    def __init__(self, routes: Routes, balancer: Balancer) -> None:
+    def __init__(self, routes: Routes, balancer: LoadBalance) -> None:
         self.ctx = ClusterContext(SERVICE, routes, balancer, self._call)
 
     def _call(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
@@ -187,7 +189,7 @@ def test_a_planned_call_reaches_what_failover_reaches(
     chain = bind(tuple(providers), texts, as_set)
     seed = random.randrange(2**32)
 
-    def make() -> Balancer:
+    def make() -> LoadBalance:
         if balancer == "roundrobin":
             return RoundRobinLoadBalance()
         return RandomLoadBalance(random.Random(seed))
@@ -307,7 +309,9 @@ def test_a_swapped_balancer_is_used_by_the_next_call() -> None:
     client.stub.SayHello(hello)
     client.stub.SayHello(hello)
 
-    class Second:
+    class Second(LoadBalance):
+        name = "second"
+
         def select(self, candidates: tuple[URL, ...], invocation: Invocation, **_: Any) -> URL:
             return candidates[1]
 

@@ -17,23 +17,20 @@ import pytest
 from demo import greeter_pb2
 
 from dubbo_py.cluster.budget import RetryBudget
-from dubbo_py.cluster.errors import ClusterError
-from dubbo_py.cluster.failback import FailbackQueue, failback
 from dubbo_py.cluster.loadbalance import get_loadbalance
 from dubbo_py.cluster.method_settings import SettingsTable
-from dubbo_py.cluster.mock import MockSpec, MockSpecError, parse_mock, with_mock
-from dubbo_py.cluster.parallel import broadcast, forking
+from dubbo_py.cluster.mock import Mock, MockSpec, parse_mock
 from dubbo_py.cluster.quarantine import Quarantine
-from dubbo_py.cluster.strategy import (
-    ChainSource,
-    ClusterContext,
-    FixedRoutes,
-    failfast,
-    failover,
-    failsafe,
-    get_strategy,
-)
+from dubbo_py.cluster.strategies import get_strategy
+from dubbo_py.cluster.strategies.broadcast import broadcast
+from dubbo_py.cluster.strategies.failback import FailbackQueue, failback
+from dubbo_py.cluster.strategies.failfast import failfast
+from dubbo_py.cluster.strategies.failover import failover
+from dubbo_py.cluster.strategies.failsafe import failsafe
+from dubbo_py.cluster.strategies.forking import forking
+from dubbo_py.cluster.support.context import ChainSource, ClusterContext, FixedRoutes
 from dubbo_py.config.options import MethodOptions
+from dubbo_py.errors import ClusterError, MockSpecError
 from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.router.chain import BoundChain, RouterChain
 from dubbo_py.router.snapshot import Snapshot
@@ -320,7 +317,7 @@ def test_failback_raises_now_and_retries_in_the_background() -> None:
     ps = urls(1)
     fake = Providers(**{ps[0].host: "down"})
     queue = FailbackQueue(period=0.02, max_attempts=50)
-    ctx = context(fake, ps, extras={"failback_queue": queue})
+    ctx = context(fake, ps, failback=queue)
     try:
         with pytest.raises(ClusterError):
             failback(ctx, call())
@@ -336,7 +333,7 @@ def test_failback_raises_now_and_retries_in_the_background() -> None:
 def test_failback_never_queues_application_errors() -> None:
     ps = urls(1)
     queue = FailbackQueue(period=0.02)
-    ctx = context(Providers(**{ps[0].host: "invalid"}), ps, extras={"failback_queue": queue})
+    ctx = context(Providers(**{ps[0].host: "invalid"}), ps, failback=queue)
     with pytest.raises(FakeRpcError):
         failback(ctx, call())
     assert len(queue) == 0
@@ -347,7 +344,7 @@ def test_failback_queue_is_bounded_and_gives_up() -> None:
     ps = urls(1)
     fake = Providers(**{ps[0].host: "down"})
     queue = FailbackQueue(period=0.05, max_attempts=2, capacity=3)
-    ctx = context(fake, ps, extras={"failback_queue": queue})
+    ctx = context(fake, ps, failback=queue)
     for _ in range(5):
         with pytest.raises(ClusterError):
             failback(ctx, call())
@@ -363,7 +360,7 @@ def test_failback_background_retries_draw_from_the_budget() -> None:
     fake = Providers(**{ps[0].host: "down"})
     queue = FailbackQueue(period=0.01, max_attempts=3)
     budget = RetryBudget(ratio=0, min_retries_per_second=0, ttl=10)
-    ctx = context(fake, ps, budget=budget, extras={"failback_queue": queue})
+    ctx = context(fake, ps, budget=budget, failback=queue)
     with pytest.raises(ClusterError):
         failback(ctx, call())
     wait_until(lambda: queue.abandoned == 1, what="the retry abandoned")
@@ -431,8 +428,7 @@ def test_unknown_strategy_lists_the_known_ones() -> None:
 # ---------------------------------------------------------------------------------- mock
 
 
-def reply_type() -> type[greeter_pb2.HelloReply]:
-    return greeter_pb2.HelloReply
+reply_type = greeter_pb2.HelloReply
 
 
 class GreeterMock:
@@ -444,14 +440,14 @@ class GreeterMock:
 
 def test_force_return_never_calls_a_provider_and_converts_json() -> None:
     fake = Providers()
-    mocked = with_mock(failover, parse_mock('force:return {"message": "busy"}'), reply_type)
+    mocked = Mock(parse_mock('force:return {"message": "busy"}'), reply_type).wrap(failover)
     reply = mocked(context(fake, urls(2)), call())
     assert reply == greeter_pb2.HelloReply(message="busy") and not fake.calls
 
 
 def test_fail_return_answers_call_failures_only() -> None:
     ps = urls(2)
-    mocked = with_mock(failover, parse_mock("fail:return empty"), reply_type)
+    mocked = Mock(parse_mock("fail:return empty"), reply_type).wrap(failover)
     assert mocked(context(Providers(**{p.host: "down" for p in ps}), ps), call()) == (
         greeter_pb2.HelloReply()
     )
@@ -465,16 +461,16 @@ def test_fail_return_answers_call_failures_only() -> None:
 def test_throw_variants_and_mock_classes() -> None:
     ps = urls(1)
     with pytest.raises(ClusterError, match="closed for maintenance") as info:
-        with_mock(failover, parse_mock("force:throw closed for maintenance"), reply_type)(
+        Mock(parse_mock("force:throw closed for maintenance"), reply_type).wrap(failover)(
             context(Providers(), ps), call()
         )
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     down = Providers(**{ps[0].host: "down"})
     with pytest.raises(ClusterError, match="mocked failure"):
-        with_mock(failover, parse_mock("throw"), reply_type)(context(down, ps), call())
+        Mock(parse_mock("throw"), reply_type).wrap(failover)(context(down, ps), call())
     spec = parse_mock("fail:tests.cluster.test_cluster_strategies:GreeterMock")
     assert spec == MockSpec("fail", "class", "tests.cluster.test_cluster_strategies:GreeterMock")
-    assert with_mock(failover, spec, reply_type)(context(down, ps), call()).message == "mocked x"
+    assert Mock(spec, reply_type).wrap(failover)(context(down, ps), call()).message == "mocked x"
 
 
 @pytest.mark.parametrize(
@@ -561,7 +557,7 @@ class DictMock:
 def test_a_mock_class_may_answer_with_a_dict() -> None:
     spec = parse_mock("force:tests.cluster.test_cluster_strategies:DictMock")
     assert spec is not None
-    reply = with_mock(failover, spec, reply_type)(context(Providers(), urls(1)), call())
+    reply = Mock(spec, reply_type).wrap(failover)(context(Providers(), urls(1)), call())
     assert reply == greeter_pb2.HelloReply(message="dict x", shard=2)
 
 
@@ -586,7 +582,7 @@ def test_a_reference_refuses_a_mock_that_cannot_answer(mock: str, message: str) 
 def test_the_asyncio_failover_follows_the_same_rules() -> None:
     import asyncio
 
-    from dubbo_py.cluster.aio_strategy import failover_async
+    from dubbo_py.cluster.strategies.failover import failover_async
 
     ps = urls(4)
     fake = Providers(**{p.host: "down" for p in ps})

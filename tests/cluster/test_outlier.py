@@ -11,12 +11,13 @@ from typing import Any
 import grpc
 import pytest
 
-from dubbo_py.cluster import aio_strategy
-from dubbo_py.cluster.errors import ClusterError
 from dubbo_py.cluster.outlier import OutlierDetector, ejection_limit
-from dubbo_py.cluster.parallel import broadcast, forking
 from dubbo_py.cluster.quarantine import Quarantine
-from dubbo_py.cluster.strategy import failfast, failover
+from dubbo_py.cluster.strategies.broadcast import broadcast, broadcast_async
+from dubbo_py.cluster.strategies.failfast import failfast, failfast_async
+from dubbo_py.cluster.strategies.failover import failover, failover_async
+from dubbo_py.cluster.strategies.forking import forking
+from dubbo_py.errors import ClusterError
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 from tests.cluster.test_cluster_strategies import FakeRpcError, Providers, call, context, urls
@@ -180,9 +181,9 @@ def test_forking_counts_a_fork_that_ends_after_the_call_returned() -> None:
 def test_asyncio_strategies_record_outcomes() -> None:
     async def scenario() -> None:
         for strategy in (
-            aio_strategy.failover_async,
-            aio_strategy.failfast_async,
-            aio_strategy.broadcast_async,
+            failover_async,
+            failfast_async,
+            broadcast_async,
         ):
             fake = Providers(**{"10.0.0.1": "deadline"})
 
@@ -211,7 +212,7 @@ def test_asyncio_strategies_record_outcomes() -> None:
 
 def test_dubbo_yaml_sets_ejection_per_reference_and_names_a_bad_value() -> None:
     from dubbo_py.config.loader import parse_config
-    from dubbo_py.config.model import ConfigError
+    from dubbo_py.errors import ConfigError
 
     text = """
 application: shop

@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dubbo_py.config.loader import load_config, parse_config
-from dubbo_py.config.model import ConfigError, ReferenceConfig
+from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.tls import ClientTLS
+from dubbo_py.errors import ConfigError
 from dubbo_py.rpc.service import ServiceOptions
 
 FULL = """

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dubbo_py.errors import URLError
 from dubbo_py.registry import layout
-from dubbo_py.url import URL, URLError, encode_component
+from dubbo_py.url import URL, encode_component
 
 
 def test_parse_provider_url_fields() -> None:

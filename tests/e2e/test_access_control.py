@@ -89,7 +89,7 @@ def test_unauthenticated_push_is_denied_and_consumers_keep_routing(
 
 @pytest.mark.zookeeper
 def test_providers_registered_with_an_identity_keep_others_out(zk_registry: str) -> None:
-    from dubbo_py.registry.store import StoreError
+    from dubbo_py.errors import StoreError
     from examples.quickstart.provider import make_greeter
 
     with dubbo_py.Application("greeter", zk_registry, auth="provider:pw") as owner:

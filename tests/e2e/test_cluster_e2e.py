@@ -20,9 +20,9 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.cluster.errors import ClusterError
-from dubbo_py.cluster.failback import FailbackQueue
 from dubbo_py.cluster.quarantine import QuarantineEvent
+from dubbo_py.cluster.strategies.failback import FailbackQueue
+from dubbo_py.errors import ClusterError
 from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
 from dubbo_py.rpc.application import Reference
 from dubbo_py.rpc.filters import ConsumerFilters

@@ -8,7 +8,7 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.config.model import ConfigError
+from dubbo_py.errors import ConfigError
 from examples.quickstart.provider import make_greeter
 from tests.e2e.conftest import wait_until
 

@@ -15,7 +15,7 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.registry.store import StoreError
+from dubbo_py.errors import StoreError
 from dubbo_py.url import URL
 from tests.e2e.conftest import wait_until
 

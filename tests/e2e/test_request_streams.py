@@ -19,7 +19,7 @@ import pytest
 from demo import chat_pb2, chat_pb2_grpc
 
 import dubbo_py
-from dubbo_py.cluster.errors import ClusterError
+from dubbo_py.errors import ClusterError
 from dubbo_py.url import URL
 from tests.e2e.conftest import wait_until
 

@@ -11,7 +11,8 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.config.tls import ClientTLS, ServerTLS, TLSConfigError
+from dubbo_py.config.tls import ClientTLS, ServerTLS
+from dubbo_py.errors import TLSConfigError
 from examples.quickstart.provider import make_greeter
 from tests.e2e.conftest import wait_until
 from tests.support.certs import Certs, make_certs

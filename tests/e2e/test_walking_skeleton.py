@@ -9,7 +9,7 @@ from pathlib import Path
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.cluster.errors import ClusterError
+from dubbo_py.errors import ClusterError
 from tests.e2e.conftest import wait_until
 from tests.support.processes import ProviderProcess
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from dubbo_py.errors import StoreError
 from dubbo_py.registry.embedded import EmbeddedStore
-from dubbo_py.registry.store import StoreError
 
 
 def _hold_write_lock(path: Path) -> tuple[sqlite3.Connection, threading.Event]:

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from dubbo_py.errors import BadVersionError, StoreError
 from dubbo_py.registry.embedded import SCHEMA_VERSION, EmbeddedStore
-from dubbo_py.registry.store import BadVersionError, SessionState, StoreError
+from dubbo_py.registry.store import SessionState
 from tests.support.waiting import PATIENCE, Recorder, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from dubbo_py.cluster import configurators
+from dubbo_py.errors import StoreError
 from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import StoreError
 from dubbo_py.url import URL
 from tests.registry.test_directory_startup import SlowStore
 from tests.support.memory_store import MemoryStore

@@ -11,13 +11,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.embedded import EmbeddedStore
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router import factory
-from dubbo_py.router.base import RuleError
 from dubbo_py.router.condition import carriers, routers_from_yaml
 from dubbo_py.url import URL
 from tests.support.waiting import wait_until

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from dubbo_py.registry.store import SessionState, StoreError
+from dubbo_py.errors import StoreError
+from dubbo_py.registry.store import SessionState
 from dubbo_py.registry.zookeeper import ZooKeeperStore
 from tests.support.waiting import Recorder, wait_until
 from tests.support.zookeeper import ZooKeeperServer, expire_session

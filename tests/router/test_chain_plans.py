@@ -9,8 +9,9 @@ from demo import greeter_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import NoProviderError, Router
+from dubbo_py.router.base import Router
 from dubbo_py.router.chain import RouterChain
 from dubbo_py.router.condition import ConditionRouter, parse_rule
 from dubbo_py.router.condition.matcher import invocation_reader, read_invocation

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dubbo_py.errors import NoProviderError, RuleError
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import NoProviderError, Router, RuleError
+from dubbo_py.router.base import Router
 from dubbo_py.router.chain import RouterChain
 from dubbo_py.router.condition import (
     APPLICATION_SCOPE_PRIORITY,

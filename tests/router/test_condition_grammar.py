@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dubbo_py.router.base import RuleError
+from dubbo_py.errors import RuleError
 from dubbo_py.router.condition import parse_rule
 from dubbo_py.router.condition.matcher import glob_match, range_match
 from dubbo_py.router.condition.parser import parse_side

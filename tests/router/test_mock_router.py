@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dubbo_py import URL, Invocation
+from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import MOCK_ATTACHMENT
-from dubbo_py.router.base import NoProviderError
 from dubbo_py.router.chain import RouterChain
 from dubbo_py.router.mock import MockRouter
 from dubbo_py.router.snapshot import Snapshot, iter_bits

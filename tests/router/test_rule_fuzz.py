@@ -22,14 +22,15 @@ from hypothesis import strategies as st
 
 from dubbo_py.cluster.configurators import apply as apply_overrides
 from dubbo_py.cluster.configurators import parse_configurators_yaml
-from dubbo_py.cluster.mock import MockSpecError, parse_mock
+from dubbo_py.cluster.mock import parse_mock
+from dubbo_py.errors import MockSpecError, RuleError, URLError
 from dubbo_py.invocation import Invocation
 from dubbo_py.router import factory
-from dubbo_py.router.base import Router, RuleError
+from dubbo_py.router.base import Router
 from dubbo_py.router.chain import RouterChain
 from dubbo_py.router.script import InlineSandbox, ScriptRouter
 from dubbo_py.router.snapshot import Snapshot
-from dubbo_py.url import URL, URLError, encode_component
+from dubbo_py.url import URL, encode_component
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SERVICE = "demo.Greeter"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dubbo_py.router.base import RuleError
+from dubbo_py.errors import RuleError
 from dubbo_py.router.rule_regex import RegexError, compile_rule_regex
 from dubbo_py.router.tag_rule import parse_tag_rule
 

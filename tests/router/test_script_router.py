@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dubbo_py import URL, Invocation
-from dubbo_py.router.base import NoProviderError, RuleError
+from dubbo_py.errors import NoProviderError, RuleError
 from dubbo_py.router.chain import RouterChain
 from dubbo_py.router.script import (
     InlineSandbox,

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from dubbo_py import URL, Invocation
-from dubbo_py.router.base import RuleError
+from dubbo_py.errors import RuleError
 from dubbo_py.router.script import (
     InlineSandbox,
     ProcessSandbox,

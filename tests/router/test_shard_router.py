@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dubbo_py.errors import NoProviderError, RuleError
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import NoProviderError, RuleError
 from dubbo_py.router.chain import RouterChain
 from dubbo_py.router.shard.plan import plan_split
 from dubbo_py.router.shard.router import BoundShardRouter, ShardRouter

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dubbo_py import URL, Invocation
+from dubbo_py.errors import NoProviderError, RuleError
 from dubbo_py.router.address_pattern import parse_address_pattern
-from dubbo_py.router.base import NoProviderError, RuleError
 from dubbo_py.router.chain import RouterChain
 from dubbo_py.router.snapshot import Snapshot, iter_bits
 from dubbo_py.router.string_match import parse_string_match

@@ -15,12 +15,12 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.cluster.errors import SHED_KEY, ClusterError, is_shed
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.quarantine import Quarantine
-from dubbo_py.cluster.strategy import failover
+from dubbo_py.cluster.strategies.failover import failover
+from dubbo_py.cluster.support.outcome import SHED_KEY, is_shed
 from dubbo_py.config.loader import parse_config
-from dubbo_py.config.model import ConfigError
+from dubbo_py.errors import ClusterError, ConfigError
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.limits import (
     ConcurrencyLimit,

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
+from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.router import factory
-from dubbo_py.router.base import BoundRouter, Router, RuleError
+from dubbo_py.router.base import BoundRouter, Router
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL, decode_component
 

@@ -11,15 +11,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dubbo_py.registry.store import (
-    BadVersionError,
-    Cancel,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    SessionState,
-    StoreError,
-)
+from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
+from dubbo_py.registry.store import Cancel, SessionState
 
 
 @dataclass

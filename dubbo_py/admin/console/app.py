@@ -39,9 +39,8 @@ from dubbo_py.admin.lint import lint_rule
 from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.reflect import ReflectionError
 from dubbo_py.admin.ruleops import Conflict, NotFound
-from dubbo_py.registry.store import StoreError
+from dubbo_py.errors import RuleError, StoreError
 from dubbo_py.router import scenario
-from dubbo_py.router.base import RuleError
 
 __all__ = ["ConsoleState", "create_app"]
 

@@ -5,13 +5,18 @@
     lb = get_loadbalance("roundrobin")
     provider = lb.select(candidates, invocation)
 
-Names: ``random`` (the default), ``roundrobin``, ``leastactive``, ``shortestresponse``,
-``consistenthash``, ``p2c``, ``adaptive``. See ``docs/cluster.md`` for the formulas.
+Names (:data:`BALANCERS`, the one place they live): ``random`` (the default), ``roundrobin``,
+``leastactive``, ``shortestresponse``, ``consistenthash``, ``p2c``, ``adaptive``. See
+``docs/cluster.md`` for the formulas. Every balancer follows the one :class:`LoadBalance`
+protocol: ``select``, and a ``picker`` for call plans (none by default).
 """
 
 from __future__ import annotations
 
-import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from random import Random
+from types import MappingProxyType
 
 from dubbo_py.cluster.loadbalance.adaptive import AdaptiveLoadBalance
 from dubbo_py.cluster.loadbalance.base import (
@@ -31,12 +36,14 @@ from dubbo_py.cluster.loadbalance.shortestresponse import ShortestResponseLoadBa
 from dubbo_py.cluster.stats import CallStats
 
 __all__ = [
+    "BALANCERS",
     "DEFAULT_LOADBALANCE",
     "DEFAULT_WARMUP",
     "DEFAULT_WEIGHT",
     "LOADBALANCE_NAMES",
     "STATS_LOADBALANCES",
     "AdaptiveLoadBalance",
+    "BalancerKind",
     "ConsistentHashLoadBalance",
     "LeastActiveLoadBalance",
     "LoadBalance",
@@ -50,42 +57,53 @@ __all__ = [
     "weight_stable_until",
 ]
 
+
+@dataclass(frozen=True, slots=True)
+class BalancerKind:
+    """One balancer: its Dubbo ``name``, how to ``make`` one (``make(stats, rng)``: each takes
+    what it reads), and whether it ``reads_stats`` (a reference using it records every call)."""
+
+    name: str
+    make: Callable[[CallStats | None, Random | None], LoadBalance]
+    reads_stats: bool = False
+
+
+#: Every balancer by its Dubbo name: the one place the names live (configuration validates
+#: against :data:`LOADBALANCE_NAMES`; :func:`get_loadbalance` builds from here).
+BALANCERS: Mapping[str, BalancerKind] = MappingProxyType(
+    {
+        kind.name: kind
+        for kind in (
+            BalancerKind("random", lambda _stats, rng: RandomLoadBalance(rng)),
+            BalancerKind("roundrobin", lambda _stats, _rng: RoundRobinLoadBalance()),
+            BalancerKind("leastactive", LeastActiveLoadBalance, reads_stats=True),
+            BalancerKind("shortestresponse", ShortestResponseLoadBalance, reads_stats=True),
+            BalancerKind("consistenthash", lambda _stats, _rng: ConsistentHashLoadBalance()),
+            BalancerKind("p2c", P2CLoadBalance, reads_stats=True),
+            BalancerKind("adaptive", AdaptiveLoadBalance, reads_stats=True),
+        )
+    }
+)
 #: The balancer a reference uses when it names none (Dubbo's default).
 DEFAULT_LOADBALANCE = "random"
 #: Every name :func:`get_loadbalance` accepts.
-LOADBALANCE_NAMES = (
-    "random",
-    "roundrobin",
-    "leastactive",
-    "shortestresponse",
-    "consistenthash",
-    "p2c",
-    "adaptive",
-)
+LOADBALANCE_NAMES: tuple[str, ...] = tuple(BALANCERS)
 #: The balancers that read call statistics: a reference using one records every call.
-STATS_LOADBALANCES = frozenset({"leastactive", "shortestresponse", "p2c", "adaptive"})
+STATS_LOADBALANCES = frozenset(kind.name for kind in BALANCERS.values() if kind.reads_stats)
 
 
 def get_loadbalance(
-    name: str, *, stats: CallStats | None = None, rng: random.Random | None = None
+    name: str, *, stats: CallStats | None = None, rng: Random | None = None
 ) -> LoadBalance:
-    """A new balancer called ``name`` (case-insensitive). ``stats`` feeds ``leastactive``,
-    ``shortestresponse``, ``p2c`` and ``adaptive`` (default: the process-wide
-    :func:`default_stats`); ``rng`` drives the random choices (seed it for reproducible
-    tests). Raises :class:`ValueError` listing the valid names for an unknown one."""
+    """A new balancer called ``name`` (case-insensitive). ``stats`` feeds the balancers that
+    read call statistics (``leastactive``, ``shortestresponse``, ``p2c``, ``adaptive``;
+    default: the process-wide :func:`default_stats`); ``rng`` drives the random choices (seed
+    it for reproducible tests). Raises :class:`ValueError` listing the valid names for an
+    unknown one."""
     key = name.strip().lower() if isinstance(name, str) else ""
-    if key == "random":
-        return RandomLoadBalance(rng)
-    if key == "roundrobin":
-        return RoundRobinLoadBalance()
-    if key == "leastactive":
-        return LeastActiveLoadBalance(stats, rng)
-    if key == "shortestresponse":
-        return ShortestResponseLoadBalance(stats, rng)
-    if key == "consistenthash":
-        return ConsistentHashLoadBalance()
-    if key == "p2c":
-        return P2CLoadBalance(stats, rng)
-    if key == "adaptive":
-        return AdaptiveLoadBalance(stats, rng)
-    raise ValueError(f"unknown load balancer {name!r}; valid names: {', '.join(LOADBALANCE_NAMES)}")
+    kind = BALANCERS.get(key)
+    if kind is None:
+        raise ValueError(
+            f"unknown load balancer {name!r}; valid names: {', '.join(LOADBALANCE_NAMES)}"
+        )
+    return kind.make(stats, rng)

@@ -31,7 +31,12 @@ import math
 import random
 
 from dubbo_py.cluster.loadbalance._stats_table import StatsTable, StatsTableCache
-from dubbo_py.cluster.loadbalance.base import IdentityCache, check_candidates, current_millis
+from dubbo_py.cluster.loadbalance.base import (
+    IdentityCache,
+    LoadBalance,
+    check_candidates,
+    current_millis,
+)
 from dubbo_py.cluster.loadbalance.p2c import two_positions, weighted_tie
 from dubbo_py.cluster.stats import CallStats, StatCell, default_stats
 from dubbo_py.invocation import Invocation
@@ -67,7 +72,7 @@ def adaptive_load(cell: StatCell, weight: int, timeout_s: float, now: float) -> 
     return (math.sqrt(ewma) + 1.0) * (inflight + 1) / (success_rate * weight + 1.0)
 
 
-class AdaptiveLoadBalance:
+class AdaptiveLoadBalance(LoadBalance):
     """Dubbo's ``adaptive`` balancer, reading ``stats`` (default: :func:`default_stats`)."""
 
     name = "adaptive"

@@ -72,7 +72,10 @@ _MAX_CLASSES = 8
 class LoadBalance(Protocol):
     """Picks one provider for one call. ``candidates`` is non-empty; pass the same tuple object
     while the candidate set is unchanged so that precomputation is reused. ``now_ms`` (epoch ms)
-    is the clock warmup weights are read against; ``None`` means the wall clock."""
+    is the clock warmup weights are read against; ``None`` means the wall clock.
+
+    A balancer subclasses this protocol, so it inherits :meth:`picker` (none) unless it has
+    one of its own."""
 
     name: str
 
@@ -82,8 +85,14 @@ class LoadBalance(Protocol):
         """The provider this invocation goes to."""
         ...
 
+    def picker(self, candidates: tuple[URL, ...], method: str, now_ms: int) -> Picker | None:
+        """For a call plan (:mod:`dubbo_py.cluster.plan`): see :data:`Picker`. The default,
+        for balancers that read the call or call statistics, is none (the plan then calls
+        :meth:`select`)."""
+        return None
 
-#: What a balancer's optional ``picker(candidates, method, now_ms)`` returns for a call plan:
+
+#: What a balancer's ``picker(candidates, method, now_ms)`` returns for a call plan:
 #: ``(pick, valid_until_ms)``. While ``now_ms < valid_until_ms``, ``pick(now_ms)`` chooses among
 #: those candidates exactly as ``select`` would for a call of ``method`` that carries nothing
 #: else the balancer reads, or returns ``None`` when it cannot (the caller then uses

@@ -33,7 +33,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dubbo_py.cluster.loadbalance.base import IdentityCache, check_candidates, weight_table
+from dubbo_py.cluster.loadbalance.base import (
+    IdentityCache,
+    LoadBalance,
+    check_candidates,
+    weight_table,
+)
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
@@ -120,7 +125,7 @@ class HashRing:
         return self.owners[position]
 
 
-class ConsistentHashLoadBalance:
+class ConsistentHashLoadBalance(LoadBalance):
     """Dubbo's ``consistenthash`` balancer. ``max_rings`` bounds the by-content ring cache."""
 
     name = "consistenthash"

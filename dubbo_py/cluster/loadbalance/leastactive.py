@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 
 from dubbo_py.cluster.loadbalance._level_index import LevelIndexCache
-from dubbo_py.cluster.loadbalance.base import check_candidates, current_millis
+from dubbo_py.cluster.loadbalance.base import LoadBalance, check_candidates, current_millis
 from dubbo_py.cluster.stats import CallStats, StatCell, default_stats
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
@@ -27,7 +27,7 @@ def _active(cell: StatCell) -> int:
     return cell.active
 
 
-class LeastActiveLoadBalance:
+class LeastActiveLoadBalance(LoadBalance):
     """Dubbo's ``leastactive`` balancer, reading ``stats`` (default: :func:`default_stats`)."""
 
     name = "leastactive"

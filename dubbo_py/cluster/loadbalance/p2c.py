@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 
 from dubbo_py.cluster.loadbalance._stats_table import StatsTableCache
-from dubbo_py.cluster.loadbalance.base import check_candidates, current_millis
+from dubbo_py.cluster.loadbalance.base import LoadBalance, check_candidates, current_millis
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
@@ -48,7 +48,7 @@ def weighted_tie(first: int, second: int, w1: int, w2: int, rng: random.Random) 
     return first if rng.randrange(2) == 0 else second
 
 
-class P2CLoadBalance:
+class P2CLoadBalance(LoadBalance):
     """Dubbo's ``p2c`` balancer, reading in-flight counts from ``stats`` (default:
     :func:`default_stats`)."""
 

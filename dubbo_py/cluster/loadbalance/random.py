@@ -21,6 +21,7 @@ import random
 
 from dubbo_py.cluster.loadbalance.base import (
     IdentityCache,
+    LoadBalance,
     Picker,
     WeightTable,
     check_candidates,
@@ -33,7 +34,7 @@ from dubbo_py.url import URL
 __all__ = ["RandomLoadBalance"]
 
 
-class RandomLoadBalance:
+class RandomLoadBalance(LoadBalance):
     """Dubbo's ``random`` balancer. ``rng`` may be seeded for reproducible tests."""
 
     name = "random"

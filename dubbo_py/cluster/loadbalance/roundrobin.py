@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from dubbo_py.cluster.loadbalance.base import (
     IdentityCache,
+    LoadBalance,
     Picker,
     WeightTable,
     check_candidates,
@@ -206,7 +207,7 @@ class _State:
         )
 
 
-class RoundRobinLoadBalance:
+class RoundRobinLoadBalance(LoadBalance):
     """Dubbo's ``roundrobin`` balancer (smooth weighted round robin)."""
 
     name = "roundrobin"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 
 from dubbo_py.cluster.loadbalance._level_index import LevelIndexCache
-from dubbo_py.cluster.loadbalance.base import check_candidates, current_millis
+from dubbo_py.cluster.loadbalance.base import LoadBalance, check_candidates, current_millis
 from dubbo_py.cluster.stats import CallStats, StatCell, default_stats
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
@@ -30,7 +30,7 @@ def _estimate(cell: StatCell) -> int:
     return cell.window_average * (cell.active + 1)
 
 
-class ShortestResponseLoadBalance:
+class ShortestResponseLoadBalance(LoadBalance):
     """Dubbo's ``shortestresponse`` balancer, reading ``stats`` (default:
     :func:`default_stats`)."""
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from dubbo_py.router.base import Router, RuleError
+from dubbo_py.errors import RuleError
+from dubbo_py.router.base import Router
 from dubbo_py.router.condition.parser import parse_rule, parse_side
 from dubbo_py.router.condition.router import (
     ConditionRouter,

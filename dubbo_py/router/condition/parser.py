@@ -24,7 +24,7 @@ from importlib.resources import files
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from dubbo_py.router.base import RuleError
+from dubbo_py.errors import RuleError
 from dubbo_py.router.condition.rule import (
     Clause,
     ConditionRule,

@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 
 import starlark
 
-from dubbo_py.router.base import RuleError
+from dubbo_py.errors import RuleError, URLError
 from dubbo_py.router.rule_yaml import load_rule_document
 from dubbo_py.router.script import engine
 from dubbo_py.router.script.sandbox import SCRIPT, UNAVAILABLE, Sandbox, default_sandbox
-from dubbo_py.url import URL, URLError, decode_component
+from dubbo_py.url import URL, decode_component
 
 __all__ = [
     "DEFAULT_SCRIPT_PRIORITY",

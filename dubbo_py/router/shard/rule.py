@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 import yaml
 
+from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.base import RuleError
 from dubbo_py.router.rule_yaml import yaml_error
 from dubbo_py.router.shard.plan import plan_split
 from dubbo_py.router.shard.schemes import Layout, LayoutError, Scheme, make_layout

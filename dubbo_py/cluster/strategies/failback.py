@@ -1,5 +1,5 @@
 """``failback``: fail now, retry later in the background (for notifications that must get there
-eventually).
+eventually). Blocking and asyncio forms, and the queue of background retries.
 
 The queue is bounded: when it is full, the oldest pending retry is dropped and logged. Only
 failures the cluster would retry anyway are queued (transport failures, and DEADLINE_EXCEEDED of
@@ -11,6 +11,10 @@ Apache Dubbo's ``FailbackClusterInvoker`` returns an empty result to the caller 
 the background; dubbo-py raises the error to the caller at once (the caller learns that the
 call has not happened yet) and retries the same way: every ``period`` seconds, up to
 ``max_attempts`` times.
+
+The asyncio form raises at once too, and hands the call to the queue with the reference's
+*blocking* context for the method: the queue retries on its own thread, with its own channels,
+so retries go on whether or not the event loop still runs.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from typing import Any
 
 import grpc
 
-from dubbo_py.cluster.strategy import ClusterContext, _retryable, failfast
+from dubbo_py.cluster.strategies.failfast import failfast, failfast_async
+from dubbo_py.cluster.support.context import AsyncStrategy, ClusterContext
+from dubbo_py.cluster.support.outcome import retryable
 from dubbo_py.invocation import Invocation
 
-__all__ = ["FailbackQueue", "default_queue", "failback"]
+__all__ = ["FailbackQueue", "default_queue", "failback", "failback_async"]
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +119,7 @@ class FailbackQueue:
                     continue
                 except grpc.RpcError as exc:
                     error = exc
-                    if not _retryable(item.ctx, item.invocation, exc):
+                    if not retryable(exc, item.invocation.method, item.ctx.idempotent):
                         item.attempts = self.max_attempts  # an answer: never replay it
             item.attempts += 1
             if item.attempts >= self.max_attempts:
@@ -136,20 +142,41 @@ _default_queue = FailbackQueue()
 
 
 def default_queue() -> FailbackQueue:
-    """The process-wide queue, for contexts that name none in ``extras["failback_queue"]``."""
+    """The process-wide queue, for contexts that name none in ``failback``."""
     return _default_queue
+
+
+def queue_retry(ctx: ClusterContext, invocation: Invocation, error: grpc.RpcError) -> None:
+    """Queue a failed call for background retries under ``ctx`` (a blocking context) when the
+    failure may be retried: in ``ctx.failback``, else the process-wide queue."""
+    if retryable(error, invocation.method, ctx.idempotent):
+        queue = ctx.failback if ctx.failback is not None else _default_queue
+        queue.submit(ctx, invocation)
 
 
 def failback(ctx: ClusterContext, invocation: Invocation) -> Any:
     """One attempt now; on a retryable failure the error is raised to the caller *and* the call
-    is queued for background retries (the queue in ``ctx.extras["failback_queue"]``, else a
-    process-wide one)."""
+    is queued for background retries (:func:`queue_retry`)."""
     if ctx.budget is not None:
         ctx.budget.deposit()
     try:
         return failfast(ctx, invocation)
     except grpc.RpcError as error:
-        if _retryable(ctx, invocation, error):
-            queue = ctx.extras.get("failback_queue", _default_queue)
-            queue.submit(ctx, invocation)
+        queue_retry(ctx, invocation, error)
         raise
+
+
+def failback_async(blocking: ClusterContext) -> AsyncStrategy:
+    """The asyncio ``failback`` of a method whose blocking context is ``blocking``: one
+    attempt now, awaited; a retryable failure is raised *and* queued, with ``blocking``."""
+
+    async def failback(ctx: ClusterContext, invocation: Invocation) -> Any:
+        if ctx.budget is not None:
+            ctx.budget.deposit()
+        try:
+            return await failfast_async(ctx, invocation)
+        except grpc.RpcError as error:
+            queue_retry(blocking, invocation, error)
+            raise
+
+    return failback

@@ -1,0 +1,127 @@
+"""``failover``, Dubbo's default: on a transport failure, retry on another provider (re-routing
+first), up to ``retries`` times, never on one already tried while others remain; application
+errors are never retried; the retry budget caps retries under a total outage. Blocking and
+asyncio forms.
+
+:func:`first_attempt` is the first attempt of every blocking failover call, whether it comes
+through :func:`failover` or through a call plan (:mod:`dubbo_py.cluster.plan`, run by the
+stub's multicallable): it counts the request in the retry budget, calls the provider and
+records the outcome; on a failure, :func:`continue_failover` goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import monotonic
+from typing import Any
+
+import grpc
+
+from dubbo_py.cluster.support.context import ClusterContext
+from dubbo_py.cluster.support.deadline import Deadline
+from dubbo_py.cluster.support.routing import Attempts, route
+from dubbo_py.invocation import Invocation
+from dubbo_py.url import URL
+
+__all__ = ["continue_failover", "failover", "failover_async", "first_attempt"]
+
+
+def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
+    """Route, pick, and make the first attempt (:func:`first_attempt`)."""
+    settings = ctx.settings[invocation.method]
+    timeout = invocation.timeout
+    if timeout is None:
+        timeout = settings.timeout
+    candidates = route(ctx, invocation, [])
+    quarantine = ctx.quarantine
+    if not settings.sticky and (quarantine is None or not quarantine.addresses):
+        # ctx.pick's common case (nothing quarantined, not sticky, nothing tried yet).
+        provider = ctx.balancer.select(candidates, invocation)
+    else:
+        provider = ctx.pick(invocation, candidates)
+    return first_attempt(
+        ctx, provider, invocation.method, invocation.request, timeout, invocation=invocation
+    )
+
+
+def first_attempt(
+    ctx: ClusterContext,
+    provider: URL,
+    method: str,
+    request: Any,
+    timeout: float | None,
+    *,
+    invocation: Invocation | None = None,
+    direct: Callable[..., Any] | None = None,
+) -> Any:
+    """Failover's first attempt: a call of ``method`` with ``request`` on ``provider``, with
+    ``timeout`` seconds (None: unbounded). Counts the request in the retry budget, calls, and
+    on a success forgets the provider's run of failures; a failure goes on as
+    :func:`continue_failover`.
+
+    ``invocation`` is the call's, when the caller has one (else it is made only when needed:
+    a call plan makes none for a call that succeeds). ``direct`` is the provider's cached
+    multicallable when the provider call is plain (a call plan has it): the call is then
+    ``direct(request, timeout=timeout)``, with no frame of the provider call's own."""
+    budget = ctx.budget
+    if budget is not None:
+        budget.deposit()
+    started = 0.0 if timeout is None else monotonic()
+    try:
+        if direct is not None:
+            try:
+                response = direct(request, timeout=timeout)
+            except ValueError as exc:
+                if "closed channel" not in str(exc):
+                    raise
+                # The provider's channel was closed after this call picked it (it left): the
+                # provider call below makes that a transport failure.
+                direct = None
+        if direct is None:
+            if invocation is None:
+                invocation = Invocation(ctx.service, method, request, timeout=timeout)
+            response = ctx.call(provider, invocation, timeout)
+    except grpc.RpcError as error:
+        # Everything past the first attempt lives apart, off the path of calls that succeed.
+        if invocation is None:
+            invocation = Invocation(ctx.service, method, request, timeout=timeout)
+        deadline = Deadline(None if timeout is None else started + timeout)
+        return continue_failover(ctx, invocation, deadline, provider, error)
+    outliers = ctx.outliers
+    if outliers is not None and outliers.failing:
+        outliers.succeeded(provider.address)
+    return response
+
+
+def continue_failover(
+    ctx: ClusterContext,
+    invocation: Invocation,
+    deadline: Deadline,
+    provider: URL,
+    error: grpc.RpcError,
+) -> Any:
+    """Failover after its first attempt, on ``provider``, failed with ``error`` (the request
+    already counted in the retry budget)."""
+    attempts = Attempts(ctx, invocation, deadline)
+    attempts.failed(provider, error)
+    for provider in attempts:
+        try:
+            response = ctx.call(provider, invocation, attempts.remaining())
+        except grpc.RpcError as retry_error:
+            attempts.failed(provider, retry_error)
+        else:
+            return attempts.answered(provider, response)
+    raise attempts.error() from None
+
+
+async def failover_async(ctx: ClusterContext, invocation: Invocation) -> Any:
+    """:func:`failover`, each provider call awaited."""
+    attempts = Attempts.start(ctx, invocation)
+    for provider in attempts:
+        try:
+            response = await ctx.call(provider, invocation, attempts.remaining())
+        except grpc.RpcError as error:
+            attempts.failed(provider, error)
+        else:
+            return attempts.answered(provider, response)
+    raise attempts.error()
