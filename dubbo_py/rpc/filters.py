@@ -45,7 +45,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
-from dubbo_py.cluster.mock import MockSpec, answer_failure, stream_of
+from dubbo_py.cluster.mock import Mock, MockSpec, stream_of
 from dubbo_py.cluster.stats import CallStats
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.invoker import ProviderCall
@@ -183,72 +183,54 @@ def wrap_attempts(
 # ---------------------------------------------------------------------------- built-in filters
 
 
-#: What :meth:`_Mock.forced` returns when the call is to go ahead.
-PROCEED: Any = object()
+class _Mocking:
+    """A method's mock (:class:`~dubbo_py.cluster.mock.Mock`: spec, response type, whether
+    answers go out as a stream), for either flavour's filter."""
 
-
-class _Mock:
-    """What both flavours of a method's mock know (see :mod:`dubbo_py.cluster.mock`): the spec,
-    the response type, and whether answers go out as a stream."""
-
-    __slots__ = ("response_type", "spec", "streaming")
+    __slots__ = ("mock",)
 
     def __init__(
         self, spec: MockSpec, response_type: type[Message] | None, *, streaming: bool = False
     ) -> None:
-        self.spec = spec
-        self.response_type = response_type
-        self.streaming = streaming
+        self.mock = Mock(spec, response_type, streaming)
 
-    def forced(self, invocation: Invocation) -> Any:
-        """The answer of a ``force:`` mock (the provider is never called), else
-        :data:`PROCEED`."""
-        if self.spec.mode != "force":
-            return PROCEED
-        return self._answer(self.spec.response(invocation, self.response_type))
-
-    def failed(self, invocation: Invocation, error: grpc.RpcError) -> Any:
-        """The answer to a failed call (an application error is raised as it is)."""
-        return self._answer(answer_failure(self.spec, invocation, self.response_type, error))
-
-    def _answer(self, response: Any) -> Any:
-        raise NotImplementedError
+    @property
+    def forced(self) -> bool:
+        """True for a ``force:`` mock: the provider is never called."""
+        return self.mock.spec.mode == "force"
 
 
-class MockFilter(_Mock):
+class MockFilter(_Mocking):
     """A method's ``mock`` option around its blocking call (Dubbo's ``MockClusterInvoker``)."""
 
     __slots__ = ()
 
     def __call__(self, invocation: Invocation, proceed: Call) -> Any:
-        forced = self.forced(invocation)
-        if forced is not PROCEED:
-            return forced
+        if self.forced:
+            return self.mock.answer(invocation)
         try:
             return proceed(invocation)
         except grpc.RpcError as error:
-            return self.failed(invocation, error)
-
-    def _answer(self, response: Any) -> Any:
-        return iter((response,)) if self.streaming else response
+            return self.mock.answer(invocation, error)
 
 
-class AsyncMockFilter(_Mock):
-    """A method's ``mock`` option around its awaited call."""
+class AsyncMockFilter(_Mocking):
+    """A method's ``mock`` option around its awaited call; a stream answer is an async
+    stream."""
 
     __slots__ = ()
 
     async def __call__(self, invocation: Invocation, proceed: AsyncCall) -> Any:
-        forced = self.forced(invocation)
-        if forced is not PROCEED:
-            return forced
+        if self.forced:
+            return self._answer(invocation)
         try:
             return await proceed(invocation)
         except grpc.RpcError as error:
-            return self.failed(invocation, error)
+            return self._answer(invocation, error)
 
-    def _answer(self, response: Any) -> Any:
-        return stream_of([response]) if self.streaming else response
+    def _answer(self, invocation: Invocation, error: grpc.RpcError | None = None) -> Any:
+        answer = self.mock.answer(invocation, error)
+        return stream_of(list(answer)) if self.mock.streaming else answer
 
 
 class _Recording:
