@@ -5,7 +5,7 @@ A consumer is a stack (Finagle's ``Service``/``Filter``, Dubbo's cluster invoker
     stub.Method(request)                      generated stub, unchanged
       -> multicallable                        rpc/channel.py | rpc/aio_channel.py
         -> call filters: mock, then the application's and the reference's (rpc/filters.py)
-          -> cluster strategy (failover ...)  cluster/strategy.py | cluster/aio_strategy.py
+          -> cluster strategy (failover ...)  cluster/strategies/ (both forms, one module each)
              routes with the directory's bound router chain   registry/directory.py
              balances with the reference's balancer           rpc/tuning.py
              -> attempt filters, then call statistics for the balancers that read them
