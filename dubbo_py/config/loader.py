@@ -7,6 +7,7 @@
     protocol: {port: 50051, host: 10.0.0.5, tls: {cert_chain: server.pem, private_key: server.key}}
     services:
       demo.Greeter: {version: 1.0.0, weight: 100, tags: {env: gray}}
+    qos: {port: 22222, accept_foreign_ip: false}
     references:
       demo.Greeter:
         version: 1.0.0
@@ -33,6 +34,7 @@ import yaml
 from dubbo_py.config.model import (
     ApplicationConfig,
     ProtocolConfig,
+    QosConfig,
     ReferenceConfig,
     RegistryConfig,
     method_options,
@@ -308,7 +310,9 @@ def parse_config(
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", exc)
         raise ConfigError("", f"{where}invalid YAML: {problem}", source) from None
-    top = reader.mapping(doc, "", ("application", "registry", "protocol", "services", "references"))
+    top = reader.mapping(
+        doc, "", ("application", "registry", "protocol", "services", "references", "qos")
+    )
     app = top.get("application")
     if isinstance(app, dict):
         app = reader.mapping(app, "application", ("name",)).get("name")
@@ -354,7 +358,17 @@ def parse_config(
         str(k): reader.reference(v, f"references.{k}")
         for k, v in reader.mapping(top.get("references"), "references", None).items()
     }
-    return ApplicationConfig(name, registry, protocol, services, references)
+    qos_raw = reader.mapping(top.get("qos"), "qos", ("port", "accept_foreign_ip"))
+    qos_port = qos_raw.get("port")
+    if qos_port is not None and not 0 <= reader.typed(qos_port, "qos.port", int, int) <= 65535:
+        raise reader.fail("qos.port", f"{qos_port} is not a port (0-65535)")
+    qos = QosConfig(
+        port=None if qos_port is None else reader.typed(qos_port, "qos.port", int, int),
+        accept_foreign_ip=reader.typed(
+            qos_raw.get("accept_foreign_ip", False), "qos.accept_foreign_ip", bool, _boolean
+        ),
+    )
+    return ApplicationConfig(name, registry, protocol, services, references, qos)
 
 
 def load_config(

@@ -18,6 +18,7 @@ __all__ = [
     "ApplicationConfig",
     "MethodOptions",
     "ProtocolConfig",
+    "QosConfig",
     "ReferenceConfig",
     "RegistryConfig",
     "ServiceOptions",
@@ -42,6 +43,25 @@ class ProtocolConfig:
     host: str | None = None
     bind_host: str | None = None
     tls: ServerTLS | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QosConfig:
+    """The application's QoS port (``/metrics``, probes, ``offline``/``online``, ``/ls``)."""
+
+    #: None: off; 0: any free port.
+    port: int | None = None
+    #: Listen on every interface instead of 127.0.0.1 (Dubbo's ``qos.accept.foreign.ip``).
+    accept_foreign_ip: bool = False
+
+    def __post_init__(self) -> None:
+        if self.port is not None and not 0 <= self.port <= 65535:
+            raise ConfigError("qos.port", f"{self.port} is not a port (0-65535)")
+
+    @property
+    def host(self) -> str:
+        """The interface the QoS port binds."""
+        return "0.0.0.0" if self.accept_foreign_ip else "127.0.0.1"
 
 
 def method_options(
@@ -170,3 +190,5 @@ class ApplicationConfig:
     services: Mapping[str, ServiceOptions] = field(default_factory=dict)
     #: Consumer options by service name.
     references: Mapping[str, ReferenceConfig] = field(default_factory=dict)
+    #: The QoS port (``qos:`` section).
+    qos: QosConfig = QosConfig()

@@ -408,3 +408,8 @@ class RegistryDirectory:
     def rule_errors(self) -> dict[str, str]:
         """Rules currently refused (source -> reason); the last good ones stay in force."""
         return dict(self._rulebook.errors)
+
+    @property
+    def rules_in_force(self) -> dict[str, tuple[str, float]]:
+        """Rule sources in force: (version digest of the rule's text, when it was applied)."""
+        return self._rulebook.in_force()

@@ -15,8 +15,10 @@ counts such switch-offs per source for metrics.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
@@ -25,7 +27,7 @@ from dubbo_py.router.base import Router
 from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, budget_clock, elapsed_check
 from dubbo_py.url import URL
 
-__all__ = ["DocumentCompiler", "RuleBook", "SwitchingOffRouter", "UrlCompiler"]
+__all__ = ["DocumentCompiler", "RuleBook", "SwitchingOffRouter", "UrlCompiler", "rule_version"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,13 @@ class SwitchingOffRouter(Protocol):
     def on_switch_off(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(reason)`` (at most once) when this router should be switched off."""
         ...
+
+
+def rule_version(payload: object) -> str:
+    """A rule's version as every process that reads it sees it: the first 12 hex digits of the
+    SHA-256 of its text (a router URL's encoded form)."""
+    text = payload.encode() if isinstance(payload, URL) else str(payload)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
 class RuleBook:
@@ -71,6 +80,17 @@ class RuleBook:
         #: Rules switched off while in force (over budget when bound, a script over its time
         #: budget call after call), per source, since this rule book was made.
         self.revocations: dict[str, int] = {}
+        #: When each source's current routers were applied (epoch seconds).
+        self._applied_at: dict[str, float] = {}
+
+    def in_force(self) -> dict[str, tuple[str, float]]:
+        """Each rule source in force: the version of its text (a short digest, the same on
+        every process that reads the same rule) and when this process applied it (epoch s)."""
+        with self._lock:
+            return {
+                source: (rule_version(payload), self._applied_at.get(source, 0.0))
+                for source, (payload, _) in self._by_source.items()
+            }
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Be called (from any thread) after a revocation changed the routers."""
@@ -131,6 +151,7 @@ class RuleBook:
             if current is not None:
                 self._previous[source] = current
             self._by_source[source] = (payload, routers)
+            self._applied_at[source] = time.time()
             self.errors.pop(source, None)
         for router in routers:
             if isinstance(router, SwitchingOffRouter):
@@ -155,6 +176,7 @@ class RuleBook:
             previous = self._previous.pop(found, None)
             if previous is not None and previous[0] != payload:
                 self._by_source[found] = previous
+                self._applied_at[found] = time.time()
                 kept = "previous rules stay in force"
             else:
                 del self._by_source[found]

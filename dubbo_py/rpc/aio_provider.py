@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from grpc_health.v1 import health, health_pb2
 
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc.limits import aio_interceptor
-from dubbo_py.rpc.provider import ExportPlan, health_names, register_all
+from dubbo_py.rpc.provider import ExportPlan, health_names, register_all, unregister_all
 from dubbo_py.url import URL
 
 __all__ = ["AsyncExportedServer", "export_async"]
@@ -36,11 +37,28 @@ class AsyncExportedServer:
     port: int
     host: str
     unregister_wait: float = 0.5
+    #: Taken out of the registry by :meth:`offline` (still serving).
+    is_offline: bool = False
 
     @property
     def address(self) -> str:
         """``host:port`` consumers use."""
         return f"{self.host}:{self.port}"
+
+    def offline(self, urls: Sequence[URL] | None = None) -> list[URL]:
+        """Unregister ``urls`` (default: all) and keep serving (blocking: call it from a
+        thread, as the QoS port does)."""
+        chosen = list(self.urls if urls is None else urls)
+        unregister_all(self.registry, chosen)
+        self.is_offline = True
+        return chosen
+
+    def online(self, urls: Sequence[URL] | None = None) -> list[URL]:
+        """Register ``urls`` (default: all) again after :meth:`offline` (blocking)."""
+        chosen = list(self.urls if urls is None else urls)
+        register_all(self.registry, chosen)
+        self.is_offline = False
+        return chosen
 
     async def stop(self, grace: float = 5.0) -> None:
         """Unregister, wait for consumers to notice, then drain in-flight calls."""
@@ -55,11 +73,18 @@ class AsyncExportedServer:
         await self.server.stop(grace)
 
 
-async def export_async(plan: ExportPlan, registry: Registry | None) -> AsyncExportedServer:
+async def export_async(
+    plan: ExportPlan,
+    registry: Registry | None,
+    *,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> AsyncExportedServer:
     """Serve ``plan``'s async servicers on one ``grpc.aio`` server and register their provider
-    URLs (the asyncio flavour of :func:`~dubbo_py.rpc.provider.export`)."""
+    URLs (the asyncio flavour of :func:`~dubbo_py.rpc.provider.export`); ``interceptors`` run
+    in order, outermost first, before the overload limits."""
     shedder = aio_interceptor(plan.guards())
-    server = grpc.aio.server(interceptors=[shedder] if shedder is not None else None)
+    chain = [*interceptors, *([shedder] if shedder is not None else [])]
+    server = grpc.aio.server(interceptors=chain or None)
     health_servicer = health.aio.HealthServicer()
     bound = plan.bind(server, health_servicer)
     await server.start()

@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -26,6 +26,9 @@ from dubbo_py.cluster.strategies.failback import FailbackQueue
 from dubbo_py.config.model import ApplicationConfig, ProtocolConfig, ReferenceConfig
 from dubbo_py.config.tls import ServerTLS
 from dubbo_py.errors import StoreError
+from dubbo_py.qos import tracing
+from dubbo_py.qos.metrics import Metrics
+from dubbo_py.qos.provider import AsyncProviderObserver, ProviderObserver
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, consumer_host, provider_hosts
@@ -38,6 +41,12 @@ from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly, ReferenceAsse
 from dubbo_py.rpc.channel import ClusterChannel
 from dubbo_py.rpc.filters import ConsumerFilters
 from dubbo_py.rpc.introspect import service_of_stub
+from dubbo_py.rpc.observability import (
+    QOS_PORT_KEY,
+    ApplicationQos,
+    provider_labels,
+    qos_settings,
+)
 from dubbo_py.rpc.provider import ExportedServer, ExportPlan, export
 from dubbo_py.rpc.reference import Reference
 from dubbo_py.rpc.shared_channels import SharedChannels
@@ -52,6 +61,7 @@ log = logging.getLogger(__name__)
 
 S = TypeVar("S")
 A = TypeVar("A", bound=ReferenceAssembly[Any])
+_O = TypeVar("_O")
 
 ENV_AUTH = "DUBBO_PY_REGISTRY_AUTH"
 
@@ -95,6 +105,12 @@ class Application:
     ``$DUBBO_PY_REGISTRY`` or the embedded registry in the user's data directory. ``auth``
     (``user:password``, or ``$DUBBO_PY_REGISTRY_AUTH``) is the ZooKeeper digest identity the
     application registers its providers and consumers under (protected: only it may change them).
+
+    ``qos_port`` (else the file's ``qos.port``, else ``$DUBBO_PY_QOS_PORT``; 0 any free port;
+    off when none is set) opens the QoS HTTP port: ``/metrics``, ``/live``, ``/ready``,
+    ``/startup``, ``/offline``, ``/online``, ``/ls`` (docs/observability.md), on 127.0.0.1
+    unless ``qos_accept_foreign_ip``. Registered URLs then carry ``qos.port``. ``metrics``
+    records Dubbo's call metrics (default: when the QoS port is on).
     """
 
     def __init__(
@@ -107,6 +123,9 @@ class Application:
         auth: str | None = None,
         config: ApplicationConfig | None = None,
         filters: ConsumerFilters | None = None,
+        qos_port: int | None = None,
+        qos_accept_foreign_ip: bool | None = None,
+        metrics: bool | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
@@ -136,6 +155,17 @@ class Application:
         #: Wrappers around every reference's calls, outside each reference's own (see
         #: :mod:`dubbo_py.rpc.filters`); set it before building references.
         self.filters = filters or ConsumerFilters()
+        self._async_servers: list[AsyncExportedServer] = []
+        qos = qos_settings(qos_port, qos_accept_foreign_ip, config.qos if config else None)
+        #: Call metrics (Dubbo's names; see docs/observability.md): recorded when the QoS port
+        #: is on or ``metrics=True``; None when off, and then calls pay nothing for them.
+        self.metrics: Metrics | None = (
+            Metrics(name) if (metrics if metrics is not None else qos.port is not None) else None
+        )
+        #: The QoS port's endpoints (None when the port is off).
+        self.qos: ApplicationQos | None = None
+        if qos.port is not None:
+            self.qos = ApplicationQos(self, self.metrics or Metrics(name), qos)
 
     @classmethod
     def from_config(
@@ -196,6 +226,7 @@ class Application:
         unregister_wait: float = 0.5,
         tls: ServerTLS | None = None,
         reflection: bool | None = None,
+        interceptors: Sequence[grpc.ServerInterceptor] = (),
     ) -> ExportedServer:
         """Serve ``servicers`` on a new gRPC server and register them; returns at once.
 
@@ -208,22 +239,63 @@ class Application:
         given comes from the application's configuration file (``protocol``, and
         ``services.<name>`` for each service's options). ``reflection`` serves gRPC server
         reflection (default: on unless ``$DUBBO_PY_REFLECTION`` is ``false``), which
-        ``dubbo-py call`` and the console read request types from.
+        ``dubbo-py call`` and the console read request types from. ``interceptors`` are gRPC server
+        interceptors, run in order around every call (inside dubbo-py's metrics and tracing,
+        outside its overload limits).
         """
         listen = self._listen(port, host, bind_host, tls)
+        plan = self._export_plan(servicers, listen, credentials, reflection)
+        observers = self._observers(plan, ProviderObserver)
         try:
             exported = export(
-                self._export_plan(servicers, listen, credentials, reflection),
+                plan,
                 self.provider_registry,
                 max_workers=max_workers,
+                interceptors=[*observers, *interceptors],
             )
         except OSError as exc:
             raise _bind_error(exc, listen) from exc
         exported.unregister_wait = unregister_wait
         with self._lock:
             self._servers.append(exported)
-        startup.provider_ready(self.name, exported.address, exported.urls, self._registry_name())
+        self._provider_ready(exported.address, exported.urls)
         return exported
+
+    def _provider_ready(self, address: str, urls: list[URL]) -> None:
+        if self.qos is not None:
+            self.qos.mark_started()
+        qos = self.qos.server.address if self.qos is not None else None
+        startup.provider_ready(self.name, address, urls, self._registry_name(), qos)
+
+    def _qos_parameters(self) -> dict[str, str] | None:
+        return None if self.qos is None else {QOS_PORT_KEY: str(self.qos.port)}
+
+    def _observers(
+        self,
+        plan: ExportPlan,
+        kind: Callable[[Metrics, Mapping[str, tuple[str, str]]], _O],
+    ) -> list[_O]:
+        """The metrics-and-tracing interceptor (when metrics are on or a tracer is set up)."""
+        if self.metrics is None and not tracing.enabled():
+            return []
+        labels = provider_labels(plan.servicers, plan.service_options)
+        return [kind(self.metrics or Metrics(self.name), labels)]
+
+    @property
+    def servers(self) -> tuple[ExportedServer | AsyncExportedServer, ...]:
+        """Every server this application started (both flavours)."""
+        with self._lock:
+            return (*self._servers, *self._async_servers)
+
+    @property
+    def registry_name(self) -> str:
+        """The registry address as configured ("" for direct calls)."""
+        return self._registry_name()
+
+    def registry_connected(self) -> bool | None:
+        """Whether the registry session is connected (None before it is opened, or direct)."""
+        registry = self._registry
+        return None if registry is None else bool(registry.connected)
 
     def _export_plan(
         self,
@@ -241,6 +313,7 @@ class Application:
             port=listen.port,
             bind_host=listen.bind_host,
             credentials=listen.tls.credentials() if listen.tls else credentials,
+            url_parameters=self._qos_parameters(),
             service_options=self.config.services if self.config else None,
             reflection=reflection,
         )
@@ -318,6 +391,7 @@ class Application:
         credentials: grpc.ServerCredentials | None = None,
         unregister_wait: float = 0.5,
         tls: ServerTLS | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> AsyncExportedServer:
         """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
         ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
@@ -325,23 +399,27 @@ class Application:
 
         listen = await asyncio.to_thread(self._listen, port, host, bind_host, tls)
         registry = await asyncio.to_thread(lambda: self.provider_registry)
+        plan = self._export_plan(servicers, listen, credentials)
+        observers = self._observers(plan, AsyncProviderObserver)
         try:
             exported = await export_async(
-                self._export_plan(servicers, listen, credentials), registry
+                plan, registry, interceptors=[*observers, *interceptors]
             )
         except OSError as exc:
             raise _bind_error(exc, listen) from exc
         exported.unregister_wait = unregister_wait
-        startup.provider_ready(self.name, exported.address, exported.urls, self._registry_name())
+        with self._lock:
+            self._async_servers.append(exported)
+        self._provider_ready(exported.address, exported.urls)
         return exported
 
     async def serve_async(
-        self, *servicers: object, port: int | None = None, grace: float = 5.0
+        self, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
     ) -> None:
         """Serve async servicers until the task is cancelled, then shut down gracefully
-        (logging as :meth:`serve` does)."""
+        (logging as :meth:`serve` does); ``options`` are :meth:`start_async`'s."""
         startup.ensure_logging()
-        exported = await self.start_async(*servicers, port=port)
+        exported = await self.start_async(*servicers, port=port, **options)
         try:
             await asyncio.Event().wait()
         finally:
@@ -523,6 +601,9 @@ class Application:
         ref = Reference(stub, service, consumer, directory, channel, assembly)
         with self._lock:
             self._references.append(ref)
+        if self.qos is not None:
+            self.qos.watch_reference(ref)
+            self.qos.mark_started()
         return ref
 
     def _budget_for(self, service: str) -> RetryBudget:
@@ -555,6 +636,7 @@ class Application:
         }
         if retries is not None:
             params["retries"] = str(retries)
+        params.update(self._qos_parameters() or {})
         if version:
             params["version"] = version
         if group:
@@ -596,6 +678,8 @@ class Application:
         self.channels.close()
         for server in servers:
             server.stop(grace=1.0)
+        if self.qos is not None:
+            self.qos.close()
         if self._registry is not None:
             for url in consumers:
                 with contextlib.suppress(StoreError):

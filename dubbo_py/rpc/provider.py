@@ -40,6 +40,7 @@ __all__ = [
     "provider_url",
     "provider_urls",
     "register_all",
+    "unregister_all",
 ]
 
 log = logging.getLogger(__name__)
@@ -90,11 +91,31 @@ class ExportedServer:
     host: str
     unregister_wait: float = 0.5
     _stopped: threading.Event = field(default_factory=threading.Event)
+    #: Taken out of the registry by :meth:`offline` (still serving).
+    is_offline: bool = False
 
     @property
     def address(self) -> str:
         """``host:port`` consumers use."""
         return f"{self.host}:{self.port}"
+
+    def offline(self, urls: Sequence[URL] | None = None) -> list[URL]:
+        """Unregister ``urls`` (default: all of this server's) and keep serving, so consumers
+        stop sending within their notify latency while calls in flight finish (Dubbo's QoS
+        ``offline``); returns the URLs taken out."""
+        chosen = list(self.urls if urls is None else urls)
+        if not self._stopped.is_set():
+            unregister_all(self.registry, chosen)
+        self.is_offline = True
+        return chosen
+
+    def online(self, urls: Sequence[URL] | None = None) -> list[URL]:
+        """Register ``urls`` (default: all of this server's) again after :meth:`offline`."""
+        chosen = list(self.urls if urls is None else urls)
+        if not self._stopped.is_set():
+            register_all(self.registry, chosen)
+        self.is_offline = False
+        return chosen
 
     def stop(self, grace: float = 5.0) -> None:
         """Unregister, wait for consumers to notice, then drain in-flight calls for ``grace`` s."""
@@ -175,16 +196,18 @@ def export(
     *,
     max_workers: int = 32,
     options: Sequence[tuple[str, object]] = (),
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
 ) -> ExportedServer:
     """Serve ``plan``'s servicers on one gRPC server and register one provider URL per
     service (``registry`` None: register nothing); the plan says whether to serve gRPC server
-    reflection."""
+    reflection. ``interceptors`` run in order, outermost first, before the overload limits."""
     # Overload limits are an interceptor, there only when some service has one.
     shedder = interceptor(plan.guards())
+    chain = [*interceptors, *([shedder] if shedder is not None else [])]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dubbo-provider"),
         options=list(options),
-        interceptors=[shedder] if shedder is not None else None,
+        interceptors=chain or None,
     )
     health_servicer = health.HealthServicer()
     bound = plan.bind(server, health_servicer)
@@ -265,6 +288,13 @@ def provider_urls(
             )
         )
     return urls
+
+
+def unregister_all(registry: Registry | None, urls: Sequence[URL]) -> None:
+    """Unregister provider URLs (no-op without a registry)."""
+    if registry is not None:
+        for url in urls:
+            registry.unregister(url)
 
 
 def register_all(registry: Registry | None, urls: Sequence[URL]) -> None:

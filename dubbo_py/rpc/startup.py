@@ -84,10 +84,15 @@ def _service(url: URL) -> str:
     return url.service_key
 
 
-def provider_ready(application: str, address: str, urls: Sequence[URL], registry: str) -> None:
-    """``greeter: serving hello.Greeter:1.0.0 on 127.0.0.1:50051 (registered in ...)``."""
+def provider_ready(
+    application: str, address: str, urls: Sequence[URL], registry: str, qos: str | None = None
+) -> None:
+    """``greeter: serving hello.Greeter:1.0.0 on 127.0.0.1:50051 (registered in ...; QoS on
+    127.0.0.1:22222)``."""
     services = ", ".join(_service(u) for u in urls)
     where = f"registered in {registry}" if registry else "no registry"
+    if qos:
+        where += f"; QoS on {qos}"
     log.info("%s: serving %s on %s (%s)", application, services, address, where)
 
 
