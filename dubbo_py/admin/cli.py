@@ -24,6 +24,7 @@ from dubbo_py.admin.route_commands import route_group
 from dubbo_py.admin.rule_commands import rules_group
 from dubbo_py.admin.service_commands import consumers, providers, services
 from dubbo_py.admin.shard_commands import shard
+from dubbo_py.admin.top import top
 from dubbo_py.registry.address import ENV_REGISTRY
 
 __all__ = ["cli", "main"]
@@ -92,6 +93,7 @@ cli.add_command(registry_group)
 cli.add_command(acl_group)
 cli.add_command(call)
 cli.add_command(console_command)
+cli.add_command(top)
 
 # The shard tools (dubbo_py/admin/shard_commands.py, written on its own branch).
 cli.add_command(shard)

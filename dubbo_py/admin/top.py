@@ -1,0 +1,340 @@
+"""``dubbo-py top [SERVICE]``: a live view of the applications found in the registry, read from
+their QoS ports (the ``qos.port`` their registered URLs carry).
+
+Per provider: calls, calls/s, error rate, p50/p99, how many consumers hold it in quarantine,
+its weight. Per consumer: the same figures for what it calls, its providers, and the rule
+versions in force on it. ``--once`` prints one view (rates over ``--interval`` seconds);
+``--json`` prints it for scripts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+
+from dubbo_py.admin.common import (
+    CONTEXT_SETTINGS,
+    AdminError,
+    console,
+    emit_json,
+    env_of,
+    json_option,
+)
+from dubbo_py.qos.client import MethodCounts, QosReading, QosUnreachableError, read_qos
+from dubbo_py.registry import layout
+from dubbo_py.registry.registry import Registry
+from dubbo_py.url import URL
+
+__all__ = ["Endpoint", "discover", "top", "view"]
+
+QOS_PORT_KEY = "qos.port"
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """An application's QoS port as the registry tells it."""
+
+    application: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the QoS port."""
+        return f"{self.host}:{self.port}"
+
+
+def discover(registry: Registry, service: str | None) -> tuple[list[Endpoint], dict[str, URL]]:
+    """The QoS endpoints of every application registered for ``service`` (or any service),
+    and the provider URLs by address (for weights)."""
+    endpoints: dict[tuple[str, int], Endpoint] = {}
+    providers: dict[str, URL] = {}
+    for name in registry.services():
+        if service is not None and name != service:
+            continue
+        for category in (layout.PROVIDERS, layout.CONSUMERS):
+            for url in registry.lookup(name, category):
+                if category == layout.PROVIDERS:
+                    providers[f"{url.service_key}@{url.address}"] = url
+                port = url.get_int(QOS_PORT_KEY, 0)
+                if port > 0:
+                    endpoint = Endpoint(url.get_str("application"), url.host, port)
+                    endpoints.setdefault((url.host, port), endpoint)
+    return sorted(endpoints.values(), key=lambda e: (e.application, e.address)), providers
+
+
+def _read(endpoint: Endpoint) -> QosReading:
+    """Read the endpoint at its registered host, else on loopback (the QoS port listens on
+    127.0.0.1 unless the application accepts foreign addresses) when the application there is
+    the one registered."""
+    try:
+        return read_qos(endpoint.address)
+    except QosUnreachableError:
+        if endpoint.host == LOOPBACK:
+            raise
+        reading = read_qos(f"{LOOPBACK}:{endpoint.port}")
+        if reading.application != endpoint.application:
+            raise
+        return reading
+
+
+def read_all(endpoints: Iterable[Endpoint]) -> tuple[list[QosReading], list[dict[str, str]]]:
+    """Read every endpoint at once; those that do not answer are listed with the reason."""
+    chosen = list(endpoints)
+    readings: list[QosReading] = []
+    failures: list[dict[str, str]] = []
+    if not chosen:
+        return readings, failures
+    with ThreadPoolExecutor(max_workers=min(16, len(chosen))) as pool:
+        results = list(pool.map(_try_read, chosen))
+    for endpoint, result in zip(chosen, results, strict=True):
+        if isinstance(result, QosReading):
+            readings.append(result)
+        else:
+            failures.append(
+                {"application": endpoint.application, "qos": endpoint.address, "error": result}
+            )
+    return readings, failures
+
+
+def _try_read(endpoint: Endpoint) -> QosReading | str:
+    try:
+        return _read(endpoint)
+    except QosUnreachableError as exc:
+        return str(exc)
+
+
+def _figures(now: MethodCounts, before: MethodCounts | None, elapsed: float) -> dict[str, Any]:
+    calls = now.total - (before.total if before else 0.0)
+    failed = now.failed - (before.failed if before else 0.0)
+    # With no calls in the window, the error rate is the one over the process's life.
+    rate_of = (failed / calls) if calls > 0 else (now.failed / now.total if now.total else 0.0)
+    return {
+        "interface": now.interface,
+        "method": now.method,
+        "version": now.version,
+        "group": now.group,
+        "requests_total": int(now.total),
+        "succeed_total": int(now.succeed),
+        "failed_total": int(now.failed),
+        "processing": int(now.processing),
+        "calls_per_second": round(calls / elapsed, 2) if before is not None and elapsed else None,
+        "error_rate": round(rate_of, 4),
+        "p50_ms": round(now.p50_ms, 3),
+        "p99_ms": round(now.p99_ms, 3),
+    }
+
+
+def _provider_row(
+    row: dict[str, Any],
+    exported: dict[str, Any],
+    providers: dict[str, URL],
+    quarantined_by: dict[str, list[str]],
+) -> dict[str, Any]:
+    address = str(exported.get("address", ""))
+    url = providers.get(f"{exported.get('service', '')}@{address}")
+    row["address"] = address
+    row["registered"] = bool(exported.get("registered", False))
+    row["weight"] = url.get_int("weight", 100) if url is not None else None
+    row["quarantined_by"] = sorted(quarantined_by.get(address, []))
+    return row
+
+
+def view(
+    readings: list[QosReading],
+    previous: dict[str, QosReading],
+    elapsed: float,
+    providers: dict[str, URL],
+    service: str | None,
+) -> dict[str, Any]:
+    """The rows of one view (what ``--json`` prints)."""
+    quarantined_by: dict[str, list[str]] = {}
+    for reading in readings:
+        for consumed in reading.listing.get("consumed", []):
+            for address in consumed.get("quarantined", []):
+                quarantined_by.setdefault(address, []).append(reading.application)
+    provider_rows: list[dict[str, Any]] = []
+    consumer_rows: list[dict[str, Any]] = []
+    for reading in readings:
+        before = previous.get(reading.address)
+        old = {m.key: m for m in before.methods} if before else {}
+        provided = {
+            (p.get("interface"), p.get("version", ""), p.get("group", "")): p
+            for p in reading.listing.get("provided", [])
+        }
+        consumed = {
+            (c.get("interface"), c.get("version", ""), c.get("group", "")): c
+            for c in reading.listing.get("consumed", [])
+        }
+        for method in reading.methods:
+            if service is not None and method.interface != service:
+                continue
+            figures = _figures(method, old.get(method.key), elapsed if before else 0.0)
+            row = {"application": reading.application, "qos": reading.address, **figures}
+            where = (method.interface, method.version, method.group)
+            if method.side == "provider":
+                exported: dict[str, Any] = provided.get(where) or next(
+                    (p for p in provided.values() if p.get("interface") == method.interface), {}
+                )
+                provider_rows.append(_provider_row(row, exported, providers, quarantined_by))
+            else:
+                reference = consumed.get(where, {})
+                row["providers"] = [p.get("address") for p in reference.get("providers", [])]
+                row["quarantined"] = list(reference.get("quarantined", []))
+                row["rules"] = [
+                    {k: r.get(k) for k in ("key", "version", "applied_at")}
+                    for r in reference.get("rules", [])
+                ]
+                consumer_rows.append(row)
+        counted = {(m.interface, m.version, m.group) for m in reading.methods}
+        for where, exported in provided.items():
+            if where in counted or (service is not None and where[0] != service):
+                continue
+            # A provider nobody called yet: shown, with nothing counted.
+            idle = MethodCounts("provider", str(where[0]), "", where[2], where[1])
+            row = {"application": reading.application, "qos": reading.address}
+            row.update(_figures(idle, None, 0.0))
+            provider_rows.append(_provider_row(row, exported, providers, quarantined_by))
+    order = ("application", "interface", "method", "qos")
+    return {
+        "providers": sorted(provider_rows, key=lambda r: tuple(str(r[k]) for k in order)),
+        "consumers": sorted(consumer_rows, key=lambda r: tuple(str(r[k]) for k in order)),
+    }
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f}" if value >= 1 else f"{value:.2f}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def render(rows: dict[str, Any], failures: list[dict[str, str]]) -> Group:
+    """The rich tables of one view."""
+    providers = Table(title="providers", title_justify="left", show_edge=False, pad_edge=False)
+    for column in (
+        "APPLICATION",
+        "ADDRESS",
+        "SERVICE",
+        "METHOD",
+        "CALLS",
+        "CALLS/S",
+        "ERR%",
+        "P50 ms",
+        "P99 ms",
+        "QUARANTINED BY",
+        "WEIGHT",
+    ):
+        providers.add_column(column, overflow="fold")
+    for r in rows["providers"]:
+        service = f"{r['interface']}:{r['version']}" if r["version"] else r["interface"]
+        address = r["address"] if r["registered"] else f"{r['address']} (offline)"
+        providers.add_row(
+            r["application"], address, service, r["method"], str(r["requests_total"]),
+            _rate(r["calls_per_second"]), f"{100 * r['error_rate']:.1f}", _ms(r["p50_ms"]),
+            _ms(r["p99_ms"]), ", ".join(r["quarantined_by"]) or "-",
+            "-" if r["weight"] is None else str(r["weight"]),
+        )  # fmt: skip
+    consumers = Table(title="consumers", title_justify="left", show_edge=False, pad_edge=False)
+    for column in (
+        "APPLICATION",
+        "SERVICE",
+        "METHOD",
+        "CALLS",
+        "CALLS/S",
+        "ERR%",
+        "P50 ms",
+        "P99 ms",
+        "PROVIDERS",
+        "RULES (key@version)",
+    ):
+        consumers.add_column(column, overflow="fold")
+    for r in rows["consumers"]:
+        service = f"{r['interface']}:{r['version']}" if r["version"] else r["interface"]
+        rules = ", ".join(f"{x['key']}@{x['version']}" for x in r["rules"]) or "-"
+        consumers.add_row(
+            r["application"], service, r["method"], str(r["requests_total"]),
+            _rate(r["calls_per_second"]), f"{100 * r['error_rate']:.1f}", _ms(r["p50_ms"]),
+            _ms(r["p99_ms"]), str(len(r["providers"])), rules,
+        )  # fmt: skip
+    parts: list[Any] = [providers, consumers]
+    for failure in failures:
+        parts.append(f"[yellow]unreachable[/] {failure['application']}: {failure['error']}")
+    return Group(*parts)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("service", required=False)
+@click.option("--once", is_flag=True, help="Print one view and exit (rates over --interval).")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=1.0,
+    show_default=True,
+    help="Seconds between reads (the window calls/s is measured over).",
+)
+@json_option
+def top(service: str | None, once: bool, interval: float) -> None:
+    """Live calls/s, error rate, p50/p99 per provider and consumer, from their QoS ports.
+
+    Applications are found in the registry: every provider or consumer URL with a qos.port
+    (applications started with a QoS port: qos_port=, qos.port in dubbo.yaml or
+    $DUBBO_PY_QOS_PORT).
+
+    \b
+    Examples:
+      dubbo-py top
+      dubbo-py top demo.Greeter
+      dubbo-py top --once --json
+
+    \b
+    JSON: {"providers": [{"application", "qos", "address", "interface", "method",
+           "requests_total", "calls_per_second", "error_rate", "p50_ms", "p99_ms",
+           "quarantined_by", "weight", ...}],
+           "consumers": [{..., "providers", "quarantined", "rules"}], "unreachable": [...]}
+    """
+    env = env_of()
+    registry = env.registry
+    if service is not None and service not in registry.services():
+        raise AdminError(f"no service {service!r} in registry {env.address}", reason="not-found")
+    endpoints, providers = discover(registry, service)
+    previous, started = read_all(endpoints)[0], time.monotonic()
+    if once or env.json:
+        time.sleep(interval)
+        endpoints, providers = discover(registry, service)
+        readings, failures = read_all(endpoints)
+        rows = view(
+            readings,
+            {r.address: r for r in previous},
+            time.monotonic() - started,
+            providers,
+            service,
+        )
+        if env.json:
+            emit_json({**rows, "unreachable": failures})
+        else:
+            console().print(render(rows, failures))
+        return
+    out = console()
+    last = {r.address: r for r in previous}
+    first = render(view(previous, {}, 0.0, providers, service), [])
+    with contextlib.suppress(KeyboardInterrupt), Live(first, console=out) as live:
+        while True:
+            time.sleep(interval)
+            now = time.monotonic()
+            endpoints, providers = discover(registry, service)
+            readings, failures = read_all(endpoints)
+            rows = view(readings, last, now - started, providers, service)
+            live.update(render(rows, failures))
+            last, started = {r.address: r for r in readings}, now
