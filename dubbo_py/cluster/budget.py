@@ -74,6 +74,8 @@ class RetryBudget:
         self._slot_index = 0  # absolute index of the newest slice
         self._sum = 0
         self._lock = threading.Lock()
+        #: Retries refused so far (a counter for metrics).
+        self.refused = 0
         self._pending: list[None] = []
         #: The clock this budget reads (seconds, monotonic).
         self.clock = clock
@@ -134,6 +136,7 @@ class RetryBudget:
         with self._lock:
             self._fold()
             if self._reserve + self._sum < self._withdrawal:
+                self.refused += 1
                 return False
             self._slots[self._slot_index % _SLICES] -= self._withdrawal
             self._sum -= self._withdrawal

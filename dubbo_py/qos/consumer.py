@@ -1,0 +1,219 @@
+"""The consumer side of observability, as wrappers around a reference's calls (the consumer
+stack's filters: a *call* filter around the whole cluster strategy, an *attempt* filter around
+each provider tried).
+
+:class:`CallObserver` counts each stub call in the ``dubbo_consumer_*`` metrics -- what the
+caller saw, after routing, balancing and every retry -- and, when the application set up
+OpenTelemetry, runs it in a CLIENT span whose W3C ``traceparent``/``tracestate``/``baggage`` go
+to the provider in the call's metadata. :class:`AttemptObserver` counts each provider tried
+(``dubbo_py_consumer_attempts_total``; attempts beyond one per call are retries) and notes the
+chosen provider and the attempt count on the CLIENT span.
+
+Both flavours have the same shape: ``(invocation, proceed)`` for a call,
+``(provider, invocation, timeout, proceed)`` for an attempt; the asyncio ones await ``proceed``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+
+import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from dubbo_py.invocation import Invocation
+from dubbo_py.qos import tracing
+from dubbo_py.qos.metrics import MethodKey, MethodStats, Metrics, failure_reason
+from dubbo_py.url import URL
+
+__all__ = [
+    "AsyncAttemptObserver",
+    "AsyncCallObserver",
+    "AttemptObserver",
+    "CallObserver",
+    "call_failure_reason",
+]
+
+
+#: The attempts of the traced call in progress (set only while a CLIENT span is current).
+_ATTEMPTS: ContextVar[list[int] | None] = ContextVar("dubbo_py_attempts", default=None)
+
+
+def call_failure_reason(error: BaseException) -> str:
+    """The Dubbo failure counter of a consumer call that raised ``error``: a call that found no
+    provider to try is ``service_unavailable`` (Dubbo's "No provider available")."""
+    code = error.code() if isinstance(error, grpc.RpcError) else None
+    no_provider = getattr(error, "tried", None) == ()
+    return failure_reason(
+        code if isinstance(code, grpc.StatusCode) else None, no_provider=no_provider
+    )
+
+
+class _Traced:
+    """A call's CLIENT span, the invocation carrying its context, and what to undo after."""
+
+    __slots__ = ("attempts", "attempts_token", "invocation", "span", "token")
+
+    def __init__(
+        self,
+        span: Any,
+        invocation: Invocation,
+        token: object,
+        attempts_token: Any,
+        attempts: list[int],
+    ) -> None:
+        self.span = span
+        self.invocation = invocation
+        self.token = token
+        self.attempts_token = attempts_token
+        self.attempts = attempts
+
+
+class _Observer:
+    """What both call observers share: the statistics of each method of one reference."""
+
+    def __init__(self, metrics: Metrics | None, interface: str, version: str, group: str) -> None:
+        self.metrics = metrics
+        self.interface = interface
+        self.version = version
+        self.group = group
+        self._stats: dict[str, MethodStats] = {}
+
+    def stats(self, method: str) -> MethodStats | None:
+        if self.metrics is None:
+            return None
+        stats = self._stats.get(method)
+        if stats is None:
+            key = MethodKey("consumer", self.interface, method, self.group, self.version)
+            stats = self._stats[method] = self.metrics.method(key)
+        return stats
+
+    def start_span(self, invocation: Invocation) -> _Traced | None:
+        """The CLIENT span (current from now on) and the invocation that carries it."""
+        if not tracing.enabled():
+            return None
+        span = tracing.client_span(
+            invocation.service,
+            invocation.method,
+            {"dubbo.interface": self.interface, "dubbo.version": self.version},
+        )
+        headers = tracing.inject(span, ())
+        carried = Invocation(
+            invocation.service,
+            invocation.method,
+            invocation.request,
+            {**invocation.attachments, **dict(headers)},
+            invocation.timeout,
+            invocation.explicit_arguments,
+        )
+        token = otel_context.attach(trace.set_span_in_context(span))
+        attempts: list[int] = [0]
+        return _Traced(span, carried, token, _ATTEMPTS.set(attempts), attempts)
+
+    @staticmethod
+    def end(
+        stats: MethodStats | None,
+        started: float,
+        traced: _Traced | None,
+        error: BaseException | None,
+    ) -> None:
+        if stats is not None:
+            stats.end(started, None if error is None else call_failure_reason(error))
+        if traced is not None:
+            _ATTEMPTS.reset(traced.attempts_token)
+            otel_context.detach(traced.token)  # type: ignore[arg-type]
+            span = traced.span
+            span.set_attribute("dubbo.attempts", traced.attempts[0])
+            span.set_attribute("dubbo.retries", max(0, traced.attempts[0] - 1))
+            code = error.code() if isinstance(error, grpc.RpcError) else None
+            tracing.end_span(span, code if isinstance(code, grpc.StatusCode) else None, error)
+
+
+class CallObserver(_Observer):
+    """A call filter: metrics and a CLIENT span around each blocking stub call."""
+
+    def __call__(self, invocation: Invocation, proceed: Callable[[Invocation], Any]) -> Any:
+        stats = self.stats(invocation.method)
+        started = stats.begin() if stats is not None else 0.0
+        traced = self.start_span(invocation)
+        try:
+            response = proceed(invocation if traced is None else traced.invocation)
+        except BaseException as error:
+            self.end(stats, started, traced, error)
+            raise
+        self.end(stats, started, traced, None)
+        return response
+
+
+class AsyncCallObserver(_Observer):
+    """A call filter: metrics and a CLIENT span around each awaited stub call."""
+
+    async def __call__(
+        self, invocation: Invocation, proceed: Callable[[Invocation], Awaitable[Any]]
+    ) -> Any:
+        stats = self.stats(invocation.method)
+        started = stats.begin() if stats is not None else 0.0
+        traced = self.start_span(invocation)
+        try:
+            response = await proceed(invocation if traced is None else traced.invocation)
+        except BaseException as error:
+            self.end(stats, started, traced, error)
+            raise
+        self.end(stats, started, traced, None)
+        return response
+
+
+class _Attempts:
+    """Attempts per method of one reference, and the span notes of each attempt."""
+
+    def __init__(self, metrics: Metrics | None, interface: str) -> None:
+        self.metrics = metrics
+        self.interface = interface
+        self._lock = threading.Lock()
+        #: Attempts per method (read at a scrape).
+        self.counts: dict[str, int] = {}
+
+    def note(self, provider: URL, invocation: Invocation) -> None:
+        with self._lock:
+            self.counts[invocation.method] = self.counts.get(invocation.method, 0) + 1
+        attempts = _ATTEMPTS.get()
+        if attempts is not None:
+            attempts[0] += 1
+            span = trace.get_current_span()
+            where: dict[str, str | int] = {
+                "server.address": provider.host,
+                "server.port": provider.port,
+            }
+            span.add_event("attempt", where)
+            span.set_attributes(where)
+
+
+class AttemptObserver(_Attempts):
+    """An attempt filter: counts each blocking attempt and notes its provider on the span."""
+
+    def __call__(
+        self,
+        provider: URL,
+        invocation: Invocation,
+        timeout: float | None,
+        proceed: Callable[[URL, Invocation, float | None], Any],
+    ) -> Any:
+        self.note(provider, invocation)
+        return proceed(provider, invocation, timeout)
+
+
+class AsyncAttemptObserver(_Attempts):
+    """An attempt filter: counts each awaited attempt and notes its provider on the span."""
+
+    async def __call__(
+        self,
+        provider: URL,
+        invocation: Invocation,
+        timeout: float | None,
+        proceed: Callable[[URL, Invocation, float | None], Awaitable[Any]],
+    ) -> Any:
+        self.note(provider, invocation)
+        return await proceed(provider, invocation, timeout)
