@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from dubbo_py.config.model import QosConfig
+from dubbo_py.invocation import Invocation
 from dubbo_py.qos.metrics import Metrics
 from dubbo_py.qos.server import ENV_QOS_PORT, QosServer
 from dubbo_py.rpc.introspect import service_of_servicer
@@ -74,6 +75,9 @@ class ApplicationQos:
         self._started = False
         self._ejections: dict[str, int] = {}
         self._revivals: dict[str, int] = {}
+        #: Per service: seconds from a provider's registration (its URL's timestamp) to this
+        #: consumer applying the notification that brought it, for the last one that came.
+        self._notify_delay: dict[str, float] = {}
         metrics.add_source(self._governance)
         assert settings.port is not None
         self.server = QosServer(self, metrics, host=settings.host, port=settings.port).start()
@@ -88,8 +92,9 @@ class ApplicationQos:
         self._started = True
 
     def watch_reference(self, ref: Reference) -> None:
-        """Count the reference's quarantine ejections and revivals."""
-        service = ref.service
+        """Count the reference's quarantine ejections and revivals, and time its registry
+        notifications."""
+        service = ref.consumer.service_interface
 
         def on_change(event: Any) -> None:
             with self._lock:
@@ -100,6 +105,21 @@ class ApplicationQos:
 
         if ref.quarantine is not None:
             ref.quarantine.on_change(on_change)
+        known = {p.address for p in ref.directory.providers}
+
+        def on_chain(bound: Any) -> None:
+            now_ms = time.time() * 1000.0
+            current = bound.snapshot.providers
+            arrived = [p for p in current if p.address not in known]
+            known.clear()
+            known.update(p.address for p in current)
+            stamps = [p.get_int("timestamp", 0) for p in arrived]
+            stamps = [t for t in stamps if t > 0]
+            if stamps:
+                with self._lock:
+                    self._notify_delay[service] = max(0.0, (now_ms - max(stamps)) / 1000.0)
+
+        ref.directory.add_listener(on_chain)
 
     def close(self) -> None:
         """Stop the QoS server."""
@@ -209,16 +229,40 @@ class ApplicationQos:
             "When this process applied each rule in force (epoch seconds), by rule version",
             labels=["application_name", "interface", "rule", "rule_version"],
         )
+        survivors = GaugeMetricFamily(
+            "dubbo_py_consumer_route_survivors",
+            "Providers the router chain leaves for a plain call of the method (no attachments)",
+            labels=["application_name", "interface", "method"],
+        )
+        delay = GaugeMetricFamily(
+            "dubbo_py_registry_notify_delay_seconds",
+            "From a provider's registration (its URL timestamp) to this consumer applying it, "
+            "for the last provider that arrived",
+            labels=["application_name", "interface"],
+        )
         with self._lock:
             ejections, revivals = dict(self._ejections), dict(self._revivals)
+            delays = dict(self._notify_delay)
+        called: dict[str, set[str]] = {}
+        for stats in self.metrics.methods():
+            if stats.key.side == "consumer":
+                called.setdefault(stats.key.interface, set()).add(stats.key.method)
         for ref in refs:
-            quarantined.add_metric([app, ref.service], _count(ref.quarantine))
-            providers.add_metric([app, ref.service], len(ref.directory.providers))
+            interface = ref.consumer.service_interface
+            quarantined.add_metric([app, interface], _count(ref.quarantine))
+            providers.add_metric([app, interface], len(ref.directory.providers))
             for source, (version, applied) in sorted(ref.directory.rules_in_force.items()):
-                rules.add_metric([app, ref.service, _rule_key(source), version], applied)
+                rules.add_metric([app, interface, _rule_key(source), version], applied)
+            chain = ref.directory.chain
+            for method in sorted(called.get(interface, ())):
+                survivors.add_metric([app, interface, method], _survivors(chain, ref, method))
+            if interface in delays:
+                delay.add_metric([app, interface], delays[interface])
         yield quarantined
         yield providers
         yield rules
+        yield survivors
+        yield delay
         yield _counter_family(
             "dubbo_py_consumer_ejections",
             "Providers put into quarantine (unavailable, or outlier ejection)",
@@ -237,6 +281,13 @@ class ApplicationQos:
         if connected is not None:
             registry.add_metric([app, self._app.registry_name], 1.0 if connected else 0.0)
         yield registry
+
+
+def _survivors(chain: Any, ref: Reference, method: str) -> int:
+    try:
+        return len(chain.route(Invocation(ref.service, method)))
+    except Exception:  # no provider left (NoProviderError), or a rule that needs the request
+        return 0
 
 
 def _count(quarantine: Any) -> int:
