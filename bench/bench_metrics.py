@@ -1,0 +1,126 @@
+"""What metrics cost: calls per second through dubbo-py with metrics on and off, against raw
+grpcio, in the same run.
+
+    python bench/bench_metrics.py [--seconds 1] [--rounds 15] [--threads 1 8]
+                                  [--side-rounds 15] [--side-threads 1 4]
+
+Two provider processes (examples/quickstart/provider.py) on one embedded registry: one plain,
+one with its QoS port on (``DUBBO_PY_QOS_PORT=0``), so it records the ``dubbo_provider_*``
+metrics of every call. The variants:
+
+- raw grpcio to the plain provider (the baseline), and a second channel to it (A/A control);
+- raw grpcio to the provider with metrics (what provider-side metrics cost);
+- dubbo-py (direct ``tri://`` address), metrics off, to the plain provider;
+- dubbo-py, metrics on (``Application(..., metrics=True)``), to the provider with metrics:
+  both sides record every call.
+
+Interleaved rounds and side-by-side runs against the baseline, as ``bench/bench_calls.py``
+(see ``bench/interleave.py``), with a known ``--calibration-us`` of client CPU per call to read
+the side-by-side ratios against. No tracer provider is set, as in an application without the
+OpenTelemetry SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
+import _paths  # noqa: E402,F401
+import grpc  # noqa: E402
+from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
+from interleave import HEADER, Call, compare, side_by_side, with_cpu  # noqa: E402
+
+import dubbo_py  # noqa: E402
+from tests.support.processes import ProviderProcess  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--side-rounds", type=int, default=15)
+    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 4])
+    parser.add_argument(
+        "--calibration-us", type=float, default=100.0, help="known extra cost (0: no such run)"
+    )
+    args = parser.parse_args()
+
+    request = greeter_pb2.HelloRequest(name="bench")
+    registry = f"sqlite://{Path(tempfile.mkdtemp(prefix='dubbo-bench-')) / 'registry.db'}"
+    plain = ProviderProcess(registry).start()
+    os.environ["DUBBO_PY_QOS_PORT"] = "0"  # the second provider records its calls
+    try:
+        measured = ProviderProcess(registry).start()
+    finally:
+        del os.environ["DUBBO_PY_QOS_PORT"]
+    apps: list[dubbo_py.Application] = []
+    channels: list[grpc.Channel] = []
+    try:
+
+        def raw_stub(address: str) -> greeter_pb2_grpc.GreeterStub:
+            channel = grpc.insecure_channel(address)
+            channels.append(channel)
+            return greeter_pb2_grpc.GreeterStub(channel)
+
+        def dubbo_stub(address: str, metrics: bool) -> greeter_pb2_grpc.GreeterStub:
+            app = dubbo_py.Application("bench", registry=f"tri://{address}", metrics=metrics)
+            apps.append(app)
+            return app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+
+        raw = raw_stub(plain.address)
+        control = raw_stub(plain.address)
+        raw_measured = raw_stub(measured.address)
+        off = dubbo_stub(plain.address, metrics=False)
+        on = dubbo_stub(measured.address, metrics=True)
+        variants: dict[str, Call] = {
+            "raw grpcio": lambda: raw.SayHello(request),
+            "raw grpcio, 2nd channel": lambda: control.SayHello(request),
+            "raw grpcio, provider metrics on": lambda: raw_measured.SayHello(request),
+            "dubbo-py, metrics off": lambda: off.SayHello(request),
+            "dubbo-py, metrics on (both sides)": lambda: on.SayHello(request),
+        }
+        calibration = f"raw grpcio + {args.calibration_us:g} µs CPU"
+        if args.calibration_us > 0:
+            variants[calibration] = with_cpu(lambda: control.SayHello(request), args.calibration_us)
+        for call in variants.values():
+            for _ in range(200):  # warm up channels and caches
+                call()
+        providers = [plain.pid, measured.pid]
+        print(f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved")
+        print(HEADER)
+        for threads in args.threads:
+            result = compare(variants, threads, args.rounds, args.seconds, providers)
+            print("\n".join(result.lines()), flush=True)
+        if args.side_rounds > 0:
+            print(
+                f"# side by side: {args.side_rounds} rounds x {args.seconds}s, against raw grpcio"
+            )
+            baseline = variants["raw grpcio"]
+            side = {"raw grpcio (A/A control)": variants["raw grpcio, 2nd channel"]}
+            side.update((k, v) for k, v in variants.items() if k not in ("raw grpcio",))
+            side.pop("raw grpcio, 2nd channel")
+            for per_side in args.side_threads:
+                for name, call in side.items():
+                    pair = side_by_side(
+                        name, baseline, call, per_side, args.side_rounds, args.seconds
+                    )
+                    print(pair.line(), flush=True)
+    finally:
+        for app in apps:
+            app.close()
+        for channel in channels:
+            channel.close()
+        plain.kill()
+        measured.kill()
+
+
+if __name__ == "__main__":
+    main()
