@@ -32,6 +32,7 @@ from dubbo_py.url import URL
 __all__ = [
     "AsyncAttemptObserver",
     "AsyncCallObserver",
+    "AttemptCounts",
     "AttemptObserver",
     "CallObserver",
     "call_failure_reason",
@@ -166,18 +167,18 @@ class AsyncCallObserver(_Observer):
         return response
 
 
-class _Attempts:
+class AttemptCounts:
     """Attempts per method of one reference, and the span notes of each attempt."""
 
     def __init__(self, metrics: Metrics | None, interface: str) -> None:
         self.metrics = metrics
         self.interface = interface
-        self._lock = threading.Lock()
-        #: Attempts per method (read at a scrape).
+        self.lock = threading.Lock()
+        #: Attempts per method (read at a scrape, under :attr:`lock`).
         self.counts: dict[str, int] = {}
 
     def note(self, provider: URL, invocation: Invocation) -> None:
-        with self._lock:
+        with self.lock:
             self.counts[invocation.method] = self.counts.get(invocation.method, 0) + 1
         attempts = _ATTEMPTS.get()
         if attempts is not None:
@@ -191,7 +192,7 @@ class _Attempts:
             span.set_attributes(where)
 
 
-class AttemptObserver(_Attempts):
+class AttemptObserver(AttemptCounts):
     """An attempt filter: counts each blocking attempt and notes its provider on the span."""
 
     def __call__(
@@ -205,7 +206,7 @@ class AttemptObserver(_Attempts):
         return proceed(provider, invocation, timeout)
 
 
-class AsyncAttemptObserver(_Attempts):
+class AsyncAttemptObserver(AttemptCounts):
     """An attempt filter: counts each awaited attempt and notes its provider on the span."""
 
     async def __call__(

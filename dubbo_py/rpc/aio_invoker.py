@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -32,8 +32,16 @@ class AsyncChannelPool:
     loop, at the next call, and closed ``linger`` seconds later so calls in flight finish.
     """
 
-    def __init__(self, tls: ClientTLS | None = None, *, linger: float = 30.0) -> None:
+    def __init__(
+        self,
+        tls: ClientTLS | None = None,
+        *,
+        linger: float = 30.0,
+        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+    ) -> None:
         self._security = ChannelSecurity(tls)
+        #: gRPC client interceptors of every channel (``reference_async(..., interceptors=)``).
+        self._interceptors = list(interceptors) or None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._linger = linger
         # Addresses whose channel is to be replaced; written by other threads.
@@ -62,9 +70,13 @@ class AsyncChannelPool:
         if channel is None:
             credentials, options = self._security.for_provider(provider)
             if credentials is not None:
-                channel = grpc.aio.secure_channel(address, credentials, options=options)
+                channel = grpc.aio.secure_channel(
+                    address, credentials, options=options, interceptors=self._interceptors
+                )
             else:
-                channel = grpc.aio.insecure_channel(address, options=options)
+                channel = grpc.aio.insecure_channel(
+                    address, options=options, interceptors=self._interceptors
+                )
             self._channels[address] = channel
         return channel
 

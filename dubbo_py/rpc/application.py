@@ -44,6 +44,7 @@ from dubbo_py.rpc.introspect import service_of_stub
 from dubbo_py.rpc.observability import (
     QOS_PORT_KEY,
     ApplicationQos,
+    ConsumerSide,
     provider_labels,
     qos_settings,
 )
@@ -166,6 +167,7 @@ class Application:
         self.qos: ApplicationQos | None = None
         if qos.port is not None:
             self.qos = ApplicationQos(self, self.metrics or Metrics(name), qos)
+        self._consumer_side = ConsumerSide(self.metrics)
 
     @classmethod
     def from_config(
@@ -402,9 +404,7 @@ class Application:
         plan = self._export_plan(servicers, listen, credentials)
         observers = self._observers(plan, AsyncProviderObserver)
         try:
-            exported = await export_async(
-                plan, registry, interceptors=[*observers, *interceptors]
-            )
+            exported = await export_async(plan, registry, interceptors=[*observers, *interceptors])
         except OSError as exc:
             raise _bind_error(exc, listen) from exc
         exported.unregister_wait = unregister_wait
@@ -442,11 +442,13 @@ class Application:
         *,
         failback: FailbackQueue | None = None,
         filters: ConsumerFilters | None = None,
+        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
         **options: Any,
     ) -> Reference[S]:
-        """Like :meth:`reference_async`, but returns the :class:`Reference`."""
+        """Like :meth:`reference_async`, but returns the :class:`Reference`; ``interceptors``
+        are ``grpc.aio`` client interceptors, on every channel of the reference."""
         assembly = await asyncio.to_thread(
-            self._assembly, AsyncAssembly, stub_class, failback, filters, options
+            self._assembly, AsyncAssembly, stub_class, failback, filters, options, interceptors
         )
         channel = assembly.channel()
         stub: S = stub_class(channel)  # type: ignore[call-arg]
@@ -498,6 +500,8 @@ class Application:
         certificate for mutual TLS; an ``ssl-enabled`` entry in ``parameters`` chooses the
         same, as in Dubbo. ``failback`` (not a configuration field) is the queue of
         ``failback`` retries (default: one per reference, retrying every 5 s, 3 times).
+        ``interceptors`` (not a configuration field) are gRPC client interceptors run around
+        every attempt on a provider's channel (``grpc.aio`` ones for :meth:`reference_async`).
         Consumer-side override rules in the registry change ``timeout``, ``retries``,
         ``forks``, ``sticky`` and ``loadbalance`` at runtime. An unknown option is a TypeError
         and a bad value a ConfigError naming it.
@@ -517,13 +521,18 @@ class Application:
         *,
         failback: FailbackQueue | None = None,
         filters: ConsumerFilters | None = None,
+        interceptors: Sequence[Any] = (),
         **options: Any,
     ) -> Reference[S]:
         """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
         quarantine) for code that wants to inspect or close it. ``filters`` wrap this
         reference's calls inside the application's :attr:`filters` (see
-        :mod:`dubbo_py.rpc.filters`)."""
-        assembly = self._assembly(BlockingAssembly, stub_class, failback, filters, options)
+        :mod:`dubbo_py.rpc.filters`); ``interceptors`` are gRPC client interceptors
+        (``grpc.UnaryUnaryClientInterceptor`` and the other three kinds), run around every
+        attempt on a provider's channel, inside dubbo-py's routing and retries."""
+        assembly = self._assembly(
+            BlockingAssembly, stub_class, failback, filters, options, interceptors
+        )
         # Built before anything starts: binding the methods checks the mocks against the
         # response types, and a bad one must not leave watches, threads or a registered
         # consumer behind.
@@ -538,6 +547,7 @@ class Application:
         failback: FailbackQueue | None,
         filters: ConsumerFilters | None,
         options: Mapping[str, Any],
+        interceptors: Sequence[Any] = (),
     ) -> A:
         """The stack of a reference to ``stub_class``, wired but not started."""
         spec = service_of_stub(stub_class)
@@ -557,6 +567,7 @@ class Application:
                 self._cache_path or default_cache_path(self.name, str(self.address))
             )
         static = () if registry is not None else self._direct_providers(consumer, spec.name)
+        budget = self._budget_for(spec.name)
         return kind(
             spec,
             config,
@@ -565,11 +576,21 @@ class Application:
             registry=registry,
             cache=cache,
             static_providers=tuple(static),
-            budget=self._budget_for(spec.name),
+            budget=budget,
             failback=failback,
-            filters=self.filters + (filters or ConsumerFilters()),
+            filters=self._observed(consumer, budget)
+            + self.filters
+            + (filters or ConsumerFilters()),
+            interceptors=tuple(interceptors),
             channels=self.channels,
         )
+
+    def _observed(self, consumer: URL, budget: RetryBudget) -> ConsumerFilters:
+        """The metrics-and-tracing wrappers of a new reference, outside every other filter
+        (none when metrics are off and no tracer is set up: calls then pay nothing)."""
+        if self.metrics is None and not tracing.enabled():
+            return ConsumerFilters()
+        return self._consumer_side.filters(consumer, budget)
 
     def _started(
         self,

@@ -127,6 +127,7 @@ class ReferenceAssembly(Generic[C]):
         failback: FailbackQueue | None = None,
         filters: ConsumerFilters | None = None,
         channels: SharedChannels | None = None,
+        interceptors: tuple[Any, ...] = (),
     ) -> None:
         check_method_options(service.method_names, config.methods, service.name)
         #: The application's shared blocking channels (None: this reference opens its own).
@@ -140,6 +141,8 @@ class ReferenceAssembly(Generic[C]):
         self.budget = budget if budget is not None else RetryBudget()
         self.failback = failback if failback is not None else FailbackQueue()
         self.filters = filters if filters is not None else ConsumerFilters()
+        #: gRPC client interceptors of the reference's flavour, around each provider call.
+        self.interceptors = interceptors
         self.caller = TripleCaller.for_consumer(application, config.version, config.group)
         self.quarantine = Quarantine(grpc_health_probe, interval=config.quarantine_interval)
         self.outliers = self._outliers()
@@ -333,7 +336,9 @@ class BlockingAssembly(ReferenceAssembly[Call]):
         return ClusterChannel(self, self.config.attachments, self.pool.close)
 
     def _invoker(self, method: StubMethod) -> MethodInvoker:
-        invoker = MethodInvoker(self.pool, method, caller=self.caller)
+        invoker = MethodInvoker(
+            self.pool, method, caller=self.caller, interceptors=self.interceptors
+        )
         self._invokers.append(invoker)
         return invoker
 
@@ -376,7 +381,7 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
 
     def __init__(self, service: ServiceSpec, config: ReferenceConfig, consumer: URL, **parts: Any):
         super().__init__(service, config, consumer, **parts)
-        self.pool = AsyncChannelPool(config.client_tls)
+        self.pool = AsyncChannelPool(config.client_tls, interceptors=self.interceptors)
         #: Blocking channels and invokers for ``failback`` retries (opened on first need).
         self._retry_pool: ChannelPool | None = None
         self._retry_invokers: list[MethodInvoker] = []

@@ -8,7 +8,7 @@ per-call path is a dict lookup plus the gRPC call itself.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -248,9 +248,13 @@ class MethodInvoker(InvokerBase):
         *,
         caller: TripleCaller | None = None,
         metadata: Iterable[tuple[str, str | bytes]] = (),
+        interceptors: Sequence[Any] = (),
     ) -> None:
         super().__init__(spec, caller)
         self._pool = pool
+        #: gRPC client interceptors around every call on a provider's channel (``reference(...,
+        #: interceptors=)``), applied where the multicallable is made, once per provider.
+        self._interceptors = tuple(interceptors)
         self._unary_response = not spec.response_streaming
         self._metadata = tuple(metadata)
         self._by_address = not self._caller.several_targets
@@ -280,7 +284,9 @@ class MethodInvoker(InvokerBase):
 
     def _target(self, provider: URL, key: str) -> tuple[Any, Metadata]:
         address = provider.address
-        channel = self._pool.channel(provider)
+        channel: Any = self._pool.channel(provider)
+        if self._interceptors:
+            channel = grpc.intercept_channel(channel, *self._interceptors)
         spec = self.spec
         factory = getattr(channel, spec.factory_name)
         made = factory(

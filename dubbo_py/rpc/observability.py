@@ -19,8 +19,16 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from dubbo_py.config.model import QosConfig
 from dubbo_py.invocation import Invocation
+from dubbo_py.qos.consumer import (
+    AsyncAttemptObserver,
+    AsyncCallObserver,
+    AttemptCounts,
+    AttemptObserver,
+    CallObserver,
+)
 from dubbo_py.qos.metrics import Metrics
 from dubbo_py.qos.server import ENV_QOS_PORT, QosServer
+from dubbo_py.rpc.filters import ConsumerFilters
 from dubbo_py.rpc.introspect import service_of_servicer
 from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
@@ -28,8 +36,14 @@ from dubbo_py.url import URL
 if TYPE_CHECKING:
     from dubbo_py.rpc.application import Application, Reference
 
-__all__ = ["ENV_QOS_ACCEPT_FOREIGN_IP", "QOS_PORT_KEY", "ApplicationQos",
-    "provider_labels", "qos_settings", "with_qos_port"]
+__all__ = [
+    "ENV_QOS_ACCEPT_FOREIGN_IP",
+    "QOS_PORT_KEY",
+    "ApplicationQos",
+    "provider_labels",
+    "qos_settings",
+    "with_qos_port",
+]
 
 #: ``true`` lets the QoS port listen on every interface (Dubbo's ``qos.accept.foreign.ip``).
 ENV_QOS_ACCEPT_FOREIGN_IP = "DUBBO_PY_QOS_ACCEPT_FOREIGN_IP"
@@ -91,7 +105,7 @@ class ApplicationQos:
         """The application has started what it was asked to (``/startup`` answers 200)."""
         self._started = True
 
-    def watch_reference(self, ref: Reference) -> None:
+    def watch_reference(self, ref: Reference[Any]) -> None:
         """Count the reference's quarantine ejections and revivals, and time its registry
         notifications."""
         service = ref.consumer.service_interface
@@ -149,9 +163,7 @@ class ApplicationQos:
     def _switch(self, pattern: re.Pattern[str] | None, online: bool) -> list[str]:
         changed: list[str] = []
         for server in self._app.servers:
-            urls = [
-                u for u in server.urls if pattern is None or pattern.fullmatch(u.service_key)
-            ]
+            urls = [u for u in server.urls if pattern is None or pattern.fullmatch(u.service_key)]
             if not urls:
                 continue
             if online:
@@ -283,7 +295,7 @@ class ApplicationQos:
         yield registry
 
 
-def _survivors(chain: Any, ref: Reference, method: str) -> int:
+def _survivors(chain: Any, ref: Reference[Any], method: str) -> int:
     try:
         return len(chain.route(Invocation(ref.service, method)))
     except Exception:  # no provider left (NoProviderError), or a rule that needs the request
@@ -308,7 +320,7 @@ def _rule_key(source: str) -> str:
     return source.rsplit("/", 1)[-1] if "/config/" in source else source
 
 
-def _reference_listing(ref: Reference) -> dict[str, Any]:
+def _reference_listing(ref: Reference[Any]) -> dict[str, Any]:
     consumer = ref.consumer
     directory = ref.directory
     quarantined = [e.address for e in ref.quarantine.entries()] if ref.quarantine else []
@@ -356,3 +368,78 @@ def provider_labels(
         chosen = (options or {}).get(spec.name) or options_of(servicer)
         seen.setdefault(spec.name, []).append((chosen.version, chosen.group))
     return {name: pairs[0] if len(pairs) == 1 else ("", "") for name, pairs in seen.items()}
+
+
+class ConsumerSide:
+    """The consumer observers of one application's references, and the governance counters
+    read from them at each scrape: attempts and retries per method, retry-budget refusals per
+    service (summed over the references to it, so each label set appears once)."""
+
+    def __init__(self, metrics: Metrics | None) -> None:
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._attempts: list[AttemptCounts] = []
+        self._budgets: dict[str, dict[int, Any]] = {}
+        if metrics is not None:
+            metrics.add_source(self._collect)
+
+    def filters(self, consumer: URL, budget: Any) -> ConsumerFilters:
+        """The observers of a new reference (consumer URL ``consumer``), both flavours."""
+        interface = consumer.service_interface
+        version, group = consumer.get_str("version"), consumer.get_str("group")
+        attempts, async_attempts = (
+            AttemptObserver(self.metrics, interface),
+            AsyncAttemptObserver(self.metrics, interface),
+        )
+        with self._lock:
+            self._attempts += [attempts, async_attempts]
+            if budget is not None:
+                self._budgets.setdefault(interface, {})[id(budget)] = budget
+        return ConsumerFilters(
+            calls=(CallObserver(self.metrics, interface, version, group),),
+            attempts=(attempts,),
+            async_calls=(AsyncCallObserver(self.metrics, interface, version, group),),
+            async_attempts=(async_attempts,),
+        )
+
+    def _collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily
+
+        assert self.metrics is not None
+        app = self.metrics.application
+        with self._lock:
+            observers = list(self._attempts)
+            budgets = {k: list(v.values()) for k, v in self._budgets.items()}
+        attempts: dict[tuple[str, str], int] = {}
+        for observer in observers:
+            with observer.lock:
+                counts = dict(observer.counts)
+            for method, count in counts.items():
+                key = (observer.interface, method)
+                attempts[key] = attempts.get(key, 0) + count
+        calls: dict[tuple[str, str], int] = {}
+        for stats in self.metrics.methods():
+            if stats.key.side == "consumer":
+                key = (stats.key.interface, stats.key.method)
+                calls[key] = calls.get(key, 0) + int(stats.snapshot()["total"])  # type: ignore[call-overload]
+        labels = ["application_name", "interface", "method"]
+        tried = CounterMetricFamily(
+            "dubbo_py_consumer_attempts", "Providers tried (one per attempt)", labels=labels
+        )
+        retried = CounterMetricFamily(
+            "dubbo_py_consumer_retries", "Attempts beyond one per call", labels=labels
+        )
+        for (interface, method), count in sorted(attempts.items()):
+            tried.add_metric([app, interface, method], count)
+            extra = max(0, count - calls.get((interface, method), 0))
+            retried.add_metric([app, interface, method], extra)
+        refused = CounterMetricFamily(
+            "dubbo_py_consumer_retry_budget_refusals",
+            "Retries the service's retry budget refused",
+            labels=["application_name", "interface"],
+        )
+        for interface, held in sorted(budgets.items()):
+            refused.add_metric([app, interface], sum(getattr(b, "refused", 0) for b in held))
+        yield tried
+        yield retried
+        yield refused

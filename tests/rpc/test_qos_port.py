@@ -285,3 +285,87 @@ def test_provider_start_logs_the_qos_address(
         wait_until(lambda: any("QoS on" in r.getMessage() for r in caplog.records), 5, "log")
         [line] = [r.getMessage() for r in caplog.records if "serving" in r.getMessage()]
         assert f"QoS on 127.0.0.1:{app.qos.port}" in line
+
+
+# ------------------------------------------------------------------------ the consumer side
+
+
+class ClientRecording(grpc.UnaryUnaryClientInterceptor):
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self.methods.append(details.method)
+        return continuation(details, request)
+
+
+def test_consumer_metrics_and_governance_counters(
+    provider: dubbo_py.Application, registry: str, tmp_path: Path
+) -> None:
+    provider.start(Greeter(), port=0)
+    with dubbo_py.Application("shop", registry, cache_path=tmp_path / "c", qos_port=0) as shop:
+        seen = ClientRecording()
+        stub = shop.reference(
+            greeter_pb2_grpc.GreeterStub, version="1.0.0", retries=0, interceptors=[seen]
+        )
+        for _ in range(5):
+            stub.SayHello(greeter_pb2.HelloRequest(name="ada"))
+        with pytest.raises(grpc.RpcError):
+            stub.SayHello(greeter_pb2.HelloRequest(name="fail"))
+        assert shop.qos is not None
+        _, text = get(shop.qos.port, "/metrics")
+        labels = {"application_name": "shop", "interface": GREETER, "method": "SayHello"}
+        assert sample(text, "dubbo_consumer_requests_total", version="1.0.0", **labels) == 6
+        assert sample(text, "dubbo_consumer_requests_succeed_total", **labels) == 5
+        assert sample(text, "dubbo_consumer_requests_business_failed_total", **labels) == 1
+        assert sample(text, "dubbo_py_consumer_attempts_total", **labels) == 6
+        assert sample(text, "dubbo_py_consumer_retries_total", **labels) == 0
+        assert sample(text, "dubbo_py_consumer_providers", interface=GREETER) == 1
+        assert sample(text, "dubbo_py_consumer_route_survivors", **labels) == 1
+        assert sample(text, "dubbo_py_registry_connected") == 1
+        # The client interceptor ran around every attempt.
+        assert seen.methods == ["/demo.Greeter/SayHello"] * 6
+
+
+def test_metrics_on_without_a_qos_port(provider: dubbo_py.Application, registry: str) -> None:
+    provider.start(Greeter(), port=0)
+    with dubbo_py.Application("shop", registry, metrics=True) as shop:
+        assert shop.qos is None and shop.metrics is not None
+        stub = shop.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        stub.SayHello(greeter_pb2.HelloRequest(name="ada"))
+        [stats] = [s for s in shop.metrics.methods() if s.key.side == "consumer"]
+        assert stats.snapshot()["succeed"] == 1
+
+
+class AsyncClientRecording(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        method = details.method  # grpc.aio hands it over as bytes
+        self.methods.append(method.decode() if isinstance(method, bytes) else method)
+        return await continuation(details, request)
+
+
+def test_asyncio_reference_counts_calls_and_runs_interceptors(
+    provider: dubbo_py.Application, registry: str
+) -> None:
+    provider.start(Greeter(), port=0)
+    seen = AsyncClientRecording()
+
+    async def scenario() -> float:
+        app = dubbo_py.Application("ashop", registry, qos_port=0)
+        try:
+            stub = await app.reference_async(
+                greeter_pb2_grpc.GreeterStub, version="1.0.0", interceptors=[seen]
+            )
+            for _ in range(3):
+                await stub.SayHello(greeter_pb2.HelloRequest(name="x"))
+            assert app.qos is not None
+            _, text = await asyncio.to_thread(get, app.qos.port, "/metrics")
+            return sample(text, "dubbo_consumer_requests_succeed_total", method="SayHello")
+        finally:
+            await app.aclose()
+
+    assert asyncio.run(scenario()) == 3
+    assert seen.methods == ["/demo.Greeter/SayHello"] * 3
