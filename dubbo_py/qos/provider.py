@@ -58,7 +58,7 @@ def _code(context: Any) -> grpc.StatusCode | None:
 class _Calls:
     """What both flavours share: which statistics a call counts in, and how it ends."""
 
-    def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str]]) -> None:
+    def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str] | None]) -> None:
         self.metrics = metrics
         self.defaults = dict(defaults)
         self._wrapped: dict[tuple[str, str, str], tuple[_Handler, _Handler]] = {}
@@ -73,12 +73,17 @@ class _Calls:
         if handler is None or path.startswith(_FRAMEWORK_PREFIXES):
             return handler
         service, _, method = path.lstrip("/").partition("/")
-        version, group = self.defaults.get(service, ("", ""))
-        for key, value in details.invocation_metadata or ():
-            if key == _VERSION:
-                version = str(value)
-            elif key == _GROUP:
-                group = str(value)
+        labels = self.defaults.get(service)
+        if labels is not None:
+            # Exported once: every call reaches that servicer, whatever its headers say.
+            version, group = labels
+        else:
+            version = group = ""
+            for key, value in details.invocation_metadata or ():
+                if key == _VERSION:
+                    version = str(value)
+                elif key == _GROUP:
+                    group = str(value)
         cache_key = (path, version, group)
         cached = self._wrapped.get(cache_key)
         if cached is not None and cached[0] is handler:
@@ -172,11 +177,11 @@ def _wrap_aio(stats: MethodStats, service: str, method: str, handler: _Handler) 
 
 
 class ProviderObserver(grpc.ServerInterceptor):
-    """Counts and traces a blocking server's calls. ``defaults`` maps a service to the
-    (version, group) its calls count under when their headers name none (a service exported
-    once)."""
+    """Counts and traces a blocking server's calls. ``defaults`` maps a service exported once
+    to the (version, group) its calls count under; a service exported several times (None, or
+    absent) is told apart by each call's ``tri-service-version`` / ``tri-service-group``."""
 
-    def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str]]) -> None:
+    def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str] | None]) -> None:
         self._calls = _Calls(metrics, defaults)
 
     def intercept_service(
@@ -191,7 +196,7 @@ class ProviderObserver(grpc.ServerInterceptor):
 class AsyncProviderObserver(grpc.aio.ServerInterceptor):
     """Counts and traces a ``grpc.aio`` server's calls (see :class:`ProviderObserver`)."""
 
-    def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str]]) -> None:
+    def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str] | None]) -> None:
         self._calls = _Calls(metrics, defaults)
 
     async def intercept_service(

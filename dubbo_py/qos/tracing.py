@@ -9,11 +9,14 @@ default), so one trace spans both processes.
 Until the application installs a tracer provider (``trace.set_tracer_provider``), the API's
 proxy provider is in place and :func:`enabled` says so: callers skip tracing altogether, so a
 process without the SDK pays one function call per call, not a no-op span. A provider, once
-set, cannot be replaced (the API refuses a second one), so the answer is kept once it is yes.
+set, cannot be replaced (the API refuses a second one), so the answer is kept once it is yes;
+until then it is asked again at most once a second (asking reads the environment, ~1 µs), so a
+tracer provider set while calls run is seen within a second.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,13 +39,19 @@ __all__ = [
 _INSTRUMENTATION = "dubbo_py"
 _RPC_SYSTEM = "grpc"
 _on = False
+_next_check = 0.0
+_clock = time.monotonic
 
 
 def enabled() -> bool:
     """True once the application has set a real tracer provider (the SDK, or another)."""
-    global _on
+    global _on, _next_check
     if _on:
         return True
+    now = _clock()
+    if now < _next_check:
+        return False
+    _next_check = now + 1.0
     provider = trace.get_tracer_provider()
     if isinstance(provider, ProxyTracerProvider | trace.NoOpTracerProvider):
         return False

@@ -275,7 +275,7 @@ class Application:
     def _observers(
         self,
         plan: ExportPlan,
-        kind: Callable[[Metrics, Mapping[str, tuple[str, str]]], _O],
+        kind: Callable[[Metrics, Mapping[str, tuple[str, str] | None]], _O],
     ) -> list[_O]:
         """The metrics-and-tracing interceptor (when metrics are on or a tracer is set up)."""
         if self.metrics is None and not tracing.enabled():

@@ -358,16 +358,16 @@ def with_qos_port(parameters: Iterable[tuple[str, str]], port: int | None) -> di
 
 def provider_labels(
     servicers: Sequence[object], options: Mapping[str, ServiceOptions] | None
-) -> dict[str, tuple[str, str]]:
-    """Each service's (version, group) for metrics of calls whose headers name none: the
-    options of the one servicer that serves it; a service exported several times has none
-    (its calls are told apart by their headers)."""
+) -> dict[str, tuple[str, str] | None]:
+    """Each service's (version, group) for metrics: the options of the one servicer that
+    serves it; None for a service exported several times (its calls are told apart by their
+    headers)."""
     seen: dict[str, list[tuple[str, str]]] = {}
     for servicer in servicers:
         spec = service_of_servicer(servicer)
         chosen = (options or {}).get(spec.name) or options_of(servicer)
         seen.setdefault(spec.name, []).append((chosen.version, chosen.group))
-    return {name: pairs[0] if len(pairs) == 1 else ("", "") for name, pairs in seen.items()}
+    return {name: pairs[0] if len(pairs) == 1 else None for name, pairs in seen.items()}
 
 
 class ConsumerSide:

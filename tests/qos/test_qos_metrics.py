@@ -122,3 +122,45 @@ def test_governance_counters_and_sources_appear_in_the_scrape() -> None:
     assert samples["dubbo_py_example"][()] == 7
     remove()
     assert "dubbo_py_example" not in scrape(metrics)
+
+
+def test_provider_observer_labels_by_headers_when_a_service_is_exported_twice() -> None:
+    from typing import Any
+
+    from dubbo_py.qos.provider import ProviderObserver
+
+    metrics = Metrics("greeter")
+    observer = ProviderObserver(metrics, {"demo.Greeter": None, "demo.Other": ("2.0.0", "g")})
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
+
+    class Details:
+        def __init__(self, method: str, metadata: tuple[tuple[str, str], ...]) -> None:
+            self.method = method
+            self.invocation_metadata = metadata
+
+    class Context:
+        def invocation_metadata(self) -> tuple[()]:
+            return ()
+
+        def peer(self) -> str:
+            return ""
+
+        def code(self) -> Any:
+            return None
+
+    calls = [
+        ("/demo.Greeter/SayHello", (("tri-service-version", "1.0.0"),)),
+        ("/demo.Greeter/SayHello", (("tri-service-version", "2.0.0"), ("tri-service-group", "b"))),
+        ("/demo.Other/Ping", (("tri-service-version", "9.9.9"),)),  # exported once: its labels
+        ("/grpc.health.v1.Health/Check", ()),  # the framework's traffic: not counted
+    ]
+    for path, metadata in calls:
+        wrapped = observer.intercept_service(lambda details: handler, Details(path, metadata))
+        assert wrapped is not None
+        wrapped.unary_unary("request", Context())
+    keys = {(s.key.interface, s.key.version, s.key.group) for s in metrics.methods()}
+    assert keys == {
+        ("demo.Greeter", "1.0.0", ""),
+        ("demo.Greeter", "2.0.0", "b"),
+        ("demo.Other", "2.0.0", "g"),
+    }
