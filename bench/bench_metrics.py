@@ -4,15 +4,16 @@ grpcio, in the same run.
     python bench/bench_metrics.py [--seconds 1] [--rounds 15] [--threads 1 8]
                                   [--side-rounds 15] [--side-threads 1 4]
 
-Two provider processes (examples/quickstart/provider.py) on one embedded registry: one plain,
-one with its QoS port on (``DUBBO_PY_QOS_PORT=0``), so it records the ``dubbo_provider_*``
-metrics of every call. The variants:
+One provider process (``bench/metrics_provider.py``) runs two Greeter servers: a plain one and
+one that records the ``dubbo_provider_*`` metrics of every call (``Application(metrics=True)``).
+Both share that process's CPU and GIL, so calls to the two, side by side, differ only by the
+metrics. The variants:
 
-- raw grpcio to the plain provider (the baseline), and a second channel to it (A/A control);
-- raw grpcio to the provider with metrics (what provider-side metrics cost);
-- dubbo-py (direct ``tri://`` address), metrics off, to the plain provider;
-- dubbo-py, metrics on (``Application(..., metrics=True)``), to the provider with metrics:
-  both sides record every call.
+- raw grpcio to the plain server (the baseline), and a second channel to it (A/A control);
+- raw grpcio to the measured server: what provider-side metrics cost;
+- dubbo-py (direct ``tri://`` address), metrics off, to the plain server;
+- dubbo-py, metrics on (``Application(..., metrics=True)``), to the measured server: both
+  sides record every call.
 
 Interleaved rounds and side-by-side runs against the baseline, as ``bench/bench_calls.py``
 (see ``bench/interleave.py``), with a known ``--calibration-us`` of client CPU per call to read
@@ -23,7 +24,7 @@ OpenTelemetry SDK.
 from __future__ import annotations
 
 import argparse
-import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,7 +39,6 @@ from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
 from interleave import HEADER, Call, compare, side_by_side, with_cpu  # noqa: E402
 
 import dubbo_py  # noqa: E402
-from tests.support.processes import ProviderProcess  # noqa: E402
 
 
 def main() -> None:
@@ -55,12 +55,18 @@ def main() -> None:
 
     request = greeter_pb2.HelloRequest(name="bench")
     registry = f"sqlite://{Path(tempfile.mkdtemp(prefix='dubbo-bench-')) / 'registry.db'}"
-    plain = ProviderProcess(registry).start()
-    os.environ["DUBBO_PY_QOS_PORT"] = "0"  # the second provider records its calls
-    try:
-        measured = ProviderProcess(registry).start()
-    finally:
-        del os.environ["DUBBO_PY_QOS_PORT"]
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "metrics_provider.py"), registry],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert server.stdout is not None
+    ready = server.stdout.readline().split()
+    if not ready or ready[0] != "READY":
+        server.kill()
+        raise SystemExit(f"the bench provider did not start: {ready}")
+    plain_address, measured_address = ready[1], ready[2]
     apps: list[dubbo_py.Application] = []
     channels: list[grpc.Channel] = []
     try:
@@ -75,11 +81,11 @@ def main() -> None:
             apps.append(app)
             return app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
 
-        raw = raw_stub(plain.address)
-        control = raw_stub(plain.address)
-        raw_measured = raw_stub(measured.address)
-        off = dubbo_stub(plain.address, metrics=False)
-        on = dubbo_stub(measured.address, metrics=True)
+        raw = raw_stub(plain_address)
+        control = raw_stub(plain_address)
+        raw_measured = raw_stub(measured_address)
+        off = dubbo_stub(plain_address, metrics=False)
+        on = dubbo_stub(measured_address, metrics=True)
         variants: dict[str, Call] = {
             "raw grpcio": lambda: raw.SayHello(request),
             "raw grpcio, 2nd channel": lambda: control.SayHello(request),
@@ -93,7 +99,7 @@ def main() -> None:
         for call in variants.values():
             for _ in range(200):  # warm up channels and caches
                 call()
-        providers = [plain.pid, measured.pid]
+        providers = [server.pid]
         print(f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved")
         print(HEADER)
         for threads in args.threads:
@@ -118,8 +124,8 @@ def main() -> None:
             app.close()
         for channel in channels:
             channel.close()
-        plain.kill()
-        measured.kill()
+        server.kill()
+        server.wait(10)
 
 
 if __name__ == "__main__":
