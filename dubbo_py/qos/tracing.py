@@ -26,8 +26,6 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import NonRecordingSpan, ProxyTracerProvider, Span, SpanKind
 from opentelemetry.trace.status import Status, StatusCode
 
-from dubbo_py import __version__
-
 __all__ = [
     "client_span",
     "enabled",
@@ -60,7 +58,8 @@ def enabled() -> bool:
 
 
 def _tracer() -> trace.Tracer:
-    return trace.get_tracer(_INSTRUMENTATION, __version__)
+    # No version: the qos layer sits below the package's top, where the version is read.
+    return trace.get_tracer(_INSTRUMENTATION)
 
 
 def _split(path_or_service: str, method: str | None) -> tuple[str, str]:
