@@ -173,3 +173,21 @@ def test_static_files_are_shipped_in_the_package() -> None:
     static = Path(app.__file__).parent / "static"
     assert (static / "htmx.min.js").stat().st_size > 10_000
     assert (static / "console.css").exists()
+
+
+def test_provider_weight_is_a_versioned_write_in_the_history(
+    browser: Browser, registry: tuple[Registry, History]
+) -> None:
+    service = f"svc{uuid.uuid4().hex[:6]}.Greeter"
+    form = {"address": "127.0.0.1:50051", "version": "1.0.0", "group": "", "action": "weight"}
+    status, body = browser.post(f"/service/{service}/provider", {**form, "weight": "40"})
+    key = f"{service}:1.0.0:.configurators"
+    assert status == 200 and f"wrote {key} (version 0, history #0)" in body
+    status, body = browser.post(f"/service/{service}/provider", {**form, "weight": "-3"})
+    assert "weight must be &gt;= 0" in body
+    status, body = browser.post(f"/service/{service}/provider", {**form, "weight": "x"})
+    assert "weight must be a whole number" in body
+    doc = registry[0].get_config(key)
+    assert doc is not None and "weight: 40" in doc.text and doc.version == 0
+    [entry] = registry[1].entries(key)
+    assert (entry.action, entry.operator) == ("console: weight 127.0.0.1:50051 40", "carol")
