@@ -211,7 +211,8 @@ def _find_the_service(
     driver.get(url + "/")
     search = wait_css(driver, "#service-search")
     search.send_keys("Greet")
-    row = wait_css(driver, 'tr.service-row[data-service="demo.Greeter"]')
+    # The list as searched (not the one the page opened with, which the search replaces).
+    row = wait_css(driver, '#services-table[data-query="Greet"] tr[data-service="demo.Greeter"]')
     assert "demo.Greeter:1.0.0:.condition-router" in row.text
     screenshot(driver, shots, "services")
     row.find_element("css selector", "a").click()
