@@ -1,0 +1,72 @@
+"""The services list, a service's page, and changing a provider's weight or taking it out of
+service from its row."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from dubbo_py.admin import override_documents, rules
+from dubbo_py.admin.console import model
+from dubbo_py.admin.console.web import Refused, Web, form_int, form_of
+from dubbo_py.admin.ruleops import Conflict
+from dubbo_py.errors import RuleError
+
+__all__ = ["provider_change", "service_view", "services_page"]
+
+
+def services_page(web: Web, request: Request) -> Response:
+    """Every service (or those matching ``q``); htmx asks for the table alone."""
+    query = request.query_params.get("q", "")
+    rows = model.services(web.state.env.registry, query)
+    template = "services_table.html" if request.headers.get("hx-request") else "services.html"
+    return web.render(request, template, rows=rows, query=query)
+
+
+def service_view(web: Web, request: Request) -> Response:
+    """One service: providers, consumers, the reach matrix, its rules."""
+    name = request.path_params["name"]
+    registry = web.state.env.registry
+    if name not in registry.services():
+        return web.render(request, "error.html", status=404, message=f"no service {name!r}")
+    page = model.service_page(registry, name)
+    return web.render(request, "service.html", page=page)
+
+
+def provider_change(web: Web, request: Request) -> Response:
+    """Set a provider's weight, or disable / enable it: an item of the service's configurators
+    document (see :mod:`dubbo_py.admin.override_documents`), a versioned write in its history."""
+    name = request.path_params["name"]
+    form = form_of(request)
+    address = form.get("address", "")
+    key = override_documents.target_key(name, form.get("version", ""), form.get("group", ""))
+    action = form.get("action", "")
+    state = web.state
+    try:
+        web.check_writable()
+        with state.write_lock:
+            ops = state.env.rule_ops()
+            current = ops.read(key)
+            text = None if current is None else current.text
+            if action == "weight":
+                weight = form_int(form.get("weight", ""), "weight")
+                new = override_documents.set_weight(text, name, address, weight, key)
+                what = f"weight {address} {weight}"
+            elif action in ("disable", "enable"):
+                disable = action == "disable"
+                new = override_documents.set_disabled(text, name, address, disable, key)
+                what = f"{action} {address}"
+            else:
+                raise Refused(f"unknown action {action!r}")
+            rules.validate(rules.parse_key(key), new, key)
+            result = ops.put(
+                key,
+                new,
+                action=f"console: {what}",
+                expect_version=-1 if current is None else current.version,
+            )
+    except (Refused, Conflict, RuleError, ValueError) as exc:
+        return web.message(request, str(exc), ok=False)
+    seq = result.entry.seq if result.entry else None
+    text = f"wrote {key} (version {result.version}, history #{seq})"
+    return web.message(request, text, ok=True, refresh=True)

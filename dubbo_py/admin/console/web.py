@@ -1,0 +1,127 @@
+"""What every console page shares: rendering a template with the CSRF token and who is
+operating, turning a handler into a Starlette endpoint, reading forms, refusing writes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from dubbo_py import __version__
+from dubbo_py.admin.console.security import CSRF_COOKIE, new_token
+from dubbo_py.admin.console.state import ConsoleState
+from dubbo_py.errors import StoreError
+
+__all__ = ["HERE", "Handler", "Refused", "Web", "form_int", "form_of"]
+
+HERE = Path(__file__).resolve().parent
+
+
+class Refused(Exception):
+    """A write that was refused (shown to the operator as is)."""
+
+
+def _templates() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+    # An address as an element id ("127.0.0.1:50051" -> "127-0-0-1-50051").
+    env.filters["slug"] = lambda v: "".join(c if c.isalnum() else "-" for c in str(v))
+    return env
+
+
+class Web:
+    """The console's state and templates, shared by the page handlers."""
+
+    def __init__(self, state: ConsoleState) -> None:
+        self.state = state
+        self.templates = _templates()
+
+    def render(
+        self,
+        request: Request,
+        name: str,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        **ctx: Any,
+    ) -> HTMLResponse:
+        """A template as a response, with the browser's CSRF token (set as a cookie the
+        first time) and the registry and operator every page shows."""
+        env = self.state.env
+        token = request.cookies.get(CSRF_COOKIE) or new_token()
+        page = self.templates.get_template(name).render(
+            request=request,
+            csrf=token,
+            access=self.state.access,
+            registry=str(env.address),
+            operator=env.who(),
+            dubbo_py_version=__version__,
+            **ctx,
+        )
+        response = HTMLResponse(page, status_code=status, headers=headers)
+        if request.cookies.get(CSRF_COOKIE) != token:
+            response.set_cookie(CSRF_COOKIE, token, httponly=False, samesite="strict")
+        return response
+
+    def message(self, request: Request, text: str, *, ok: bool, refresh: bool = False) -> Response:
+        """A one-line result (``refresh``: htmx reloads the page to show the new state)."""
+        headers = {"HX-Refresh": "true"} if refresh else None
+        return self.render(request, "message.html", ok=ok, message=text, headers=headers)
+
+    def check_writable(self) -> None:
+        """:class:`Refused` unless this console may write."""
+        access = self.state.access
+        if not access.allowed:
+            raise Refused(access.reason)
+
+    def endpoint(self, handler: Handler) -> Callable[[Request], Any]:
+        """The handler as a Starlette endpoint: run in the thread pool (the registry clients
+        block), a POST's form read first, a registry failure or a malformed form value shown
+        to the operator instead of a crash."""
+
+        async def run(request: Request) -> Response:
+            if request.method == "POST":
+                form = await request.form()
+                request.state.form = {k: v for k, v in form.items() if isinstance(v, str)}
+            try:
+                return await run_in_threadpool(handler, self, request)
+            except StoreError as exc:
+                text, status = f"registry error: {exc}", 503
+            except ValueError as exc:  # a malformed key or number in a form
+                text, status = str(exc), 400
+            if request.headers.get("hx-request"):  # htmx swaps only 2xx answers in
+                return await run_in_threadpool(lambda: self.message(request, text, ok=False))
+            return await run_in_threadpool(
+                lambda: self.render(request, "error.html", status=status, message=text)
+            )
+
+        run.__name__ = getattr(handler, "__name__", "endpoint")
+        return run
+
+
+#: A page handler: the console and the request in, the response out.
+Handler = Callable[[Web, Request], Response]
+
+
+def form_of(request: Request) -> dict[str, str]:
+    """The request's url-encoded form (read by :meth:`Web.endpoint` before the handler)."""
+    form: dict[str, str] = request.state.form
+    return form
+
+
+def form_int(text: str, what: str) -> int:
+    """A whole number from a form; ValueError naming the field otherwise."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, not {text!r}") from None
