@@ -174,12 +174,14 @@ def call_method(
     request: CallRequest,
     *,
     auth: str | None = None,
-    check: float = 5.0,
+    check: float = 15.0,
 ) -> CallResult:
     """Make one unary call as a consumer application on ``registry_address`` would.
 
     The consumer registers itself for the call (so rules that name consumers apply to it as
-    to any other), and unregisters when done. CallError or ReflectionError say what failed."""
+    to any other), and unregisters when done. ``check`` bounds the wait for the providers and
+    every rule the consumer watches, so the call obeys the rules in force. CallError or
+    ReflectionError say what failed."""
     # Imported here: the application layer sits above the admin tools that import this module.
     from dubbo_py.rpc.application import Application
     from dubbo_py.rpc.filters import ConsumerFilters

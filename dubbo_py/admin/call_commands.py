@@ -20,6 +20,9 @@ from dubbo_py.admin.reflect import ReflectionError
 
 __all__ = ["call"]
 
+#: Seconds to wait for the providers and the rules in force before calling (at least).
+CHECK_WAIT = 15.0
+
 
 def _pairs(values: tuple[str, ...]) -> dict[str, str]:
     out = {}
@@ -100,7 +103,7 @@ def call(
                 timeout=call_timeout,
             ),
             auth=env.auth,
-            check=env.timeout,
+            check=max(env.timeout, CHECK_WAIT),
         )
     except (CallError, ReflectionError) as exc:
         raise AdminError(str(exc), reason="call") from None

@@ -38,7 +38,7 @@ def start_provider(zk_registry: str) -> Iterator[Callable[..., ProviderProcess]]
 
 def dubbo_py(registry: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dubbo_py.admin", "--registry", registry, *args],
+        [sys.executable, "-m", "dubbo_py.admin", "--registry", registry, "--timeout", "20", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -121,7 +121,7 @@ def call_run(web: Web, request: Request) -> Response:
         attachments=attachments,
     )
     try:
-        result = call_method(str(env.address), call, auth=env.auth, check=env.timeout)
+        result = call_method(str(env.address), call, auth=env.auth, check=max(env.timeout, 15.0))
     except (CallError, ReflectionError, StoreError) as exc:
         return web.render(
             request, "call_result.html", error=str(exc), result=None, request_json=body
