@@ -122,7 +122,11 @@ def shots() -> Path | None:
 
 
 @pytest.fixture
-def fleet(zk_registry: str) -> Iterator[tuple[ProviderProcess, ProviderProcess]]:
+def fleet(
+    zk_registry: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[ProviderProcess, ProviderProcess]]:
+    # Every process (providers and the consumer) opens a QoS port: the console's live figures.
+    monkeypatch.setenv("DUBBO_PY_QOS_PORT", "0")
     first = ProviderProcess(zk_registry, "--warmup", "0").start()
     second = ProviderProcess(zk_registry, "--warmup", "0").start()
     yield first, second
@@ -168,6 +172,10 @@ def reload_until(driver: Any, url: str, predicate: Callable[[], bool], what: str
             return
         time.sleep(0.5)
     raise AssertionError(f"the page never showed {what}")
+
+
+def _slug(address: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in address)
 
 
 def type_rule(driver: Any, text: str) -> None:
@@ -226,6 +234,23 @@ def _find_the_service(
         return len(rows) == 1 and set(reached) >= {first.address, second.address}
 
     reload_until(driver, driver.current_url, consumer_reaches_both, "the consumer's reach")
+
+    def live(column: str) -> list[str]:
+        # Read in one script: the cells are swapped in place every 2 s.
+        script = (
+            "return Array.from(document.querySelectorAll(arguments[0])).map(e => e.textContent)"
+        )
+        return [str(t).strip() for t in driver.execute_script(script, f"td.{column}")]
+
+    def live_rates() -> list[float]:
+        return [float(t) for t in live("live-rate") if re.fullmatch(r"[0-9.]+", t)]
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (len(live_rates()) == 2 and min(live_rates()) > 0):
+        time.sleep(0.5)
+    # Both providers serve the consumer's load: each shows calls per second from its QoS port.
+    assert len(live_rates()) == 2 and min(live_rates()) > 0, live("live-rate")
+    assert all(re.fullmatch(r"[0-9.]+", t) for t in live("live-p99")), live("live-p99")
     screenshot(driver, shots, "service")
 
 

@@ -38,6 +38,7 @@ def create_app(state: ConsoleState) -> Starlette:
         Route("/services", page(service_pages.services_page)),
         Route("/service/{name}", page(service_pages.service_view)),
         Route("/service/{name}/provider", page(service_pages.provider_change), methods=post),
+        Route("/service/{name}/live", page(service_pages.service_live)),
         Route("/rules", page(rule_pages.rules_page)),
         Route("/rule", page(rule_pages.rule_view)),
         Route("/rule/validate", page(rule_pages.rule_check), methods=post),

@@ -60,6 +60,7 @@ def console_command(port: int, bind: str) -> None:
     import uvicorn
 
     from dubbo_py.admin.console.app import ConsoleState, create_app
+    from dubbo_py.admin.console.live import LiveReader
 
     env = env_of()
     env.writable = True
@@ -77,7 +78,7 @@ def console_command(port: int, bind: str) -> None:
     host, bound = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     extra = (bind, shown) if bind not in ("0.0.0.0", "::") else ()
-    state = ConsoleState(env, allowed_hosts=extra)
+    state = ConsoleState(env, allowed_hosts=extra, live=LiveReader(registry))
     app = create_app(state)
     click.echo(f"dubbo-py console: http://{shown}:{bound}/ (registry {env.address})", err=False)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")

@@ -12,7 +12,7 @@ from dubbo_py.admin.console.web import Refused, Web, form_int, form_of
 from dubbo_py.admin.ruleops import Conflict
 from dubbo_py.errors import RuleError
 
-__all__ = ["provider_change", "service_view", "services_page"]
+__all__ = ["provider_change", "service_live", "service_view", "services_page"]
 
 
 def services_page(web: Web, request: Request) -> Response:
@@ -30,7 +30,15 @@ def service_view(web: Web, request: Request) -> Response:
     if name not in registry.services():
         return web.render(request, "error.html", status=404, message=f"no service {name!r}")
     page = model.service_page(registry, name)
-    return web.render(request, "service.html", page=page)
+    return web.render(request, "service.html", page=page, live=web.state.live is not None)
+
+
+def service_live(web: Web, request: Request) -> Response:
+    """The providers' live figures (calls/s, p99, quarantined by), swapped into their rows."""
+    if web.state.live is None:
+        return web.render(request, "live.html", figures={}, failures=[])
+    figures, failures = web.state.live.read(request.path_params["name"])
+    return web.render(request, "live.html", figures=figures, failures=failures)
 
 
 def provider_change(web: Web, request: Request) -> Response:

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 
 from dubbo_py.admin.common import CliEnv
+from dubbo_py.admin.console.live import LiveReader
 from dubbo_py.admin.console.security import WriteAccess
 
 __all__ = ["ConsoleState"]
@@ -19,6 +20,8 @@ class ConsoleState:
     env: CliEnv
     #: Extra host names the console answers to (the --bind address).
     allowed_hosts: tuple[str, ...] = ()
+    #: Reads the providers' live figures from the applications' QoS ports (None: not shown).
+    live: LiveReader | None = None
     write_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
