@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from dubbo_py.errors import NodeExistsError, NoNodeError, StoreError, URLError
@@ -48,17 +48,17 @@ def decode_children(
     path: str,
     names: Iterable[str],
     warned: set[str],
-    known: dict[str, URL] | None = None,
+    known: Mapping[str, URL] | None = None,
+    decoded: dict[str, URL] | None = None,
 ) -> list[URL]:
     """Decode node names into URLs; a node that isn't a URL is skipped with one warning.
 
-    ``known`` (name -> URL, from the previous notification of the same folder) is reused for
-    the names seen before and replaced by this notification's names: a fleet where one provider
-    changed costs one decode, not one per provider, and unchanged providers keep their URL
-    objects (and whatever was cached on them)."""
+    ``known`` (name -> URL, from a previous notification of the same folder) is reused for the
+    names seen before, and ``decoded`` receives this notification's names: a fleet where one
+    provider changed costs one decode, not one per provider, and unchanged providers keep their
+    URL objects (and whatever was cached on them)."""
     urls = []
-    previous = dict(known) if known is not None else {}
-    fresh: dict[str, URL] = {}
+    previous = known if known is not None else {}
     for name in names:
         found = previous.get(name)
         if found is None:
@@ -72,10 +72,8 @@ def decode_children(
                     )
                 continue
         urls.append(found)
-        fresh[name] = found
-    if known is not None:
-        known.clear()
-        known.update(fresh)
+        if decoded is not None:
+            decoded[name] = found
     return urls
 
 
@@ -91,6 +89,10 @@ class Registry:
         self._lock = threading.Lock()
         self._ephemeral: set[URL] = set()
         self._warned: set[str] = set()
+        #: The URLs last decoded from each folder's node names, by name: shared by every
+        #: subscriber of the folder (the references of one application to one service see the
+        #: same URL objects) and swapped whole, so readers need no lock.
+        self._decoded: dict[str, dict[str, URL]] = {}
         store.add_session_listener(self._on_session)
 
     @property
@@ -161,6 +163,12 @@ class Registry:
             return []
         return decode_children(path, names, self._warned)
 
+    def _decode(self, path: str, names: list[str]) -> list[URL]:
+        fresh: dict[str, URL] = {}
+        urls = decode_children(path, names, self._warned, self._decoded.get(path), fresh)
+        self._decoded[path] = fresh
+        return urls
+
     def subscribe(
         self,
         interface: str,
@@ -172,15 +180,9 @@ class Registry:
         cancels: list[Cancel] = []
         for category in categories:
             path = layout.category_path(interface, category)
-            known: dict[str, URL] = {}
 
-            def on_children(
-                names: list[str],
-                category: str = category,
-                path: str = path,
-                known: dict[str, URL] = known,
-            ) -> None:
-                urls = decode_children(path, names, self._warned, known)
+            def on_children(names: list[str], category: str = category, path: str = path) -> None:
+                urls = self._decode(path, names)
                 listener(category, urls or [empty_url(interface, category)])
 
             cancels.append(self.store.watch_children(path, on_children))

@@ -428,11 +428,11 @@ def test_consistent_hash_points_are_dubbo_little_endian_md5() -> None:
     # 0xd98c1dd4. A call with no hashed argument has the key "".
     assert hashlib.md5(b"").hexdigest().startswith("d41d8cd9")
     a, b = provider(1), provider(2)
-    at = HashRing((0xD98C1DD4, 0xD98C1DD5), (a, b), (0,))
+    at = HashRing((0xD98C1DD4, 0xD98C1DD5), (0, 1), (a, b), (0,))
     assert at.locate(at.key_of(())) == a  # a point equal to the hash owns it (ceiling)
-    after = HashRing((0xD98C1DD3, 0xD98C1DD5), (a, b), (0,))
+    after = HashRing((0xD98C1DD3, 0xD98C1DD5), (0, 1), (a, b), (0,))
     assert after.locate("") == b
-    wrap = HashRing((1, 2), (a, b), (0,))
+    wrap = HashRing((1, 2), (0, 1), (a, b), (0,))
     assert wrap.locate("") == a  # past the last point wraps to the first
 
 

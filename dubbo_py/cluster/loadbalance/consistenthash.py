@@ -27,6 +27,7 @@ import hashlib
 import logging
 import re
 import threading
+from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -91,26 +92,44 @@ def _parse_nodes(spec: str | None, where: str) -> int:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class HashRing:
-    """A built ring: sorted points, the provider of each point, and the argument indices."""
+    """A built ring: sorted points, the provider of each point (an index into ``providers``),
+    and the argument indices.
 
-    points: tuple[int, ...]
-    owners: tuple[URL, ...]
+    Points and owners are packed arrays of 32-bit integers: a ring of 2 000 providers holds
+    320 000 points, 2.6 MB packed against about 15 MB as tuples of Python ints and URLs.
+    """
+
+    points: Sequence[int]
+    owner_indices: Sequence[int]
+    providers: tuple[URL, ...]
     argument_indices: tuple[int, ...]
+
+    @property
+    def owners(self) -> tuple[URL, ...]:
+        """The provider of each point, in point order."""
+        providers = self.providers
+        return tuple(providers[i] for i in self.owner_indices)
 
     @classmethod
     def build(
         cls, providers: Sequence[URL], nodes: int, argument_indices: tuple[int, ...]
     ) -> HashRing:
         """Place every provider on the ring -- O(n * nodes)."""
-        ring: dict[int, URL] = {}
-        for url in providers:
+        ring: dict[int, int] = {}
+        for index, url in enumerate(providers):
             address = url.address
             for i in range(nodes // 4):
                 digest = _points(f"{address}{i}")
                 for h in range(4):
-                    ring[_point(digest, h)] = url  # a later provider wins a collision, as Dubbo
-        points = tuple(sorted(ring))
-        return cls(points, tuple(ring[p] for p in points), argument_indices)
+                    # a later provider wins a collision, as Dubbo
+                    ring[_point(digest, h)] = index
+        points = sorted(ring)
+        return cls(
+            array("I", points),
+            array("I", [ring[p] for p in points]),
+            tuple(providers),
+            argument_indices,
+        )
 
     def key_of(self, arguments: Sequence[Any]) -> str:
         """The hashed key of a call with these arguments."""
@@ -122,7 +141,7 @@ class HashRing:
         position = bisect_left(self.points, _point(_points(key), 0))
         if position == len(self.points):
             position = 0
-        return self.owners[position]
+        return self.providers[self.owner_indices[position]]
 
 
 class ConsistentHashLoadBalance(LoadBalance):
@@ -130,7 +149,7 @@ class ConsistentHashLoadBalance(LoadBalance):
 
     name = "consistenthash"
 
-    def __init__(self, *, max_rings: int = 16) -> None:
+    def __init__(self, *, max_rings: int = 4) -> None:
         self._by_identity: IdentityCache[HashRing] = IdentityCache()
         self._by_content: OrderedDict[tuple[str, tuple[URL, ...]], HashRing] = OrderedDict()
         self._max_rings = max_rings
