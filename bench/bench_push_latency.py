@@ -340,7 +340,9 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[Round]:
             admin = dubbo_py.Application("push-bench-admin", registry=registry)
             consumers = start_consumers(registry, args.consumers, args.apps, workdir)
             try:
-                wait_for(lambda: all(c.ready.is_set() for c in consumers), 90, "consumers")
+                # Every application opens its own registry session: allow for many of them.
+                ready_s = 90 + 2 * len(consumers)
+                wait_for(lambda: all(c.ready.is_set() for c in consumers), ready_s, "consumers")
                 assert admin.registry is not None
                 reg = admin.registry
                 started = time.monotonic() - began
