@@ -323,10 +323,14 @@ def parse_config(
     registry_raw = top.get("registry")
     if isinstance(registry_raw, str):
         registry_raw = {"address": registry_raw}
-    reg = reader.mapping(registry_raw, "registry", ("address", "auth"))
+    reg = reader.mapping(
+        registry_raw, "registry", ("address", "auth", "register_mode", "migration_step")
+    )
     registry = RegistryConfig(
         address=env.get("DUBBO_PY_REGISTRY") or reg.get("address"),
         auth=env.get("DUBBO_PY_REGISTRY_AUTH") or reg.get("auth"),
+        register_mode=_level_option(reader, env, reg, "register_mode"),
+        migration_step=_level_option(reader, env, reg, "migration_step"),
     )
     if registry.address is not None:
         from dubbo_py.errors import RegistryAddressError
@@ -381,3 +385,30 @@ def load_config(
     except OSError as exc:
         raise ConfigError("", f"cannot read configuration: {exc.strerror}", str(file)) from None
     return parse_config(text, source=str(file), base=file.parent, environ=environ)
+
+
+def _level_option(
+    reader: Any, env: Mapping[str, str], reg: Mapping[str, Any], key: str
+) -> str | None:
+    """``registry.register_mode`` / ``registry.migration_step``: the environment's
+    (``DUBBO_PY_REGISTER_MODE``, ``DUBBO_PY_MIGRATION_STEP`` and Dubbo's names) over the file's,
+    checked here so a typo is reported with its place."""
+    from dubbo_py.registry.application.modes import (
+        MIGRATION_STEP_ENV,
+        REGISTER_MODE_ENV,
+        MigrationStep,
+        RegisterMode,
+    )
+
+    names, parse = (
+        (REGISTER_MODE_ENV, RegisterMode.parse)
+        if key == "register_mode"
+        else (MIGRATION_STEP_ENV, MigrationStep.parse)
+    )
+    value: object = next((env[n] for n in names if env.get(n, "").strip()), reg.get(key))
+    if value is None:
+        return None
+    try:
+        return str(parse(str(value), f"registry.{key}").value)
+    except ValueError as exc:
+        raise reader.fail(f"registry.{key}", str(exc).split(": ", 1)[-1]) from None

@@ -33,6 +33,11 @@ class RegistryConfig:
     address: str | None = None
     #: ``user:password`` for ZooKeeper digest authentication.
     auth: str | None = None
+    #: Levels providers register at: ``all`` (default), ``interface`` or ``instance``.
+    register_mode: str | None = None
+    #: Consumers' migration step: ``APPLICATION_FIRST`` (default), ``FORCE_INTERFACE``,
+    #: ``FORCE_APPLICATION``.
+    migration_step: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 Configure = Callable[[list[URL], list[URL], Mapping[str, str]], list[URL]]
 #: Consumer-side overrides: (consumer, configurator URLs, documents) -> parameters they set.
 ConfigureConsumer = Callable[[URL, list[URL], Mapping[str, str]], Mapping[str, str]]
+#: ``Registry.subscribe``'s signature: (interface, listener, categories) -> cancel.
+Subscribe = Callable[[str, Callable[[str, list[URL]], None], Iterable[str]], Cancel]
 
 
 def _no_overrides(
@@ -123,8 +125,12 @@ class RegistryDirectory:
         validate_configurators: Callable[[str, str], object] | None = None,
         cache: NotifyCache | None = None,
         static_providers: Iterable[URL] = (),
+        subscribe: Subscribe | None = None,
     ) -> None:
         self.consumer = consumer
+        #: How categories are subscribed: the registry's, or one that reads providers at the
+        #: application level too (:mod:`dubbo_py.registry.application.migration`).
+        self._subscribe = subscribe
         self.registry = registry
         self.rules = ServiceRules.for_consumer(consumer)
         self._rulebook = rulebook
@@ -173,7 +179,8 @@ class RegistryDirectory:
             self._first_reads.expect(
                 _category_source(category), layout.category_path(self.rules.service, category)
             )
-        self._cancels.append(registry.subscribe(self.rules.service, self._on_category, _SUBSCRIBED))
+        subscribe = self._subscribe or registry.subscribe
+        self._cancels.append(subscribe(self.rules.service, self._on_category, _SUBSCRIBED))
         for kind, key in self.rules.static_keys():
             self._watch(kind, key)
         missing = self.wait_until_read(wait)

@@ -21,8 +21,9 @@ ROOT = "/dubbo"
 CONFIG_ROOT = f"{ROOT}/config/dubbo"
 #: Where the admin CLI keeps the bounded history of every rule key (``<key>/<seq>`` below it).
 HISTORY_ROOT = f"{ROOT}/config-history"
-#: Children of ``/dubbo`` that are not service interfaces.
-RESERVED = frozenset({"config", "config-history"})
+#: Children of ``/dubbo`` that are not service interfaces (the config center, the CLI's rule
+#: history, and application-level discovery's service-name mapping and metadata documents).
+RESERVED = frozenset({"config", "config-history", "mapping", "metadata"})
 PROVIDERS, CONSUMERS, ROUTERS, CONFIGURATORS = "providers", "consumers", "routers", "configurators"
 CATEGORIES = (PROVIDERS, CONSUMERS, ROUTERS, CONFIGURATORS)
 

@@ -30,6 +30,7 @@ from dubbo_py.qos import tracing
 from dubbo_py.qos.metrics import Metrics
 from dubbo_py.qos.provider import AsyncProviderObserver, ProviderObserver
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
+from dubbo_py.registry.application.wiring import ApplicationLevel
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, consumer_host, provider_hosts
 from dubbo_py.registry.provider_overrides import ProviderRegistry
@@ -127,6 +128,8 @@ class Application:
         qos_port: int | None = None,
         qos_accept_foreign_ip: bool | None = None,
         metrics: bool | None = None,
+        register_mode: str | None = None,
+        migration_step: str | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
@@ -147,7 +150,7 @@ class Application:
         self.channels = SharedChannels()
         self._store: Store | None = None
         self._registry: Registry | None = None
-        self._provider_registry: ProviderRegistry | None = None
+        self._provider_registry: Registry | None = None
         self._servers: list[ExportedServer] = []
         self._references: list[Reference[Any]] = []
         self._consumer_urls: list[URL] = []
@@ -168,6 +171,12 @@ class Application:
         if qos.port is not None:
             self.qos = ApplicationQos(self, self.metrics or Metrics(name), qos)
         self._consumer_side = ConsumerSide(self.metrics)
+        # Application-level discovery (registry/application/): what providers register at and
+        # which level consumers read; code first, then the file, then the environment.
+        configured = config.registry if config else None
+        self._register_mode = register_mode or (configured.register_mode if configured else None)
+        self._migration_step = migration_step or (configured.migration_step if configured else None)
+        self._app_level: ApplicationLevel | None = None
 
     @classmethod
     def from_config(
@@ -198,21 +207,36 @@ class Application:
                 )
                 assert self._store is not None
                 self._registry = Registry(self._store, protect=self.auth is not None)
+                self._app_level = ApplicationLevel(
+                    self._registry,
+                    self.name,
+                    register_mode=self._register_mode,
+                    migration_step=self._migration_step,
+                )
             return self._registry
 
     @property
-    def provider_registry(self) -> ProviderRegistry | None:
+    def application_level(self) -> ApplicationLevel | None:
+        """Application-level discovery (instances, mapping, metadata, migration step); None
+        without a registry."""
+        _ = self.registry
+        return self._app_level
+
+    @property
+    def provider_registry(self) -> Registry | None:
         """The registry providers register through: their URLs carry the provider-side
         override rules that match them, read before the first registration and followed after
         it (see :mod:`dubbo_py.registry.provider_overrides`)."""
         registry = self.registry
         with self._lock:
             if registry is not None and self._provider_registry is None:
-                self._provider_registry = ProviderRegistry(
+                interface_level = ProviderRegistry(
                     registry,
                     configurators.apply,
                     validate=configurators.parse_configurators_yaml,
                 )
+                assert self._app_level is not None
+                self._provider_registry = self._app_level.provider_registry(interface_level)
             return self._provider_registry
 
     # ----------------------------------------------------------------- provider side
@@ -249,12 +273,13 @@ class Application:
         plan = self._export_plan(servicers, listen, credentials, reflection)
         observers = self._observers(plan, ProviderObserver)
         try:
-            exported = export(
-                plan,
-                self.provider_registry,
-                max_workers=max_workers,
-                interceptors=[*observers, *interceptors],
-            )
+            with self._batch():
+                exported = export(
+                    plan,
+                    self.provider_registry,
+                    max_workers=max_workers,
+                    interceptors=[*observers, *interceptors],
+                )
         except OSError as exc:
             raise _bind_error(exc, listen) from exc
         exported.unregister_wait = unregister_wait
@@ -319,6 +344,11 @@ class Application:
             service_options=self.config.services if self.config else None,
             reflection=reflection,
         )
+
+    def _batch(self) -> contextlib.AbstractContextManager[None]:
+        """Providers registered inside publish the application's instance once, at the end."""
+        _ = self.provider_registry
+        return self._app_level.batch() if self._app_level else contextlib.nullcontext()
 
     def _registry_name(self) -> str:
         return "" if self.address.kind == "direct" else str(self.address)
@@ -404,7 +434,10 @@ class Application:
         plan = self._export_plan(servicers, listen, credentials)
         observers = self._observers(plan, AsyncProviderObserver)
         try:
-            exported = await export_async(plan, registry, interceptors=[*observers, *interceptors])
+            with self._batch():
+                exported = await export_async(
+                    plan, registry, interceptors=[*observers, *interceptors]
+                )
         except OSError as exc:
             raise _bind_error(exc, listen) from exc
         exported.unregister_wait = unregister_wait
@@ -583,6 +616,11 @@ class Application:
             + (filters or ConsumerFilters()),
             interceptors=tuple(interceptors),
             channels=self.channels,
+            subscribe=(
+                self._app_level.subscriber(consumer)
+                if self._app_level is not None and registry is not None
+                else None
+            ),
         )
 
     def _observed(self, consumer: URL, budget: RetryBudget) -> ConsumerFilters:
@@ -705,6 +743,10 @@ class Application:
             for url in consumers:
                 with contextlib.suppress(StoreError):
                     self._registry.unregister(url)
+        if self._app_level is not None:
+            with contextlib.suppress(StoreError):
+                self._app_level.close()
+            self._app_level = None
         if self._store is not None:
             self._store.close()
             self._store = None

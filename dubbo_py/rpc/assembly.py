@@ -41,7 +41,7 @@ from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.options import MethodOptions
 from dubbo_py.registry.cache import NotifyCache
-from dubbo_py.registry.directory import RegistryDirectory
+from dubbo_py.registry.directory import RegistryDirectory, Subscribe
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router import factory
 from dubbo_py.router.chain import BoundChain
@@ -111,7 +111,8 @@ class ReferenceAssembly(Generic[C]):
     direct providers (``static_providers``); ``budget`` is the retry budget of the service
     (shared by every reference to it in the application); ``failback`` the queue of
     ``failback`` retries; ``filters`` the wrappers around each call (see
-    :mod:`dubbo_py.rpc.filters`)."""
+    :mod:`dubbo_py.rpc.filters`); ``subscribe`` replaces the registry's subscription (the
+    directory then reads providers at the level the migration step says)."""
 
     def __init__(
         self,
@@ -128,10 +129,14 @@ class ReferenceAssembly(Generic[C]):
         filters: ConsumerFilters | None = None,
         channels: SharedChannels | None = None,
         interceptors: tuple[Any, ...] = (),
+        subscribe: Subscribe | None = None,
     ) -> None:
         check_method_options(service.method_names, config.methods, service.name)
         #: The application's shared blocking channels (None: this reference opens its own).
         self.shared_channels = channels
+        #: How the directory subscribes (None: the registry's own; application-level
+        #: discovery passes one that also reads ``/services``).
+        self._subscribe = subscribe
         self.service = service
         self.config = config
         self.consumer = consumer
@@ -181,6 +186,7 @@ class ReferenceAssembly(Generic[C]):
             validate_configurators=configurators.parse_configurators_yaml,
             cache=cache,
             static_providers=list(static),
+            subscribe=self._subscribe,
         )
 
     def _outliers(self) -> OutlierDetector:
