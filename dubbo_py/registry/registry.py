@@ -145,6 +145,9 @@ class Registry:
             urls = list(self._ephemeral)
         for url in urls:
             path = layout.node_path(url)
+            with self._lock:
+                if url not in self._ephemeral:
+                    continue  # unregistered meanwhile: writing it back would resurrect it
             try:
                 if not self.store.exists(path):
                     self._create(path, True)

@@ -67,7 +67,7 @@ def build_key(name: str, group: str, version: str) -> str:
 def java_map_string(params: Mapping[str, str]) -> str:
     """What ``new TreeMap<>(params).toString()`` prints in Java: ``{a=1, b=2}``."""
     # Java orders String keys by UTF-16 code units; sorting UTF-16-BE bytes gives that order.
-    keys = sorted(params, key=lambda k: k.encode("utf-16-be"))
+    keys = sorted(params, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
     return "{" + ", ".join(f"{k}={params[k]}" for k in keys) + "}"
 
 
@@ -196,7 +196,8 @@ class MetadataInfo:
             raise MetadataError(f"{where}: not JSON ({exc})") from None
         if not isinstance(doc, dict):
             raise MetadataError(f"{where}: expected a JSON object")
-        raw = doc.get("services") or {}
+        raw = doc.get("services")
+        raw = {} if raw is None else raw
         if not isinstance(raw, dict):
             raise MetadataError(f"{where}: services must be an object")
         services = {
@@ -226,6 +227,6 @@ def compute_revision(app: str, services: Mapping[str, ServiceInfo]) -> str:
     service's description in match-key order; ``"0"`` when nothing is exported."""
     if not services:
         return EMPTY_REVISION
-    keys = sorted(services, key=lambda k: k.encode("utf-16-be"))
+    keys = sorted(services, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
     text = app + "".join(services[k].desc() for k in keys)
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()

@@ -230,6 +230,9 @@ class Choice:
     #: ``interface`` or ``application``.
     level: str
     urls: tuple[URL, ...]
+    #: Providers this consumer could call at each level (-1: that level not read yet).
+    interface_providers: int = -1
+    application_providers: int = -1
 
 
 def choose(
@@ -396,4 +399,10 @@ class MigrationSubscriber:
     def choice(self) -> Choice:
         """The consumer's step and level now (for status reports)."""
         with self._lock:
-            return Choice(self.step, self.level, self._last or ())
+            return Choice(
+                self.step,
+                self.level,
+                self._last or (),
+                -1 if self._interface is None else self._usable(self._interface),
+                -1 if self._app is None else self._usable(list(self._app.urls)),
+            )

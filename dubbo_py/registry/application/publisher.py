@@ -121,7 +121,7 @@ class InstancePublisher:
                 path = instance_path(self.application, old.id)
                 with contextlib.suppress(NoNodeError):
                     self.store.delete(path)
-                log.info("unregistered instance %s", path)
+                log.debug("unregistered instance %s", path)
             return
         info = MetadataInfo.of(self.application, urls)
         instance = self._instance(address, info, urls, old)
@@ -170,7 +170,7 @@ class InstancePublisher:
         if replace:
             try:
                 self.store.set(path, data)
-                log.info("updated instance %s (revision %s)", path, instance.revision)
+                log.debug("updated instance %s (revision %s)", path, instance.revision)
                 return
             except NoNodeError:
                 pass
@@ -181,7 +181,7 @@ class InstancePublisher:
             with contextlib.suppress(NoNodeError):
                 self.store.delete(path)
             self.store.create(path, data, ephemeral=True, protected=self.protect)
-        log.info("registered instance %s (revision %s)", path, instance.revision)
+        log.debug("registered instance %s (revision %s)", path, instance.revision)
 
     def _on_session(self, state: SessionState) -> None:
         if state not in (SessionState.NEW_SESSION, SessionState.CONNECTED):
