@@ -20,6 +20,8 @@ from dubbo_py.admin.common import (
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance.base import DEFAULT_WARMUP, effective_weight
 from dubbo_py.registry import layout
+from dubbo_py.registry.application import lookup as app_level
+from dubbo_py.registry.application.mapping import read_applications
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
 
@@ -31,7 +33,8 @@ DEFAULT_WEIGHT = 100
 def known_service(registry: Registry, service: str) -> None:
     """AdminError (not found, with the closest name) unless the registry knows ``service``."""
     names = registry.services()
-    if service not in names:
+    if service not in names and service not in app_level.interfaces(registry.store):
+        names = sorted({*names, *app_level.interfaces(registry.store)})
         raise AdminError(
             f"no service {service!r} in registry {env_of().address}{did_you_mean(service, names)}",
             reason="not-found",
@@ -50,22 +53,39 @@ def services() -> None:
       dubbo-py services --json
 
     \b
-    JSON: [{"service", "providers", "consumers", "routers", "configurators"}]
+    PROVIDERS counts the interface-level provider URLs, INSTANCES the providers registered
+    at the application level (instances whose metadata offers the service) and APPLICATIONS
+    the applications the service-name mapping names.
+
+    \b
+    JSON: [{"service", "providers", "consumers", "routers", "configurators", "instances",
+            "applications": [...]}]
     """
     env = env_of()
     registry = env.registry
     rows: list[dict[str, Any]] = []
-    for name in registry.services():
+    names = sorted({*registry.services(), *app_level.interfaces(registry.store)})
+    for name in names:
         counts = {c: len(registry.lookup(name, c)) for c in layout.CATEGORIES}
-        rows.append({"service": name, **counts})
+        counts["instances"] = len(app_level.providers(registry.store, name))
+        apps = sorted(read_applications(registry.store, name))
+        rows.append({"service": name, **counts, "applications": apps})
     if env.json:
         emit_json(rows)
         return
     print_table(
         None,
-        ["SERVICE", "PROVIDERS", "CONSUMERS", "ROUTERS", "OVERRIDES"],
+        ["SERVICE", "PROVIDERS", "INSTANCES", "CONSUMERS", "ROUTERS", "OVERRIDES", "APPLICATIONS"],
         (
-            [r["service"], r["providers"], r["consumers"], r["routers"], r["configurators"]]
+            [
+                r["service"],
+                r["providers"],
+                r["instances"],
+                r["consumers"],
+                r["routers"],
+                r["configurators"],
+                ",".join(r["applications"]),
+            ]
             for r in rows
         ),
         empty="no services registered",
@@ -83,7 +103,11 @@ def warmup_left_ms(url: URL, now_ms: int) -> int:
 
 
 def provider_json(
-    url: URL, active: list[str], configured: URL | None = None, now_ms: int | None = None
+    url: URL,
+    active: list[str],
+    configured: URL | None = None,
+    now_ms: int | None = None,
+    level: str = "interface",
 ) -> dict[str, Any]:
     """One provider as ``providers --json`` prints it; ``configured`` is the provider with
     the override rules applied (what consumers balance on), ``now_ms`` the clock warmup is
@@ -102,6 +126,7 @@ def provider_json(
         "warmup_ms": configured.get_int("warmup", DEFAULT_WARMUP),
         "warmup_left_ms": warmup_left_ms(configured, now),
         "overrides": active,
+        "level": level,
     }
 
 
@@ -146,28 +171,46 @@ def providers(service: str) -> None:
     \b
     JSON: [{"url", "address", "protocol", "application", "version", "group",
             "weight", "effective_weight", "warmup_ms", "warmup_left_ms",
-            "overrides": ["weight=50", ...]}]
+            "overrides": ["weight=50", ...], "level": "interface" | "application"}]
+
+    Providers registered at the application level (an instance under /services whose
+    metadata offers the service) are listed with level "application", built as consumers
+    build them.
     """
     env = env_of()
     registry = env.registry
     known_service(registry, service)
     urls = sorted(registry.lookup(service, layout.PROVIDERS), key=lambda u: u.to_string())
+    instance_urls = app_level.providers(registry.store, service)
+    levels = ["interface"] * len(urls) + ["application"] * len(instance_urls)
+    urls = urls + instance_urls
     rules = registry.lookup(service, layout.CONFIGURATORS)
     configured = configurators.apply(urls, rules, _documents(registry, service, urls))
     now_ms = int(time.time() * 1000)
     rows = [
-        provider_json(u, overrides.effective(rules, u), c, now_ms)
-        for u, c in zip(urls, configured, strict=True)
+        provider_json(u, overrides.effective(rules, u), c, now_ms, level)
+        for u, c, level in zip(urls, configured, levels, strict=True)
     ]
     if env.json:
         emit_json(rows)
         return
     print_table(
         f"providers of {service}",
-        ["ADDRESS", "PROTOCOL", "APPLICATION", "VERSION", "GROUP", "WEIGHT", "WARMUP", "OVERRIDES"],
+        [
+            "ADDRESS",
+            "LEVEL",
+            "PROTOCOL",
+            "APPLICATION",
+            "VERSION",
+            "GROUP",
+            "WEIGHT",
+            "WARMUP",
+            "OVERRIDES",
+        ],
         (
             [
                 r["address"],
+                r["level"],
                 r["protocol"],
                 r["application"],
                 r["version"],

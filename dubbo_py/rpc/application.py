@@ -594,6 +594,8 @@ class Application:
             config.timeout,
         )
         registry = self.registry
+        if registry is not None and self._app_level is not None:
+            consumer = self._app_level.consumer_url(consumer)
         cache = None
         if registry is not None:
             cache = NotifyCache(

@@ -35,8 +35,18 @@ def test_services_lists_counts(run: Cli) -> None:
             "consumers": 1,
             "routers": 0,
             "configurators": 0,
+            "instances": 0,
+            "applications": [],
         },
-        {"service": "demo.Other", "providers": 1, "consumers": 0, "routers": 0, "configurators": 0},
+        {
+            "service": "demo.Other",
+            "providers": 1,
+            "consumers": 0,
+            "routers": 0,
+            "configurators": 0,
+            "instances": 0,
+            "applications": [],
+        },
     ]
     table = run("services")
     assert table.exit_code == 0
@@ -65,6 +75,7 @@ def test_providers_and_consumers(run: Cli) -> None:
         "warmup_ms": 600_000,
         "warmup_left_ms": 0,
         "overrides": [],
+        "level": "interface",
     }
     assert run.json("consumers", "demo.Greeter") == [
         {
@@ -219,6 +230,18 @@ def test_registry_status(run: Cli) -> None:
         "routers": 0,
         "configurators": 1,
         "rules": 1,
+        "applications": 0,
+        "instances": 0,
+        "consumer_modes": [
+            {
+                "service": "demo.Greeter",
+                "application": "shop",
+                "address": "10.0.0.1",
+                "step": "APPLICATION_FIRST",
+                "level": "interface",
+                "source": "default",
+            }
+        ],
     }
     assert status["registry"].startswith("sqlite:///")
 

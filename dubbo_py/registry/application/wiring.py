@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator, Mapping
 
 from dubbo_py.registry.application.discovery import ApplicationDiscovery, LocalMetadata
+from dubbo_py.registry.application.lookup import STEP_PARAMETER
 from dubbo_py.registry.application.migration import Choice, MigrationRules, MigrationSubscriber
 from dubbo_py.registry.application.modes import (
     MigrationStep,
@@ -83,11 +84,20 @@ class ApplicationLevel:
 
     # ----------------------------------------------------------------- consumer side
 
-    def subscriber(
-        self, consumer: URL, step: str | MigrationStep | None = None
-    ) -> MigrationSubscriber:
-        """The ``subscribe`` a reference's directory uses (its migration step: ``step``, else
-        the application's)."""
+    def consumer_url(self, consumer: URL) -> URL:
+        """The consumer URL with its migration step when that is not Dubbo's default (what
+        ``dubbo-py registry status`` reads); a step the URL already names is kept."""
+        if consumer.get_str(STEP_PARAMETER):
+            resolve_migration_step(consumer.get_str(STEP_PARAMETER))  # a typo fails here
+            return consumer
+        if self.migration_step is MigrationStep.APPLICATION_FIRST:
+            return consumer
+        return consumer.with_parameters(**{STEP_PARAMETER: self.migration_step.value})
+
+    def subscriber(self, consumer: URL) -> MigrationSubscriber:
+        """The ``subscribe`` a reference's directory uses; its step is the consumer URL's
+        ``migration-step``, else the application's."""
+        step = consumer.get_str(STEP_PARAMETER)
         with self._lock:
             if self._discovery is None:
                 self._discovery = ApplicationDiscovery(
