@@ -120,10 +120,27 @@ def test_provider_publishes_instance_metadata_and_mapping(store: Store) -> None:
     assert sorted(info.services) == ["demo.Greeter:1.0.0:tri", "demo.Greeter:2.0.0:tri"]
     assert mapping.read_applications(store, "demo.Greeter") == {"greeter"}
     publisher.remove(provider(version="2.0.0"))
-    node, _ = store.get("/services/greeter/127.0.0.1:50051")
-    assert ServiceInstance.parse(node).revision != read.revision
+
+    def revision() -> str:
+        return ServiceInstance.parse(store.get("/services/greeter/127.0.0.1:50051")[0]).revision
+
+    wait_for(lambda: revision() != read.revision, "the instance's new revision")
     publisher.remove(provider())
     assert not store.exists("/services/greeter/127.0.0.1:50051")
+
+
+def test_a_stopping_server_writes_no_revision_per_service(store: Store) -> None:
+    publisher = InstancePublisher(store, "greeter")
+    urls = [provider(version=f"{v}.0.0") for v in range(1, 4)]
+    with publisher.batch():
+        for url in urls:
+            publisher.add(url)
+    assert len(store.children("/dubbo/metadata/greeter")) == 1
+    for url in urls:  # as ExportedServer.stop unregisters them
+        publisher.remove(url)
+    assert not store.exists("/services/greeter/127.0.0.1:50051")
+    time.sleep(0.5)
+    assert len(store.children("/dubbo/metadata/greeter")) == 1
 
 
 def test_consumer_builds_urls_from_instances_and_follows_them(make_store: StoreFactory) -> None:

@@ -86,6 +86,8 @@ class _AppWatch:
         self._node_cancels: dict[str, Cancel] = {}
         self._cancel: Cancel | None = None
         self._retry: threading.Timer | None = None
+        #: (instance name, interface) -> (instance, metadata, its URLs), reused while both hold.
+        self._built: dict[tuple[str, str], tuple[ServiceInstance, MetadataInfo, list[URL]]] = {}
 
     def start(self) -> None:
         path = application_path(self.app)
@@ -106,6 +108,8 @@ class _AppWatch:
             for gone in set(self._node_cancels) - set(names):
                 self._node_cancels.pop(gone)()
                 self.instances.pop(gone, None)
+                for key in [k for k in self._built if k[0] == gone]:
+                    del self._built[key]
             for name in names:
                 if name in self._node_cancels:
                     continue
@@ -153,14 +157,26 @@ class _AppWatch:
         return True
 
     def urls(self, interface: str) -> list[URL]:
+        """The interface's provider URLs from every instance, in instance-name order. URLs
+        are built once per instance and revision: a change of one instance among a thousand
+        rebuilds one instance's URLs, not a thousand."""
         out: list[URL] = []
         missing = False
-        for instance in self.instances.values():
+        for name in sorted(self.instances):
+            instance = self.instances[name]
             info = self.owner.metadata(instance)
             if info is None:
                 missing = missing or instance.storage_type == "remote"
                 continue
-            out.extend(provider_url(instance, s) for s in info.services_of(interface))
+            built = self._built.get((name, interface))
+            if built is None or built[0] is not instance or built[1] is not info:
+                built = (
+                    instance,
+                    info,
+                    [provider_url(instance, s) for s in info.services_of(interface)],
+                )
+                self._built[(name, interface)] = built
+            out.extend(built[2])
         if missing:
             self._schedule_retry()
         return out
@@ -223,9 +239,8 @@ class _InterfaceWatch:
                 if watch is not None:
                     urls.extend(watch.urls(self.interface))
             read = self.mapping_read and all(w is not None and w.read for w in watches)
-            state = AppLevelProviders(
-                tuple(sorted(set(urls), key=lambda u: u.to_string())), self.apps, read
-            )
+            # Deterministic order (application, instance, service) without sorting URL texts.
+            state = AppLevelProviders(tuple(dict.fromkeys(urls)), self.apps, read)
             if state == self.last:
                 return
             self.last = state

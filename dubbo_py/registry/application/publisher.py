@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
 
+#: Seconds a removal waits for more removals before the instance is published again.
+REMOVE_DEBOUNCE = 0.2
+
 
 class InstancePublisher:
     """Publishes the instances of one application on one store (thread-safe)."""
@@ -51,6 +54,7 @@ class InstancePublisher:
         self._mapped: set[str] = set()
         self._batch = 0
         self._dirty: set[Address] = set()
+        self._later: dict[Address, threading.Timer] = {}
         store.add_session_listener(self._on_session)
 
     # ----------------------------------------------------------------- changes
@@ -72,7 +76,14 @@ class InstancePublisher:
             del urls[url]
             if not urls:
                 del self._urls[address]
-            self._changed(address)
+                self._changed(address)
+            elif not self._batch:
+                # A server stopping removes its services one by one: publish what is left
+                # only if nothing else goes within REMOVE_DEBOUNCE, so a shutdown does not
+                # write a revision (and its document) per service on its way out.
+                self._publish_later(address)
+            else:
+                self._dirty.add(address)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -106,7 +117,30 @@ class InstancePublisher:
 
     # ----------------------------------------------------------------- writing
 
+    def _publish_later(self, address: Address) -> None:
+        timer = self._later.pop(address, None)
+        if timer is not None:
+            timer.cancel()
+
+        def publish() -> None:
+            with self._lock:
+                if self._later.get(address) is not timer_now:
+                    return
+                del self._later[address]
+                try:
+                    self._publish(address)
+                except StoreError as exc:
+                    log.warning("could not update the instance at %s:%d: %s", *address, exc)
+
+        timer_now = threading.Timer(REMOVE_DEBOUNCE, publish)
+        timer_now.daemon = True
+        self._later[address] = timer_now
+        timer_now.start()
+
     def _changed(self, address: Address) -> None:
+        timer = self._later.pop(address, None)
+        if timer is not None:
+            timer.cancel()
         if self._batch:
             self._dirty.add(address)
         else:
