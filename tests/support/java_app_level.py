@@ -28,17 +28,34 @@ DOCUMENTED_INSTANCE = (
 
 
 def java_instance(
-    app: str, host: str, port: int, revision: str, *, storage: str = "remote", ts: int = 1
+    app: str,
+    host: str,
+    port: int,
+    revision: str,
+    *,
+    storage: str = "remote",
+    ts: int = 1,
+    metadata_port: int | None = None,
+    meta_v: str = "2.0.0",
 ) -> str:
-    """An instance node's data as Curator serializes Dubbo's instance (field order included)."""
+    """An instance node's data as Curator serializes Dubbo's instance (field order included);
+    ``metadata_port`` adds the MetadataService's url-params (what a ``local`` instance has)."""
     iid = f"{host}:{port}"
     endpoints = json.dumps(f'[{{"port":{port},"protocol":"tri"}}]')
+    url_params = ""
+    if metadata_port is not None:
+        params = (
+            f'{{"connections":"1","version":"{meta_v}","dubbo":"2.0.2","release":"3.3.0",'
+            f'"side":"provider","port":"{metadata_port}","protocol":"tri"}}'
+        )
+        url_params = f'"dubbo.metadata-service.url-params":{json.dumps(params)},'
     return (
         f'{{"name":"{app}","id":"{iid}","address":"{host}","port":{port},"sslPort":null,'
         f'"payload":{{"@class":"org.apache.dubbo.registry.zookeeper.ZookeeperInstance",'
         f'"id":"{iid}","name":"{app}","metadata":{{"dubbo.endpoints":{endpoints},'
+        f"{url_params}"
         f'"dubbo.metadata.revision":"{revision}","dubbo.metadata.storage-type":"{storage}",'
-        f'"meta-v":"2.0.0","timestamp":"{ts}"}}}},'
+        f'"meta-v":"{meta_v}","timestamp":"{ts}"}}}},'
         f'"registrationTimeUTC":{ts},"serviceType":"DYNAMIC","uriSpec":null}}'
     )
 

@@ -166,7 +166,8 @@ class _AppWatch:
             instance = self.instances[name]
             info = self.owner.metadata(instance)
             if info is None:
-                missing = missing or instance.storage_type == "remote"
+                retry = instance.storage_type == "remote" or self.owner.local_metadata is not None
+                missing = missing or retry
                 continue
             built = self._built.get((name, interface))
             if built is None or built[0] is not instance or built[1] is not info:

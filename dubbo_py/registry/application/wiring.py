@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 
 from dubbo_py.registry.application.discovery import ApplicationDiscovery, LocalMetadata
 from dubbo_py.registry.application.lookup import STEP_PARAMETER
+from dubbo_py.registry.application.metadata_service import fetch_metadata_v2
 from dubbo_py.registry.application.migration import Choice, MigrationRules, MigrationSubscriber
 from dubbo_py.registry.application.modes import (
     MigrationStep,
@@ -47,7 +48,9 @@ class ApplicationLevel:
         self.application = application
         self.register_mode = resolve_register_mode(register_mode, environ)
         self.migration_step = resolve_migration_step(migration_step, environ)
-        self._local_metadata = local_metadata
+        #: How ``local``-storage instances' metadata is read: from the instance's
+        #: MetadataServiceV2 over Triple unless told otherwise.
+        self._local_metadata = local_metadata or fetch_metadata_v2
         self._lock = threading.Lock()
         self._publisher: InstancePublisher | None = None
         self._discovery: ApplicationDiscovery | None = None
