@@ -153,3 +153,27 @@ def test_kill9_fails_over_with_no_failed_call_at_the_application_level(
             ref.stub.SayHello(greeter_pb2.HelloRequest(name="again")).provider for _ in range(40)
         )
         assert back[restarted.address] > 0, back
+
+
+@pytest.mark.zookeeper
+def test_consumer_starts_from_cached_application_level_providers_while_zookeeper_is_down(
+    tmp_path: Path, instance_mode: None
+) -> None:
+    cache = tmp_path / "consumer-cache.json"
+    with ZooKeeperServer() as zk:  # a server of its own: this test stops it
+        registry = f"zookeeper://{zk.address}/app-cache"
+        provider = ProviderProcess(registry).start()
+        try:
+            with dubbo_py.Application("shop", registry, cache_path=cache) as app:
+                ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+                wait_until(lambda: len(ref.directory.providers) == 1, 10, "the instance")
+                ref.stub.SayHello(greeter_pb2.HelloRequest(name="warm"))
+            zk.stop()
+            with dubbo_py.Application(
+                "shop", registry, cache_path=cache, connect_timeout=1.0
+            ) as app:
+                greeter = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=1.0)
+                replies = [greeter.SayHello(greeter_pb2.HelloRequest(name="c")) for _ in range(5)]
+                assert {r.provider for r in replies} == {provider.address}
+        finally:
+            provider.kill()

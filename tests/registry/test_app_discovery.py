@@ -317,3 +317,27 @@ def test_migration_rule_switches_a_consumer_live(make_store: StoreFactory) -> No
     assert addresses() == {"127.0.0.1:2"}
     cancel()
     rules.close()
+
+
+@pytest.mark.zookeeper
+def test_instance_comes_back_after_the_providers_session_expires(
+    make_store: StoreFactory, store_backend: str
+) -> None:
+    if store_backend != "zookeeper":
+        pytest.skip("session expiry is forced on ZooKeeper")
+    from tests.support.zookeeper import expire_session
+
+    provider_store, consumer_store = make_store(), make_store()
+    InstancePublisher(provider_store, "greeter").add(provider(port=50077))
+    discovery = ApplicationDiscovery(consumer_store)
+    seen = Seen()
+    discovery.subscribe("demo.Greeter", seen)
+    wait_for(lambda: seen.addresses() == {"127.0.0.1:50077"}, "the instance")
+    expire_session(provider_store)
+    # The expired session took the ephemeral node; the publisher writes it again.
+    wait_for(
+        lambda: consumer_store.exists("/services/greeter/127.0.0.1:50077"),
+        "the instance node written again",
+    )
+    wait_for(lambda: seen.addresses() == {"127.0.0.1:50077"}, "the instance seen again")
+    discovery.close()
