@@ -157,15 +157,21 @@ def test_providers_overrides_and_status_with_a_live_provider(
 ) -> None:
     provider = providers()
     listed = json.loads(ok(registry_address, "providers", "demo.Greeter", "--json"))
-    assert [p["address"] for p in listed] == [provider.address]
+    # Registered at both levels (register_mode "all", Dubbo 3.3's default).
+    assert [(p["address"], p["level"]) for p in listed] == [
+        (provider.address, "interface"),
+        (provider.address, "application"),
+    ]
     out = json.loads(
         ok(registry_address, "override", "weight", "demo.Greeter", provider.address, "50", "--json")
     )
     assert [o["action"] for o in out] == ["added"]
     listed = json.loads(ok(registry_address, "providers", "demo.Greeter", "--json"))
-    assert listed[0]["overrides"] == ["weight=50"]
+    # An override applies at both levels, as consumers apply it to either level's providers.
+    assert [p["overrides"] for p in listed] == [["weight=50"], ["weight=50"]]
     status = json.loads(ok(registry_address, "registry", "status", "--json"))
     assert (status["reachable"], status["services"], status["providers"]) == (True, 1, 1)
+    assert (status["applications"], status["instances"]) == (1, 1)
     assert status["configurators"] == 1
     ok(registry_address, "override", "disable", "demo.Greeter", provider.address)
     ok(registry_address, "override", "enable", "demo.Greeter", provider.address)

@@ -27,7 +27,12 @@ from dubbo_py.registry.application.instance import (
     endpoints_json,
 )
 from dubbo_py.registry.application.metadata import MetadataInfo
-from dubbo_py.registry.application.paths import instance_path, metadata_path
+from dubbo_py.registry.application.paths import (
+    METADATA_ROOT,
+    SERVICES_ROOT,
+    instance_path,
+    metadata_path,
+)
 from dubbo_py.registry.store import NodeExistsError, NoNodeError, SessionState, Store, StoreError
 from dubbo_py.url import URL
 
@@ -189,6 +194,10 @@ class InstancePublisher:
         # As Java's publishAppMetadata: written only when absent (a revision never changes).
         if self.store.exists(path):
             return
+        if self.protect:
+            # The shared folders stay open, so applications with other identities can add
+            # theirs; what this application writes below them is its own.
+            self.store.ensure_path(METADATA_ROOT)
         with contextlib.suppress(NodeExistsError):
             self.store.create(path, info.to_json().encode("utf-8"), protected=self.protect)
 
@@ -208,6 +217,8 @@ class InstancePublisher:
                 return
             except NoNodeError:
                 pass
+        if self.protect:
+            self.store.ensure_path(SERVICES_ROOT)
         try:
             self.store.create(path, data, ephemeral=True, protected=self.protect)
         except NodeExistsError:
