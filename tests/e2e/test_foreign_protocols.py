@@ -74,7 +74,11 @@ def test_a_dubbo_protocol_url_of_the_same_interface_is_never_called(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     real = providers()
-    with dubbo_py.Application("shop", registry_address, cache_path=tmp_path / "c.json") as app:
+    # The protocol filter of the interface level is the subject: the consumer reads that level
+    # (at the application level a Java dubbo:// endpoint is an endpoint of its instance).
+    with dubbo_py.Application(
+        "shop", registry_address, cache_path=tmp_path / "c.json", migration_step="FORCE_INTERFACE"
+    ) as app:
         assert app.registry is not None
         registered = [u for u in app.registry.lookup(SERVICE) if u.address == real.address]
         assert registered, "the real provider's URL"

@@ -59,7 +59,9 @@ def chat(tmp_path: Path) -> Iterator[tuple[str, set[str], URL]]:
     registry = f"sqlite://{tmp_path}/registry.db"
     apps, addresses = [], set()
     for _ in range(2):
-        app = dubbo_py.Application("chat-provider", registry)
+        # Interface level only, like the dead provider's hand-written URL beside them (an
+        # APPLICATION_FIRST consumer would otherwise read the two live instances alone).
+        app = dubbo_py.Application("chat-provider", registry, register_mode="interface")
         chatter = Chatter()
         server = app.start(chatter)
         chatter.address = server.address

@@ -127,7 +127,10 @@ def test_tls_chosen_by_the_consumers_configuration(certs: Certs, tmp_path: Path)
         silent = announced.without_parameters("tls", "ssl-enabled")
         provider.registry.unregister(announced)
         provider.registry.register(silent)
-        with dubbo_py.Application("shop", registry, cache_path=tmp_path / "c") as app:
+        # The rewritten interface-level URL is what the consumer must read.
+        with dubbo_py.Application(
+            "shop", registry, cache_path=tmp_path / "c", migration_step="FORCE_INTERFACE"
+        ) as app:
 
             def greeter(**options: Any) -> Any:
                 ref = app.reference_handle(

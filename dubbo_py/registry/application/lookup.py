@@ -16,7 +16,12 @@ from dubbo_py.registry.application import mapping
 from dubbo_py.registry.application.discovery import provider_url
 from dubbo_py.registry.application.instance import InstanceError, ServiceInstance
 from dubbo_py.registry.application.metadata import MetadataError, MetadataInfo
-from dubbo_py.registry.application.migration import MigrationRule, MigrationRuleError, choose
+from dubbo_py.registry.application.migration import (
+    CountingFilter,
+    MigrationRule,
+    MigrationRuleError,
+    choose,
+)
 from dubbo_py.registry.application.modes import MigrationStep
 from dubbo_py.registry.application.paths import (
     MAPPING_ROOT,
@@ -24,7 +29,6 @@ from dubbo_py.registry.application.paths import (
     metadata_path,
     migration_path,
 )
-from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.store import NoNodeError, Store
 from dubbo_py.url import URL
 
@@ -119,7 +123,7 @@ def consumer_level(
         ruled = rule.step_for(consumer, apps, step)
         if ruled is not step or rule.step is not None:
             step, source = ruled, "rule"
-    flt = ProviderFilter(consumer, consumer.service_interface)
+    flt = CountingFilter(consumer, consumer.service_interface)
     threshold = rule.threshold_for(consumer, apps) if rule is not None else 0.0
     level = choose(step, interface_urls, app_urls, lambda urls: len(flt.select(urls)), threshold)
     return ConsumerLevel(step, level, source)

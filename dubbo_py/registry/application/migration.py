@@ -46,6 +46,7 @@ from dubbo_py.url import URL
 
 __all__ = [
     "Choice",
+    "CountingFilter",
     "MigrationRule",
     "MigrationRuleError",
     "MigrationRules",
@@ -56,6 +57,18 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a consumer waits for its application's migration rule before its first provider
+#: list (the rule's absence is read at once; this bounds a slow registry).
+RULE_WAIT = 2.0
+
+
+class CountingFilter(ProviderFilter):
+    """The directory's provider selection, without its log lines: used to *count* what a
+    consumer could call at each level (the directory reports skipped providers itself)."""
+
+    def _once(self, url: URL, reason: str, level: int, message: str, *args: object) -> None:
+        return
 
 
 class MigrationRuleError(ValueError):
@@ -277,7 +290,7 @@ class MigrationSubscriber:
         self.configured = step
         self.step = step
         self.level = "interface" if step is MigrationStep.FORCE_INTERFACE else "application"
-        self._filter = ProviderFilter(consumer, consumer.service_interface)
+        self._filter = CountingFilter(consumer, consumer.service_interface)
         self._lock = threading.RLock()
         self._interface: list[URL] | None = None
         self._app: AppLevelProviders | None = None
@@ -300,7 +313,10 @@ class MigrationSubscriber:
         others = [c for c in categories if c != layout.PROVIDERS]
         if layout.PROVIDERS in categories:
             if self.rules is not None:
-                self.rules.read.wait(3.0)
+                # Applied before the first provider list when the registry answers; when it
+                # does not, the directory's own bounded wait is all a reference waits.
+                if self.registry.connected:
+                    self.rules.read.wait(RULE_WAIT)
                 self.step = self._rule_step(self.rules.rule, initial=True)
                 cancels.append(self.rules.add_listener(self._on_rule))
 
