@@ -40,9 +40,7 @@ def exported_names(tmp_path: Path) -> set[str]:
 def test_every_query_reads_an_exported_metric(tmp_path: Path) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     assert dashboard["uid"] and dashboard["panels"]
-    exprs = [
-        target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])
-    ]
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
     used = {name for expr in exprs for name in re.findall(r"\b(dubbo_\w+)", expr)}
     assert "dubbo_consumer_requests_total" in used and "dubbo_provider_requests_total" in used
     missing = used - exported_names(tmp_path)

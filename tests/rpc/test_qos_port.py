@@ -277,9 +277,10 @@ def test_asyncio_server_counts_calls_and_runs_interceptors(registry: str) -> Non
 def test_provider_start_logs_the_qos_address(
     registry: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level("INFO", logger="dubbo_py"), dubbo_py.Application(
-        "greeter", registry, qos_port=0
-    ) as app:
+    with (
+        caplog.at_level("INFO", logger="dubbo_py"),
+        dubbo_py.Application("greeter", registry, qos_port=0) as app,
+    ):
         app.start(Greeter(), port=0)
         assert app.qos is not None
         wait_until(lambda: any("QoS on" in r.getMessage() for r in caplog.records), 5, "log")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 
-from dubbo_py.registry.store import NodeExistsError, Store
+from dubbo_py.errors import NodeExistsError
+from dubbo_py.registry.store import Store
 
 #: ``get /services/first-dubbo-provider/30.221.146.35:20880`` from Dubbo's documentation.
 DOCUMENTED_INSTANCE = (

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from dubbo_py.errors import NoNodeError, StoreError
 from dubbo_py.registry.application.instance import InstanceError, ServiceInstance
 from dubbo_py.registry.application.mapping import parse_applications
 from dubbo_py.registry.application.metadata import (
@@ -30,7 +31,7 @@ from dubbo_py.registry.application.metadata import (
     ServiceInfo,
 )
 from dubbo_py.registry.application.paths import application_path, mapping_path, metadata_path
-from dubbo_py.registry.store import Cancel, NoNodeError, Store, StoreError
+from dubbo_py.registry.store import Cancel, Store
 from dubbo_py.url import URL
 
 __all__ = ["AppLevelProviders", "ApplicationDiscovery", "LocalMetadata", "provider_url"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from dubbo_py.errors import NoNodeError
 from dubbo_py.registry.application import mapping
 from dubbo_py.registry.application.discovery import provider_url
 from dubbo_py.registry.application.instance import InstanceError, ServiceInstance
@@ -29,7 +30,7 @@ from dubbo_py.registry.application.paths import (
     metadata_path,
     migration_path,
 )
-from dubbo_py.registry.store import NoNodeError, Store
+from dubbo_py.registry.store import Store
 from dubbo_py.url import URL
 
 __all__ = ["STEP_PARAMETER", "ConsumerLevel", "consumer_level", "interfaces", "providers"]

@@ -18,6 +18,7 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 
+from dubbo_py.errors import NodeExistsError, NoNodeError, StoreError
 from dubbo_py.registry.application import mapping
 from dubbo_py.registry.application.instance import (
     ENDPOINTS,
@@ -33,7 +34,7 @@ from dubbo_py.registry.application.paths import (
     instance_path,
     metadata_path,
 )
-from dubbo_py.registry.store import NodeExistsError, NoNodeError, SessionState, Store, StoreError
+from dubbo_py.registry.store import SessionState, Store
 from dubbo_py.url import URL
 
 __all__ = ["InstancePublisher"]
