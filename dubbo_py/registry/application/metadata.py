@@ -50,8 +50,9 @@ EXCLUDED_SERVICE_PARAMS = (
     "heartbeat.timeout",
     "ipv6",
 )
-#: Provider URL parameters Dubbo copies into the instance's metadata instead.
-INSTANCE_PARAMS = ("heartbeat.timeout", "timestamp", "ipv6")
+#: Provider URL parameters Dubbo copies into the instance's metadata instead (and ``qos.port``,
+#: kept out of the service's parameters as Dubbo does, but per process: consumers read it).
+INSTANCE_PARAMS = ("heartbeat.timeout", "timestamp", "ipv6", "qos.port")
 
 
 class MetadataError(ValueError):
