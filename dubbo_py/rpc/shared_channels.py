@@ -7,8 +7,9 @@ for the channel to a provider and becomes one of its *holders*. The channel is:
 - opened on first use (by the first reference that calls the provider);
 - kept while any reference holds it: a reference whose directory no longer lists the address
   :meth:`releases <SharedChannels.release>` it, and when the last holder did, the channel is
-  closed ``linger`` seconds later (calls in flight finish; a reference that picks the address up
-  again meanwhile takes the same channel back);
+  closed ``linger`` seconds later (calls in flight finish); a reference that picks the address
+  up again meanwhile gets a new channel (the provider was registered again, perhaps restarted:
+  the old channel may be in gRPC's reconnect backoff);
 - replaced for every holder when one of them :meth:`resets <SharedChannels.reset>` it (a
   quarantined provider coming back: its old channel may sit in gRPC's reconnect backoff); the
   other holders are told, so they drop their cached callables on the old one;
@@ -73,13 +74,23 @@ class SharedChannels:
         key = (address, security)
         with self._lock:
             entry = self._entries.get(key)
+            stale: grpc.Channel | None = None
+            if entry is not None and entry.timer is not None:
+                # Every directory had dropped the address: the provider went away (a crash, a
+                # restart) and has been registered again. Its old channel may sit in gRPC's
+                # reconnect backoff, failing calls fast for seconds, so the new registration
+                # gets a new channel as Dubbo gives it a new invoker; the old one still
+                # finishes its calls in flight and closes after the linger period.
+                entry.timer.cancel()
+                stale = entry.channel
+                entry = None
             if entry is None:
                 entry = self._entries[key] = _Entry(open_channel())
-            elif entry.timer is not None:
-                entry.timer.cancel()  # picked up again before it was closed
-                entry.timer = None
             entry.holders.add(holder)
-            return entry.channel
+            channel = entry.channel
+        if stale is not None:
+            self._close_later(stale)
+        return channel
 
     def release(self, address: str, security: Hashable, holder: ChannelHolder) -> None:
         """``holder`` no longer uses the channel to ``address``; the last holder's release
