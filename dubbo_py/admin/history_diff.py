@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import yaml
+from dubbo_py.yaml_loader import peek_yaml
 
 __all__ = ["change_summary"]
 
@@ -48,9 +48,8 @@ def _show(value: Any) -> str:
 
 
 def _load(text: str) -> dict[str, Any] | None:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+    data = peek_yaml(text)
+    if data is None:
         return None
     return data if isinstance(data, dict) else None
 

@@ -21,8 +21,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from dubbo_py.admin.common import closest
 from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.rules import RuleKey
@@ -33,6 +31,7 @@ from dubbo_py.registry.registry import Registry
 from dubbo_py.router.condition.parser import parse_rule, parse_side
 from dubbo_py.router.condition.rule import Clause, KeyKind
 from dubbo_py.url import URL
+from dubbo_py.yaml_loader import peek_yaml
 
 __all__ = ["LintWarning", "RegistryView", "lint_offline", "lint_rule", "rule_keys"]
 
@@ -108,9 +107,8 @@ def _tag_keys(data: Mapping[str, Any]) -> Iterator[RuleKeyUse]:
 
 def rule_keys(kind: str, text: str, source: str) -> list[RuleKeyUse]:
     """The keys a condition or tag rule document reads (other kinds: none)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+    data = peek_yaml(text)
+    if data is None:
         return []
     if not isinstance(data, Mapping):
         return []
@@ -169,7 +167,7 @@ class RegistryView:
                 pairs = rules.static_keys()
                 for app in apps:
                     pairs += ServiceRules.provider_app_keys(app)
-                keys.update(k for _, k in pairs if k.endswith(f".{kind}"))
+                keys.update(w.key for w in pairs if w.kind.name == kind)
         return frozenset(keys)
 
 
@@ -189,10 +187,7 @@ def lint_offline(rule: RuleKey, text: str, source: str) -> list[LintWarning]:
                 )
             )
     if rule.kind == "condition-router" and rule.key:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None
+        data = peek_yaml(text)
         scope = data.get("scope") if isinstance(data, Mapping) else None
         where = "application" if rule.application_scoped else "service"
         if scope in ("service", "application") and scope != where:

@@ -4,7 +4,7 @@ rule's key, which providers each of its methods reaches now and would reach afte
 The consumer's view is rebuilt from the registry the way its directory builds it (providers
 matched to the consumer, overrides applied when this build has a configurator, every rule
 document it watches and every router URL of its service, compiled by the factory), then routed
-with :func:`dubbo_py.router.scenario.route` — the same code ``route test`` and consumers run.
+with :func:`dubbo_py.admin.scenario.route` — the same code ``route test`` and consumers run.
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dubbo_py.admin.rules import RuleKey
+from dubbo_py.admin.scenario import configurator, route
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry import layout
 from dubbo_py.registry.directory import ServiceRules
 from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.rule_kinds import WatchedKey
 from dubbo_py.router import factory
 from dubbo_py.router.base import Router
-from dubbo_py.router.scenario import configurator, route
 from dubbo_py.url import URL
 
 __all__ = ["ConsumerReach", "ReachReport", "reach_now", "reach_of_change"]
@@ -67,7 +68,7 @@ class ReachReport:
             self.notes.append(text)
 
 
-def _watched(consumer: URL, providers: Sequence[URL]) -> list[tuple[str, str]]:
+def _watched(consumer: URL, providers: Sequence[URL]) -> list[WatchedKey]:
     rules = ServiceRules.for_consumer(consumer)
     keys = rules.static_keys()
     for app in sorted({p.get_str("application") for p in providers} - {""}):
@@ -112,9 +113,10 @@ class _View:
 
     def providers(self, override: Mapping[str, str | None]) -> list[URL]:
         docs: dict[str, str] = {}
-        for kind, key in self.keys:
+        for watched in self.keys:
+            key = watched.key
             text = override[key] if key in override else self.text(key)
-            if kind == "configurators" and text:
+            if watched.kind.overrides and text:
                 docs[key] = text
         providers = self.matched
         if self.override_urls or docs:
@@ -124,14 +126,15 @@ class _View:
 
     def routers(self, override: Mapping[str, str | None]) -> list[Router]:
         out: list[Router] = []
-        for kind, key in self.keys:
-            if kind == "configurators":
+        for watched in self.keys:
+            key = watched.key
+            if watched.kind.overrides:
                 continue
             text = override[key] if key in override else self.text(key)
             if not text or not text.strip():
                 continue
             try:
-                out.extend(factory.compile_document(kind, text, layout.config_path(key)))
+                out.extend(watched.compile(text, layout.config_path(key)))
             except RuleError as exc:
                 self.report.note(f"ignored (invalid, as consumers would): {exc}")
         for url in self.router_urls:
@@ -164,7 +167,7 @@ def reach_of_change(
         raw = registry.lookup(service, layout.PROVIDERS)
         for consumer in sorted(consumers, key=lambda u: u.to_string()):
             view = _View(registry, consumer, raw, report, texts)
-            watched = {key for _, key in view.keys}
+            watched = {w.key for w in view.keys}
             if rule.key not in watched:
                 if service == rule.interface or rule.application_scoped:
                     nearby.update(k for k in watched if k.endswith(f".{rule.kind}"))

@@ -1,10 +1,11 @@
 """``route test``: which providers an invocation would reach under some rules (a scenario file),
-evaluated by the code a live consumer runs (:mod:`dubbo_py.router.scenario`)."""
+evaluated by the code a live consumer runs (:mod:`dubbo_py.admin.scenario`)."""
 
 from __future__ import annotations
 
 import click
 
+from dubbo_py.admin import scenario
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
@@ -16,7 +17,6 @@ from dubbo_py.admin.common import (
 )
 from dubbo_py.admin.input_file import InputFileError, read_input_file
 from dubbo_py.errors import RuleError
-from dubbo_py.router import scenario
 
 __all__ = ["route_group"]
 

@@ -265,11 +265,11 @@ def validate_rule(file: str, key: rules.RuleKey | None, kind: str | None, strict
         rule = _resolve(file, text, key, kind)
     except rules.KeyUnknown:
         # A rule that names no key can still be checked when its kind is known.
-        data, _ = rules.load_yaml(text, file)
+        data = rules.load_document(text, file).data
         found = kind or rules.infer_kind(data)
         if found is None:
             raise
-        rule = rules.RuleKey("", rules.scope_target(data), found)
+        rule = rules.RuleKey("", rules.scope_target(data, found), found)
     names = rules.validate(rule, text, file)
     try:
         warnings, notes = _lint(rule, text, file, _named_registry(), strict)

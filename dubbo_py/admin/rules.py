@@ -5,40 +5,36 @@ rule key ``interface:version:group`` (``demo.Greeter::``) or an application name
 Which key a pushed file goes to is decided by :func:`resolve_key`:
 
 1. ``--key KEY``: the kind is the key's suffix.
-2. Otherwise the kind is ``--kind``, or inferred from the document's fields
-   (:data:`FIELD_KINDS`), and the target from its ``scope``/``key`` fields as Dubbo 3 rules carry
-   them (tag and script rules always name the provider application; a shard rule names no
-   service, so it needs ``--key``).
+2. Otherwise the kind is ``--kind``, or inferred from the document's fields (the rule-kind
+   table, :mod:`dubbo_py.registry.rule_kinds`), and the target from its ``scope``/``key``
+   fields as Dubbo 3 rules carry them (tag and script rules always name the provider
+   application; a shard rule names no service, so it needs ``--key``).
 
-Validation runs :func:`dubbo_py.router.factory.compile_document` — exactly what consumers run.
+Validation compiles through the rule-kind table (:mod:`dubbo_py.registry.rule_kinds`) — exactly
+what consumers run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
-from dubbo_py.cluster import configurators
 from dubbo_py.errors import RuleError
-from dubbo_py.registry import layout
-from dubbo_py.router import factory
+from dubbo_py.registry import layout, rule_kinds
+from dubbo_py.registry.rule_kinds import RuleKind, Target
 from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, budget_clock, elapsed_check
-from dubbo_py.router.rule_yaml import yaml_error
+from dubbo_py.yaml_loader import YamlDocument, load_yaml, peek_yaml
 
 __all__ = [
-    "APPLICATION_KINDS",
-    "FIELD_KINDS",
     "KINDS",
-    "SERVICE_KINDS",
     "KeyUnknown",
     "RuleKey",
     "document_enabled",
     "infer_kind",
     "key_from_document",
-    "load_yaml",
+    "load_document",
     "parse_key",
     "resolve_key",
     "scope_target",
@@ -48,20 +44,7 @@ __all__ = [
 ]
 
 #: Every kind of config-center rule document, as the suffix of its key.
-KINDS: tuple[str, ...] = (*factory.DOCUMENT_KINDS, "configurators")
-#: Kinds keyed by (provider) application only: consumers watch ``<provider app>.<kind>``.
-APPLICATION_KINDS = frozenset({"tag-router", "script-router"})
-#: Kinds keyed by service only: ``<interface>:<version>:<group>.<kind>``.
-SERVICE_KINDS = frozenset({"shard-router"})
-#: A document field that tells its kind (Dubbo 3 rule formats and our shard rule).
-FIELD_KINDS: tuple[tuple[str, str], ...] = (
-    ("conditions", "condition-router"),
-    ("tags", "tag-router"),
-    ("script", "script-router"),
-    ("scheme", "shard-router"),
-    ("shards", "shard-router"),
-    ("configs", "configurators"),
-)
+KINDS: tuple[str, ...] = rule_kinds.kind_names()
 
 _KEY_EXAMPLES = "demo.Greeter::.condition-router, shop.tag-router"
 
@@ -89,12 +72,19 @@ class RuleKey:
         return "" if self.application_scoped else self.target.split(":", 1)[0]
 
     @property
-    def compile_kind(self) -> str:
-        """The compiler consumers use for this key (an application's condition rule has its own,
+    def rule_kind(self) -> RuleKind:
+        """The kind's entry in the rule-kind table."""
+        found = rule_kinds.kind_named(self.kind)
+        assert found is not None, self.kind  # parse_key accepts known kinds only
+        return found
+
+    @property
+    def read_as(self) -> Target:
+        """How consumers read this key (an application's condition rule has its own compiler,
         as in :class:`~dubbo_py.registry.directory.ServiceRules`)."""
-        if self.kind == "condition-router" and self.application_scoped:
-            return "condition-router-app"
-        return self.kind
+        if not self.application_scoped:
+            return Target.SERVICE
+        return self.rule_kind.application_target or Target.APPLICATION
 
 
 def parse_key(key: str) -> RuleKey:
@@ -104,12 +94,12 @@ def parse_key(key: str) -> RuleKey:
         layout.config_path(key)
     except ValueError as exc:
         raise ValueError(str(exc)) from None
-    for kind in KINDS:
+    for kind in rule_kinds.kind_names():
         if key.endswith(f".{kind}"):
             target = key[: -len(kind) - 1]
             break
     else:
-        kinds = ", ".join(f".{k}" for k in KINDS)
+        kinds = ", ".join(f".{k}" for k in rule_kinds.kind_names())
         raise ValueError(f"{key!r} is not a rule key: it ends in one of {kinds} ({_KEY_EXAMPLES})")
     if not target:
         raise ValueError(f"{key!r} names no service or application before .{kind}")
@@ -119,9 +109,11 @@ def parse_key(key: str) -> RuleKey:
             f"(blank parts stay empty: demo.Greeter::.{kind})"
         )
     rule = RuleKey(key, target, kind)
-    if kind in APPLICATION_KINDS and not rule.application_scoped:
-        raise ValueError(f"{key!r}: {kind} rules are keyed by provider application: <app>.{kind}")
-    if kind in SERVICE_KINDS and rule.application_scoped:
+    targets = rule.rule_kind.targets
+    if Target.SERVICE not in targets and not rule.application_scoped:
+        owner = "provider " if Target.PROVIDER_APPLICATION in targets else ""
+        raise ValueError(f"{key!r}: {kind} rules are keyed by {owner}application: <app>.{kind}")
+    if rule.rule_kind.application_target is None and rule.application_scoped:
         raise ValueError(
             f"{key!r}: {kind} rules are keyed by service: <interface>:<version>:<group>.{kind}"
         )
@@ -141,28 +133,17 @@ def service_target(spec: str) -> str:
     return layout.rule_key(interface, version, group)
 
 
-def load_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
-    """Parse one YAML document (data and its node); RuleError with line and column on bad
-    syntax, from the mark PyYAML reports."""
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        data = None if node is None else loader.construct_document(node)
-        return data, node
-    except yaml.YAMLError as exc:
-        raise yaml_error(exc, source) from None
-    except RecursionError:
-        raise RuleError("invalid YAML: nested too deeply", source=source) from None
-    finally:
-        loader.dispose()
+def load_document(text: str, source: str) -> YamlDocument:
+    """A rule file as YAML (an empty one loads as ``data=None``); RuleError with line and
+    column on bad syntax, anchors or aliases."""
+    return load_yaml(text, source, error=RuleError, empty=None, string_keys=False)
 
 
 def infer_kind(data: object) -> str | None:
-    """The kind a document's fields tell (:data:`FIELD_KINDS`), None when none or several do."""
-    if not isinstance(data, Mapping):
-        return None
-    kinds = {kind for field, kind in FIELD_KINDS if field in data}
-    return kinds.pop() if len(kinds) == 1 else None
+    """The kind a document's fields tell (the rule-kind table's ``fields``), None when none or
+    several do."""
+    kind = rule_kinds.infer_kind(data)
+    return None if kind is None else kind.name
 
 
 def key_from_document(kind: str, data: object, source: str) -> str:
@@ -174,7 +155,10 @@ def key_from_document(kind: str, data: object, source: str) -> str:
 
     if not isinstance(data, Mapping):
         raise missing("the rule is not a YAML mapping, so it names no key")
-    if kind in SERVICE_KINDS:
+    rule_kind = rule_kinds.kind_named(kind)
+    if rule_kind is None:
+        raise missing(f"unknown rule kind {kind!r}")
+    if not rule_kind.names_its_key:
         raise missing(
             f"a {kind} rule does not name its service (--key <interface>:<version>:<group>.{kind})"
         )
@@ -182,7 +166,7 @@ def key_from_document(kind: str, data: object, source: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise missing("the rule has no 'key' field naming its service or application")
     name = name.strip()
-    if kind in APPLICATION_KINDS:
+    if Target.SERVICE not in rule_kind.targets:
         scope = data.get("scope", "application")
         if scope != "application":
             raise missing(f"{kind} rules are application-scoped, not scope {scope!r}")
@@ -195,12 +179,15 @@ def key_from_document(kind: str, data: object, source: str) -> str:
     raise missing(f"the rule's scope must be 'service' or 'application', not {scope!r}")
 
 
-def scope_target(data: object) -> str:
-    """A stand-in target for a document that names no key: application-like when its scope is
-    ``application``, service-like otherwise (all that matters to pick its compiler)."""
-    if isinstance(data, Mapping) and data.get("scope") == "application":
-        return "application"
-    return "service::"
+def scope_target(data: object, kind: str) -> str:
+    """A stand-in target for a document of ``kind`` that names no key: application-like or
+    service-like as :func:`~dubbo_py.registry.rule_kinds.target_for_document` reads it (all
+    that matters to pick its compiler)."""
+    rule_kind = rule_kinds.kind_named(kind)
+    if rule_kind is None:
+        return "service::"
+    target = rule_kinds.target_for_document(rule_kind, data)
+    return "application" if target.application_scoped else "service::"
 
 
 def resolve_key(text: str, source: str, *, key: str | None, kind: str | None) -> RuleKey:
@@ -215,7 +202,7 @@ def resolve_key(text: str, source: str, *, key: str | None, kind: str | None) ->
             raise RuleError(f"--kind {kind} contradicts --key {rule.key}", source=source)
         _check_key_agrees(rule, text, source)
         return rule
-    data, _ = load_yaml(text, source)
+    data = load_document(text, source).data
     if data is None:
         raise RuleError("the rule file is empty", source=source)
     if kind is None:
@@ -238,7 +225,7 @@ def _check_key_agrees(rule: RuleKey, text: str, source: str) -> None:
     # pushed to the wrong place; its version and group may differ (Dubbo rules often name only
     # the interface), the interface or application may not.
     try:
-        data, _ = load_yaml(text, source)
+        data = load_document(text, source).data
         named = parse_key(key_from_document(rule.kind, data, source))
     except (RuleError, ValueError):
         return  # nothing (usable) named: --key decides; validation reports real faults
@@ -259,13 +246,8 @@ def validate(rule: RuleKey, text: str, source: str) -> list[str]:
     """Check a document for ``rule``'s key as consumers will read it; returns the names of the
     routers it compiles to (none for configurators). RuleError naming ``source`` (and the line
     and column where known) when it is invalid."""
-    if rule.kind == "configurators":
-        # What the directory runs on every configurators document it reads.
-        load_yaml(text, source)  # syntax errors with their position
-        configurators.parse_configurators_yaml(text, source)
-        return []
     started = budget_clock()
-    routers = factory.compile_document(rule.compile_kind, text, source)
+    routers = rule.rule_kind.compile(rule.read_as, text, source)
     # Consumers refuse a rule that takes longer than this to compile; say so here too.
     elapsed_check(f"compiling the rule from {source}", started, DEFAULT_RULE_BUDGET)
     return [r.name for r in routers]
@@ -273,10 +255,7 @@ def validate(rule: RuleKey, text: str, source: str) -> list[str]:
 
 def document_enabled(text: str) -> bool | None:
     """The document's ``enabled`` field (default true), None when the text is not a mapping."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return None
+    data = peek_yaml(text)
     if not isinstance(data, Mapping):
         return None
     value = data.get("enabled", True)
@@ -287,7 +266,8 @@ def set_enabled(text: str, enabled: bool, source: str) -> str:
     """The document with its top-level ``enabled`` field set, everything else (comments,
     order, formatting) kept: the value is replaced in place, or a line is added before the
     first field. A flow-style mapping is re-written."""
-    data, node = load_yaml(text, source)
+    doc = load_document(text, source)
+    data, node = doc.data, doc.root
     if not isinstance(node, yaml.MappingNode) or not isinstance(data, Mapping):
         raise RuleError(
             "the rule is not a YAML mapping, so it has no 'enabled' field", source=source

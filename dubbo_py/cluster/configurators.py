@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dubbo_py.errors import RuleError
-from dubbo_py.router.rule_yaml import Path, RuleDocument, load_rule_document
 from dubbo_py.url import URL
+from dubbo_py.yaml_loader import Path, YamlDocument, compile_yaml
 
 __all__ = [
     "Override",
@@ -124,7 +124,7 @@ def parse_override_url(url: URL, source: str = "") -> Override | None:
     )
 
 
-def _strings(doc: RuleDocument, path: Path) -> tuple[str, ...]:
+def _strings(doc: YamlDocument, path: Path) -> tuple[str, ...]:
     value = doc.at(path) if _has(doc, path) else None
     if value is None:
         return ()
@@ -137,7 +137,7 @@ def _strings(doc: RuleDocument, path: Path) -> tuple[str, ...]:
     raise doc.error(path, "must be a string or a list of strings")
 
 
-def _has(doc: RuleDocument, path: Path) -> bool:
+def _has(doc: YamlDocument, path: Path) -> bool:
     parent = doc.at(path[:-1])
     return isinstance(parent, dict) and path[-1] in parent
 
@@ -145,7 +145,11 @@ def _has(doc: RuleDocument, path: Path) -> bool:
 def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
     """Overrides from a Dubbo 3 ``configurators`` document; RuleError naming what is wrong,
     where (``configs[1].parameters``) and at which line and column."""
-    doc = load_rule_document(text, source)
+    return compile_yaml(text, source, _configurators, error=RuleError, empty="rule is empty")
+
+
+def _configurators(doc: YamlDocument) -> list[Override]:
+    source = doc.source
     if not isinstance(doc.data, dict):
         raise doc.error((), "a configurators document must be a mapping")
     configs = doc.data.get("configs")

@@ -15,11 +15,13 @@
         timeout: 1.0
         methods: {SayHello: {retries: 0, mock: "fail:return {}"}}
 
-Loaded with ``yaml.safe_load`` only. Environment variables override the file:
+Read with dubbo-py's one YAML loader (:mod:`dubbo_py.yaml_loader`: safe types only, no anchors
+or aliases, every error with its line and column). Environment variables override the file:
 ``DUBBO_PY_APPLICATION``, ``DUBBO_PY_REGISTRY`` (address), ``DUBBO_PY_REGISTRY_AUTH``,
 ``DUBBO_PY_PROTOCOL_PORT``, ``DUBBO_IP_TO_REGISTRY`` / ``DUBBO_PY_HOST`` (``protocol.host``),
 ``DUBBO_IP_TO_BIND`` (``protocol.bind_host``). Relative TLS paths are relative to the file.
-Every error names the file, the key path and the problem.
+Every error names the file, the key path, the problem and, for a value written in the file, its
+line and column.
 """
 
 from __future__ import annotations
@@ -28,8 +30,6 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-
-import yaml
 
 from dubbo_py.config.model import (
     ApplicationConfig,
@@ -43,6 +43,7 @@ from dubbo_py.config.options import ServiceOptions
 from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.errors import ConfigError, TLSConfigError
 from dubbo_py.rpc.limits import guards_for
+from dubbo_py.yaml_loader import YamlDocument, load_yaml
 
 __all__ = ["load_config", "parse_config"]
 
@@ -60,12 +61,38 @@ _LIMIT_KEYS = (
 )
 
 
+def _syntax_error(
+    message: str, *, source: str = "", line: int | None = None, column: int | None = None
+) -> ConfigError:
+    where = f"line {line}, column {column}: " if line is not None else ""
+    return ConfigError("", f"{where}{message}", source)
+
+
+#: Key paths an environment variable overrides (see the module doc).
+_FROM_ENV = {
+    "application": ("DUBBO_PY_APPLICATION",),
+    "registry.address": ("DUBBO_PY_REGISTRY",),
+    "registry.auth": ("DUBBO_PY_REGISTRY_AUTH",),
+    "protocol.port": ("DUBBO_PY_PROTOCOL_PORT",),
+}
+
+
 class _Reader:
-    def __init__(self, source: str, base: Path) -> None:
+    def __init__(self, source: str, base: Path, doc: YamlDocument | None = None) -> None:
         self.source = source
         self.base = base
+        #: Where each key path (``references.demo.Greeter.timeout``) is written in the file.
+        self.written: dict[str, tuple[int | None, int | None]] = {}
+        if doc is not None:
+            for parts in doc.nodes:
+                self.written.setdefault(".".join(map(str, parts)), doc.position(parts))
+        #: Key paths whose value came from the environment, not the file.
+        self.from_env: set[str] = set()
 
     def fail(self, path: str, problem: str) -> ConfigError:
+        line, column = self.written.get(path, (None, None))
+        if line is not None and path not in self.from_env:
+            problem = f"{problem} (line {line}, column {column})"
         return ConfigError(path, problem, self.source)
 
     def mapping(self, value: Any, path: str, allowed: tuple[str, ...] | None) -> dict[str, Any]:
@@ -302,16 +329,13 @@ def parse_config(
 ) -> ApplicationConfig:
     """Parse a ``dubbo.yaml`` document (see the module doc); ConfigError on any problem."""
     env = os.environ if environ is None else environ
-    reader = _Reader(source, base or Path.cwd())
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", exc)
-        raise ConfigError("", f"{where}invalid YAML: {problem}", source) from None
+    loaded = load_yaml(text, source, error=_syntax_error, empty=None, string_keys=False)
+    reader = _Reader(source, base or Path.cwd(), loaded)
+    for path, names in _FROM_ENV.items():
+        if any(env.get(name) for name in names):
+            reader.from_env.add(path)
     top = reader.mapping(
-        doc, "", ("application", "registry", "protocol", "services", "references", "qos")
+        loaded.data, "", ("application", "registry", "protocol", "services", "references", "qos")
     )
     app = top.get("application")
     if isinstance(app, dict):

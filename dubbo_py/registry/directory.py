@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from dubbo_py.errors import RuleError
-from dubbo_py.registry import layout
+from dubbo_py.registry import layout, rule_kinds
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.first_reads import FirstReads
 from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry, is_empty
+from dubbo_py.registry.rule_kinds import WatchedKey
 from dubbo_py.registry.store import Cancel
 from dubbo_py.router.base import Router
 from dubbo_py.router.chain import BoundChain, RouterChain
@@ -65,7 +66,8 @@ def _category_source(category: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ServiceRules:
-    """The config-center keys a consumer of one service watches (design §4)."""
+    """The config-center keys a consumer of one service watches (which keys: the rule-kind
+    table, :mod:`dubbo_py.registry.rule_kinds`)."""
 
     service: str
     application: str
@@ -82,27 +84,14 @@ class ServiceRules:
             ),
         )
 
-    def static_keys(self) -> list[tuple[str, str]]:
-        """(kind, key) for keys known before any provider is seen."""
-        keys = [
-            ("condition-router", f"{self.rule_prefix}.condition-router"),
-            ("shard-router", f"{self.rule_prefix}.shard-router"),
-            ("configurators", f"{self.rule_prefix}.configurators"),
-        ]
-        if self.application:
-            keys += [
-                ("condition-router-app", f"{self.application}.condition-router"),
-                ("configurators", f"{self.application}.configurators"),
-            ]
-        return keys
+    def static_keys(self) -> list[WatchedKey]:
+        """Keys known before any provider is seen (the service's and the application's)."""
+        return rule_kinds.service_keys(self.rule_prefix, self.application)
 
     @staticmethod
-    def provider_app_keys(application: str) -> list[tuple[str, str]]:
-        """(kind, key) watched for each provider application seen."""
-        return [
-            ("tag-router", f"{application}.tag-router"),
-            ("script-router", f"{application}.script-router"),
-        ]
+    def provider_app_keys(application: str) -> list[WatchedKey]:
+        """Keys watched for each provider application seen."""
+        return rule_kinds.provider_application_keys(application)
 
 
 class RegistryDirectory:
@@ -181,8 +170,8 @@ class RegistryDirectory:
             )
         subscribe = self._subscribe or registry.subscribe
         self._cancels.append(subscribe(self.rules.service, self._on_category, _SUBSCRIBED))
-        for kind, key in self.rules.static_keys():
-            self._watch(kind, key)
+        for watched in self.rules.static_keys():
+            self._watch(watched)
         missing = self.wait_until_read(wait)
         if not self._providers_seen.is_set():
             self._load_cache()
@@ -219,14 +208,14 @@ class RegistryDirectory:
 
     # ----------------------------------------------------------------- notifications
 
-    def _watch(self, kind: str, key: str) -> None:
+    def _watch(self, watched: WatchedKey) -> None:
         assert self.registry is not None
 
         def on_document(text: str | None) -> None:
-            self._on_document(kind, key, text)
+            self._on_document(watched, text)
 
-        self._first_reads.expect(key, layout.config_path(key))
-        self._cancels.append(self.registry.watch_config(key, on_document))
+        self._first_reads.expect(watched.key, layout.config_path(watched.key))
+        self._cancels.append(self.registry.watch_config(watched.key, on_document))
 
     def _on_category(self, category: str, urls: list[URL]) -> None:
         real = [] if is_empty(urls) else urls
@@ -253,15 +242,16 @@ class RegistryDirectory:
                 self._configurator_urls = real
                 self._rebuild(providers_changed=True)
 
-    def _on_document(self, kind: str, key: str, text: str | None) -> None:
-        self._apply_document(kind, key, text)
-        self._first_reads.read(key)
+    def _on_document(self, watched: WatchedKey, text: str | None) -> None:
+        self._apply_document(watched, text)
+        self._first_reads.read(watched.key)
         if self._cache is not None:  # after applying, as for categories
-            self._cache.save_config(self.rules.service, key, text)
+            self._cache.save_config(self.rules.service, watched.key, text)
 
-    def _apply_document(self, kind: str, key: str, text: str | None) -> None:
+    def _apply_document(self, watched: WatchedKey, text: str | None) -> None:
+        key = watched.key
         with self._lock:
-            if kind == "configurators":
+            if watched.kind.overrides:
                 if text is None:
                     self._configurator_docs.pop(key, None)
                 elif self._configurators_valid(key, text):
@@ -269,7 +259,7 @@ class RegistryDirectory:
                 else:
                     return
                 self._rebuild(providers_changed=True)
-            elif self._rulebook.set_document(kind, layout.config_path(key), text):
+            elif self._rulebook.set_document(layout.config_path(key), text, watched.compile):
                 self._rebuild()
 
     def _configurators_valid(self, key: str, text: str) -> bool:
@@ -292,8 +282,8 @@ class RegistryDirectory:
         for app in apps:
             if app and app not in self._provider_apps and self.registry is not None:
                 self._provider_apps.add(app)
-                for kind, key in ServiceRules.provider_app_keys(app):
-                    self._watch(kind, key)
+                for watched in ServiceRules.provider_app_keys(app):
+                    self._watch(watched)
 
     def _load_cache(self) -> None:
         if self._cache is None:
@@ -310,18 +300,20 @@ class RegistryDirectory:
         with self._lock:
             if self._providers_seen.is_set():
                 return  # the registry answered meanwhile: it wins
-            kinds = dict(self.rules.static_keys())
+            watched = self.rules.static_keys()
             for provider in urls[layout.PROVIDERS]:
                 app = provider.get_str("application")
                 if app:
-                    kinds.update(dict(ServiceRules.provider_app_keys(app)))
-            by_key = {key: kind for kind, key in kinds.items()}
+                    watched += ServiceRules.provider_app_keys(app)
+            by_key = {w.key: w for w in watched}
             for key, text in configs.items():
-                kind = by_key.get(key)
-                if kind == "configurators":
+                found = by_key.get(key)
+                if found is None:
+                    continue
+                if found.kind.overrides:
                     self._configurator_docs[key] = text
-                elif kind is not None:
-                    self._rulebook.set_document(kind, layout.config_path(key), text)
+                else:
+                    self._rulebook.set_document(layout.config_path(key), text, found.compile)
             self._rulebook.set_urls(
                 layout.category_path(self.rules.service, layout.ROUTERS),
                 urls.get(layout.ROUTERS, []),

@@ -1,29 +1,25 @@
-"""Which routers a consumer runs: the built-in ones and the compilers for each rule kind.
+"""Which routers a consumer runs: the built-in ones, and the compiler of ``routers``-category
+URLs (condition://, route://, script://).
 
-This is the one place that knows every router kind; the directory, ``route test`` and the CLI's
-validation all go through it, so an operator's check runs exactly the code a live consumer runs.
+Config-center documents of every kind are compiled through the rule-kind table
+(:mod:`dubbo_py.registry.rule_kinds`); the directory, ``route test`` and the CLI's validation
+all go through these two, so an operator's check runs exactly the code a live consumer runs.
 """
 
 from __future__ import annotations
 
 from dubbo_py.errors import RuleError
 from dubbo_py.router.base import Router
-from dubbo_py.router.rulebook import DocumentCompiler, RuleBook, UrlCompiler
+from dubbo_py.router.rulebook import RuleBook, UrlCompiler
 from dubbo_py.url import URL
 
 __all__ = [
-    "DOCUMENT_KINDS",
     "builtin_routers",
     "chain_routers",
-    "compile_document",
     "compile_url",
-    "document_compilers",
     "new_rulebook",
     "url_compiler",
 ]
-
-#: Config-center document kinds, as the suffix of their key (``<key>.<kind>``).
-DOCUMENT_KINDS = ("condition-router", "tag-router", "script-router", "shard-router")
 
 
 def builtin_routers() -> list[Router]:
@@ -43,32 +39,6 @@ def chain_routers(rule_routers: list[Router]) -> list[Router]:
     has_tag_rule = any(isinstance(r, TagRouter) for r in rule_routers)
     builtins = [r for r in builtin_routers() if not (has_tag_rule and isinstance(r, TagRouter))]
     return [*builtins, *rule_routers]
-
-
-def document_compilers() -> dict[str, DocumentCompiler]:
-    """Compilers for config-center documents by kind (``condition-router-app`` is the
-    condition document read from ``<application>.condition-router``: the key it is stored at,
-    not its ``scope`` field, makes it an application rule, as in Dubbo)."""
-    from dubbo_py.router.condition import carriers as condition
-    from dubbo_py.router.script import ScriptRouter, parse_script_rule
-    from dubbo_py.router.shard.router import compile_shard_document
-    from dubbo_py.router.tag import TagRouter, parse_tag_rule
-
-    def tag_router(text: str, source: str) -> list[Router]:
-        return [TagRouter(parse_tag_rule(text, source))]
-
-    def script_router(text: str, source: str) -> list[Router]:
-        return [ScriptRouter(parse_script_rule(text, source))]
-
-    return {
-        # Where a condition document is stored sets its priority (Dubbo's ServiceStateRouter
-        # and AppStateRouter), whatever its scope field says.
-        "condition-router": condition.service_routers_from_yaml,
-        "condition-router-app": condition.application_routers_from_yaml,
-        "shard-router": compile_shard_document,
-        "tag-router": tag_router,
-        "script-router": script_router,
-    }
 
 
 def _compile_route_url(url: URL, source: str) -> Router:
@@ -92,15 +62,6 @@ def url_compiler() -> UrlCompiler | None:
     return _compile_route_url
 
 
-def compile_document(kind: str, text: str, source: str) -> list[Router]:
-    """Compile a rule document exactly as consumers do; RuleError when it is invalid."""
-    compiler = document_compilers().get(kind)
-    if compiler is None:
-        known = ", ".join(sorted(document_compilers())) or "none"
-        raise RuleError(f"unknown rule kind {kind!r} (known: {known})", source=source)
-    return compiler(text, source)
-
-
 def compile_url(url: URL, source: str) -> Router:
     """Compile a routers-category URL exactly as consumers do; RuleError when it is invalid."""
     compiler = url_compiler()
@@ -110,5 +71,5 @@ def compile_url(url: URL, source: str) -> Router:
 
 
 def new_rulebook() -> RuleBook:
-    """An empty rule book with every compiler."""
-    return RuleBook(document_compilers(), url_compiler())
+    """An empty rule book that compiles router URLs (documents come with their compiler)."""
+    return RuleBook(url_compiler())

@@ -19,7 +19,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from dubbo_py.errors import RuleError
@@ -61,12 +61,10 @@ class RuleBook:
 
     def __init__(
         self,
-        documents: Mapping[str, DocumentCompiler],
-        url_compiler: UrlCompiler | None,
+        url_compiler: UrlCompiler | None = None,
         *,
         budget: float | None = DEFAULT_RULE_BUDGET,
     ) -> None:
-        self._documents = dict(documents)
         self._url_compiler = url_compiler
         self.budget = budget
         self._lock = threading.Lock()
@@ -96,13 +94,11 @@ class RuleBook:
         """Be called (from any thread) after a revocation changed the routers."""
         self._listeners.append(listener)
 
-    def set_document(self, kind: str, source: str, text: str | None) -> bool:
-        """Apply a config-center document of ``kind`` (None: deleted); True if routers changed."""
+    def set_document(self, source: str, text: str | None, compiler: DocumentCompiler) -> bool:
+        """Apply a config-center document (None: deleted), compiled by ``compiler``; True if
+        routers changed."""
         if text is None or not text.strip():
             return self._drop(source)
-        compiler = self._documents.get(kind)
-        if compiler is None:
-            return False
         return self._compile(source, text, lambda: compiler(text, source))
 
     def set_urls(self, source_prefix: str, urls: list[URL]) -> bool:

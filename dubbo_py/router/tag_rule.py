@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dubbo_py.errors import RuleError
 from dubbo_py.router.address_pattern import AddressPattern, parse_address_pattern
-from dubbo_py.router.rule_yaml import RuleDocument, load_rule_document
 from dubbo_py.router.string_match import ParamMatch, parse_string_match
+from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
 __all__ = ["TagDefinition", "TagRule", "parse_tag_rule", "validate_tag_yaml"]
 
@@ -68,7 +69,11 @@ class TagRule:
 
 def parse_tag_rule(text: str, source: str) -> TagRule:
     """Read and validate a tag rule; RuleError naming ``source``, the place and the problem."""
-    doc = load_rule_document(text, source)
+    return compile_yaml(text, source, _tag_rule, error=RuleError, empty="rule is empty")
+
+
+def _tag_rule(doc: YamlDocument) -> TagRule:
+    source = doc.source
     doc.mapping()
     config_version = doc.get_str(("configVersion",))
     key = doc.get_str(("key",), required=True)
@@ -101,7 +106,7 @@ def validate_tag_yaml(text: str, source: str) -> None:
     parse_tag_rule(text, source)
 
 
-def _parse_tag(doc: RuleDocument, path: tuple[str | int, ...], version: str) -> TagDefinition:
+def _parse_tag(doc: YamlDocument, path: tuple[str | int, ...], version: str) -> TagDefinition:
     doc.mapping(path)
     name = doc.get_str((*path, "name"), required=True).strip()
     addresses: tuple[AddressPattern, ...] | None = None

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from dubbo_py.admin import rules
 from dubbo_py.admin.history import History
-from dubbo_py.registry import layout
+from dubbo_py.registry import layout, rule_kinds
+from dubbo_py.registry.rule_kinds import Target
 from tests.support.memory_store import MemoryStore
 
 names = st.text(string.ascii_letters + "_", min_size=1, max_size=8).filter(
@@ -68,7 +69,9 @@ def test_service_keys_round_trip(interface: str, version: str, group: str, kind:
 @given(dotted, st.sampled_from(sorted(rules.KINDS)))
 def test_application_keys(app: str, kind: str) -> None:
     key = f"{app}.{kind}"
-    if kind in rules.SERVICE_KINDS:
+    rule_kind = rule_kinds.kind_named(kind)
+    assert rule_kind is not None
+    if rule_kind.application_target is None:
         try:
             rules.parse_key(key)
         except ValueError as exc:
@@ -78,8 +81,13 @@ def test_application_keys(app: str, kind: str) -> None:
         return
     parsed = rules.parse_key(key)
     assert (parsed.target, parsed.kind, parsed.application_scoped) == (app, kind, True)
-    expected = "condition-router-app" if kind == "condition-router" else kind
-    assert parsed.compile_kind == expected
+    expected = {
+        "condition-router": Target.APPLICATION,
+        "configurators": Target.APPLICATION,
+        "tag-router": Target.PROVIDER_APPLICATION,
+        "script-router": Target.PROVIDER_APPLICATION,
+    }[kind]
+    assert parsed.read_as is expected
 
 
 @settings(max_examples=30)

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
+from dubbo_py.admin import scenario
 from dubbo_py.errors import RuleError
-from dubbo_py.router import scenario
 from tests.support.cli_fixtures import Cli, lines, run
 
 __all__ = ["run"]

@@ -62,14 +62,26 @@ def test_service_key_with_version_and_group_and_application_scope(run: Cli) -> N
 def test_application_condition_rules_are_validated_by_the_application_compiler(
     run: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dubbo_py.router import factory
+    import dataclasses
 
-    only_service = {"condition-router": factory.document_compilers()["condition-router"]}
-    monkeypatch.setattr(factory, "document_compilers", lambda: dict(only_service))
+    from dubbo_py.registry import rule_kinds
+    from dubbo_py.registry.rule_kinds import Target
+    from dubbo_py.router.base import Router, RuleError
+
+    def refuse(text: str, source: str) -> list[Router]:
+        raise RuleError("read by the application compiler", source=source)
+
+    kinds = tuple(
+        dataclasses.replace(k, compilers={**k.compilers, Target.APPLICATION: refuse})
+        if k.name == "condition-router"
+        else k
+        for k in rule_kinds.RULE_KINDS
+    )
+    monkeypatch.setattr(rule_kinds, "RULE_KINDS", kinds)
     app = RULE_A.replace("scope: service", "scope: application").replace("demo.Greeter", "shop")
     code, _, err = push(run, app)
     assert code == 1
-    assert "condition-router-app" in err
+    assert "read by the application compiler" in err
     assert run.text("shop.condition-router") is None
 
 

@@ -11,6 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dubbo_py import yaml_loader
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry.cache import NotifyCache
@@ -18,7 +19,7 @@ from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.embedded import EmbeddedStore
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router import factory
-from dubbo_py.router.condition import carriers, routers_from_yaml
+from dubbo_py.router.condition import routers_from_yaml
 from dubbo_py.url import URL
 from tests.support.waiting import wait_until
 
@@ -135,7 +136,7 @@ def documents(draw: st.DrawFn) -> str:
 @given(documents())
 def test_libyaml_and_pyyaml_read_every_valid_document_alike(text: str) -> None:
     fast = routers_from_yaml(text, SOURCE)
-    with mock.patch.object(carriers, "_FAST_LOADER", None):
+    with mock.patch.object(yaml_loader, "_FAST", None):
         reference = routers_from_yaml(text, SOURCE)
     assert fast == reference
 
@@ -155,7 +156,7 @@ BAD = [
 def test_an_invalid_document_reports_pyyamls_line_and_column(text: str) -> None:
     with pytest.raises(RuleError) as fast:
         routers_from_yaml(text, SOURCE)
-    with mock.patch.object(carriers, "_FAST_LOADER", None), pytest.raises(RuleError) as reference:
+    with mock.patch.object(yaml_loader, "_FAST", None), pytest.raises(RuleError) as reference:
         routers_from_yaml(text, SOURCE)
     assert (fast.value.line, fast.value.column) == (reference.value.line, reference.value.column)
     assert str(fast.value) == str(reference.value)

@@ -687,19 +687,22 @@ def test_examples_in_the_routing_docs_are_valid() -> None:
 def test_a_document_without_scope_or_key_is_accepted_and_its_location_decides() -> None:
     # Dubbo 3.3 reads neither field: the key the document is stored at makes it a service
     # (ServiceStateRouter, 140) or application (AppStateRouter, 150) rule.
-    from dubbo_py.router import factory
+    from dubbo_py.registry.rule_kinds import Target, kind_named
+
+    condition = kind_named("condition-router")
+    assert condition is not None
 
     bare = "configVersion: v3.0\nforce: true\nconditions:\n  - '=> host = 10.0.0.5'\n"
-    service = factory.compile_document("condition-router", bare, "demo.Greeter::.condition-router")
-    app = factory.compile_document("condition-router-app", bare, "shop.condition-router")
+    service = condition.compile(Target.SERVICE, bare, "demo.Greeter::.condition-router")
+    app = condition.compile(Target.APPLICATION, bare, "shop.condition-router")
     assert [r.priority for r in service] == [SERVICE_SCOPE_PRIORITY]
     assert [r.priority for r in app] == [APPLICATION_SCOPE_PRIORITY]
     # a scope contradicting the location, or one Dubbo does not know, is read as Dubbo reads it
     odd = "scope: application\nkey: shop\nconditions: ['=> host = 10.0.0.5']\n"
-    routed = factory.compile_document("condition-router", odd, "demo.Greeter::.condition-router")
+    routed = condition.compile(Target.SERVICE, odd, "demo.Greeter::.condition-router")
     assert routed[0].priority == SERVICE_SCOPE_PRIORITY
     region = odd.replace("scope: application", "scope: region")
-    assert factory.compile_document("condition-router-app", region, "x")[0].priority == 150
+    assert condition.compile(Target.APPLICATION, region, "x")[0].priority == 150
     # with no location (route test, validate without a key) the scope field says, default service
     assert routers_from_yaml(bare, "f")[0].priority == SERVICE_SCOPE_PRIORITY
     assert routers_from_yaml(odd, "f")[0].priority == APPLICATION_SCOPE_PRIORITY

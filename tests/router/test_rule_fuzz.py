@@ -25,6 +25,8 @@ from dubbo_py.cluster.configurators import parse_configurators_yaml
 from dubbo_py.cluster.mock import parse_mock
 from dubbo_py.errors import MockSpecError, RuleError, URLError
 from dubbo_py.invocation import Invocation
+from dubbo_py.registry import rule_kinds
+from dubbo_py.registry.rule_kinds import Target
 from dubbo_py.router import factory
 from dubbo_py.router.base import Router
 from dubbo_py.router.chain import RouterChain
@@ -179,7 +181,16 @@ def _source(kind: str) -> str:
 
 
 def _compile(kind: str, text: str) -> list[Router]:
-    routers = factory.compile_document(kind, text, _source(kind))
+    # "condition-router-app": a condition document read from an application key.
+    name = "condition-router" if kind == "condition-router-app" else kind
+    rule_kind = rule_kinds.kind_named(name)
+    assert rule_kind is not None
+    target = (
+        Target.APPLICATION
+        if kind == "condition-router-app"
+        else rule_kinds.target_for_document(rule_kind, None)
+    )
+    routers = rule_kind.compile(target, text, _source(kind))
     # Scripts run inline here: the process sandbox is tested on its own.
     return [
         ScriptRouter(r.rule, sandbox=InlineSandbox()) if isinstance(r, ScriptRouter) else r

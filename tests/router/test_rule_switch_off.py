@@ -4,6 +4,7 @@ one error is logged, a counter says so, and the rule stays refused until its tex
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from dubbo_py import URL, Invocation
+from dubbo_py.registry import rule_kinds
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router import factory
@@ -95,13 +97,14 @@ def test_switch_off_count_is_a_consumer_parameter() -> None:
     assert sandbox.runs == 6 and not router.switched_off
 
 
+def compile_script(text: str, source: str) -> list[Router]:
+    from dubbo_py.router.script import parse_script_rule
+
+    return [ScriptRouter(parse_script_rule(text, source), sandbox=InlineSandbox())]
+
+
 def _script_book() -> RuleBook:
-    def compile_script(text: str, source: str) -> list[Router]:
-        from dubbo_py.router.script import parse_script_rule
-
-        return [ScriptRouter(parse_script_rule(text, source), sandbox=InlineSandbox())]
-
-    return RuleBook({"script-router": compile_script}, None)
+    return RuleBook()
 
 
 def test_looping_script_rule_gives_way_to_the_last_good_one(
@@ -109,9 +112,9 @@ def test_looping_script_rule_gives_way_to_the_last_good_one(
 ) -> None:
     book = _script_book()
     source = "/dubbo/config/dubbo/greeter.script-router"
-    assert book.set_document("script-router", source, script_yaml(KEEP_FIRST))
+    assert book.set_document(source, script_yaml(KEEP_FIRST), compile_script)
     good = book.routers()[0]
-    assert book.set_document("script-router", source, script_yaml(SPIN))
+    assert book.set_document(source, script_yaml(SPIN), compile_script)
     spinning = book.routers()[0]
     assert isinstance(spinning, ScriptRouter)
     snapshot = Snapshot(PROVIDERS)
@@ -127,10 +130,10 @@ def test_looping_script_rule_gives_way_to_the_last_good_one(
     assert book.revocations == {source: 1}
     assert sum("switched off" in r.getMessage() for r in caplog.records) == 1
     # The same text again (a reconnect re-delivers it) stays refused ...
-    assert not book.set_document("script-router", source, script_yaml(SPIN))
+    assert not book.set_document(source, script_yaml(SPIN), compile_script)
     assert book.routers() == [good]
     # ... a changed rule is compiled and used.
-    assert book.set_document("script-router", source, script_yaml(KEEP_FIRST + "# v3\n"))
+    assert book.set_document(source, script_yaml(KEEP_FIRST + "# v3\n"), compile_script)
     assert book.routers()[0] is not good and source not in book.errors
 
 
@@ -154,11 +157,20 @@ class SlowRouter:
         return PASS_THROUGH
 
 
-def test_rule_over_the_bind_budget_is_refused_and_the_last_good_kept() -> None:
+def test_rule_over_the_bind_budget_is_refused_and_the_last_good_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def compile_slow(text: str, source: str) -> list[Router]:
         return [SlowRouter(float(text), f"slow:{text}")]
 
-    book = RuleBook({"condition-router": compile_slow}, None, budget=0.2)
+    kinds = tuple(
+        dataclasses.replace(k, compilers=dict.fromkeys(k.compilers, compile_slow))
+        if k.name == "condition-router"
+        else k
+        for k in rule_kinds.RULE_KINDS
+    )
+    monkeypatch.setattr(rule_kinds, "RULE_KINDS", kinds)
+    book = RuleBook(budget=0.2)
     tree = MemoryTree()
     provider_registry = Registry(MemoryStore(tree))
     for url in PROVIDERS:

@@ -10,7 +10,7 @@ and column of the offending item, as the real compilers do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -18,6 +18,7 @@ import yaml
 
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
+from dubbo_py.registry import rule_kinds
 from dubbo_py.router import factory
 from dubbo_py.router.base import BoundRouter, Router
 from dubbo_py.router.snapshot import Snapshot
@@ -123,14 +124,15 @@ def compile_fake_url(url: URL, source: str) -> Router:
 
 
 def install(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the factory compile condition documents and URLs with the fakes, and leave the
-    built-in routers out, so traces show exactly the scenario's rules."""
-    compilers: dict[str, Callable[[str, str], list[Router]]] = {
-        "condition-router": compile_fake_document,
-        "condition-router-app": compile_fake_document,
-        "tag-router": compile_fake_document,
-        "shard-router": compile_fake_document,
-    }
-    monkeypatch.setattr(factory, "document_compilers", lambda: dict(compilers))
+    """Make condition, tag and shard documents and router URLs compile with the fakes, and leave
+    the built-in routers out, so traces show exactly the scenario's rules."""
+    faked = {"condition-router", "tag-router", "shard-router"}
+    kinds = tuple(
+        dataclasses.replace(k, compilers=dict.fromkeys(k.compilers, compile_fake_document))
+        if k.name in faked
+        else k
+        for k in rule_kinds.RULE_KINDS
+    )
+    monkeypatch.setattr(rule_kinds, "RULE_KINDS", kinds)
     monkeypatch.setattr(factory, "url_compiler", lambda: compile_fake_url)
     monkeypatch.setattr(factory, "builtin_routers", lambda: [])

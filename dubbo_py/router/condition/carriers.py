@@ -37,6 +37,7 @@ from dubbo_py.router.condition.router import (
 )
 from dubbo_py.router.condition.rule import Clause
 from dubbo_py.url import URL, decode_component
+from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
 __all__ = [
     "APPLICATION_SCOPE_PRIORITY",
@@ -120,16 +121,16 @@ def routers_from_yaml(text: str, source: str, scope: str | None = None) -> list[
     document's own ``scope`` field say, defaulting to ``service``."""
     if scope is not None and scope not in _SCOPES:
         raise ValueError(f"scope must be one of {sorted(_SCOPES)}, not {scope!r}")
-    if _FAST_LOADER is not None:
-        # Every consumer reads every push, so the common case (a valid document) goes through
-        # libyaml, about ten times faster than PyYAML's pure-Python parser.
-        try:
-            return [_Document(text, source, _FAST_LOADER, scope).build()]
-        except Exception:  # the reference loader below gives the real error
-            pass
-    # PyYAML's pure-Python loader is the reference: its marks and messages are the ones errors
-    # report (libyaml counts and words them differently).
-    return [_Document(text, source, scope=scope).build()]
+    # Every consumer reads every push: libyaml first, the reference parser for errors.
+    return [
+        compile_yaml(
+            text,
+            source,
+            lambda doc: _Document(doc, scope).build(),
+            error=RuleError,
+            empty="the document is empty",
+        )
+    ]
 
 
 def service_routers_from_yaml(text: str, source: str) -> list[Router]:
@@ -147,18 +148,15 @@ def validate_yaml(text: str, source: str) -> None:
     routers_from_yaml(text, source)
 
 
-_Loader = type[yaml.SafeLoader] | type[yaml.CSafeLoader]
-#: libyaml's safe loader when PyYAML was built with it.
-_FAST_LOADER: _Loader | None = getattr(yaml, "CSafeLoader", None)
-
-
 @dataclass(frozen=True)
 class _Document:
-    text: str
-    source: str
-    loader: _Loader = yaml.SafeLoader
+    doc: YamlDocument
     #: Where the document was read (service or application key); None: its ``scope`` says.
     scope: str | None = None
+
+    @property
+    def source(self) -> str:
+        return self.doc.source
 
     # ------------------------------------------------------------------ errors
 
@@ -169,85 +167,24 @@ class _Document:
         return RuleError(reason, source=self.source, line=mark.line + 1, column=mark.column + 1)
 
     def rule_error(self, exc: RuleError, node: yaml.Node, where: str) -> RuleError:
-        """Re-locate an error in rule text to the YAML document when the rule is written on
-        one line exactly as it reads (plain or quoted without escapes)."""
+        """Re-locate an error in rule text to the YAML document where the rule text maps onto
+        it exactly (:meth:`YamlDocument.locate`), else point at the rule."""
         reason = f"{where}: {exc.reason}"
-        if exc.line is None or exc.column is None or not isinstance(node, yaml.ScalarNode):
+        if exc.line is None or exc.column is None:
             return self.error(reason, node)
-        value, style = node.value, node.style
-        start, end = node.start_mark, node.end_mark
-        quote = 1 if style in ("'", '"') else 0
-        raw = self.text[start.index + quote : end.index - quote]
-        if style in (None, "'", '"') and raw == value and "\n" not in raw:
-            return RuleError(
-                reason,
-                source=self.source,
-                line=start.line + 1,
-                column=start.column + quote + exc.column,
-            )
-        if style == "|":
-            located = self.literal_block_position(node, exc.line, exc.column)
-            if located is not None:
-                line, column = located
-                return RuleError(reason, source=self.source, line=line, column=column)
+        located = self.doc.locate(node, exc.line, exc.column)
+        if located is not None:
+            line, column = located
+            return RuleError(reason, source=self.source, line=line, column=column)
+        if not isinstance(node, yaml.ScalarNode):
+            return self.error(reason, node)
         return self.error(f"{reason} (line {exc.line}, column {exc.column} of the rule)", node)
-
-    def literal_block_position(
-        self, node: yaml.ScalarNode, line: int, column: int
-    ) -> tuple[int, int] | None:
-        """Where line/column of a ``|`` block's text is in the document: its lines are the
-        document's lines after the indicator, less their indentation."""
-        rule_lines = str(node.value).split("\n")
-        doc_lines = self.text.split("\n")
-        first = node.start_mark.line + 1
-        target = first + line - 1
-        if target >= len(doc_lines) or line > len(rule_lines):
-            return None
-        opening = doc_lines[first]
-        indent = len(opening) - len(opening.lstrip(" "))  # the block's indentation
-        if doc_lines[target][indent:] != rule_lines[line - 1] or not rule_lines[line - 1]:
-            return None
-        return target + 1, indent + column
 
     # ------------------------------------------------------------------ reading
 
-    def load(self) -> tuple[Any, yaml.Node]:
-        if not isinstance(self.text, str):
-            raise self.error(f"a rule document must be text, not {type(self.text).__name__}")
-        try:
-            loader = self.loader(self.text)
-        except yaml.reader.ReaderError as exc:
-            bad_line = self.text.count("\n", 0, exc.position) + 1
-            bad_column = exc.position - (self.text.rfind("\n", 0, exc.position) + 1) + 1
-            char = chr(exc.character) if isinstance(exc.character, int) else exc.character
-            raise RuleError(
-                f"invalid YAML: character {char!r} is not allowed",
-                source=self.source,
-                line=bad_line,
-                column=bad_column,
-            ) from None
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                raise self.error("the document is empty")
-            return loader.construct_document(node), node
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            problem = "; ".join(p for p in (exc.context, exc.problem) if p) or "malformed YAML"
-            line = mark.line + 1 if mark else None
-            column = mark.column + 1 if mark else None
-            raise RuleError(
-                f"invalid YAML: {problem}", source=self.source, line=line, column=column
-            ) from None
-        except yaml.YAMLError as exc:
-            raise self.error(f"invalid YAML: {exc}") from None
-        except RecursionError:
-            raise self.error("invalid YAML: nested too deeply") from None
-        finally:
-            loader.dispose()
-
     def build(self) -> Router:
-        data, node = self.load()
+        data, node = self.doc.data, self.doc.root
+        assert node is not None  # empty documents are refused by the loader
         if not isinstance(data, dict):
             raise self.error("a condition rule document must be a mapping of fields", node)
         for key in data:

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 import starlark
 
 from dubbo_py.errors import RuleError, URLError
-from dubbo_py.router.rule_yaml import load_rule_document
 from dubbo_py.router.script import engine
 from dubbo_py.router.script.sandbox import SCRIPT, UNAVAILABLE, Sandbox, default_sandbox
 from dubbo_py.url import URL, decode_component
+from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
 __all__ = [
     "DEFAULT_SCRIPT_PRIORITY",
@@ -93,7 +93,17 @@ class ScriptRule:
 def parse_script_rule(text: str, source: str, *, sandbox: Sandbox | None = None) -> ScriptRule:
     """Read and check a ``.script-router`` YAML document; RuleError naming the problem, with
     line/column (script errors point into the YAML when the script is a ``|`` block)."""
-    doc = load_rule_document(text, source)
+    return compile_yaml(
+        text,
+        source,
+        lambda doc: _script_rule(doc, sandbox),
+        error=RuleError,
+        empty="rule is empty",
+    )
+
+
+def _script_rule(doc: YamlDocument, sandbox: Sandbox | None) -> ScriptRule:
+    text, source = doc.text, doc.source
     doc.mapping()
     kind = doc.get_str(("type",), required=True).strip()
     if kind.lower() != SCRIPT_TYPE:
@@ -101,7 +111,8 @@ def parse_script_rule(text: str, source: str, *, sandbox: Sandbox | None = None)
             ("type",), f"unsupported script type {kind!r}: only 'starlark' scripts run here"
         )
     script = doc.get_str(("script",), required=True)
-    line, column = doc.positions.get(("script",), (1, 1))
+    found_line, found_column = doc.position(("script",))
+    line, column = found_line or 1, found_column or 1
     try:
         check_script(script, source, sandbox=sandbox)
     except RuleError as exc:

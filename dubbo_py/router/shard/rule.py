@@ -24,13 +24,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-import yaml
-
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.rule_yaml import yaml_error
 from dubbo_py.router.shard.plan import plan_split
 from dubbo_py.router.shard.schemes import Layout, LayoutError, Scheme, make_layout
+from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
 __all__ = ["KeySource", "ShardRule", "parse_key_source", "parse_shard_rule"]
 
@@ -155,37 +153,23 @@ class ShardRule:
 class _Doc:
     """The parsed document plus the position of each top-level value, for error messages."""
 
-    def __init__(self, text: str, source: str) -> None:
-        self.source = source
-        try:
-            data = yaml.safe_load(text)
-            # compose() builds nodes only (no objects), so it is as safe as safe_load.
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            raise yaml_error(exc, source) from None
-        if data is None:
-            raise RuleError("empty shard rule", source=source)
+    def __init__(self, doc: YamlDocument) -> None:
+        self.source = doc.source
+        data = doc.data
         if not isinstance(data, dict):
             raise RuleError(
-                f"a shard rule must be a YAML mapping, got {type(data).__name__}", source=source
+                f"a shard rule must be a YAML mapping, got {type(data).__name__}",
+                source=self.source,
             )
         self.data: dict[Any, Any] = data
-        self.marks: dict[str, yaml.Mark] = {}
-        #: Where a field that is missing is reported: the document itself.
-        self.root_mark: yaml.Mark | None = root.start_mark if root is not None else None
-        if isinstance(root, yaml.MappingNode):
-            for key_node, value_node in root.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    self.marks[str(key_node.value)] = value_node.start_mark
+        self.doc = doc
 
     def fail(self, path: str, message: str) -> RuleError:
-        mark = self.marks.get(path, self.root_mark)
-        return RuleError(
-            f"{path}: {message}",
-            source=self.source,
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-        )
+        # A field that is missing is reported at the document itself.
+        line, column = self.doc.position((path,))
+        if line is None:
+            line, column = self.doc.position(())
+        return RuleError(f"{path}: {message}", source=self.source, line=line, column=column)
 
     def integer(self, name: str, *, required: bool = False) -> int | None:
         value = self.data.get(name)
@@ -220,7 +204,11 @@ class _Doc:
 def parse_shard_rule(text: str, source: str = "") -> ShardRule:
     """Parse and validate a shard rule; raises :class:`RuleError` naming ``source``, the field
     and the problem (with line and column when the YAML gives them)."""
-    doc = _Doc(text, source)
+    return compile_yaml(text, source, _shard_rule, error=RuleError, empty="empty shard rule")
+
+
+def _shard_rule(yaml_doc: YamlDocument) -> ShardRule:
+    doc = _Doc(yaml_doc)
     for name in doc.data:
         if name not in _FIELDS:
             raise doc.fail(str(name), f"unknown field (expected one of {', '.join(_FIELDS)})")

@@ -15,11 +15,12 @@ A scenario is a YAML document (the format is in ``docs/cli.md``)::
           key: demo.Greeter
           conditions: ["method = SayHello => version = 1.0.0"]
 
-Evaluation runs the code a live consumer runs: every rule is compiled by
-:mod:`dubbo_py.router.factory`, the chain is ``builtin_routers()`` plus those routers, bound to a
-snapshot of the providers (taken as the consumer's provider list, in the order written) and
-traced for the invocation. :func:`route` is the same evaluation over URLs, for callers that read
-providers and rules from a registry (``rules push --dry-run``).
+Evaluation runs the code a live consumer runs: every rule is compiled through the rule-kind
+table (:mod:`dubbo_py.registry.rule_kinds`) and :mod:`dubbo_py.router.factory`, the chain is
+``builtin_routers()`` plus those routers, bound to a snapshot of the providers (taken as the
+consumer's provider list, in the order written) and traced for the invocation. :func:`route`
+is the same evaluation over URLs, for callers that read providers and rules from a registry
+(``rules push --dry-run``).
 
 A bare ``condition:`` rule is a Dubbo 2.6 condition router URL
 (``condition://0.0.0.0/<service>?category=routers&rule=...``) whose ``force``, ``enabled`` and
@@ -39,16 +40,16 @@ from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance.base import current_millis, effective_weight
 from dubbo_py.errors import RuleError, URLError
 from dubbo_py.invocation import Invocation
+from dubbo_py.registry import rule_kinds
 from dubbo_py.router import factory
 from dubbo_py.router.base import Router
 from dubbo_py.router.chain import RouterChain, TraceStep
 from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, RuleBudgetError
-from dubbo_py.router.rule_yaml import yaml_error
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL, encode_component
+from dubbo_py.yaml_loader import YamlDocument, load_yaml, peek_yaml
 
 __all__ = [
-    "CONFIG_KINDS",
     "Configure",
     "ProviderWeight",
     "RouteOutcome",
@@ -63,8 +64,6 @@ __all__ = [
     "run_text",
 ]
 
-#: Values of a rule's ``config:`` field.
-CONFIG_KINDS = (*factory.DOCUMENT_KINDS, "configurators")
 
 #: Applies override rules: (providers, configurator URLs, documents by source) -> providers.
 Configure = Callable[[list[URL], list[URL], Mapping[str, str]], list[URL]]
@@ -230,8 +229,11 @@ def run_text(text: str, source: str = "scenario") -> ScenarioResult:
 
 @dataclass(frozen=True)
 class _Reader:
-    text: str
-    source: str
+    doc: YamlDocument
+
+    @property
+    def source(self) -> str:
+        return self.doc.source
 
     def error(self, reason: str, node: yaml.Node | None) -> ScenarioError:
         if node is None:
@@ -240,16 +242,7 @@ class _Reader:
         return ScenarioError(reason, source=self.source, line=mark.line + 1, column=mark.column + 1)
 
     def load(self) -> tuple[Any, yaml.MappingNode]:
-        loader = yaml.SafeLoader(self.text)
-        try:
-            node = loader.get_single_node()
-            data = None if node is None else loader.construct_document(node)
-        except yaml.YAMLError as exc:
-            raise yaml_error(exc, self.source, ScenarioError) from None
-        except RecursionError:
-            raise ScenarioError("invalid YAML: nested too deeply", source=self.source) from None
-        finally:
-            loader.dispose()
+        data, node = self.doc.data, self.doc.root
         if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
             raise self.error("a scenario must be a YAML mapping (consumer, providers, ...)", node)
         return data, node
@@ -280,29 +273,10 @@ class _Reader:
         reason = f"{what}: {exc.reason}"
         if exc.line is None or exc.column is None or not isinstance(node, yaml.ScalarNode):
             return self.error(reason, node or fallback)
-        start, end = node.start_mark, node.end_mark
-        style = node.style
-        if style in (None, "'", '"'):
-            quote = 1 if style else 0
-            raw = self.text[start.index + quote : end.index - quote]
-            if raw == node.value and "\n" not in raw and exc.line == 1:
-                return ScenarioError(
-                    reason,
-                    source=self.source,
-                    line=start.line + 1,
-                    column=start.column + quote + exc.column,
-                )
-        if style == "|":
-            header = self.text[start.index : self.text.find("\n", start.index)]
-            body = self.text[self.text.find("\n", start.index) + 1 : end.index]
-            indents = [len(s) - len(s.lstrip(" ")) for s in body.split("\n") if s.strip()]
-            if indents and not any(c.isdigit() for c in header):
-                return ScenarioError(
-                    reason,
-                    source=self.source,
-                    line=start.line + 1 + exc.line,
-                    column=indents[0] + exc.column,
-                )
+        located = self.doc.locate(node, exc.line, exc.column)
+        if located is not None:
+            line, column = located
+            return ScenarioError(reason, source=self.source, line=line, column=column)
         where = f" (line {exc.line}, column {exc.column} of the rule)"
         return self.error(reason + where, node)
 
@@ -338,7 +312,8 @@ def _scalar_text(value: Any) -> str:
 def load(text: str, source: str = "scenario") -> Scenario:
     """Parse a scenario and compile its rules; :class:`ScenarioError` naming the field or rule
     and its line and column when anything is wrong."""
-    reader = _Reader(text, source)
+    doc = load_yaml(text, source, error=ScenarioError, empty=None, string_keys=False)
+    reader = _Reader(doc)
     data, root = reader.load()
     reader.unknown_fields(data, root, _TOP_FIELDS, "scenario")
 
@@ -462,43 +437,25 @@ def _rules(
         else:
             kind = rule["config"]
             kind_node = _value_node(rule_node, "config")
-            if kind not in CONFIG_KINDS:
-                raise reader.error(
-                    f"{what}.config must be one of {', '.join(CONFIG_KINDS)}, not {kind!r}",
-                    kind_node,
-                )
+            rule_kind = rule_kinds.kind_named(kind) if isinstance(kind, str) else None
+            if rule_kind is None:
+                names = ", ".join(rule_kinds.kind_names())
+                raise reader.error(f"{what}.config must be one of {names}, not {kind!r}", kind_node)
             text = rule.get("yaml")
             text_node = _value_node(rule_node, "yaml")
             if not isinstance(text, str) or not text.strip():
                 raise reader.error(
                     f"{what}.yaml must be the rule document (text)", text_node or rule_node
                 )
-            if kind == "configurators":
-                try:
-                    configurators.parse_configurators_yaml(text, what)
-                except RuleError as exc:
-                    raise reader.relocate(exc, what, text_node, rule_node) from None
-                cfg_docs[what] = text
-                continue
+            target = rule_kinds.target_for_document(rule_kind, peek_yaml(text))
             try:
-                routers.extend(factory.compile_document(_document_kind(kind, text), text, what))
+                compiled = rule_kind.compile(target, text, what)
             except RuleError as exc:
                 raise reader.relocate(exc, what, text_node, rule_node) from None
+            if rule_kind.overrides:
+                cfg_docs[what] = text
+            routers.extend(compiled)
     return routers, cfg_urls, cfg_docs
-
-
-def _document_kind(kind: str, text: str) -> str:
-    # An application-scoped condition document has its own compiler, as consumers read it from
-    # <application>.condition-router (see ServiceRules in the directory).
-    if kind != "condition-router":
-        return kind
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return kind  # the compiler reports the syntax error with its position
-    if isinstance(data, dict) and data.get("scope") == "application":
-        return "condition-router-app"
-    return kind
 
 
 def _condition_rule(

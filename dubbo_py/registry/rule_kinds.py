@@ -1,0 +1,227 @@
+"""Every kind of config-center rule document, in one table: adding a kind touches only this file.
+
+A rule document lives at a config-center key ``<target>.<kind>`` (``docs/design.md`` §rules).
+:data:`RULE_KINDS` says, for each kind, where consumers read it (its :class:`Target`\\ s) and
+with which compiler, which document fields tell the kind, and whether it yields routers or
+override rules. Everything that needs to know the kinds reads it:
+
+* the directory (:class:`~dubbo_py.registry.directory.RegistryDirectory`) watches
+  :func:`service_keys` and :func:`provider_application_keys` and compiles each document with
+  :meth:`WatchedKey.compile`;
+* the CLI (``dubbo-py rules ...``, :mod:`dubbo_py.admin.rules`) parses keys, infers kinds from
+  fields and validates with the same compilers;
+* ``route test`` (:mod:`dubbo_py.admin.scenario`) compiles the rules of a scenario.
+
+So an operator's check runs exactly the code a live consumer runs. Override rules
+(``configurators``) compile to no routers: the directory applies them to provider and consumer
+URLs (:mod:`dubbo_py.cluster.configurators`), and compiling one only validates it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from dubbo_py.cluster import configurators
+from dubbo_py.router.base import Router
+from dubbo_py.router.condition import carriers as condition
+from dubbo_py.router.script import ScriptRouter, parse_script_rule
+from dubbo_py.router.shard.router import compile_shard_document
+from dubbo_py.router.tag import TagRouter, parse_tag_rule
+
+__all__ = [
+    "RULE_KINDS",
+    "DocumentCompiler",
+    "RuleKind",
+    "Target",
+    "WatchedKey",
+    "infer_kind",
+    "kind_named",
+    "kind_names",
+    "provider_application_keys",
+    "service_keys",
+    "target_for_document",
+]
+
+#: Compiles a document (text, source) into routers; raises RuleError when it is invalid.
+DocumentCompiler = Callable[[str, str], list[Router]]
+
+
+class Target(enum.Enum):
+    """What the part of a key before ``.<kind>`` names, and so which consumers read it."""
+
+    #: ``<interface>:<version>:<group>``: the consumers of that service.
+    SERVICE = "service"
+    #: ``<application>``: the consumers of that application (a consumer's own application).
+    APPLICATION = "application"
+    #: ``<application>``: consumers of any service that application provides (tag and script
+    #: rules are written by the provider side, as in Dubbo).
+    PROVIDER_APPLICATION = "provider application"
+
+    @property
+    def application_scoped(self) -> bool:
+        """True when the key's target is an application name."""
+        return self is not Target.SERVICE
+
+
+@dataclass(frozen=True)
+class RuleKind:
+    """One kind of rule document."""
+
+    #: The key suffix (``condition-router`` for ``demo.Greeter::.condition-router``).
+    name: str
+    #: Where consumers read it and the compiler for each place (a condition rule read from an
+    #: application key runs at another priority than one read from a service key).
+    compilers: Mapping[Target, DocumentCompiler]
+    #: Document fields that tell this kind (``rules push`` infers the kind from them).
+    fields: tuple[str, ...] = ()
+    #: True for override rules: applied to URLs by the directory, compiled only to validate.
+    overrides: bool = False
+    #: False when the document's ``scope``/``key`` fields do not name its key (a shard rule):
+    #: pushing one needs ``--key``.
+    names_its_key: bool = True
+
+    @property
+    def targets(self) -> frozenset[Target]:
+        """Where consumers read documents of this kind."""
+        return frozenset(self.compilers)
+
+    @property
+    def application_target(self) -> Target | None:
+        """How an application key of this kind is read (None: only service keys)."""
+        for target in (Target.APPLICATION, Target.PROVIDER_APPLICATION):
+            if target in self.compilers:
+                return target
+        return None
+
+    def key(self, target: str) -> str:
+        """The config key of this kind for ``target`` (a rule key or an application name)."""
+        return f"{target}.{self.name}"
+
+    def compile(self, target: Target, text: str, source: str) -> list[Router]:
+        """Compile a document read at a ``target`` key exactly as consumers do (override
+        rules: validate, no routers); RuleError when it is invalid, ValueError when this kind
+        is never read there."""
+        compiler = self.compilers.get(target)
+        if compiler is None:
+            raise ValueError(f"{self.name} rules are not read at {target.value} keys")
+        return compiler(text, source)
+
+
+@dataclass(frozen=True)
+class WatchedKey:
+    """A config key a consumer watches, with the kind and target it is read as."""
+
+    kind: RuleKind
+    target: Target
+    key: str
+
+    def compile(self, text: str, source: str) -> list[Router]:
+        """Compile the document at this key as consumers do (see :meth:`RuleKind.compile`)."""
+        return self.kind.compile(self.target, text, source)
+
+
+def _tag_router(text: str, source: str) -> list[Router]:
+    return [TagRouter(parse_tag_rule(text, source))]
+
+
+def _script_router(text: str, source: str) -> list[Router]:
+    return [ScriptRouter(parse_script_rule(text, source))]
+
+
+def _validate_overrides(text: str, source: str) -> list[Router]:
+    configurators.parse_configurators_yaml(text, source)
+    return []
+
+
+#: Every rule kind, in the order the CLI lists them.
+RULE_KINDS: tuple[RuleKind, ...] = (
+    RuleKind(
+        "condition-router",
+        {
+            # Where a condition document is stored sets its priority (Dubbo's
+            # ServiceStateRouter and AppStateRouter), whatever its scope field says.
+            Target.SERVICE: condition.service_routers_from_yaml,
+            Target.APPLICATION: condition.application_routers_from_yaml,
+        },
+        fields=("conditions",),
+    ),
+    RuleKind("tag-router", {Target.PROVIDER_APPLICATION: _tag_router}, fields=("tags",)),
+    RuleKind("script-router", {Target.PROVIDER_APPLICATION: _script_router}, fields=("script",)),
+    RuleKind(
+        "shard-router",
+        {Target.SERVICE: compile_shard_document},
+        fields=("scheme", "shards"),
+        names_its_key=False,
+    ),
+    RuleKind(
+        "configurators",
+        {Target.SERVICE: _validate_overrides, Target.APPLICATION: _validate_overrides},
+        fields=("configs",),
+        overrides=True,
+    ),
+)
+
+
+def _kinds() -> tuple[RuleKind, ...]:
+    # Read at call time, so a test can put its own table in place.
+    return RULE_KINDS
+
+
+def kind_names() -> tuple[str, ...]:
+    """Every kind's name (key suffix)."""
+    return tuple(k.name for k in _kinds())
+
+
+def kind_named(name: str) -> RuleKind | None:
+    """The kind with this name, None when there is none."""
+    return next((k for k in _kinds() if k.name == name), None)
+
+
+def infer_kind(data: object) -> RuleKind | None:
+    """The kind a document's fields tell, None when none or several do."""
+    if not isinstance(data, Mapping):
+        return None
+    found = {k.name: k for k in _kinds() for f in k.fields if f in data}
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def service_keys(rule_prefix: str, application: str) -> list[WatchedKey]:
+    """The keys a consumer of one service watches before it knows any provider: its service's
+    (``rule_prefix`` = ``<interface>:<version>:<group>``) and its own application's."""
+    keys = [
+        WatchedKey(k, Target.SERVICE, k.key(rule_prefix))
+        for k in _kinds()
+        if Target.SERVICE in k.compilers
+    ]
+    if application:
+        keys += [
+            WatchedKey(k, Target.APPLICATION, k.key(application))
+            for k in _kinds()
+            if Target.APPLICATION in k.compilers
+        ]
+    return keys
+
+
+def provider_application_keys(application: str) -> list[WatchedKey]:
+    """The keys a consumer watches for each provider application it sees."""
+    return [
+        WatchedKey(k, Target.PROVIDER_APPLICATION, k.key(application))
+        for k in _kinds()
+        if Target.PROVIDER_APPLICATION in k.compilers
+    ]
+
+
+def target_for_document(kind: RuleKind, data: object) -> Target:
+    """How to read a document of ``kind`` that is not stored at a key (a ``route test``
+    scenario, a file checked without ``--key``): at an application key when the kind is read
+    only there or the document says ``scope: application``, else at a service key."""
+    application = kind.application_target
+    if application is None:
+        return Target.SERVICE
+    if Target.SERVICE not in kind.targets:
+        return application
+    if isinstance(data, Mapping) and data.get("scope") == "application":
+        return application
+    return Target.SERVICE
