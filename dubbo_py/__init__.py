@@ -5,11 +5,11 @@ Providers: decorate a generated servicer with :func:`service` and serve it with
 the stub, unchanged, whose calls are routed, balanced and retried across providers.
 """
 
-__version__ = "0.1.0"
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.application import Application, Reference
 from dubbo_py.rpc.service import service
 from dubbo_py.url import URL
+from dubbo_py.version import __version__
 
 __all__ = ["URL", "Application", "Invocation", "Reference", "__version__", "service"]

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 import click
 
-from dubbo_py import __version__
 from dubbo_py.admin.acl_commands import acl_group
 from dubbo_py.admin.call_commands import call
 from dubbo_py.admin.common import CONTEXT_SETTINGS, DEBUG_ENV, AdminGroup, CliEnv
@@ -26,6 +25,7 @@ from dubbo_py.admin.service_commands import consumers, providers, services
 from dubbo_py.admin.shard_commands import shard
 from dubbo_py.admin.top import top
 from dubbo_py.registry.address import ENV_REGISTRY
+from dubbo_py.version import __version__
 
 __all__ = ["cli", "main"]
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
-from dubbo_py import __version__
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.strategies.failback import FailbackQueue
@@ -53,6 +52,7 @@ from dubbo_py.rpc.provider import ExportedServer, ExportPlan, export
 from dubbo_py.rpc.reference import Reference
 from dubbo_py.rpc.shared_channels import SharedChannels
 from dubbo_py.url import URL
+from dubbo_py.version import __version__
 
 if TYPE_CHECKING:
     from dubbo_py.rpc.aio_provider import AsyncExportedServer

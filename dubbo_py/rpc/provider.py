@@ -19,7 +19,6 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from dubbo_py import __version__
 from dubbo_py.errors import StoreError
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc import startup
@@ -29,6 +28,7 @@ from dubbo_py.rpc.limits import MethodGuard, interceptor, servicer_guards
 from dubbo_py.rpc.reflection import add_reflection, reflection_wanted
 from dubbo_py.rpc.service import ServiceOptions, options_of
 from dubbo_py.url import URL
+from dubbo_py.version import __version__
 
 __all__ = [
     "DUBBO_PROTOCOL_VERSION",
