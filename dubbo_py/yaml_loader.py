@@ -456,11 +456,14 @@ class _Builder:
             raise self.fail(path, f"nested deeper than {MAX_DEPTH} levels", node)
         if isinstance(node, yaml.CollectionNode) and node.tag not in _PLAIN_COLLECTIONS:
             raise self.fail(path, f"invalid YAML: unsupported tag {node.tag!r}", node)
+        if isinstance(node, yaml.MappingNode):
+            return self.mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        return self.scalar(node, path)
+
+    def scalar(self, node: yaml.Node, path: Path) -> Any:
         try:
-            if isinstance(node, yaml.MappingNode):
-                return self.mapping(node, path)
-            if isinstance(node, yaml.SequenceNode):
-                return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
             return self.loader.construct_object(node, deep=True)
         except yaml.MarkedYAMLError as exc:
             bad = exc.problem_mark or node.start_mark
@@ -470,14 +473,24 @@ class _Builder:
                 line=bad.line + 1,
                 column=bad.column + 1,
             ) from None
+        except Exception as exc:
+            # PyYAML's constructors raise ValueError, KeyError, IndexError, ... for values
+            # their tag cannot hold (``2001-13-45`` as a timestamp, ``!!int x``, ``!!bool``
+            # with no value): bad input, not a crash.
+            raise self.fail(
+                path, f"invalid YAML: cannot read {node.value!r} as {node.tag}: {exc}", node
+            ) from None
 
     def mapping(self, node: yaml.MappingNode, path: Path) -> dict[Any, Any]:
-        self.loader.flatten_mapping(node)  # "<<" merge keys (without anchors: inline maps)
+        try:
+            self.loader.flatten_mapping(node)  # "<<" merge keys (without anchors: inline maps)
+        except yaml.MarkedYAMLError as exc:
+            raise self.fail(path, f"invalid YAML: {exc.problem or exc}", node) from None
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = self.loader.construct_object(key_node, deep=True)
-            if isinstance(key, list | dict):
-                raise self.fail(path, f"mapping keys must be scalars, got {key!r}", key_node)
+            if isinstance(key_node, yaml.CollectionNode):
+                raise self.fail(path, "mapping keys must be scalars", key_node)
+            key = self.scalar(key_node, path)
             if self.string_keys and not isinstance(key, str):
                 raise self.fail(path, f"mapping keys must be strings, got {key!r}", key_node)
             part = key if isinstance(key, str) else str(key)

@@ -1,4 +1,4 @@
-"""``dubbo-py``: the admin CLI (design §6).
+"""``dubbo-py``: the admin CLI (docs/design.md §6).
 
 One entry point with subcommands; the registry comes from ``--registry``, ``$DUBBO_PY_REGISTRY``
 or the embedded default. Tables by default, ``--json`` everywhere. Exit codes: 0 success, 1 a

@@ -1,5 +1,5 @@
 """``rules``: list, get, push, validate, enable, disable, delete, history and roll back
-config-center rule documents (design §5, §6).
+config-center rule documents (docs/design.md §5, §6).
 
 Every write is versioned (a concurrent change makes it fail with a conflict, exit 1) and
 recorded in the key's history. Validation runs exactly what consumers run.

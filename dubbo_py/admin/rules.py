@@ -1,6 +1,6 @@
 """Rule documents as the CLI sees them: config keys and kinds, validation, the ``enabled`` flag.
 
-A rule lives at a config-center key ``<target>.<kind>`` (design §4): the target is a service
+A rule lives at a config-center key ``<target>.<kind>`` (docs/design.md §5): the target is a service
 rule key ``interface:version:group`` (``demo.Greeter::``) or an application name (``shop``).
 Which key a pushed file goes to is decided by :func:`resolve_key`:
 

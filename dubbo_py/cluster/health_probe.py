@@ -1,9 +1,9 @@
 """Probe a provider with the standard gRPC health service (``grpc.health.v1.Health/Check``).
 
-Every dubbo-py provider serves the health service (design §2), so the quarantine uses this to
-decide when a dead provider is back. The probe opens a fresh channel each time on purpose: a
-channel that saw the server die may sit in reconnect backoff, and a probe must see the server
-as it is now.
+Every dubbo-py provider serves the health service (docs/design.md §2), so the quarantine uses
+this to decide when a dead provider is back. The probe opens a fresh channel each time on
+purpose: a channel that saw the server die may sit in reconnect backoff, and a probe must see the
+server as it is now.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Where things live in the registry tree (design §4), shared by consumers, providers and CLI."""
+"""Where things live in the registry tree (docs/design.md §4), shared by consumers, providers
+and the CLI."""
 
 from __future__ import annotations
 

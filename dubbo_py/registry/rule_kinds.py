@@ -1,6 +1,6 @@
 """Every kind of config-center rule document, in one table: adding a kind touches only this file.
 
-A rule document lives at a config-center key ``<target>.<kind>`` (``docs/design.md`` §rules).
+A rule document lives at a config-center key ``<target>.<kind>`` (docs/design.md §5).
 :data:`RULE_KINDS` says, for each kind, where consumers read it (its :class:`Target`\\ s) and
 with which compiler, which document fields tell the kind, and whether it yields routers or
 override rules. Everything that needs to know the kinds reads it:

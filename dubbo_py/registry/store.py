@@ -1,4 +1,4 @@
-"""The coordination-store interface the registry is built on (design §4).
+"""The coordination-store interface the registry is built on (docs/design.md §4).
 
 A store is a tree of nodes addressed by ``/``-separated paths, as in ZooKeeper. Two stores
 implement it: :mod:`dubbo_py.registry.zookeeper` (kazoo) and :mod:`dubbo_py.registry.embedded`

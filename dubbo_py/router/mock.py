@@ -21,7 +21,7 @@ __all__ = ["MOCK_PROTOCOL", "MOCK_ROUTER_PRIORITY", "BoundMockRouter", "MockRout
 
 #: Providers registered with this protocol are mock providers (Dubbo's ``MOCK_PROTOCOL``).
 MOCK_PROTOCOL = "mock"
-#: Runs first in the chain, as in the design (§1).
+#: Runs first in the chain, as docs/design.md §1 says.
 MOCK_ROUTER_PRIORITY = -100
 
 

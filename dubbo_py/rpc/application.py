@@ -1,4 +1,4 @@
-"""``Application``: the public entry point for providers and consumers (design §2).
+"""``Application``: the public entry point for providers and consumers (docs/design.md §2).
 
 >>> app = Application("shop", registry="zookeeper://127.0.0.1:2181")   # doctest: +SKIP
 >>> greeter = app.reference(GreeterStub, version="1.0.0")               # doctest: +SKIP

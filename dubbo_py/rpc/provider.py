@@ -60,7 +60,7 @@ def provider_url(
     extra: dict[str, str] | None = None,
     options: ServiceOptions | None = None,
 ) -> URL:
-    """The URL a provider registers (design §3), as Apache Dubbo writes it for a triple
+    """The URL a provider registers (docs/design.md §3), as Apache Dubbo writes it for a triple
     provider: methods sorted, side=provider, start timestamp for warmup, pid and release.
     ``options`` (from configuration) replace the servicer's ``@service`` options."""
     params = {

@@ -1,4 +1,4 @@
-"""Condition routers, precomputed against a provider snapshot (design §1).
+"""Condition routers, precomputed against a provider snapshot (docs/design.md §1).
 
 ``bind(snapshot, consumer)`` does everything that does not depend on the call: it resolves
 ``$`` references, evaluates the when clauses that read the consumer URL (a rule whose when side
