@@ -41,8 +41,10 @@ __all__ = [
     "YamlError",
     "compile_yaml",
     "describe",
+    "key_node",
     "load_yaml",
     "peek_yaml",
+    "value_node",
 ]
 
 #: A value's place in a document: mapping keys and sequence indices from the root.
@@ -363,6 +365,27 @@ def yaml_error(
         return error(f"invalid YAML: {problem}", source=source)
     line, column = mark.line + 1, mark.column + 1
     return error(f"invalid YAML: {problem}", source=source, line=line, column=column)
+
+
+def key_node(node: yaml.Node | None, key: object) -> yaml.Node | None:
+    """The node of ``key`` in a mapping node (the last of repeated keys: its value is the one
+    loaded), else ``node`` itself: where an error about that key points."""
+    if isinstance(node, yaml.MappingNode):
+        for k, _ in reversed(node.value):
+            if isinstance(k, yaml.ScalarNode) and k.value == str(key):
+                found: yaml.Node = k
+                return found
+    return node
+
+
+def value_node(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    """The node of ``key``'s value in a mapping node (the last of repeated keys), else None."""
+    if isinstance(node, yaml.MappingNode):
+        for k, v in reversed(node.value):
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                found: yaml.Node = v
+                return found
+    return None
 
 
 def kind_of(value: object) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
@@ -47,7 +47,7 @@ from dubbo_py.router.chain import RouterChain, TraceStep
 from dubbo_py.router.rule_budget import DEFAULT_RULE_BUDGET, RuleBudgetError
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL, encode_component
-from dubbo_py.yaml_loader import YamlDocument, load_yaml, peek_yaml
+from dubbo_py.yaml_loader import YamlDocument, key_node, load_yaml, peek_yaml, value_node
 
 __all__ = [
     "Configure",
@@ -254,7 +254,7 @@ class _Reader:
             if key not in known:
                 raise self.error(
                     f"{what}: unknown field {key!r} (expected {', '.join(sorted(known))})",
-                    _key_node(node, key),
+                    key_node(node, key),
                 )
 
     def url(self, value: Any, node: yaml.Node | None, what: str) -> URL:
@@ -281,22 +281,6 @@ class _Reader:
         return self.error(reason + where, node)
 
 
-def _key_node(node: yaml.Node | None, key: Any) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        for k, _ in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == str(key):
-                return cast("yaml.Node", k)
-    return node
-
-
-def _value_node(node: yaml.Node | None, key: str) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return cast("yaml.Node", v)
-    return None
-
-
 def _items(node: yaml.Node | None) -> list[yaml.Node | None]:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
@@ -319,13 +303,13 @@ def load(text: str, source: str = "scenario") -> Scenario:
 
     if "consumer" not in data:
         raise reader.error("the scenario needs a 'consumer' URL", root)
-    consumer = reader.url(data["consumer"], _value_node(root, "consumer"), "consumer")
+    consumer = reader.url(data["consumer"], value_node(root, "consumer"), "consumer")
 
     invocation = _invocation(reader, consumer, data.get("invocation"), root)
 
     if "providers" not in data:
         raise reader.error("the scenario needs a 'providers' list (provider URLs)", root)
-    providers_node = _value_node(root, "providers")
+    providers_node = value_node(root, "providers")
     raw_providers = data["providers"]
     if raw_providers is None:
         raw_providers = []
@@ -343,7 +327,7 @@ def load(text: str, source: str = "scenario") -> Scenario:
     if now_ms is not None and (
         not isinstance(now_ms, int) or isinstance(now_ms, bool) or now_ms < 0
     ):
-        raise reader.error("now_ms must be a non-negative integer", _value_node(root, "now_ms"))
+        raise reader.error("now_ms must be a non-negative integer", value_node(root, "now_ms"))
 
     routers, cfg_urls, cfg_docs = _rules(reader, consumer, data.get("rules"), root)
     return Scenario(
@@ -360,7 +344,7 @@ def load(text: str, source: str = "scenario") -> Scenario:
 
 
 def _invocation(reader: _Reader, consumer: URL, raw: Any, root: yaml.Node) -> Invocation:
-    node = _value_node(root, "invocation")
+    node = value_node(root, "invocation")
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -370,16 +354,16 @@ def _invocation(reader: _Reader, consumer: URL, raw: Any, root: yaml.Node) -> In
     if method is None:
         method = ""
     if not isinstance(method, str):
-        raise reader.error("invocation.method must be a string", _value_node(node, "method"))
+        raise reader.error("invocation.method must be a string", value_node(node, "method"))
     arguments = raw.get("arguments", [])
     if arguments is None:
         arguments = []
     if not isinstance(arguments, list):
-        raise reader.error("invocation.arguments must be a list", _value_node(node, "arguments"))
+        raise reader.error("invocation.arguments must be a list", value_node(node, "arguments"))
     attachments = raw.get("attachments", {})
     if attachments is None:
         attachments = {}
-    attachments_node = _value_node(node, "attachments")
+    attachments_node = value_node(node, "attachments")
     if not isinstance(attachments, dict):
         raise reader.error("invocation.attachments must be a mapping", attachments_node)
     clean: dict[str, str] = {}
@@ -387,7 +371,7 @@ def _invocation(reader: _Reader, consumer: URL, raw: Any, root: yaml.Node) -> In
         if isinstance(value, (dict, list)) or value is None:
             raise reader.error(
                 f"invocation.attachments[{key}] must be a string",
-                _value_node(attachments_node, str(key)) or attachments_node,
+                value_node(attachments_node, str(key)) or attachments_node,
             )
         clean[str(key)] = _scalar_text(value)
     return Invocation(
@@ -401,7 +385,7 @@ def _invocation(reader: _Reader, consumer: URL, raw: Any, root: yaml.Node) -> In
 def _rules(
     reader: _Reader, consumer: URL, raw: Any, root: yaml.Node
 ) -> tuple[list[Router], list[URL], dict[str, str]]:
-    node = _value_node(root, "rules")
+    node = value_node(root, "rules")
     if raw is None:
         raw = []
     if not isinstance(raw, list):
@@ -425,7 +409,7 @@ def _rules(
         if carrier == "condition":
             routers.append(_condition_rule(reader, consumer, rule, rule_node, what))
         elif carrier == "url":
-            url_node = _value_node(rule_node, "url")
+            url_node = value_node(rule_node, "url")
             url = reader.url(rule["url"], url_node, f"{what}.url")
             if url.protocol == "override" or url.category == "configurators":
                 cfg_urls.append(url)
@@ -436,13 +420,13 @@ def _rules(
                 raise reader.relocate(exc, what, None, url_node) from None
         else:
             kind = rule["config"]
-            kind_node = _value_node(rule_node, "config")
+            kind_node = value_node(rule_node, "config")
             rule_kind = rule_kinds.kind_named(kind) if isinstance(kind, str) else None
             if rule_kind is None:
                 names = ", ".join(rule_kinds.kind_names())
                 raise reader.error(f"{what}.config must be one of {names}, not {kind!r}", kind_node)
             text = rule.get("yaml")
-            text_node = _value_node(rule_node, "yaml")
+            text_node = value_node(rule_node, "yaml")
             if not isinstance(text, str) or not text.strip():
                 raise reader.error(
                     f"{what}.yaml must be the rule document (text)", text_node or rule_node
@@ -462,7 +446,7 @@ def _condition_rule(
     reader: _Reader, consumer: URL, rule: Mapping[str, Any], node: yaml.Node | None, what: str
 ) -> Router:
     text = rule["condition"]
-    text_node = _value_node(node, "condition")
+    text_node = value_node(node, "condition")
     if not isinstance(text, str) or not text.strip():
         raise reader.error(f"{what}.condition must be a 'when => then' rule", text_node or node)
     params = {"category": "routers", "rule": encode_component(text)}
@@ -470,12 +454,12 @@ def _condition_rule(
         if name in rule:
             value = rule[name]
             if not isinstance(value, bool):
-                raise reader.error(f"{what}.{name} must be true or false", _value_node(node, name))
+                raise reader.error(f"{what}.{name} must be true or false", value_node(node, name))
             params[name] = _scalar_text(value)
     if "priority" in rule:
         priority = rule["priority"]
         if not isinstance(priority, int) or isinstance(priority, bool):
-            raise reader.error(f"{what}.priority must be an integer", _value_node(node, "priority"))
+            raise reader.error(f"{what}.priority must be an integer", value_node(node, "priority"))
         params["priority"] = str(priority)
     url = URL("condition", "0.0.0.0", 0, consumer.service_interface, parameters=params)
     try:

@@ -37,7 +37,7 @@ from dubbo_py.router.condition.router import (
 )
 from dubbo_py.router.condition.rule import Clause
 from dubbo_py.url import URL, decode_component
-from dubbo_py.yaml_loader import YamlDocument, compile_yaml
+from dubbo_py.yaml_loader import YamlDocument, compile_yaml, key_node, value_node
 
 __all__ = [
     "APPLICATION_SCOPE_PRIORITY",
@@ -191,7 +191,7 @@ class _Document:
             if key not in _DOCUMENT_FIELDS:
                 known = ", ".join(sorted(_DOCUMENT_FIELDS))
                 raise self.error(
-                    f"unknown field {key!r} (expected one of {known})", _key_node(node, key)
+                    f"unknown field {key!r} (expected one of {known})", key_node(node, key)
                 )
         version = self.version(data, node)
         # Dubbo reads neither field (the key the document is stored at decides), so a document
@@ -210,7 +210,7 @@ class _Document:
         self.boolean(data, node, "valid", True)
         self.integer(data, node, "priority", 0)
         conditions = data.get("conditions")
-        conditions_node = _value_node(node, "conditions")
+        conditions_node = value_node(node, "conditions")
         if not isinstance(conditions, list) or not conditions:
             raise self.error("conditions must be a non-empty list", conditions_node or node)
         assert isinstance(conditions_node, yaml.SequenceNode)
@@ -243,7 +243,7 @@ class _Document:
                 return "v3.0"
         raise self.error(
             f"unsupported configVersion {version!r} (expected v3.0 or v3.1)",
-            _value_node(node, "configVersion"),
+            value_node(node, "configVersion"),
         )
 
     def boolean(self, data: Mapping[str, Any], node: yaml.Node, name: str, default: bool) -> bool:
@@ -252,7 +252,7 @@ class _Document:
             return value
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             return value.strip().lower() == "true"
-        raise self.error(f"{name} must be true or false, not {value!r}", _value_node(node, name))
+        raise self.error(f"{name} must be true or false, not {value!r}", value_node(node, name))
 
     def integer(
         self, data: Mapping[str, Any], node: yaml.Node, name: str, default: int, where: str = ""
@@ -262,9 +262,7 @@ class _Document:
             return value
         if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
             return int(value.strip())
-        raise self.error(
-            f"{where}{name} must be an integer, not {value!r}", _value_node(node, name)
-        )
+        raise self.error(f"{where}{name} must be an integer, not {value!r}", value_node(node, name))
 
     def single(
         self, item: Any, node: yaml.Node, index: int, label: str, force: bool, enabled: bool
@@ -295,14 +293,14 @@ class _Document:
                 raise self.error(
                     f"{where}: unknown field {key!r} "
                     f"(expected one of {', '.join(sorted(_V31_CONDITION_FIELDS))})",
-                    _key_node(node, key),
+                    key_node(node, key),
                 )
-        when = self.from_side(item.get("from"), _value_node(node, "from"), where)
-        destinations = self.to_side(item.get("to"), _value_node(node, "to"), where)
+        when = self.from_side(item.get("from"), value_node(node, "from"), where)
+        destinations = self.to_side(item.get("to"), value_node(node, "to"), where)
         ratio = self.integer(item, node, "ratio", 0, f"{where}: ")
         if not 0 <= ratio <= 100:
             raise self.error(
-                f"{where}: ratio must be within 0..100, not {ratio}", _value_node(node, "ratio")
+                f"{where}: ratio must be within 0..100, not {ratio}", value_node(node, "ratio")
             )
         return MultiDestinationRouter(
             when,
@@ -324,9 +322,9 @@ class _Document:
             raise self.error(f"{where} must be a mapping with 'match'", node)
         for key in holder:
             if key not in ("match", "weight"):
-                raise self.error(f"{where}: unknown field {key!r}", _key_node(node, key))
+                raise self.error(f"{where}: unknown field {key!r}", key_node(node, key))
         match = holder.get("match")
-        match_node = _value_node(node, "match")
+        match_node = value_node(node, "match")
         if match is None:
             return "", match_node
         if isinstance(match, bool):
@@ -368,26 +366,7 @@ class _Document:
             weight = self.integer(entry or {}, entry_node, "weight", 100, f"{here}: ")
             if weight < 0:
                 raise self.error(
-                    f"{here}: weight must not be negative", _value_node(entry_node, "weight")
+                    f"{here}: weight must not be negative", value_node(entry_node, "weight")
                 )
             destinations.append(Destination(then, weight))
         return tuple(destinations)
-
-
-def _key_node(node: yaml.Node | None, key: Any) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        # The last of repeated keys: its value is the one loaded (PyYAML, like SnakeYAML).
-        for key_node, _ in reversed(node.value):
-            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(key):
-                return key_node
-    return node
-
-
-def _value_node(node: yaml.Node | None, key: str) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        # The last of repeated keys: its value is the one loaded (PyYAML, like SnakeYAML).
-        for key_node, value_node in reversed(node.value):
-            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
-                found: yaml.Node = value_node
-                return found
-    return None
