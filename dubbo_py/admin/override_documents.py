@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from dubbo_py.admin.rules import load_yaml
+from dubbo_py.admin.rules import load_document
 from dubbo_py.errors import RuleError
 
 __all__ = ["set_disabled", "set_weight", "target_key"]
@@ -35,7 +35,7 @@ def target_key(service: str, version: str = "", group: str = "") -> str:
 def _document(text: str | None, service: str, source: str) -> dict[str, Any]:
     if text is None or not text.strip():
         return {"configVersion": "v3.0", "scope": "service", "key": service, "configs": []}
-    data, _ = load_yaml(text, source)
+    data = load_document(text, source).data
     if not isinstance(data, dict):
         raise RuleError("the configurators document is not a YAML mapping", source=source)
     configs = data.setdefault("configs", [])

@@ -145,9 +145,9 @@ def _rules_of(
     the service."""
     watched: set[str] = set()
     for consumer in consumers:
-        watched.update(key for _, key in ServiceRules.for_consumer(consumer).static_keys())
+        watched.update(w.key for w in ServiceRules.for_consumer(consumer).static_keys())
     for app in {p.get_str("application") for p in providers} - {""}:
-        watched.update(key for _, key in ServiceRules.provider_app_keys(app))
+        watched.update(w.key for w in ServiceRules.provider_app_keys(app))
     return tuple(sorted(k for k, rule in keys.items() if k in watched or rule.interface == service))
 
 

@@ -13,10 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from dubbo_py import __version__
 from dubbo_py.admin.console.security import CSRF_COOKIE, new_token
 from dubbo_py.admin.console.state import ConsoleState
 from dubbo_py.errors import StoreError
+from dubbo_py.version import __version__
 
 __all__ = ["HERE", "Handler", "Refused", "Web", "form_int", "form_of"]
 
