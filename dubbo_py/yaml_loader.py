@@ -283,7 +283,7 @@ def load_yaml(
         _FAST if fast and _FAST is not None else yaml.SafeLoader
     )
     try:
-        _refuse_anchors(text, source, loader_type, error)
+        _refuse_anchors(text, source, error)
         loader = loader_type(text)
     except yaml.YAMLError as exc:
         raise yaml_error(exc, source, error, text) from None
@@ -425,15 +425,18 @@ def _blank(root: yaml.Node) -> bool:
     return isinstance(root, yaml.ScalarNode) and root.tag == "tag:yaml.org,2002:null"
 
 
-def _refuse_anchors(
-    text: str,
-    source: str,
-    loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader],
-    error: ErrorFactory,
-) -> None:
-    """Anchors and aliases, at their position (the composed tree forgets them)."""
-    for event in yaml.parse(text, Loader=loader):
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+def _refuse_anchors(text: str, source: str, error: ErrorFactory) -> None:
+    """Anchors and aliases, at their position (the composed tree forgets them). libyaml's event
+    scan is cheap; the reference parser scans again only when it finds something (an anchor or
+    a fault), so the error reported, and its position, are the reference parser's."""
+    if _FAST is not None:
+        try:
+            if not any(_is_anchor(event) for event in yaml.parse(text, Loader=_FAST)):
+                return
+        except (yaml.YAMLError, UnicodeError):  # e.g. lone surrogates libyaml cannot encode
+            pass
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if _is_anchor(event):
             mark = event.start_mark
             raise error(
                 "YAML anchors and aliases are not supported",
@@ -441,6 +444,10 @@ def _refuse_anchors(
                 line=mark.line + 1 if mark else None,
                 column=mark.column + 1 if mark else None,
             )
+
+
+def _is_anchor(event: yaml.Event) -> bool:
+    return isinstance(event, yaml.AliasEvent) or bool(getattr(event, "anchor", None))
 
 
 class _Builder:

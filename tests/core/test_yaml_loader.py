@@ -146,17 +146,19 @@ def test_billion_laughs_is_refused_before_it_expands() -> None:
         ("? [1, 2]\n: x\n", "mapping keys must be", 1),
         ("1: x\n", "mapping keys must be strings", 1),
         ("a: '\x07'\n", "not allowed", 1),
+        ("a: '\ud800'\n", "not allowed", 1),
         ("a: 2001-13-45\n", "cannot read '2001-13-45' as tag:yaml.org,2002:timestamp", 1),
         ("a:\n  b: !!int x\n", "a.b: invalid YAML: cannot read 'x'", 2),
         ("a: {<<: 3}\n", "invalid YAML", 1),
         ("a:\n  b:\n" + "".join("  " * i + "- \n" for i in range(2, 40)), "nested deeper", None),
     ],
 )
+@pytest.mark.parametrize("fast", [False, True])
 def test_bad_documents_name_the_problem_and_its_line(
-    text: str, message: str, line: int | None
+    text: str, message: str, line: int | None, fast: bool
 ) -> None:
     with pytest.raises(YamlError, match=message) as info:
-        load_yaml(text, "bad.yaml")
+        load_yaml(text, "bad.yaml", fast=fast)
     assert info.value.source == "bad.yaml"
     if line is not None:
         assert info.value.line == line
