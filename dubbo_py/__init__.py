@@ -5,7 +5,6 @@ Providers: decorate a generated servicer with :func:`service` and serve it with
 the stub, unchanged, whose calls are routed, balanced and retried across providers.
 """
 
-
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.application import Application, Reference
 from dubbo_py.rpc.service import service
