@@ -30,6 +30,9 @@ documents = st.dictionaries(
 )
 
 
+# No per-example deadline: a parse takes milliseconds, but on a loaded machine one example can
+# take longer than Hypothesis' default 200 ms, and tests make no timed assertions.
+@settings(deadline=None)
 @given(documents, st.booleans(), st.booleans(), st.booleans())
 def test_set_enabled_changes_only_the_enabled_field(
     doc: dict[str, object], enabled: bool, flow: bool, had: bool
