@@ -23,9 +23,6 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 #: Imports that break the layering today, as (importing module, imported unit), with who is
 #: removing them. Empty is the goal; a new violation fails the test.
 KNOWN: dict[tuple[str, str], str] = {
-    # The provider-call protocol is to be declared in cluster/ (issue 13, cluster support).
-    ("dubbo_py.cluster.plan", "rpc"): "MethodInvoker",
-    ("dubbo_py.cluster.strategy", "rpc"): "ProviderCall",
     # The overload-limit checks dubbo.yaml runs are to move under config/ (issue 13, options).
     ("dubbo_py.config.loader", "rpc"): "limits.guards_for",
 }
