@@ -64,9 +64,10 @@ def test_application_condition_rules_are_validated_by_the_application_compiler(
 ) -> None:
     import dataclasses
 
+    from dubbo_py.errors import RuleError
     from dubbo_py.registry import rule_kinds
     from dubbo_py.registry.rule_kinds import Target
-    from dubbo_py.router.base import Router, RuleError
+    from dubbo_py.router.base import Router
 
     def refuse(text: str, source: str) -> list[Router]:
         raise RuleError("read by the application compiler", source=source)
