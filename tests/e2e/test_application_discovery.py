@@ -149,16 +149,12 @@ def test_kill9_fails_over_with_no_failed_call_at_the_application_level(
             10,
             "the restarted instance in the consumer's directory",
         )
-        # Calls reach the restarted instance (since shared connections, after up to a
-        # quarantine probe at this level; the interface-level test sees it at once).
-        wait_until(
-            lambda: (
-                ref.stub.SayHello(greeter_pb2.HelloRequest(name="again")).provider
-                == restarted.address
-            ),
-            10,
-            "a call served by the restarted instance",
+        # As at the interface level: the re-registered instance gets a new channel, so calls
+        # reach it at once.
+        back = collections.Counter(
+            ref.stub.SayHello(greeter_pb2.HelloRequest(name="again")).provider for _ in range(40)
         )
+        assert back[restarted.address] > 0, back
 
 
 @pytest.mark.zookeeper
