@@ -255,7 +255,8 @@ def test_migration_rule_reads_dubbos_document() -> None:
         ("threshold: lots", "threshold"),
         ("interfaces: {a: 1}", "interfaces"),
         ("interfaces:\n  - step: FORCE_INTERFACE", "interfaces[0]"),
-        ("step: [", "line 1"),
+        ("step: [", ":1:"),
+        ("key: &k shop\napplications:\n  *k : {step: FORCE_INTERFACE}", ":1:6: YAML anchors"),
     ],
 )
 def test_bad_migration_rules_say_where(text: str, where: str) -> None:
