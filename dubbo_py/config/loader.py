@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dubbo_py.config.limits import parse_limits
 from dubbo_py.config.model import (
     ApplicationConfig,
     ProtocolConfig,
@@ -42,14 +43,13 @@ from dubbo_py.config.model import (
 from dubbo_py.config.options import ServiceOptions
 from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.errors import ConfigError, TLSConfigError
-from dubbo_py.rpc.limits import guards_for
 from dubbo_py.yaml_loader import YamlDocument, load_yaml
 
 __all__ = ["load_config", "parse_config"]
 
 T = TypeVar("T")
 
-#: A service's overload limits in dubbo.yaml (see dubbo_py/rpc/limits.py).
+#: A service's overload limits in dubbo.yaml (see dubbo_py/config/limits.py).
 _LIMIT_KEYS = (
     "executes",
     "tps",
@@ -182,7 +182,7 @@ class _Reader:
             *_LIMIT_KEYS,
         )
         raw = self.mapping(value, path, allowed)
-        # Overload limits (dubbo_py/rpc/limits.py) are provider URL parameters, per method under
+        # Overload limits (dubbo_py/config/limits.py) are provider URL parameters, per method under
         # methods.<name>, as Dubbo writes <method>.executes.
         limits = {k: str(raw[k]) for k in _LIMIT_KEYS if k in raw}
         methods = self.mapping(raw.get("methods"), f"{path}.methods", None)
@@ -192,7 +192,7 @@ class _Reader:
             ).items():
                 limits[f"{method}.{key}"] = str(item)
         try:
-            guards_for("", methods, limits)
+            parse_limits(methods, limits)
         except ValueError as exc:
             raise self.fail(path, str(exc)) from None
         try:

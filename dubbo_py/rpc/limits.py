@@ -35,6 +35,7 @@ from typing import Any, TypeAlias, cast
 import grpc
 
 from dubbo_py.cluster.support.outcome import SHED_KEY
+from dubbo_py.config.limits import DEFAULT_TPS_INTERVAL_MS, parse_limits
 from dubbo_py.rpc.introspect import service_of_servicer
 from dubbo_py.rpc.service import ServiceOptions, options_of
 
@@ -49,11 +50,6 @@ __all__ = [
     "interceptor",
     "servicer_guards",
 ]
-
-#: Dubbo's default ``tps.interval``: 60 s.
-DEFAULT_TPS_INTERVAL_MS = 60_000
-
-_FLOWCONTROLS = ("gradient",)
 
 
 class ConcurrencyLimit:
@@ -235,47 +231,26 @@ class MethodGuard:
         return f"{self.path}: provider over its limit ({what}); shed without running"
 
 
-def _int(params: Mapping[str, str], key: str, default: int | None) -> int | None:
-    text = params.get(key)
-    if text is None or text == "":
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{key}={text!r}: not an integer") from None
-
-
 def guards_for(
     service: str, methods: Iterable[str], params: Mapping[str, str]
 ) -> dict[str, MethodGuard]:
     """The guards of a service's methods by gRPC path, from its provider URL parameters;
     methods without any limit are left out. ValueError naming the parameter for a bad value."""
-    tps = _int(params, "tps", None)
+    settings = parse_limits(methods, params)
     service_limits: list[Limit] = []
-    if tps is not None and tps >= 0:
-        interval = _int(params, "tps.interval", DEFAULT_TPS_INTERVAL_MS)
-        assert interval is not None
-        service_limits.append(RateLimit(tps, interval / 1000.0))
+    if settings.tps is not None:
+        service_limits.append(RateLimit(settings.tps, settings.tps_interval_ms / 1000.0))
     guards = {}
-    for method in methods:
+    for method, own in settings.methods:
         limits: list[Limit] = []
-        executes = _int(params, f"{method}.executes", None)
-        if executes is None:
-            executes = _int(params, "executes", None)
-        if executes is not None and executes > 0:  # 0 means no limit, as in Dubbo
-            limits.append(ConcurrencyLimit(executes))
+        if own.executes is not None:
+            limits.append(ConcurrencyLimit(own.executes))
         limits.extend(service_limits)
-        flowcontrol = params.get(f"{method}.flowcontrol", params.get("flowcontrol", ""))
-        if flowcontrol:
-            if flowcontrol not in _FLOWCONTROLS:
-                raise ValueError(
-                    f"flowcontrol={flowcontrol!r}: unknown (known: {', '.join(_FLOWCONTROLS)})"
-                )
+        if own.flowcontrol is not None:
+            gradient = own.flowcontrol
             limits.append(
                 GradientLimit(
-                    initial=_int(params, "flowcontrol.initial", 20) or 20,
-                    minimum=_int(params, "flowcontrol.min", 4) or 4,
-                    maximum=_int(params, "flowcontrol.max", 200) or 200,
+                    initial=gradient.initial, minimum=gradient.minimum, maximum=gradient.maximum
                 )
             )
         if limits:
