@@ -22,12 +22,12 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dubbo_py.cluster.loadbalance.base import WeightTable, weight_table
-from dubbo_py.cluster.stats import CallStats, StatCell, method_key
+from dubbo_py.cluster.loadbalance.base import ChoosingLoadBalance, WeightTable, weight_table
+from dubbo_py.cluster.stats import CallStats, StatCell, default_stats, method_key
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
-__all__ = ["LevelIndex", "LevelIndexCache", "LevelOf"]
+__all__ = ["LevelBalancer", "LevelIndex", "LevelIndexCache", "LevelOf"]
 
 #: A member's level from its cell; lower is better.
 LevelOf = Callable[[StatCell], int]
@@ -242,3 +242,26 @@ class LevelIndexCache:
 def _close_all(entries: dict[tuple[int, str], _Entry]) -> None:
     for entry in list(entries.values()):
         entry.index.close()
+
+
+class LevelBalancer(ChoosingLoadBalance):
+    """A balancer choosing among the candidates at the lowest ``level_of`` by weighted random
+    (``leastactive``, ``shortestresponse``), reading ``stats`` (default:
+    :func:`~dubbo_py.cluster.stats.default_stats`); ``per_window`` when the level resets with
+    the statistics' response-time window."""
+
+    def __init__(
+        self,
+        level_of: LevelOf,
+        *,
+        per_window: bool,
+        stats: CallStats | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        stats = stats if stats is not None else default_stats()
+        self._indexes = LevelIndexCache(stats, level_of, per_window=per_window)
+        self._rng = rng if rng is not None else random.Random()
+
+    def choose(self, candidates: tuple[URL, ...], invocation: Invocation, now_ms: int) -> URL:
+        """A candidate at the lowest level, weighted random among those tied there."""
+        return self._indexes.get(candidates, invocation, now_ms).pick(self._rng)

@@ -31,12 +31,7 @@ import math
 import random
 
 from dubbo_py.cluster.loadbalance._stats_table import StatsTable, StatsTableCache
-from dubbo_py.cluster.loadbalance.base import (
-    IdentityCache,
-    LoadBalance,
-    check_candidates,
-    current_millis,
-)
+from dubbo_py.cluster.loadbalance.base import ChoosingLoadBalance, IdentityCache
 from dubbo_py.cluster.loadbalance.p2c import two_positions, weighted_tie
 from dubbo_py.cluster.stats import CallStats, StatCell, default_stats
 from dubbo_py.invocation import Invocation
@@ -72,7 +67,7 @@ def adaptive_load(cell: StatCell, weight: int, timeout_s: float, now: float) -> 
     return (math.sqrt(ewma) + 1.0) * (inflight + 1) / (success_rate * weight + 1.0)
 
 
-class AdaptiveLoadBalance(LoadBalance):
+class AdaptiveLoadBalance(ChoosingLoadBalance):
     """Dubbo's ``adaptive`` balancer, reading ``stats`` (default: :func:`default_stats`)."""
 
     name = "adaptive"
@@ -83,16 +78,10 @@ class AdaptiveLoadBalance(LoadBalance):
         self._members: IdentityCache[tuple[StatsTable, tuple[_Member, ...]]] = IdentityCache()
         self._rng = rng if rng is not None else random.Random()
 
-    def select(
-        self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
-    ) -> URL:
+    def choose(self, candidates: tuple[URL, ...], invocation: Invocation, now_ms: int) -> URL:
         """The less loaded of two random candidates."""
-        check_candidates(candidates)
-        if len(candidates) == 1:
-            return candidates[0]
-        now_wall = current_millis() if now_ms is None else now_ms
-        st = self._tables.get(candidates, invocation, now_wall)
-        members = self._members_of(candidates, st, invocation.method, now_wall)
+        st = self._tables.get(candidates, invocation, now_ms)
+        members = self._members_of(candidates, st, invocation.method, now_ms)
         if len(members) == 1:
             return members[0][0]
         rng = self._rng

@@ -46,6 +46,7 @@ from dubbo_py.url import URL
 __all__ = [
     "DEFAULT_WARMUP",
     "DEFAULT_WEIGHT",
+    "ChoosingLoadBalance",
     "IdentityCache",
     "LoadBalance",
     "Picker",
@@ -110,6 +111,28 @@ def check_candidates(candidates: tuple[URL, ...]) -> None:
     """Reject an empty candidate tuple with a clear message."""
     if not candidates:
         raise ValueError("load balancer called with no candidates")
+
+
+class ChoosingLoadBalance(LoadBalance):
+    """A balancer whose :meth:`select` settles the cases every balancer settles alike -- no
+    candidate is an error, a single one is the answer, ``now_ms`` defaults to the wall clock --
+    and leaves the real choice among two or more to :meth:`choose`.
+
+    The hot path makes as many calls as a hand-written ``select`` did: the candidate check
+    runs only when fewer than two are left, and :meth:`choose` takes its place."""
+
+    def select(
+        self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
+    ) -> URL:
+        """The provider this invocation goes to."""
+        if len(candidates) < 2:
+            check_candidates(candidates)
+            return candidates[0]
+        return self.choose(candidates, invocation, current_millis() if now_ms is None else now_ms)
+
+    def choose(self, candidates: tuple[URL, ...], invocation: Invocation, now_ms: int) -> URL:
+        """The provider among two or more ``candidates``, at epoch-ms ``now_ms``."""
+        raise NotImplementedError
 
 
 def _f32(value: float) -> float:

@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import random
 
-from dubbo_py.cluster.loadbalance._level_index import LevelIndexCache
-from dubbo_py.cluster.loadbalance.base import LoadBalance, check_candidates, current_millis
-from dubbo_py.cluster.stats import CallStats, StatCell, default_stats
-from dubbo_py.invocation import Invocation
-from dubbo_py.url import URL
+from dubbo_py.cluster.loadbalance._level_index import LevelBalancer
+from dubbo_py.cluster.stats import CallStats, StatCell
 
 __all__ = ["LeastActiveLoadBalance"]
 
@@ -27,22 +24,10 @@ def _active(cell: StatCell) -> int:
     return cell.active
 
 
-class LeastActiveLoadBalance(LoadBalance):
+class LeastActiveLoadBalance(LevelBalancer):
     """Dubbo's ``leastactive`` balancer, reading ``stats`` (default: :func:`default_stats`)."""
 
     name = "leastactive"
 
     def __init__(self, stats: CallStats | None = None, rng: random.Random | None = None) -> None:
-        stats = stats if stats is not None else default_stats()
-        self._indexes = LevelIndexCache(stats, _active, per_window=False)
-        self._rng = rng if rng is not None else random.Random()
-
-    def select(
-        self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
-    ) -> URL:
-        """A least-active candidate."""
-        check_candidates(candidates)
-        if len(candidates) == 1:
-            return candidates[0]
-        now = current_millis() if now_ms is None else now_ms
-        return self._indexes.get(candidates, invocation, now).pick(self._rng)
+        super().__init__(_active, per_window=False, stats=stats, rng=rng)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 
 from dubbo_py.cluster.loadbalance._stats_table import StatsTableCache
-from dubbo_py.cluster.loadbalance.base import LoadBalance, check_candidates, current_millis
+from dubbo_py.cluster.loadbalance.base import ChoosingLoadBalance
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
@@ -48,7 +48,7 @@ def weighted_tie(first: int, second: int, w1: int, w2: int, rng: random.Random) 
     return first if rng.randrange(2) == 0 else second
 
 
-class P2CLoadBalance(LoadBalance):
+class P2CLoadBalance(ChoosingLoadBalance):
     """Dubbo's ``p2c`` balancer, reading in-flight counts from ``stats`` (default:
     :func:`default_stats`)."""
 
@@ -58,15 +58,9 @@ class P2CLoadBalance(LoadBalance):
         self._tables = StatsTableCache(stats if stats is not None else default_stats())
         self._rng = rng if rng is not None else random.Random()
 
-    def select(
-        self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
-    ) -> URL:
+    def choose(self, candidates: tuple[URL, ...], invocation: Invocation, now_ms: int) -> URL:
         """The less busy of two random candidates."""
-        check_candidates(candidates)
-        if len(candidates) == 1:
-            return candidates[0]
-        now = current_millis() if now_ms is None else now_ms
-        st = self._tables.get(candidates, invocation, now)
+        st = self._tables.get(candidates, invocation, now_ms)
         urls = st.urls
         if len(urls) == 1:
             return urls[0]

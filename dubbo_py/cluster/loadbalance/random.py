@@ -20,12 +20,10 @@ from __future__ import annotations
 import random
 
 from dubbo_py.cluster.loadbalance.base import (
+    ChoosingLoadBalance,
     IdentityCache,
-    LoadBalance,
     Picker,
     WeightTable,
-    check_candidates,
-    current_millis,
     weight_table,
 )
 from dubbo_py.invocation import Invocation
@@ -34,7 +32,7 @@ from dubbo_py.url import URL
 __all__ = ["RandomLoadBalance"]
 
 
-class RandomLoadBalance(LoadBalance):
+class RandomLoadBalance(ChoosingLoadBalance):
     """Dubbo's ``random`` balancer. ``rng`` may be seeded for reproducible tests."""
 
     name = "random"
@@ -43,15 +41,9 @@ class RandomLoadBalance(LoadBalance):
         self._rng = rng if rng is not None else random.Random()
         self._tables: IdentityCache[WeightTable] = IdentityCache()
 
-    def select(
-        self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
-    ) -> URL:
+    def choose(self, candidates: tuple[URL, ...], invocation: Invocation, now_ms: int) -> URL:
         """A weighted-random candidate."""
-        check_candidates(candidates)
-        if len(candidates) == 1:
-            return candidates[0]
-        now = current_millis() if now_ms is None else now_ms
-        return self._table(candidates, invocation.method, now).pick(self._rng)
+        return self._table(candidates, invocation.method, now_ms).pick(self._rng)
 
     def picker(self, candidates: tuple[URL, ...], method: str, now_ms: int) -> Picker | None:
         """For a call plan: ``(pick, valid_until_ms)``, ``pick(now_ms)`` choosing as

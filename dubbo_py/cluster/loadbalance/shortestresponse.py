@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import random
 
-from dubbo_py.cluster.loadbalance._level_index import LevelIndexCache
-from dubbo_py.cluster.loadbalance.base import LoadBalance, check_candidates, current_millis
-from dubbo_py.cluster.stats import CallStats, StatCell, default_stats
-from dubbo_py.invocation import Invocation
-from dubbo_py.url import URL
+from dubbo_py.cluster.loadbalance._level_index import LevelBalancer
+from dubbo_py.cluster.stats import CallStats, StatCell
 
 __all__ = ["ShortestResponseLoadBalance"]
 
@@ -30,23 +27,11 @@ def _estimate(cell: StatCell) -> int:
     return cell.window_average * (cell.active + 1)
 
 
-class ShortestResponseLoadBalance(LoadBalance):
+class ShortestResponseLoadBalance(LevelBalancer):
     """Dubbo's ``shortestresponse`` balancer, reading ``stats`` (default:
     :func:`default_stats`)."""
 
     name = "shortestresponse"
 
     def __init__(self, stats: CallStats | None = None, rng: random.Random | None = None) -> None:
-        stats = stats if stats is not None else default_stats()
-        self._indexes = LevelIndexCache(stats, _estimate, per_window=True)
-        self._rng = rng if rng is not None else random.Random()
-
-    def select(
-        self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
-    ) -> URL:
-        """The candidate expected to answer first."""
-        check_candidates(candidates)
-        if len(candidates) == 1:
-            return candidates[0]
-        now = current_millis() if now_ms is None else now_ms
-        return self._indexes.get(candidates, invocation, now).pick(self._rng)
+        super().__init__(_estimate, per_window=True, stats=stats, rng=rng)
