@@ -13,38 +13,28 @@ beside the handler the server gave, as the overload interceptor does.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeAlias, cast
+from typing import Any, cast
 
 import grpc
 
 from dubbo_py.qos import tracing
 from dubbo_py.qos.metrics import MethodKey, MethodStats, Metrics, failure_reason
+from dubbo_py.server_handlers import (
+    AioHandlerInterceptor,
+    Handler,
+    HandlerInterceptor,
+    WrappedHandlers,
+    behaviour_of,
+    rebuild,
+)
 
 __all__ = ["AsyncProviderObserver", "ProviderObserver"]
-
-_Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 #: gRPC paths of the framework's own services, which are not counted.
 _FRAMEWORK_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
 
 _VERSION = "tri-service-version"
 _GROUP = "tri-service-group"
-
-
-def _kind(handler: _Handler) -> str:
-    request = "stream" if handler.request_streaming else "unary"
-    response = "stream" if handler.response_streaming else "unary"
-    return f"{request}_{response}"
-
-
-def _rebuild(handler: _Handler, behaviour: Callable[..., Any]) -> _Handler:
-    factory = getattr(grpc, f"{_kind(handler)}_rpc_method_handler")
-    made: _Handler = factory(
-        behaviour,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
-    return made
 
 
 def _code(context: Any) -> grpc.StatusCode | None:
@@ -58,17 +48,19 @@ def _code(context: Any) -> grpc.StatusCode | None:
 class _Calls:
     """What both flavours share: which statistics a call counts in, and how it ends."""
 
-    def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str] | None]) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        defaults: Mapping[str, tuple[str, str] | None],
+        wrap: Callable[[MethodStats, str, str, Handler], Handler],
+    ) -> None:
         self.metrics = metrics
         self.defaults = dict(defaults)
-        self._wrapped: dict[tuple[str, str, str], tuple[_Handler, _Handler]] = {}
+        self._wrap = wrap
+        self._wrapped: WrappedHandlers[tuple[str, str, str]] = WrappedHandlers()
 
-    def handler(
-        self,
-        details: grpc.HandlerCallDetails,
-        handler: _Handler | None,
-        wrap: Callable[[MethodStats, str, str, _Handler], _Handler],
-    ) -> _Handler | None:
+    def rewrap(self, details: grpc.HandlerCallDetails, handler: Handler | None) -> Handler | None:
+        """The handler that counts (and traces) this call."""
         path = details.method
         if handler is None or path.startswith(_FRAMEWORK_PREFIXES):
             return handler
@@ -85,12 +77,12 @@ class _Calls:
                 elif key == _GROUP:
                     group = str(value)
         cache_key = (path, version, group)
-        cached = self._wrapped.get(cache_key)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        stats = self.metrics.method(MethodKey("provider", service, method, group, version))
-        wrapped = wrap(stats, service, method, handler)
-        self._wrapped[cache_key] = (handler, wrapped)
+        wrapped = self._wrapped.cached(cache_key, handler)
+        if wrapped is None:
+            stats = self.metrics.method(MethodKey("provider", service, method, group, version))
+            wrapped = self._wrapped.keep(
+                cache_key, handler, self._wrap(stats, service, method, handler)
+            )
         return wrapped
 
 
@@ -117,8 +109,8 @@ def _finish(
         tracing.end_span(span, code, error)
 
 
-def _wrap_sync(stats: MethodStats, service: str, method: str, handler: _Handler) -> _Handler:
-    inner = getattr(handler, _kind(handler))
+def _wrap_sync(stats: MethodStats, service: str, method: str, handler: Handler) -> Handler:
+    inner = behaviour_of(handler)
 
     def unary(request: Any, context: grpc.ServicerContext) -> Any:
         started = stats.begin()
@@ -141,11 +133,11 @@ def _wrap_sync(stats: MethodStats, service: str, method: str, handler: _Handler)
             raise
         _finish(stats, started, traced, context, None)
 
-    return _rebuild(handler, streaming if handler.response_streaming else unary)
+    return rebuild(handler, streaming if handler.response_streaming else unary)
 
 
-def _wrap_aio(stats: MethodStats, service: str, method: str, handler: _Handler) -> _Handler:
-    inner = getattr(handler, _kind(handler))
+def _wrap_aio(stats: MethodStats, service: str, method: str, handler: Handler) -> Handler:
+    inner = behaviour_of(handler)
 
     async def unary(request: Any, context: Any) -> Any:
         started = stats.begin()
@@ -173,36 +165,20 @@ def _wrap_aio(stats: MethodStats, service: str, method: str, handler: _Handler) 
             raise
         _finish(stats, started, traced, context, None)
 
-    return _rebuild(handler, streaming if handler.response_streaming else unary)
+    return rebuild(handler, streaming if handler.response_streaming else unary)
 
 
-class ProviderObserver(grpc.ServerInterceptor):
+class ProviderObserver(HandlerInterceptor):
     """Counts and traces a blocking server's calls. ``defaults`` maps a service exported once
     to the (version, group) its calls count under; a service exported several times (None, or
     absent) is told apart by each call's ``tri-service-version`` / ``tri-service-group``."""
 
     def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str] | None]) -> None:
-        self._calls = _Calls(metrics, defaults)
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], _Handler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> _Handler | None:
-        handler = continuation(handler_call_details)
-        return self._calls.handler(handler_call_details, handler, _wrap_sync)
+        super().__init__(_Calls(metrics, defaults, _wrap_sync).rewrap)
 
 
-class AsyncProviderObserver(grpc.aio.ServerInterceptor):
+class AsyncProviderObserver(AioHandlerInterceptor):
     """Counts and traces a ``grpc.aio`` server's calls (see :class:`ProviderObserver`)."""
 
     def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str] | None]) -> None:
-        self._calls = _Calls(metrics, defaults)
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Any],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> _Handler:
-        handler: _Handler | None = await continuation(handler_call_details)
-        return cast("_Handler", self._calls.handler(handler_call_details, handler, _wrap_aio))
+        super().__init__(_Calls(metrics, defaults, _wrap_aio).rewrap)

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast
+from typing import Any
 
 import grpc
 
@@ -38,6 +38,14 @@ from dubbo_py.cluster.support.outcome import SHED_KEY
 from dubbo_py.config.limits import DEFAULT_TPS_INTERVAL_MS, parse_limits
 from dubbo_py.rpc.introspect import service_of_servicer
 from dubbo_py.rpc.service import ServiceOptions, options_of
+from dubbo_py.server_handlers import (
+    AioHandlerInterceptor,
+    Handler,
+    HandlerInterceptor,
+    WrappedHandlers,
+    behaviour_of,
+    rebuild,
+)
 
 __all__ = [
     "DEFAULT_TPS_INTERVAL_MS",
@@ -266,9 +274,7 @@ def _shed_metadata(limit: Limit) -> tuple[tuple[str, str], ...]:
     return ((SHED_KEY, limit.name),)
 
 
-def _wrap_sync(
-    guard: MethodGuard, handler: grpc.RpcMethodHandler[Any, Any]
-) -> grpc.RpcMethodHandler[Any, Any]:
+def _wrap_sync(guard: MethodGuard, handler: Handler) -> Handler:
     clock = time.monotonic
 
     def admit(context: grpc.ServicerContext) -> float:
@@ -298,15 +304,11 @@ def _wrap_sync(
 
         return behaviour
 
-    kind = _kind(handler)
-    inner = getattr(handler, kind)
-    wrapped = streaming(inner) if handler.response_streaming else unary(inner)
-    return _handler(kind, wrapped, handler)
+    inner = behaviour_of(handler)
+    return rebuild(handler, streaming(inner) if handler.response_streaming else unary(inner))
 
 
-def _wrap_aio(
-    guard: MethodGuard, handler: grpc.RpcMethodHandler[Any, Any]
-) -> grpc.RpcMethodHandler[Any, Any]:
+def _wrap_aio(guard: MethodGuard, handler: Handler) -> Handler:
     clock = time.monotonic
 
     async def admit(context: Any) -> float:
@@ -341,101 +343,43 @@ def _wrap_aio(
 
         return behaviour
 
-    kind = _kind(handler)
-    inner = getattr(handler, kind)
-    wrapped = streaming(inner) if handler.response_streaming else unary(inner)
-    return _handler(kind, wrapped, handler)
-
-
-def _kind(handler: grpc.RpcMethodHandler[Any, Any]) -> str:
-    request = "stream" if handler.request_streaming else "unary"
-    response = "stream" if handler.response_streaming else "unary"
-    return f"{request}_{response}"
-
-
-def _handler(
-    kind: str, behaviour: Callable[..., Any], handler: grpc.RpcMethodHandler[Any, Any]
-) -> grpc.RpcMethodHandler[Any, Any]:
-    factory = getattr(grpc, f"{kind}_rpc_method_handler")
-    made: grpc.RpcMethodHandler[Any, Any] = factory(
-        behaviour,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
-    return made
-
-
-_Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only to type checkers
+    inner = behaviour_of(handler)
+    return rebuild(handler, streaming(inner) if handler.response_streaming else unary(inner))
 
 
 class _GuardedHandlers:
-    """The guarded handler for each method path, shared by both server flavours.
-
-    Wrapping happens once per path, not per call: the wrapped handler is kept beside the handler
-    the server gave, and made again only if the server hands out a different one.
-    """
+    """The guarded handler for each method path, shared by both server flavours."""
 
     def __init__(
         self,
         guards: Mapping[str, MethodGuard],
-        wrap: Callable[[MethodGuard, _Handler], _Handler],
+        wrap: Callable[[MethodGuard, Handler], Handler],
     ) -> None:
         self._guards = dict(guards)
         self._wrap = wrap
-        self._wrapped: dict[str, tuple[_Handler, _Handler]] = {}
+        self._wrapped: WrappedHandlers[str] = WrappedHandlers()
 
-    def get(self, path: str, handler: _Handler | None) -> _Handler | None:
-        """``handler`` wrapped with the guard of ``path``, or unchanged when it has none."""
+    def rewrap(self, details: grpc.HandlerCallDetails, handler: Handler | None) -> Handler | None:
+        """``handler`` wrapped with the guard of the call's path, or unchanged when it has none."""
+        path = details.method
         guard = self._guards.get(path)
         if guard is None or handler is None:
             return handler
-        cached = self._wrapped.get(path)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._wrap(guard, handler)
-        self._wrapped[path] = (handler, wrapped)
+        wrapped = self._wrapped.cached(path, handler)
+        if wrapped is None:
+            wrapped = self._wrapped.keep(path, handler, self._wrap(guard, handler))
         return wrapped
 
 
-class _Interceptor(grpc.ServerInterceptor):
-    """Sheds calls of guarded methods over their limits (blocking server)."""
-
-    def __init__(self, guards: Mapping[str, MethodGuard]) -> None:
-        self._handlers = _GuardedHandlers(guards, _wrap_sync)
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], _Handler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> _Handler | None:
-        handler = continuation(handler_call_details)
-        return self._handlers.get(handler_call_details.method, handler)
-
-
-class _AioInterceptor(grpc.aio.ServerInterceptor):
-    """Sheds calls of guarded methods over their limits (``grpc.aio`` server)."""
-
-    def __init__(self, guards: Mapping[str, MethodGuard]) -> None:
-        self._handlers = _GuardedHandlers(guards, _wrap_aio)
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Any],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> _Handler:
-        handler: _Handler = await continuation(handler_call_details)
-        # An unknown method's None passes through unchanged, for the server to answer UNIMPLEMENTED.
-        return cast("_Handler", self._handlers.get(handler_call_details.method, handler))
-
-
 def interceptor(guards: Mapping[str, MethodGuard]) -> grpc.ServerInterceptor | None:
-    """The blocking server's interceptor for these guards (None when there are none)."""
-    return _Interceptor(guards) if guards else None
+    """The blocking server's interceptor for these guards (None when there are none): it sheds
+    calls of guarded methods over their limits."""
+    return HandlerInterceptor(_GuardedHandlers(guards, _wrap_sync).rewrap) if guards else None
 
 
 def aio_interceptor(guards: Mapping[str, MethodGuard]) -> grpc.aio.ServerInterceptor | None:
     """The ``grpc.aio`` server's interceptor for these guards (None when there are none)."""
-    return _AioInterceptor(guards) if guards else None
+    return AioHandlerInterceptor(_GuardedHandlers(guards, _wrap_aio).rewrap) if guards else None
 
 
 def servicer_guards(

@@ -1,0 +1,104 @@
+"""Wrapping a gRPC server's method handlers, as the provider interceptors do (overload limits in
+``rpc/limits.py``, metrics and tracing in ``qos/provider.py``).
+
+An interceptor here is a function from (call details, the handler the server found) to the
+handler to use, wrapped in the blocking or ``grpc.aio`` interceptor class. Wrapping a handler
+happens once per key (a method path, or a path with its version and group), not per call:
+:class:`WrappedHandlers` keeps the wrapped handler beside the handler the server gave, and makes
+it again only if the server hands out a different one (an allocation-free lookup: this runs
+on every call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeAlias, TypeVar, cast
+
+import grpc
+
+__all__ = [
+    "AioHandlerInterceptor",
+    "Handler",
+    "HandlerInterceptor",
+    "Rewrap",
+    "WrappedHandlers",
+    "behaviour_of",
+    "rebuild",
+]
+
+#: A gRPC method handler (generic only to type checkers).
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+#: (call details, the server's handler or None for an unknown method) -> the handler to use.
+Rewrap: TypeAlias = Callable[[grpc.HandlerCallDetails, "Handler | None"], "Handler | None"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+def _kind(handler: Handler) -> str:
+    request = "stream" if handler.request_streaming else "unary"
+    response = "stream" if handler.response_streaming else "unary"
+    return f"{request}_{response}"
+
+
+def behaviour_of(handler: Handler) -> Callable[..., Any]:
+    """The servicer function ``handler`` calls (whichever of its four kinds it is)."""
+    behaviour: Callable[..., Any] = getattr(handler, _kind(handler))
+    return behaviour
+
+
+def rebuild(handler: Handler, behaviour: Callable[..., Any]) -> Handler:
+    """A handler of ``handler``'s kind and serializers that calls ``behaviour`` instead."""
+    factory = getattr(grpc, f"{_kind(handler)}_rpc_method_handler")
+    made: Handler = factory(
+        behaviour,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+    return made
+
+
+class WrappedHandlers(Generic[K]):
+    """The wrapped handler of each key, made once per handler the server hands out."""
+
+    def __init__(self) -> None:
+        self._wrapped: dict[K, tuple[Handler, Handler]] = {}
+
+    def cached(self, key: K, handler: Handler) -> Handler | None:
+        """The wrapped handler kept for ``key``, if it wraps this very ``handler``."""
+        cached = self._wrapped.get(key)
+        return cached[1] if cached is not None and cached[0] is handler else None
+
+    def keep(self, key: K, handler: Handler, wrapped: Handler) -> Handler:
+        """Keep ``wrapped`` as ``key``'s wrapping of ``handler``; returns ``wrapped``."""
+        self._wrapped[key] = (handler, wrapped)
+        return wrapped
+
+
+class HandlerInterceptor(grpc.ServerInterceptor):
+    """A blocking server's interceptor that hands every call's handler through ``rewrap``."""
+
+    def __init__(self, rewrap: Rewrap) -> None:
+        self._rewrap = rewrap
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        return self._rewrap(handler_call_details, continuation(handler_call_details))
+
+
+class AioHandlerInterceptor(grpc.aio.ServerInterceptor):
+    """A ``grpc.aio`` server's interceptor that hands every call's handler through ``rewrap``."""
+
+    def __init__(self, rewrap: Rewrap) -> None:
+        self._rewrap = rewrap
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Any],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler:
+        handler: Handler | None = await continuation(handler_call_details)
+        # An unknown method's None passes through unchanged, for the server to answer UNIMPLEMENTED.
+        return cast("Handler", self._rewrap(handler_call_details, handler))
