@@ -29,15 +29,13 @@ from __future__ import annotations
 import heapq
 import math
 import threading
-import time
 from dataclasses import dataclass
 
 from dubbo_py.cluster.loadbalance.base import (
+    ChoosingLoadBalance,
     IdentityCache,
-    LoadBalance,
     Picker,
     WeightTable,
-    check_candidates,
     current_millis,
     weight_table,
 )
@@ -207,7 +205,7 @@ class _State:
         )
 
 
-class RoundRobinLoadBalance(LoadBalance):
+class RoundRobinLoadBalance(ChoosingLoadBalance):
     """Dubbo's ``roundrobin`` balancer (smooth weighted round robin)."""
 
     name = "roundrobin"
@@ -218,22 +216,16 @@ class RoundRobinLoadBalance(LoadBalance):
         self._states_lock = threading.Lock()
         self._schedules: IdentityCache[_Schedule] = IdentityCache()
 
-    def select(
-        self, candidates: tuple[URL, ...], invocation: Invocation, *, now_ms: int | None = None
-    ) -> URL:
+    def choose(self, candidates: tuple[URL, ...], invocation: Invocation, now_ms: int) -> URL:
         """The next candidate in the smooth weighted rotation."""
-        # check_candidates and current_millis are written out: a steady state (same
-        # candidates, weights settled) costs this frame, the cache lookup and one pick.
-        if len(candidates) < 2:
-            check_candidates(candidates)
-            return candidates[0]
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        # A steady state (same candidates, weights settled) costs this frame, the cache lookup
+        # and one pick.
         method = invocation.method
         while True:
-            schedule = self._schedules.lookup(candidates, method, now)
+            schedule = self._schedules.lookup(candidates, method, now_ms)
             if schedule is None:
-                schedule = self._rebind(candidates, method, now)
-            chosen = schedule.pick(now)
+                schedule = self._rebind(candidates, method, now_ms)
+            chosen = schedule.pick(now_ms)
             if chosen is not None:
                 return chosen
             # Another candidate tuple of this method was scheduled meanwhile: bind again.
