@@ -7,7 +7,10 @@ It is the outermost interceptor, so it also sees calls that overload limits shed
 not counted: they are the framework's traffic, not the application's.
 
 Wrapping happens once per (method, version, group), not per call: the wrapped handler is kept
-beside the handler the server gave, as the overload interceptor does.
+beside the handler the server gave, as the overload interceptor does. When nothing else has to
+run outside the metrics (no user interceptor, no overload limit, every service exported once),
+:func:`handler_wrap` wraps each handler once as the server is built instead, and no interceptor
+runs at all: a gRPC server interceptor costs Python frames on every call, whatever it does.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dubbo_py.server_handlers import (
     rebuild,
 )
 
-__all__ = ["AsyncProviderObserver", "ProviderObserver"]
+__all__ = ["AsyncProviderObserver", "ProviderObserver", "handler_wrap"]
 
 #: gRPC paths of the framework's own services, which are not counted.
 _FRAMEWORK_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
@@ -45,6 +48,22 @@ def _code(context: Any) -> grpc.StatusCode | None:
     return code if isinstance(code, grpc.StatusCode) else None
 
 
+class _LazyStats:
+    """A method's statistics, made at its first call (a method never called has no series)."""
+
+    __slots__ = ("key", "metrics", "stats")
+
+    def __init__(self, metrics: Metrics, key: MethodKey, stats: MethodStats | None = None) -> None:
+        self.metrics = metrics
+        self.key = key
+        self.stats = stats
+
+    def load(self) -> MethodStats:
+        """The statistics, made now if need be."""
+        stats = self.stats = self.metrics.method(self.key)
+        return stats
+
+
 class _Calls:
     """What both flavours share: which statistics a call counts in, and how it ends."""
 
@@ -52,7 +71,7 @@ class _Calls:
         self,
         metrics: Metrics,
         defaults: Mapping[str, tuple[str, str] | None],
-        wrap: Callable[[MethodStats, str, str, Handler], Handler],
+        wrap: Callable[[_LazyStats, str, str, Handler], Handler],
     ) -> None:
         self.metrics = metrics
         self.defaults = dict(defaults)
@@ -79,7 +98,8 @@ class _Calls:
         cache_key = (path, version, group)
         wrapped = self._wrapped.cached(cache_key, handler)
         if wrapped is None:
-            stats = self.metrics.method(MethodKey("provider", service, method, group, version))
+            key = MethodKey("provider", service, method, group, version)
+            stats = _LazyStats(self.metrics, key, self.metrics.method(key))
             wrapped = self._wrapped.keep(
                 cache_key, handler, self._wrap(stats, service, method, handler)
             )
@@ -109,10 +129,11 @@ def _finish(
         tracing.end_span(span, code, error)
 
 
-def _wrap_sync(stats: MethodStats, service: str, method: str, handler: Handler) -> Handler:
+def _wrap_sync(lazy: _LazyStats, service: str, method: str, handler: Handler) -> Handler:
     inner = behaviour_of(handler)
 
     def unary(request: Any, context: grpc.ServicerContext) -> Any:
+        stats = lazy.stats or lazy.load()
         started = stats.begin()
         traced = _start(service, method, context)
         try:
@@ -124,6 +145,7 @@ def _wrap_sync(stats: MethodStats, service: str, method: str, handler: Handler) 
         return response
 
     def streaming(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        stats = lazy.stats or lazy.load()
         started = stats.begin()
         traced = _start(service, method, context)
         try:
@@ -136,10 +158,11 @@ def _wrap_sync(stats: MethodStats, service: str, method: str, handler: Handler) 
     return rebuild(handler, streaming if handler.response_streaming else unary)
 
 
-def _wrap_aio(stats: MethodStats, service: str, method: str, handler: Handler) -> Handler:
+def _wrap_aio(lazy: _LazyStats, service: str, method: str, handler: Handler) -> Handler:
     inner = behaviour_of(handler)
 
     async def unary(request: Any, context: Any) -> Any:
+        stats = lazy.stats or lazy.load()
         started = stats.begin()
         traced = _start(service, method, context)
         try:
@@ -151,6 +174,7 @@ def _wrap_aio(stats: MethodStats, service: str, method: str, handler: Handler) -
         return response
 
     async def streaming(request: Any, context: Any) -> AsyncIterator[Any]:
+        stats = lazy.stats or lazy.load()
         started = stats.begin()
         traced = _start(service, method, context)
         try:
@@ -166,6 +190,25 @@ def _wrap_aio(stats: MethodStats, service: str, method: str, handler: Handler) -
         _finish(stats, started, traced, context, None)
 
     return rebuild(handler, streaming if handler.response_streaming else unary)
+
+
+def handler_wrap(
+    metrics: Metrics, *, aio: bool = False
+) -> Callable[[str, str, str, str, Handler], Handler]:
+    """Wraps a method's handler, once as the server is built, so its calls are counted and
+    traced as :class:`ProviderObserver` does, without an interceptor on every call:
+    ``(service, method, version, group, handler) -> handler``. Only for a server where nothing
+    else must run outside the metrics (no user interceptor, no overload limit) and every
+    service is exported once (its labels are then known before any call)."""
+    wrap = _wrap_aio if aio else _wrap_sync
+
+    def wrap_handler(
+        service: str, method: str, version: str, group: str, handler: Handler
+    ) -> Handler:
+        key = MethodKey("provider", service, method, group, version)
+        return wrap(_LazyStats(metrics, key), service, method, handler)
+
+    return wrap_handler
 
 
 class ProviderObserver(HandlerInterceptor):

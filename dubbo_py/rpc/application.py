@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -27,7 +28,7 @@ from dubbo_py.config.tls import ServerTLS
 from dubbo_py.errors import StoreError
 from dubbo_py.qos import tracing
 from dubbo_py.qos.metrics import Metrics
-from dubbo_py.qos.provider import AsyncProviderObserver, ProviderObserver
+from dubbo_py.qos.provider import AsyncProviderObserver, ProviderObserver, handler_wrap
 from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.application.wiring import ApplicationLevel
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
@@ -271,7 +272,7 @@ class Application:
         """
         listen = self._listen(port, host, bind_host, tls)
         plan = self._export_plan(servicers, listen, credentials, reflection)
-        observers = self._observers(plan, ProviderObserver)
+        plan, observers = self._observe(plan, ProviderObserver, bool(interceptors), aio=False)
         try:
             with self._batch():
                 exported = export(
@@ -297,16 +298,25 @@ class Application:
     def _qos_parameters(self) -> dict[str, str] | None:
         return None if self.qos is None else {QOS_PORT_KEY: str(self.qos.port)}
 
-    def _observers(
+    def _observe(
         self,
         plan: ExportPlan,
         kind: Callable[[Metrics, Mapping[str, tuple[str, str] | None]], _O],
-    ) -> list[_O]:
-        """The metrics-and-tracing interceptor (when metrics are on or a tracer is set up)."""
+        user_interceptors: bool,
+        *,
+        aio: bool,
+    ) -> tuple[ExportPlan, list[_O]]:
+        """The provider metrics and tracing (when metrics are on or a tracer is set up): the
+        plan's handlers wrapped once when nothing else must run outside them (no user
+        interceptor, no overload limit, every service exported once), else the outermost
+        interceptor, which also sees the calls those refuse."""
         if self.metrics is None and not tracing.enabled():
-            return []
+            return plan, []
+        metrics = self.metrics or Metrics(self.name)
         labels = provider_labels(plan.servicers, plan.service_options)
-        return [kind(self.metrics or Metrics(self.name), labels)]
+        if user_interceptors or plan.guards() or None in labels.values():
+            return plan, [kind(metrics, labels)]
+        return replace(plan, wrap=handler_wrap(metrics, aio=aio)), []
 
     @property
     def servers(self) -> tuple[ExportedServer | AsyncExportedServer, ...]:
@@ -432,7 +442,7 @@ class Application:
         listen = await asyncio.to_thread(self._listen, port, host, bind_host, tls)
         registry = await asyncio.to_thread(lambda: self.provider_registry)
         plan = self._export_plan(servicers, listen, credentials)
-        observers = self._observers(plan, AsyncProviderObserver)
+        plan, observers = self._observe(plan, AsyncProviderObserver, bool(interceptors), aio=True)
         try:
             with self._batch():
                 exported = await export_async(

@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from dubbo_py.errors import StoreError
 from dubbo_py.registry.registry import Registry
 from dubbo_py.rpc import startup
-from dubbo_py.rpc.dispatch import add_servicers
+from dubbo_py.rpc.dispatch import HandlerWrap, add_servicers
 from dubbo_py.rpc.introspect import ServiceSpec, service_of_servicer
 from dubbo_py.rpc.limits import MethodGuard, interceptor, servicer_guards
 from dubbo_py.rpc.reflection import add_reflection, reflection_wanted
@@ -153,6 +153,9 @@ class ExportPlan:
     service_options: Mapping[str, ServiceOptions] | None = None
     #: Serve gRPC server reflection (None: ``$DUBBO_PY_REFLECTION``, default on).
     reflection: bool | None = None
+    #: Wraps each servicer method's handler once when it is added (the provider metrics when
+    #: nothing else must run outside them), instead of a server interceptor on every call.
+    wrap: HandlerWrap | None = None
 
     def guards(self) -> dict[str, MethodGuard]:
         """The overload limits (executes, tps, flowcontrol) of the servicers' methods."""
@@ -169,6 +172,7 @@ class ExportPlan:
             self.credentials,
             self.service_options,
             reflection=self.reflection,
+            wrap=self.wrap,
         )
 
     def urls(self, port: int) -> list[URL]:
@@ -234,6 +238,7 @@ def bind_servicers(
     service_options: Mapping[str, ServiceOptions] | None = None,
     *,
     reflection: bool | None = None,
+    wrap: HandlerWrap | None = None,
 ) -> int:
     """Add the servicers, the health service and (unless turned off) server reflection to a
     (sync or asyncio) gRPC server and bind it; returns the bound port. Several servicers of
@@ -242,7 +247,7 @@ def bind_servicers(
     if not servicers:
         raise ValueError("export needs at least one servicer")
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    add_servicers(server, servicers, service_options)
+    add_servicers(server, servicers, service_options, wrap)
     if reflection_wanted(reflection):
         names = [service_of_servicer(s).name for s in servicers]
         add_reflection(server, [*names, health.SERVICE_NAME])
