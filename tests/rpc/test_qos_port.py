@@ -7,19 +7,24 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
 
 import dubbo_py
 from dubbo_py.config.loader import parse_config
 from dubbo_py.config.model import ConfigError
+from dubbo_py.qos.metrics import MetricsCollector
 from dubbo_py.registry import layout
 from dubbo_py.rpc.observability import qos_settings
 from tests.support.waiting import wait_until
@@ -272,6 +277,62 @@ def test_asyncio_server_counts_calls_and_runs_interceptors(registry: str) -> Non
 
     assert asyncio.run(scenario()) == 3
     assert seen.methods.count("/demo.Greeter/SayHello") == 3
+
+
+def test_asyncio_server_without_interceptors_counts_calls(registry: str) -> None:
+    async def scenario() -> str:
+        app = dubbo_py.Application("agreeter", registry, metrics=True)
+        try:
+            server = await app.start_async(AsyncGreeter(), port=0)
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                stub = greeter_pb2_grpc.GreeterStub(channel)
+                for _ in range(4):
+                    await stub.SayHello(greeter_pb2.HelloRequest(name="x"), timeout=5)
+            await server.stop(0.1)
+            scrape = CollectorRegistry()
+            assert app.metrics is not None
+            scrape.register(MetricsCollector(app.metrics))
+            return generate_latest(scrape).decode()
+        finally:
+            await asyncio.to_thread(app.close)
+
+    text = asyncio.run(scenario())
+    labels = {"interface": GREETER, "method": "SayHello", "version": "1.0.0", "group": ""}
+    assert sample(text, "dubbo_provider_requests_succeed_total", **labels) == 4
+    # A method never called has no series, as before any call of it.
+    assert 'method="SayHelloStream"' not in text
+
+
+@dubbo_py.service(version="1.0.0", executes=1)
+class SlowGreeter(greeter_pb2_grpc.GreeterServicer):
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def SayHello(self, request: Any, context: Any) -> Any:
+        self.entered.set()
+        self.release.wait(10)
+        return greeter_pb2.HelloReply(message="hi")
+
+
+def test_provider_metrics_count_calls_an_overload_limit_shed(
+    provider: dubbo_py.Application,
+) -> None:
+    assert provider.qos is not None
+    greeter = SlowGreeter()
+    server = provider.start(greeter, port=0)
+    with grpc.insecure_channel(server.address) as channel, ThreadPoolExecutor(1) as pool:
+        stub = greeter_pb2_grpc.GreeterStub(channel)
+        held = pool.submit(stub.SayHello, greeter_pb2.HelloRequest(name="a"), timeout=10)
+        assert greeter.entered.wait(10)
+        with pytest.raises(grpc.RpcError) as shed:
+            stub.SayHello(greeter_pb2.HelloRequest(name="b"), timeout=10)
+        assert shed.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        greeter.release.set()
+        held.result(10)
+    _, text = get(provider.qos.port, "/metrics")
+    assert sample(text, "dubbo_provider_requests_total", method="SayHello") == 2
+    assert sample(text, "dubbo_provider_requests_limit_total", method="SayHello") == 1
 
 
 def test_provider_start_logs_the_qos_address(
