@@ -98,8 +98,8 @@ class _Calls:
         cache_key = (path, version, group)
         wrapped = self._wrapped.cached(cache_key, handler)
         if wrapped is None:
-            key = MethodKey("provider", service, method, group, version)
-            stats = _LazyStats(self.metrics, key, self.metrics.method(key))
+            labels_key = MethodKey("provider", service, method, group, version)
+            stats = _LazyStats(self.metrics, labels_key, self.metrics.method(labels_key))
             wrapped = self._wrapped.keep(
                 cache_key, handler, self._wrap(stats, service, method, handler)
             )
