@@ -104,13 +104,13 @@ def consumer_main(registry: str, cache: str, name: str, apps: int = 1) -> None:
         directory: Any = ref.directory
         on_document = directory._on_document
 
-        def received(kind: str, key: str, text: str | None) -> None:
+        def received(watched: Any, text: str | None) -> None:
             # When the store handed the document over, for the delivery/processing split; the
             # watch closures look the method up on the instance at each call.
-            if key == RULE_KEY and text and text.startswith("# push "):
+            if watched.key == RULE_KEY and text and text.startswith("# push "):
                 with lock:
                     print(f"RECEIVED {app_index} {time.time():.6f} {text.split()[2]}", flush=True)
-            on_document(kind, key, text)
+            on_document(watched, text)
 
         directory._on_document = received
         return app, (ref, on_chain)
