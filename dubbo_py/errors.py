@@ -30,6 +30,7 @@ __all__ = [
     "NodeExistsError",
     "NotEmptyError",
     "OptionError",
+    "PositionedError",
     "ProviderUnavailable",
     "RegistryAddressError",
     "RegistryUnreachableError",
@@ -47,9 +48,9 @@ class URLError(ValueError):
     """A string that cannot be read as a Dubbo URL (the message names the string and why)."""
 
 
-class RuleError(ValueError):
-    """A rule that cannot be used. ``source`` names where it came from (a registry path, a file),
-    ``line``/``column`` locate the problem in rule text when known (1-based)."""
+class PositionedError(ValueError):
+    """Bad text with a position: ``reason``, ``source`` (a registry path, a file) and, when
+    known, ``line``/``column`` (1-based); the message reads ``source:line:column: reason``."""
 
     def __init__(
         self, message: str, *, source: str = "", line: int | None = None, column: int | None = None
@@ -62,6 +63,11 @@ class RuleError(ValueError):
         if line is not None:
             where = f"{where}:{line}:{column}" if where else f"line {line}, column {column}"
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class RuleError(PositionedError):
+    """A rule that cannot be used. ``source`` names where it came from (a registry path, a file),
+    ``line``/``column`` locate the problem in rule text when known (1-based)."""
 
 
 class ConfigError(ValueError):

@@ -32,6 +32,8 @@ from typing import Any, Protocol, TypeVar
 
 import yaml
 
+from dubbo_py.errors import PositionedError
+
 __all__ = [
     "MAX_CHARS",
     "MAX_DEPTH",
@@ -68,21 +70,9 @@ class ErrorFactory(Protocol):
         ...
 
 
-class YamlError(ValueError):
+class YamlError(PositionedError):
     """The loader's own error, for callers that pass no ``error``: ``reason``, ``source`` and,
     when known, ``line``/``column`` (1-based)."""
-
-    def __init__(
-        self, message: str, *, source: str = "", line: int | None = None, column: int | None = None
-    ) -> None:
-        self.reason = message
-        self.source = source
-        self.line = line
-        self.column = column
-        where = source
-        if line is not None:
-            where = f"{where}:{line}:{column}" if where else f"line {line}, column {column}"
-        super().__init__(f"{where}: {message}" if where else message)
 
 
 def describe(path: Path) -> str:
