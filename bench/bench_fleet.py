@@ -158,7 +158,12 @@ def consumer_main(args: argparse.Namespace) -> None:
     import dubbo_py
 
     requests = [greeter_pb2.HelloRequest(name=f"user-{i}") for i in range(4096)]
-    app = dubbo_py.Application("bench-fleet", registry=args.registry)
+    # The extra provider URLs exist at the interface level only, and an APPLICATION_FIRST
+    # consumer (the default, as in Dubbo 3.3) prefers the real provider's one instance: pin
+    # the interface level so the references see the whole fleet.
+    app = dubbo_py.Application(
+        "bench-fleet", registry=args.registry, migration_step="FORCE_INTERFACE"
+    )
     refs = {
         name: app.reference_handle(
             greeter_pb2_grpc.GreeterStub, version="1.0.0", loadbalance=name, check=30.0
@@ -182,6 +187,8 @@ def consumer_main(args: argparse.Namespace) -> None:
             break
         time.sleep(0.1)
     seen = min(len(ref.directory.providers) for ref in refs.values())
+    if seen < wanted:
+        sys.exit(f"only {seen} of {wanted} providers seen after 120 s: the figures would be void")
     start = time.monotonic()
     for name, call in variants.items():
         if name in refs:
