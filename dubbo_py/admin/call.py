@@ -77,16 +77,7 @@ class CallResult:
 
     def to_json(self) -> dict[str, Any]:
         """``{"reply", "provider", "attempts", "routed", "trace": [{"router", "in", "out"}]}``."""
-        trace = []
-        for step in self.trace:
-            entry: dict[str, Any] = {
-                "router": step.router,
-                "in": step.count_in,
-                "out": step.count_out,
-            }
-            if step.reason:
-                entry["reason"] = step.reason
-            trace.append(entry)
+        trace = [step.to_json() for step in self.trace]
         return {
             "reply": self.reply,
             "provider": self.provider,

@@ -10,6 +10,7 @@ from dubbo_py.admin.call import DEFAULT_APPLICATION, CallError, CallRequest, cal
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
+    attachment_pairs,
     console,
     emit_json,
     env_of,
@@ -22,16 +23,6 @@ __all__ = ["call"]
 
 #: Seconds to wait for the providers and the rules in force before calling (at least).
 CHECK_WAIT = 15.0
-
-
-def _pairs(values: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for value in values:
-        name, sep, text = value.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"{value!r} is not NAME=VALUE", param_hint="--attachment")
-        out[name] = text
-    return out
 
 
 @click.command("call", context_settings=CONTEXT_SETTINGS)
@@ -98,7 +89,7 @@ def call(
                 request,
                 version=version,
                 group=group,
-                attachments=_pairs(attachments),
+                attachments=attachment_pairs(attachments),
                 application=application,
                 timeout=call_timeout,
             ),

@@ -36,6 +36,7 @@ __all__ = [
     "AdminError",
     "CliEnv",
     "SuggestingGroup",
+    "attachment_pairs",
     "closest",
     "emit_json",
     "env_of",
@@ -198,6 +199,17 @@ def env_of(ctx: click.Context | None = None) -> CliEnv:
     if env is None:  # a command invoked without the root group (unit tests of one command)
         env = ctx.ensure_object(CliEnv)
     return env
+
+
+def attachment_pairs(values: tuple[str, ...]) -> dict[str, str]:
+    """``--attachment NAME=VALUE`` options as a mapping (a value without ``=`` is a usage error)."""
+    out = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{value!r} is not NAME=VALUE", param_hint="--attachment")
+        out[name] = text
+    return out
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

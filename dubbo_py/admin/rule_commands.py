@@ -18,6 +18,7 @@ from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
     SuggestingGroup,
+    attachment_pairs,
     console,
     did_you_mean,
     emit_json,
@@ -353,16 +354,6 @@ def _dry_run(
         click.echo(f"note: {note}")
 
 
-def _attachment_pairs(values: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for value in values:
-        name, sep, text = value.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"{value!r} is not NAME=VALUE", param_hint="--attachment")
-        out[name] = text
-    return out
-
-
 @rules_group.command("push", context_settings=CONTEXT_SETTINGS)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--key", type=RULE_KEY, help="Where to write (default: from the rule's fields).")
@@ -415,7 +406,7 @@ def push_rule(
     ops = None if dry_run else env.rule_ops()
     warnings, _ = _lint(rule, text, file, env.registry, strict)
     if ops is None:
-        _dry_run(rule, text, file, methods, _attachment_pairs(attachments), warnings)
+        _dry_run(rule, text, file, methods, attachment_pairs(attachments), warnings)
         return
     result = ops.put(rule.key, text, action="push", expect_version=expect_version)
     _report_write(result, "pushed", warnings)

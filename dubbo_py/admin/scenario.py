@@ -139,16 +139,7 @@ class ScenarioResult:
         """``{"providers": [...], "trace": [{"router", "in", "out"}], "weights": [{"provider",
         "configured", "weight"}], "now_ms": N, "error": null}``; a trace step whose router can
         say why it left no provider also has ``"reason"``."""
-        trace = []
-        for step in self.trace:
-            entry: dict[str, Any] = {
-                "router": step.router,
-                "in": step.count_in,
-                "out": step.count_out,
-            }
-            if step.reason:
-                entry["reason"] = step.reason
-            trace.append(entry)
+        trace = [step.to_json() for step in self.trace]
         return {
             "providers": list(self.providers),
             "trace": trace,

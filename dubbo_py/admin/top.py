@@ -220,54 +220,60 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+#: The columns every row of a view has, providers and consumers alike.
+_STATS_COLUMNS = ("CALLS", "CALLS/S", "ERR%", "P50 ms", "P99 ms")
+
+
+def _table(title: str, before: tuple[str, ...], after: tuple[str, ...]) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for column in (*before, *_STATS_COLUMNS, *after):
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _service(row: dict[str, Any]) -> str:
+    return f"{row['interface']}:{row['version']}" if row["version"] else row["interface"]
+
+
+def _stats_cells(row: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        str(row["requests_total"]),
+        _rate(row["calls_per_second"]),
+        f"{100 * row['error_rate']:.1f}",
+        _ms(row["p50_ms"]),
+        _ms(row["p99_ms"]),
+    )
+
+
 def render(rows: dict[str, Any], failures: list[dict[str, str]]) -> Group:
     """The rich tables of one view."""
-    providers = Table(title="providers", title_justify="left", show_edge=False, pad_edge=False)
-    for column in (
-        "APPLICATION",
-        "ADDRESS",
-        "SERVICE",
-        "METHOD",
-        "CALLS",
-        "CALLS/S",
-        "ERR%",
-        "P50 ms",
-        "P99 ms",
-        "QUARANTINED BY",
-        "WEIGHT",
-    ):
-        providers.add_column(column, overflow="fold")
+    providers = _table(
+        "providers", ("APPLICATION", "ADDRESS", "SERVICE", "METHOD"), ("QUARANTINED BY", "WEIGHT")
+    )
     for r in rows["providers"]:
-        service = f"{r['interface']}:{r['version']}" if r["version"] else r["interface"]
         address = r["address"] if r["registered"] else f"{r['address']} (offline)"
         providers.add_row(
-            r["application"], address, service, r["method"], str(r["requests_total"]),
-            _rate(r["calls_per_second"]), f"{100 * r['error_rate']:.1f}", _ms(r["p50_ms"]),
-            _ms(r["p99_ms"]), ", ".join(r["quarantined_by"]) or "-",
+            r["application"],
+            address,
+            _service(r),
+            r["method"],
+            *_stats_cells(r),
+            ", ".join(r["quarantined_by"]) or "-",
             "-" if r["weight"] is None else str(r["weight"]),
-        )  # fmt: skip
-    consumers = Table(title="consumers", title_justify="left", show_edge=False, pad_edge=False)
-    for column in (
-        "APPLICATION",
-        "SERVICE",
-        "METHOD",
-        "CALLS",
-        "CALLS/S",
-        "ERR%",
-        "P50 ms",
-        "P99 ms",
-        "PROVIDERS",
-        "RULES (key@version)",
-    ):
-        consumers.add_column(column, overflow="fold")
+        )
+    consumers = _table(
+        "consumers", ("APPLICATION", "SERVICE", "METHOD"), ("PROVIDERS", "RULES (key@version)")
+    )
     for r in rows["consumers"]:
-        service = f"{r['interface']}:{r['version']}" if r["version"] else r["interface"]
         rules = ", ".join(f"{x['key']}@{x['version']}" for x in r["rules"]) or "-"
         consumers.add_row(
-            r["application"], service, r["method"], str(r["requests_total"]),
-            _rate(r["calls_per_second"]), f"{100 * r['error_rate']:.1f}", _ms(r["p50_ms"]),
-            _ms(r["p99_ms"]), str(len(r["providers"])), rules,
-        )  # fmt: skip
+            r["application"],
+            _service(r),
+            r["method"],
+            *_stats_cells(r),
+            str(len(r["providers"])),
+            rules,
+        )
     parts: list[Any] = [providers, consumers]
     for failure in failures:
         parts.append(f"[yellow]unreachable[/] {failure['application']}: {failure['error']}")

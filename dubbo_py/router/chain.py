@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import Invocation
@@ -23,6 +24,13 @@ class TraceStep:
     count_in: int
     count_out: int
     reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"router", "in", "out"}``, and ``"reason"`` when the router said why it left none."""
+        entry: dict[str, Any] = {"router": self.router, "in": self.count_in, "out": self.count_out}
+        if self.reason:
+            entry["reason"] = self.reason
+        return entry
 
 
 def _explain(router: BoundRouter, candidates: int, invocation: Invocation) -> str | None:

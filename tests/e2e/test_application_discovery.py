@@ -7,7 +7,6 @@ field names and serve a FORCE_APPLICATION consumer; kill -9 fails over with no f
 
 from __future__ import annotations
 
-import collections
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.registry.zookeeper import ZooKeeperStore
-from tests.e2e.conftest import wait_until
+from tests.e2e.scenarios import kill9_and_restart, start_from_cache_while_zookeeper_is_down
 from tests.support.java_app_level import write_java_provider
 from tests.support.processes import ProviderProcess
 from tests.support.zookeeper import ZooKeeperServer
@@ -120,62 +119,14 @@ def test_kill9_fails_over_with_no_failed_call_at_the_application_level(
     tmp_path: Path,
     instance_mode: None,
 ) -> None:
-    p1, p2 = providers(), providers()
     with dubbo_py.Application(
         "shop", registry_address, cache_path=tmp_path / "c.json", migration_step="FORCE_APPLICATION"
     ) as app:
-        ref = app.reference_handle(
-            greeter_pb2_grpc.GreeterStub, version="1.0.0", loadbalance="roundrobin", timeout=5.0
-        )
-        wait_until(lambda: len(ref.directory.providers) == 2, 10, "both instances")
-        served: collections.Counter[str] = collections.Counter()
-        for i in range(200):
-            if i == 100:
-                p1.kill()
-            reply = ref.stub.SayHello(greeter_pb2.HelloRequest(name=f"n{i}"))
-            served[reply.provider] += 1
-        assert sum(served.values()) == 200
-        assert served[p1.address] >= 40 and served[p2.address] >= 100, served
-
-        # The crashed instance's ephemeral node goes with its session / lease.
-        wait_until(
-            lambda: p1.address not in {u.address for u in ref.directory.providers},
-            15,
-            "the dead instance gone from the directory",
-        )
-        restarted = providers(port=p1.port)
-        wait_until(
-            lambda: restarted.address in {u.address for u in ref.directory.providers},
-            10,
-            "the restarted instance in the consumer's directory",
-        )
-        # As at the interface level: the re-registered instance gets a new channel, so calls
-        # reach it at once.
-        back = collections.Counter(
-            ref.stub.SayHello(greeter_pb2.HelloRequest(name="again")).provider for _ in range(40)
-        )
-        assert back[restarted.address] > 0, back
+        kill9_and_restart(app, providers)
 
 
 @pytest.mark.zookeeper
 def test_consumer_starts_from_cached_application_level_providers_while_zookeeper_is_down(
     tmp_path: Path, instance_mode: None
 ) -> None:
-    cache = tmp_path / "consumer-cache.json"
-    with ZooKeeperServer() as zk:  # a server of its own: this test stops it
-        registry = f"zookeeper://{zk.address}/app-cache"
-        provider = ProviderProcess(registry).start()
-        try:
-            with dubbo_py.Application("shop", registry, cache_path=cache) as app:
-                ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0")
-                wait_until(lambda: len(ref.directory.providers) == 1, 10, "the instance")
-                ref.stub.SayHello(greeter_pb2.HelloRequest(name="warm"))
-            zk.stop()
-            with dubbo_py.Application(
-                "shop", registry, cache_path=cache, connect_timeout=1.0
-            ) as app:
-                greeter = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=1.0)
-                replies = [greeter.SayHello(greeter_pb2.HelloRequest(name="c")) for _ in range(5)]
-                assert {r.provider for r in replies} == {provider.address}
-        finally:
-            provider.kill()
+    start_from_cache_while_zookeeper_is_down(tmp_path / "consumer-cache.json", "app-cache")

@@ -11,33 +11,13 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from tests.e2e.conftest import wait_until
+from tests.e2e.scenarios import start_from_cache_while_zookeeper_is_down
 from tests.support.processes import ProviderProcess
-from tests.support.zookeeper import ZooKeeperServer
 
 
 @pytest.mark.zookeeper
 def test_consumer_starts_from_cache_while_zookeeper_is_down(tmp_path: Path) -> None:
-    cache = tmp_path / "consumer-cache.json"
-    with ZooKeeperServer() as zk:  # a server of its own: this test stops it
-        registry = f"zookeeper://{zk.address}/cache-test"
-        provider = ProviderProcess(registry).start()
-        try:
-            with dubbo_py.Application("shop", registry, cache_path=cache) as app:
-                ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0")
-                wait_until(lambda: len(ref.directory.providers) == 1, 10, "the provider")
-                ref.stub.SayHello(greeter_pb2.HelloRequest(name="warm"))
-            assert cache.exists()
-
-            zk.stop()
-            # A fresh consumer: ZooKeeper does not answer, the cache file does.
-            with dubbo_py.Application(
-                "shop", registry, cache_path=cache, connect_timeout=1.0
-            ) as app:
-                greeter = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=1.0)
-                replies = [greeter.SayHello(greeter_pb2.HelloRequest(name="c")) for _ in range(5)]
-                assert {r.provider for r in replies} == {provider.address}
-        finally:
-            provider.kill()
+    start_from_cache_while_zookeeper_is_down(tmp_path / "consumer-cache.json", "cache-test")
 
 
 def test_garbage_provider_node_is_skipped_with_a_warning(
