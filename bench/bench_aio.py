@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -35,7 +34,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 import _paths  # noqa: E402,F401
 import grpc  # noqa: E402
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
-from interleave import HEADER, Comparison, Run, burn, process_cpu  # noqa: E402
+from interleave import (  # noqa: E402
+    HEADER,
+    Comparison,
+    Run,
+    add_round_options,
+    burn,
+    process_cpu,
+    provider_in_registry,
+)
 
 import dubbo_py  # noqa: E402
 from tests.support.processes import ProviderProcess  # noqa: E402
@@ -123,31 +130,13 @@ async def bench(args: argparse.Namespace, registry: str | None, provider: Provid
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=20)
+    add_round_options(parser, rounds=20)
     parser.add_argument("--tasks", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--no-zookeeper", action="store_true")
-    parser.add_argument(
-        "--calibration-us", type=float, default=100.0, help="known extra cost (0: no such run)"
-    )
     args = parser.parse_args()
 
-    zk = None
-    # A throw-away embedded registry: nothing is left in the working tree.
-    registry = f"sqlite://{Path(tempfile.mkdtemp(prefix='dubbo-bench-')) / 'registry.db'}"
-    if not args.no_zookeeper:
-        from tests.support.zookeeper import ZooKeeperServer
-
-        zk = ZooKeeperServer()
-        zk.start()
-        registry = f"zookeeper://{zk.address}/bench-aio"
-    provider = ProviderProcess(registry).start()
-    try:
-        asyncio.run(bench(args, None if zk is None else registry, provider))
-    finally:
-        provider.kill()
-        if zk is not None:
-            zk.stop()
+    with provider_in_registry(not args.no_zookeeper, "bench-aio") as (registry, provider):
+        asyncio.run(bench(args, None if args.no_zookeeper else registry, provider))
 
 
 if __name__ == "__main__":

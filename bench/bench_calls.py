@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,37 +30,28 @@ sys.path.insert(0, str(ROOT / "bench"))
 import _paths  # noqa: E402,F401
 import grpc  # noqa: E402
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
-from interleave import HEADER, Call, compare, side_by_side, with_cpu  # noqa: E402
+from interleave import (  # noqa: E402
+    HEADER,
+    Call,
+    add_round_options,
+    compare,
+    provider_in_registry,
+    side_by_side,
+    with_cpu,
+)
 
 import dubbo_py  # noqa: E402
-from tests.support.processes import ProviderProcess  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=20)
+    add_round_options(parser, rounds=20, side_threads=[1, 8])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--no-zookeeper", action="store_true")
-    parser.add_argument("--side-rounds", type=int, default=15)
-    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 8])
-    parser.add_argument(
-        "--calibration-us", type=float, default=100.0, help="known extra cost (0: no such run)"
-    )
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")
-    zk = None
-    # A throw-away embedded registry: nothing is left in the working tree.
-    registry = f"sqlite://{Path(tempfile.mkdtemp(prefix='dubbo-bench-')) / 'registry.db'}"
-    if not args.no_zookeeper:
-        from tests.support.zookeeper import ZooKeeperServer
-
-        zk = ZooKeeperServer()
-        zk.start()
-        registry = f"zookeeper://{zk.address}/bench"
-    provider = ProviderProcess(registry).start()
-    try:
+    with provider_in_registry(not args.no_zookeeper, "bench") as (registry, provider):
         raw_channel = grpc.insecure_channel(provider.address)
         raw = greeter_pb2_grpc.GreeterStub(raw_channel)
         control_channel = grpc.insecure_channel(provider.address)
@@ -79,7 +69,7 @@ def main() -> None:
             # A known overhead: how one of that size reads in each mode of this run.
             variants[calibration] = with_cpu(lambda: control.SayHello(request), args.calibration_us)
         registry_app = None
-        if zk is not None:
+        if not args.no_zookeeper:
             registry_app = dubbo_py.Application("bench-zk", registry=registry)
             via_zk = registry_app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
             variants["dubbo-py via ZooKeeper"] = lambda: via_zk.SayHello(request)
@@ -113,10 +103,6 @@ def main() -> None:
         if registry_app is not None:
             registry_app.close()
         raw_channel.close()
-    finally:
-        provider.kill()
-        if zk is not None:
-            zk.stop()
 
 
 if __name__ == "__main__":

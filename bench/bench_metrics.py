@@ -36,21 +36,22 @@ sys.path.insert(0, str(ROOT / "bench"))
 import _paths  # noqa: E402,F401
 import grpc  # noqa: E402
 from demo import greeter_pb2, greeter_pb2_grpc  # noqa: E402
-from interleave import HEADER, Call, compare, side_by_side, with_cpu  # noqa: E402
+from interleave import (  # noqa: E402
+    HEADER,
+    Call,
+    add_round_options,
+    compare,
+    side_by_side,
+    with_cpu,
+)
 
 import dubbo_py  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=15)
+    add_round_options(parser, rounds=15, side_threads=[1, 4])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--side-rounds", type=int, default=15)
-    parser.add_argument("--side-threads", type=int, nargs="+", default=[1, 4])
-    parser.add_argument(
-        "--calibration-us", type=float, default=100.0, help="known extra cost (0: no such run)"
-    )
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")

@@ -27,16 +27,60 @@ interleaved ratio as the measure.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 Call = Callable[[], Any]
+
+
+def add_round_options(
+    parser: argparse.ArgumentParser, *, rounds: int, side_threads: list[int] | None = None
+) -> None:
+    """The options every calls/s benchmark takes: ``--seconds`` and ``--rounds`` per variant,
+    ``--calibration-us`` (the known extra cost of the calibration variant), and, with
+    ``side_threads``, ``--side-rounds`` and ``--side-threads`` for :func:`side_by_side`."""
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument(
+        "--calibration-us", type=float, default=100.0, help="known extra cost (0: no such run)"
+    )
+    if side_threads is not None:
+        parser.add_argument("--side-rounds", type=int, default=15)
+        parser.add_argument("--side-threads", type=int, nargs="+", default=side_threads)
+
+
+@contextmanager
+def provider_in_registry(zookeeper: bool, chroot: str) -> Iterator[tuple[str, Any]]:
+    """A Greeter provider process registered in a registry of its own: a ZooKeeper server the
+    benchmark starts, or (``zookeeper`` false) a throw-away embedded registry, so nothing is
+    left in the working tree. Yields the registry address and the provider process."""
+    from tests.support.processes import ProviderProcess
+    from tests.support.zookeeper import ZooKeeperServer
+
+    zk = None
+    registry = f"sqlite://{Path(tempfile.mkdtemp(prefix='dubbo-bench-')) / 'registry.db'}"
+    if zookeeper:
+        zk = ZooKeeperServer()
+        zk.start()
+        registry = f"zookeeper://{zk.address}/{chroot}"
+    try:
+        provider = ProviderProcess(registry).start()
+        try:
+            yield registry, provider
+        finally:
+            provider.kill()
+    finally:
+        if zk is not None:
+            zk.stop()
 
 
 def burn(micros: float) -> None:
