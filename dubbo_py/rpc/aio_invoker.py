@@ -4,9 +4,9 @@ and the awaitable method invoker (the blocking flavour's :mod:`dubbo_py.rpc.invo
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -14,9 +14,11 @@ import grpc
 from dubbo_py.cluster.mock import stream_of
 from dubbo_py.config.tls import ClientTLS
 from dubbo_py.invocation import Invocation
+from dubbo_py.rpc.aio_shared_channels import AsyncSharedChannels, LoopChannels
 from dubbo_py.rpc.attachments import metadata_from_attachments
 from dubbo_py.rpc.invoker import ChannelSecurity
 from dubbo_py.rpc.method import InvokerBase, StubMethod
+from dubbo_py.rpc.shared_channels import IDLE_TIMEOUT_S
 from dubbo_py.rpc.triple import CALL_SINK, Metadata, TripleCaller
 from dubbo_py.url import URL
 
@@ -27,9 +29,15 @@ class AsyncChannelPool:
     """``grpc.aio`` channels by provider address (they belong to the event loop that made them),
     TLS for providers whose URL says ``tls=true``, as in the blocking pool.
 
+    The channels come from ``shared`` (the application's
+    :class:`~dubbo_py.rpc.aio_shared_channels.AsyncSharedChannels`): one per (event loop,
+    provider address, security settings), shared by the application's asyncio references on
+    that loop. Without ``shared`` the pool has channels of its own (a private set).
+
     :meth:`reset` and :meth:`retain` may be called from any thread (the quarantine's prober
-    and the registry's notify thread call them). The channels are replaced or dropped on the
-    loop, at the next call, and closed ``linger`` seconds later so calls in flight finish.
+    and the registry's notify thread call them). The channels are replaced or released on the
+    loop -- at once when the pool has called on a loop, else at the next call -- and closed
+    ``linger`` seconds later, once no reference holds them, so calls in flight finish.
     """
 
     def __init__(
@@ -38,24 +46,33 @@ class AsyncChannelPool:
         *,
         linger: float = 30.0,
         interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+        shared: AsyncSharedChannels | None = None,
     ) -> None:
-        self._security = ChannelSecurity(tls)
+        options: list[tuple[str, Any]] = []
+        if shared is not None:
+            options.append(("grpc.client_idle_timeout_ms", int(IDLE_TIMEOUT_S * 1000)))
+        self._security = ChannelSecurity(tls, options)
         #: gRPC client interceptors of every channel (``reference_async(..., interceptors=)``).
         self._interceptors = list(interceptors) or None
+        # Interceptors are part of an aio channel: references share a channel only with the
+        # same ones (the pool keeps them alive, so their ids are theirs while it holds any).
+        self._interceptor_key = tuple(id(i) for i in interceptors)
+        self._shared = shared if shared is not None else AsyncSharedChannels(linger=linger)
+        self._loop_channels: LoopChannels | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self._linger = linger
+        #: The security key each channel was acquired under, by address.
+        self._keys: dict[str, Hashable] = {}
         # Addresses whose channel is to be replaced; written by other threads.
         self._stale: set[str] = set()
         self._stale_lock = threading.Lock()
-        self._retired: dict[grpc.aio.Channel, asyncio.TimerHandle] = {}
-        self._closing: set[asyncio.Task[None]] = set()
         # (version, addresses still registered), swapped whole by retain(); the loop sweeps
         # when the version moves past the one it last swept.
         self._keep: tuple[int, frozenset[str] | None] = (0, None)
         self._swept = 0
+        self._closed = False
 
     def channel(self, provider: URL) -> grpc.aio.Channel:
-        """The channel to this provider."""
+        """The channel to this provider (on the event loop making the call)."""
         keep = self._keep
         if keep[0] != self._swept:
             self._sweep(keep)
@@ -65,64 +82,114 @@ class AsyncChannelPool:
             with self._stale_lock:
                 self._stale.discard(address)
             if channel is not None:
-                self._retire(channel)
+                self._replace(address, channel)
                 channel = None
         if channel is None:
-            credentials, options = self._security.for_provider(provider)
-            if credentials is not None:
-                channel = grpc.aio.secure_channel(
-                    address, credentials, options=options, interceptors=self._interceptors
-                )
-            else:
-                channel = grpc.aio.insecure_channel(
-                    address, options=options, interceptors=self._interceptors
-                )
+            shared = self._loop_channels
+            if shared is None:
+                shared = self._loop_channels = self._shared.join(self)
+            key = (self._security.key_for(provider), self._interceptor_key)
+            channel = shared.acquire(address, key, self, lambda: self._open(provider))
             self._channels[address] = channel
+            self._keys[address] = key
         return channel
 
+    def _open(self, provider: URL) -> grpc.aio.Channel:
+        credentials, options = self._security.for_provider(provider)
+        if credentials is not None:
+            return grpc.aio.secure_channel(
+                provider.address, credentials, options=options, interceptors=self._interceptors
+            )
+        return grpc.aio.insecure_channel(
+            provider.address, options=options, interceptors=self._interceptors
+        )
+
+    def _replace(self, address: str, channel: grpc.aio.Channel) -> None:
+        key = self._keys[address]
+        assert self._loop_channels is not None
+        self._loop_channels.reset(address, key, channel)
+        # reset() told every holder, this pool included (dropped), unless another reference
+        # had replaced the channel already: forget it either way.
+        self._channels.pop(address, None)
+        self._keys.pop(address, None)
+
+    def dropped(self, address: str) -> None:
+        """The shared channel to ``address`` was replaced by another reference (on the loop):
+        forget it, the next call takes the new one."""
+        self._channels.pop(address, None)
+        self._keys.pop(address, None)
+
+    def current(self, address: str) -> grpc.aio.Channel | None:
+        """The channel the pool holds for ``address`` now (None: none)."""
+        return self._channels.get(address)
+
     def reset(self, address: str) -> None:
-        """Replace the channel to ``address`` at its next use (thread-safe)."""
+        """Replace the channel to ``address`` for every reference on the loop: on the loop,
+        soon after, when the pool has called on one, else at the next use (thread-safe)."""
         with self._stale_lock:
             self._stale.add(address)
+        self._on_loop(self._replace_stale)
+
+    def _replace_stale(self) -> None:
+        if self._closed:
+            return
+        with self._stale_lock:
+            stale = [a for a in self._stale if a in self._channels]
+            self._stale.difference_update(stale)
+        for address in stale:
+            channel = self._channels.get(address)
+            if channel is not None:
+                self._replace(address, channel)
+
+    def _on_loop(self, work: Callable[[], None]) -> None:
+        shared = self._loop_channels
+        if shared is not None and not self._closed:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to do
+                shared.loop.call_soon_threadsafe(work)
 
     def retain(self, providers: Iterable[URL]) -> None:
-        """Drop the channels to addresses not among ``providers`` (they left the registry) at
-        the next call (thread-safe)."""
+        """Release the channels to addresses not among ``providers`` (they left the registry):
+        on the loop, soon after, when the pool has called on one, else at the next call
+        (thread-safe)."""
         addresses = frozenset(p.address for p in providers)
         with self._stale_lock:
             self._keep = (self._keep[0] + 1, addresses)
+        # Promptly, so a channel to a provider that left every directory closes even when no
+        # call comes to sweep it.
+        self._on_loop(self._sweep_now)
+
+    def _sweep_now(self) -> None:
+        keep = self._keep
+        if keep[0] != self._swept and not self._closed:
+            self._sweep(keep)
 
     def _sweep(self, keep: tuple[int, frozenset[str] | None]) -> None:
         self._swept, addresses = keep
         if addresses is None:
             return
+        shared = self._loop_channels
         for address in [a for a in self._channels if a not in addresses]:
-            self._retire(self._channels.pop(address))
+            del self._channels[address]
+            key = self._keys.pop(address)
+            if shared is not None:
+                shared.release(address, key, self)
 
     def __len__(self) -> int:
         return len(self._channels)
 
-    def _retire(self, channel: grpc.aio.Channel) -> None:
-        loop = asyncio.get_running_loop()
-
-        def close() -> None:
-            if self._retired.pop(channel, None) is not None:
-                task = loop.create_task(channel.close())
-                self._closing.add(task)
-                task.add_done_callback(self._closing.discard)
-
-        self._retired[channel] = loop.call_later(self._linger, close)
-
     async def close(self) -> None:
-        """Close every channel, including those replaced but not closed yet."""
-        channels, self._channels = list(self._channels.values()), {}
-        retired, self._retired = self._retired, {}
-        for timer in retired.values():
-            timer.cancel()
-        for channel in [*channels, *retired]:
-            await channel.close()
-        if self._closing:
-            await asyncio.gather(*self._closing, return_exceptions=True)
+        """Release every channel; the loop's last reference to close closes every channel of
+        the loop, lingering ones included."""
+        self._closed = True
+        shared = self._loop_channels
+        channels, self._channels = self._channels, {}
+        keys, self._keys = self._keys, {}
+        if shared is None:
+            return
+        for address in channels:
+            shared.release(address, keys[address], self)
+        await shared.leave(self)
+        self._loop_channels = None
 
 
 async def _primed(stream: Any) -> AsyncIterator[Any]:

@@ -38,6 +38,7 @@ from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store import Store
 from dubbo_py.rpc import startup
 from dubbo_py.rpc.aio_channel import AsyncClusterChannel
+from dubbo_py.rpc.aio_shared_channels import AsyncSharedChannels
 from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly, ReferenceAssembly
 from dubbo_py.rpc.channel import ClusterChannel
 from dubbo_py.rpc.filters import ConsumerFilters
@@ -149,6 +150,10 @@ class Application:
         #: One blocking channel per provider address (and security settings), shared by every
         #: reference of this application (see :mod:`dubbo_py.rpc.shared_channels`).
         self.channels = SharedChannels()
+        #: The ``grpc.aio`` channels of :meth:`reference_async` references: one per event
+        #: loop, provider address and security settings (see
+        #: :mod:`dubbo_py.rpc.aio_shared_channels`).
+        self.aio_channels = AsyncSharedChannels()
         self._store: Store | None = None
         self._registry: Registry | None = None
         self._provider_registry: Registry | None = None
@@ -628,6 +633,7 @@ class Application:
             + (filters or ConsumerFilters()),
             interceptors=tuple(interceptors),
             channels=self.channels,
+            aio_channels=self.aio_channels,
             subscribe=(
                 self._app_level.subscriber(consumer)
                 if self._app_level is not None and registry is not None

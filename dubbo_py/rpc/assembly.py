@@ -47,6 +47,7 @@ from dubbo_py.router import factory
 from dubbo_py.router.chain import BoundChain
 from dubbo_py.rpc.aio_channel import AsyncClusterChannel
 from dubbo_py.rpc.aio_invoker import AsyncChannelPool, AsyncMethodInvoker
+from dubbo_py.rpc.aio_shared_channels import AsyncSharedChannels
 from dubbo_py.rpc.channel import ClusterChannel
 from dubbo_py.rpc.filters import (
     AsyncCall,
@@ -128,12 +129,15 @@ class ReferenceAssembly(Generic[C]):
         failback: FailbackQueue | None = None,
         filters: ConsumerFilters | None = None,
         channels: SharedChannels | None = None,
+        aio_channels: AsyncSharedChannels | None = None,
         interceptors: tuple[Any, ...] = (),
         subscribe: Subscribe | None = None,
     ) -> None:
         check_method_options(service.method_names, config.methods, service.name)
         #: The application's shared blocking channels (None: this reference opens its own).
         self.shared_channels = channels
+        #: The application's shared asyncio channels, per event loop (None: its own).
+        self.shared_aio_channels = aio_channels
         #: How the directory subscribes (None: the registry's own; application-level
         #: discovery passes one that also reads ``/services``).
         self._subscribe = subscribe
@@ -387,7 +391,9 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
 
     def __init__(self, service: ServiceSpec, config: ReferenceConfig, consumer: URL, **parts: Any):
         super().__init__(service, config, consumer, **parts)
-        self.pool = AsyncChannelPool(config.client_tls, interceptors=self.interceptors)
+        self.pool = AsyncChannelPool(
+            config.client_tls, interceptors=self.interceptors, shared=self.shared_aio_channels
+        )
         #: Blocking channels and invokers for ``failback`` retries (opened on first need).
         self._retry_pool: ChannelPool | None = None
         self._retry_invokers: list[MethodInvoker] = []
