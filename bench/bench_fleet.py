@@ -40,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,37 @@ def warm(call: Call, calls: int, threads: int = 8) -> None:
         t.join()
 
 
+def print_growth(
+    before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, top: int, providers: int
+) -> None:
+    """The Python allocations that grew between the phases, by line and by the first frame
+    inside dubbo_py (``--tracemalloc``; gRPC's C core is not traced), to stderr."""
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
+    before, after = before.filter_traces(ignore), after.filter_traces(ignore)
+    total = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    out = sys.stderr
+    out.write(f"\ntraced Python growth: {total / 2**20:.1f} MB ({providers} providers)\n")
+    for stat in after.compare_to(before, "lineno")[:top]:
+        frame = stat.traceback[0]
+        out.write(
+            f"{stat.size_diff / 2**20:8.2f} MB {stat.count_diff:+9d} blocks "
+            f"{stat.size_diff / providers:8.0f} B/provider  {frame.filename}:{frame.lineno}\n"
+        )
+    by_origin: dict[str, list[int]] = {}
+    for stat in after.compare_to(before, "traceback"):
+        own = [f for f in stat.traceback if "/dubbo_py/" in f.filename]
+        key = f"{own[0].filename.split('/dubbo_py/')[-1]}:{own[0].lineno}" if own else "(other)"
+        sums = by_origin.setdefault(key, [0, 0])
+        sums[0] += stat.size_diff
+        sums[1] += stat.count_diff
+    out.write("\nby the innermost dubbo_py line that allocated (directly or below it):\n")
+    for key, (size, count) in sorted(by_origin.items(), key=lambda kv: -kv[1][0])[:top]:
+        out.write(
+            f"{size / 2**20:8.2f} MB {count:+9d} blocks {size / providers:8.0f} B/provider  {key}\n"
+        )
+    out.flush()
+
+
 # --------------------------------------------------------------------------- children
 
 
@@ -157,6 +189,8 @@ def consumer_main(args: argparse.Namespace) -> None:
 
     import dubbo_py
 
+    if args.tracemalloc:
+        tracemalloc.start(args.tracemalloc_frames)
     requests = [greeter_pb2.HelloRequest(name=f"user-{i}") for i in range(4096)]
     # The extra provider URLs exist at the interface level only, and an APPLICATION_FIRST
     # consumer (the default, as in Dubbo 3.3) prefers the real provider's one instance: pin
@@ -177,6 +211,7 @@ def consumer_main(args: argparse.Namespace) -> None:
         warm(call, 200)
     phase1 = rounds(variants, args)
     rss1, sockets1 = rss_mb(), tcp_connections()
+    before = tracemalloc.take_snapshot() if args.tracemalloc else None
     print("PHASE1", flush=True)
     if sys.stdin.readline().strip() != "GO":
         return
@@ -195,6 +230,8 @@ def consumer_main(args: argparse.Namespace) -> None:
             warm(call, args.warm * wanted)
     warm_s = time.monotonic() - start
     rss2, sockets2 = rss_mb(), tcp_connections()
+    if before is not None:
+        print_growth(before, tracemalloc.take_snapshot(), args.tracemalloc, seen)
     phase2 = rounds(variants, args)
     print(
         "RESULT "
@@ -284,6 +321,10 @@ def child(
         str(args.threads),
         "--warm",
         str(args.warm),
+        "--tracemalloc",
+        str(args.tracemalloc if mode == "consumer" else 0),
+        "--tracemalloc-frames",
+        str(args.tracemalloc_frames),
         "--balancers",
         *args.balancers,
     ]
@@ -340,6 +381,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--warm", type=int, default=2, help="warm-up calls per provider")
     parser.add_argument("--balancers", nargs="+", default=list(BALANCERS))
+    parser.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="TOP",
+        help="trace the consumer's Python allocations and print the TOP growths (slower)",
+    )
+    parser.add_argument("--tracemalloc-frames", type=int, default=30, help=argparse.SUPPRESS)
     parser.add_argument("--registry", default="")
     parser.add_argument("--address", default="")
     args = parser.parse_args()
