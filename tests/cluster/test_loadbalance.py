@@ -436,6 +436,52 @@ def test_consistent_hash_points_are_dubbo_little_endian_md5() -> None:
     assert wrap.locate("") == a  # past the last point wraps to the first
 
 
+def test_consistent_hash_ring_is_dubbos_ketama_ring() -> None:
+    # Every address contributes MD5(address + i) for i < nodes/4, four little-endian points
+    # each; on a shared point the later provider wins (here the same address twice).
+    providers = [provider(i) for i in range(1, 30)] + [provider(3, weight=7)]
+    expected: dict[int, int] = {}
+    for index, url in enumerate(providers):
+        for i in range(160 // 4):
+            digest = hashlib.md5(f"{url.address}{i}".encode()).digest()
+            for h in range(4):
+                expected[int.from_bytes(digest[4 * h : 4 * h + 4], "little")] = index
+    ring = HashRing.build(providers, 160, (0,))
+    assert list(ring.points) == sorted(expected)
+    assert list(ring.owner_indices) == [expected[p] for p in sorted(expected)]
+    assert providers.index(provider(3)) not in set(ring.owner_indices)  # lost every point
+
+
+def test_consistent_hash_calls_arriving_together_build_the_ring_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A ring of 2 000 providers is tens of MB while it is built: the first calls after the
+    # candidates change wait for one build instead of each making a copy.
+    builds: list[int] = []
+    real_build = HashRing.build.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[HashRing], *args: object) -> HashRing:
+        builds.append(1)
+        return real_build(cls, *args)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(HashRing, "build", classmethod(counted))
+    candidates = tuple(provider(i) for i in range(1, 200))
+    lb = ConsistentHashLoadBalance()
+    start = threading.Barrier(8)
+    chosen: list[URL] = []
+
+    def call() -> None:
+        start.wait()
+        chosen.append(lb.select(candidates, INV))
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1 and len(set(chosen)) == 1 and len(chosen) == 8
+
+
 def test_consistent_hash_ring_reused_for_equal_candidates() -> None:
     candidates = tuple(provider(i) for i in range(1, 5))
     lb = ConsistentHashLoadBalance()
