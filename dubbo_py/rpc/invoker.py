@@ -136,6 +136,18 @@ class ChannelPool:
         """The channel the pool holds for ``address`` now (None: none open)."""
         return self._channels.get(address)
 
+    def made_on(
+        self, provider: URL, channel: grpc.Channel, key: Hashable, make: Callable[[], Any]
+    ) -> Any:
+        """What ``make`` makes on ``channel`` (the pool's channel to ``provider``), shared by
+        the application's references when the channel is (see
+        :meth:`SharedChannels.made_on`), else made now."""
+        shared = self._shared
+        security = self._keys.get(provider.address)
+        if shared is None or security is None:
+            return make()
+        return shared.made_on(provider.address, security, channel, key, make)
+
     def _open(self, provider: URL) -> grpc.Channel:
         credentials, options = self._security.for_provider(provider)
         if credentials is not None:
@@ -284,28 +296,51 @@ class MethodInvoker(InvokerBase):
 
     def _target(self, provider: URL, key: str) -> tuple[Any, Metadata]:
         address = provider.address
-        channel: Any = self._pool.channel(provider)
-        if self._interceptors:
-            channel = grpc.intercept_channel(channel, *self._interceptors)
+        pooled = self._pool.channel(provider)
         spec = self.spec
-        factory = getattr(channel, spec.factory_name)
-        made = factory(
-            spec.path,
-            request_serializer=spec.request_serializer,
-            response_deserializer=spec.response_deserializer,
-            _registered_method=True,
-        )
         headers = self._caller.headers(provider) + self._metadata
+        if self._interceptors:
+            # The interceptors wrap this reference's calls only: nothing to share.
+            made, headers, bound = self._make(
+                grpc.intercept_channel(pooled, *self._interceptors), headers
+            )
+        else:
+            # Every reference to the service calls a provider with the same multicallable and
+            # the same headers: made once per shared channel, not once per reference.
+            made, headers, bound = self._pool.made_on(
+                provider,
+                pooled,
+                (
+                    spec.factory_name,
+                    spec.path,
+                    spec.request_serializer,
+                    spec.response_deserializer,
+                    headers,
+                ),
+                partial(self._make, pooled, headers),
+            )
         target = (made, headers)
         self._targets[key] = target
-        self._callables[key] = partial(made, metadata=headers)
-        if self._pool.current(address) is not channel:
+        self._callables[key] = bound
+        if self._pool.current(address) is not pooled:
             # The pool dropped or replaced this channel while the callable was being made, and
             # may have forgotten the cached callables before this one went in: use it for this
             # call only, or every later call would go to the stale channel.
             self._callables.pop(key, None)
             self._targets.pop(key, None)
         return target
+
+    def _make(self, channel: Any, headers: Metadata) -> tuple[Any, Metadata, Any]:
+        """The method's multicallable on ``channel``, the headers, and the multicallable with
+        the headers bound (what a call plan calls)."""
+        spec = self.spec
+        made = getattr(channel, spec.factory_name)(
+            spec.path,
+            request_serializer=spec.request_serializer,
+            response_deserializer=spec.response_deserializer,
+            _registered_method=True,
+        )
+        return made, headers, partial(made, metadata=headers)
 
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""

@@ -13,6 +13,8 @@ for the channel to a provider and becomes one of its *holders*. The channel is:
 - replaced for every holder when one of them :meth:`resets <SharedChannels.reset>` it (a
   quarantined provider coming back: its old channel may sit in gRPC's reconnect backoff); the
   other holders are told, so they drop their cached callables on the old one;
+- the home of what references make on it: a method's multicallable, with the Triple headers
+  bound, is made once and shared (:meth:`SharedChannels.made_on`);
 - idle-closed by gRPC itself: shared channels carry ``grpc.client_idle_timeout_ms``
   (:data:`IDLE_TIMEOUT_S`), so a channel that carried no call for that long closes its
   connection and reconnects on the next call.
@@ -25,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
@@ -48,6 +50,8 @@ class ChannelHolder(Protocol):
 class _Entry:
     channel: grpc.Channel
     holders: set[ChannelHolder] = field(default_factory=set)
+    #: What references made on the channel and share (see :meth:`SharedChannels.made_on`).
+    made: dict[Hashable, Any] = field(default_factory=dict)
     #: Closes the channel once nobody held it for the linger period (None: held).
     timer: threading.Timer | None = None
 
@@ -111,6 +115,33 @@ class SharedChannels:
             timer.daemon = True
             entry.timer = timer
         timer.start()
+
+    def made_on(
+        self,
+        address: str,
+        security: Hashable,
+        channel: grpc.Channel,
+        key: Hashable,
+        make: Callable[[], Any],
+    ) -> Any:
+        """What ``make`` makes on ``channel`` -- a method's multicallable with its headers --
+        made once per ``key`` and shared by every reference holding the channel (a reference
+        per balancer over 2 000 providers would otherwise keep 2 000 copies each). Made afresh,
+        and not kept, when ``channel`` is no longer the shared one."""
+        entry_key = (address, security)
+        with self._lock:
+            entry = self._entries.get(entry_key)
+            if entry is None or entry.channel is not channel:
+                entry = None
+            else:
+                found = entry.made.get(key)
+                if found is not None:
+                    return found
+        made = make()
+        if entry is None:
+            return made
+        with self._lock:
+            return entry.made.setdefault(key, made)
 
     def _expire(self, key: tuple[str, Hashable], entry: _Entry) -> None:
         with self._lock:

@@ -135,6 +135,28 @@ def test_references_of_one_application_share_the_provider_channel(address: str) 
     assert app.channels.open_count() == 0
 
 
+def test_references_share_the_multicallables_on_a_shared_channel(address: str) -> None:
+    # A reference per balancer over a fleet would otherwise keep one multicallable (and one
+    # copy of the headers) per provider each.
+    app = dubbo_py.Application("shared-callables-shop", f"tri://{address}")
+    try:
+        refs = [
+            app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0", loadbalance=b)
+            for b in ("random", "leastactive")
+        ]
+        for ref in refs:
+            ref.stub.SayHello(greeter_pb2.HelloRequest(name="a"))
+        made = [
+            invoker.multicallables[address]
+            for ref in refs
+            for invoker in ref.assembly._invokers  # type: ignore[union-attr]
+            if address in invoker.multicallables
+        ]
+        assert len(made) == 2 and made[0] is made[1]
+    finally:
+        app.close()
+
+
 def test_a_second_application_has_its_own_channels(address: str) -> None:
     apps = [dubbo_py.Application(f"shop-{i}", f"tri://{address}") for i in range(2)]
     try:
