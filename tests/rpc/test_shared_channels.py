@@ -208,8 +208,8 @@ def test_asyncio_references_on_one_loop_share_one_channel_per_provider(
             held = {id(pool.current(provider)) for pool in pools if pool.current(provider)}
             assert len(held) == 1
         # A reset (a quarantined provider coming back) replaces it for every reference.
-        old = pools[0].current(address)
-        pools[1].reset(address)
+        old = pools[0].current(address)  # round robin called both providers
+        pools[0].reset(address)
         await asyncio.sleep(0)  # the replacement runs on the loop, without waiting for a call
         assert all(pool.current(address) is None for pool in pools)
         assert old is not None and old.get_state() is not grpc.ChannelConnectivity.SHUTDOWN
