@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import grpc
@@ -122,6 +123,17 @@ class AsyncChannelPool:
     def current(self, address: str) -> grpc.aio.Channel | None:
         """The channel the pool holds for ``address`` now (None: none)."""
         return self._channels.get(address)
+
+    def made_on(
+        self, provider: URL, channel: grpc.aio.Channel, key: Hashable, make: Callable[[], Any]
+    ) -> Any:
+        """What ``make`` makes on ``channel`` (the pool's channel to ``provider``), shared
+        with the loop's other references holding it (on the loop)."""
+        shared = self._loop_channels
+        security = self._keys.get(provider.address)
+        if shared is None or security is None:
+            return make()
+        return shared.made_on(provider.address, security, channel, key, make)
 
     def reset(self, address: str) -> None:
         """Replace the channel to ``address`` for every reference on the loop: on the loop,
@@ -239,13 +251,31 @@ class AsyncMethodInvoker(InvokerBase):
         if found is not None and found[0] is channel:
             return found[1], found[2]
         spec = self.spec
+        headers = self._caller.headers(provider)
+        # The loop's references calling this method with the same headers share one
+        # multicallable per channel (and one copy of the headers).
+        made, headers = self._pool.made_on(
+            provider,
+            channel,
+            (
+                spec.factory_name,
+                spec.path,
+                spec.request_serializer,
+                spec.response_deserializer,
+                headers,
+            ),
+            partial(self._make, channel, headers),
+        )
+        self._callables[key] = (channel, made, headers)
+        return made, headers
+
+    def _make(self, channel: grpc.aio.Channel, headers: Metadata) -> tuple[Any, Metadata]:
+        spec = self.spec
         made = getattr(channel, spec.factory_name)(
             spec.path,
             request_serializer=spec.request_serializer,
             response_deserializer=spec.response_deserializer,
         )
-        headers = self._caller.headers(provider)
-        self._callables[key] = (channel, made, headers)
         return made, headers
 
     async def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:

@@ -29,7 +29,7 @@ import threading
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
@@ -48,6 +48,8 @@ class AsyncChannelHolder(Protocol):
 class _Entry:
     channel: grpc.aio.Channel
     holders: set[AsyncChannelHolder] = field(default_factory=set)
+    #: What references made on the channel and share (see :meth:`LoopChannels.made_on`).
+    made: dict[Hashable, Any] = field(default_factory=dict)
     #: Closes the channel once nobody held it for the linger period (None: held).
     timer: asyncio.TimerHandle | None = None
 
@@ -99,6 +101,25 @@ class LoopChannels:
         if entry.holders or self.closed:
             return
         entry.timer = self.loop.call_later(self._linger, self._expire, key, entry)
+
+    def made_on(
+        self,
+        address: str,
+        security: Hashable,
+        channel: grpc.aio.Channel,
+        key: Hashable,
+        make: Callable[[], Any],
+    ) -> Any:
+        """What ``make`` makes on ``channel`` (a method's multicallable and headers), made
+        once per ``key`` and shared by the references holding the channel; made afresh, and
+        not kept, when ``channel`` is no longer the shared one."""
+        entry = self._entries.get((address, security))
+        if entry is None or entry.channel is not channel:
+            return make()
+        found = entry.made.get(key)
+        if found is None:
+            found = entry.made[key] = make()
+        return found
 
     def _expire(self, key: tuple[str, Hashable], entry: _Entry) -> None:
         if self._entries.get(key) is not entry or entry.holders:
