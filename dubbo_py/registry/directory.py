@@ -342,12 +342,15 @@ class RegistryDirectory:
                 # Sorted so every consumer indexes the same providers the same way.
                 self.providers = tuple(sorted(set(usable), key=lambda u: u.to_string()))
                 self._version += 1
+            # A snapshot that follows the current one: the routers' masks are patched for the
+            # providers that changed instead of rebuilt over the fleet (Snapshot.following).
             snapshot = (
-                Snapshot(self.providers, self._version)
+                Snapshot.following(self.chain.snapshot, self.providers, self._version)
                 if providers_changed
                 else self.chain.snapshot
             )
             chain = self._bind_rules(snapshot)
+            snapshot.settle()
             if not snapshot.providers:
                 chain = replace(chain, empty_reason=self._why_no_provider())
             self.chain = chain

@@ -43,6 +43,10 @@ class BoundMockRouter:
         return self, False
 
 
+def _is_mock(url: URL) -> bool:
+    return url.protocol == MOCK_PROTOCOL
+
+
 class MockRouter:
     """Router that keeps ``mock://`` providers away from ordinary calls (priority -100)."""
 
@@ -51,7 +55,7 @@ class MockRouter:
 
     def bind(self, snapshot: Snapshot, consumer: URL) -> BoundMockRouter:
         """Split the snapshot into mocked and normal providers."""
-        mocked = snapshot.mask_where(lambda url: url.protocol == MOCK_PROTOCOL)
+        mocked = snapshot.mask_by("mock.protocol", _is_mock)
         return BoundMockRouter(mocked=mocked, normal=snapshot.all & ~mocked)
 
     def __repr__(self) -> str:

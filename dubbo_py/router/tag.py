@@ -132,14 +132,9 @@ class TagRouter:
 
     def bind(self, snapshot: Snapshot, consumer: URL) -> BoundTagRouter:
         """Index static tags and evaluate the rule's address sets against ``snapshot``."""
-        static: dict[str, int] = {}
-        untagged_static = 0
-        for i, provider in enumerate(snapshot.providers):
-            tag = provider.parameters.get(TAG_KEY)
-            if tag:
-                static[tag] = static.get(tag, 0) | (1 << i)
-            else:
-                untagged_static |= 1 << i
+        groups = snapshot.partition("tag.static", _static_tag)
+        static = {str(tag): mask for tag, mask in groups.items() if tag}
+        untagged_static = groups.get("", 0)
         rule = self.rule
         dynamic: dict[str, int] | None = None
         untagged = untagged_static
@@ -166,12 +161,20 @@ class TagRouter:
         return f"TagRouter({self.rule.key if self.rule is not None else None!r})"
 
 
+def _static_tag(url: URL) -> str:
+    """A provider's static tag, ``""`` when it has none."""
+    return url.parameters.get(TAG_KEY) or ""
+
+
 def _tag_mask(definition: TagDefinition, snapshot: Snapshot) -> int | None:
     """The providers of a rule tag, or ``None`` when the tag has no address set (Dubbo leaves
     such tags out of ``tagnameToAddresses``, so their calls go by static tag)."""
     if definition.addresses is not None:
         patterns = definition.addresses
-        return snapshot.mask_where(lambda url: any(p.matches(url.host, url.port) for p in patterns))
+        return snapshot.mask_by(
+            ("tag.addresses", patterns),
+            lambda url: any(p.matches(url.host, url.port) for p in patterns),
+        )
     if definition.match is not None:
         conditions = definition.match
         # Dubbo turns the matching providers into their addresses, then selects by address.

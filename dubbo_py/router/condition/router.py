@@ -23,7 +23,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from operator import attrgetter
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
@@ -143,16 +143,31 @@ def _columns(snapshot: Snapshot) -> _Columns:
         return columns
 
 
+def _holds(matcher: Matcher, provider: URL) -> bool:
+    """Does ``provider``'s value of the matcher's key satisfy it (what a column tests)?"""
+    return matcher.test(sample_value(provider, matcher.key.name))
+
+
 def _then_mask(snapshot: Snapshot, matchers: tuple[Matcher, ...]) -> int:
+    # Each matcher's mask is remembered by the snapshot under the matcher itself (its ``$``
+    # references already resolved), so a snapshot that follows another patches it for the
+    # providers that changed, and rules sharing a clause share its mask.
     mask = snapshot.all
     if not matchers or not mask:
         return mask
-    columns = _columns(snapshot)
     for matcher in matchers:
-        mask &= columns.mask(matcher)
+        mask &= snapshot.mask_by(
+            ("condition", matcher),
+            partial(_holds, matcher),
+            partial(_column_mask, snapshot, matcher),
+        )
         if not mask:
             break
     return mask
+
+
+def _column_mask(snapshot: Snapshot, matcher: Matcher) -> int:
+    return _columns(snapshot).mask(matcher)
 
 
 class _Probe:

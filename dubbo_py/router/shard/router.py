@@ -22,7 +22,7 @@ shard ``i``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -31,7 +31,7 @@ from dubbo_py.router.base import BoundRouter, Router
 from dubbo_py.router.shard.plan import plan_split
 from dubbo_py.router.shard.rule import ShardRule, parse_shard_rule
 from dubbo_py.router.shard.schemes import Location, Scheme
-from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.router.snapshot import Snapshot, iter_bits
 from dubbo_py.url import URL
 
 __all__ = [
@@ -55,14 +55,6 @@ SHARD_ROUTER_PRIORITY = 160
 KEY_CACHE_SIZE = 4096
 
 
-def _int_param(url: URL, name: str) -> int | None:
-    text = url.parameters.get(name)
-    if text is None:
-        return None
-    text = text.strip()
-    return int(text) if text.isascii() and text.isdigit() else -1
-
-
 @dataclass(frozen=True, slots=True)
 class _Index:
     """Providers per shard of the new layout (``new``) and of the old one (``old``)."""
@@ -72,13 +64,31 @@ class _Index:
     ignored: tuple[str, ...]
 
 
-def _index_providers(rule: ShardRule, providers: Sequence[URL]) -> _Index:
+def _shard_params(url: URL) -> tuple[str | None, str | None]:
+    """What indexing reads of a provider: its ``shard`` and ``shards`` parameters."""
+    params = url.parameters
+    return params.get(SHARD_PARAM), params.get(SHARDS_PARAM)
+
+
+def _int_text(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else -1
+
+
+def _index_providers(rule: ShardRule, snapshot: Snapshot) -> _Index:
+    # Providers are grouped by their two parameters (patched from the previous snapshot's
+    # grouping when few providers changed); each group then goes to one shard or none.
     new = [0] * rule.shards
     old = [0] * (rule.split_from or 0)
-    ignored: list[str] = []
-    for i, url in enumerate(providers):
-        shard = _int_param(url, SHARD_PARAM)
-        count = _int_param(url, SHARDS_PARAM)
+    ignored: list[tuple[int, str]] = []
+    groups = snapshot.partition("shard.params", _shard_params)
+    for params, mask in groups.items():
+        assert isinstance(params, tuple)
+        shard_text, count_text = params
+        shard = _int_text(shard_text)
+        count = _int_text(count_text)
         if count is None:
             count = rule.split_from if rule.split_from is not None else rule.shards
         if count == rule.shards:
@@ -86,13 +96,19 @@ def _index_providers(rule: ShardRule, providers: Sequence[URL]) -> _Index:
         elif count == rule.split_from:
             table = old
         else:
-            ignored.append(f"{url.address} (shards={url.parameters.get(SHARDS_PARAM)})")
+            ignored.extend(
+                (i, f"{snapshot.providers[i].address} (shards={count_text})")
+                for i in iter_bits(mask)
+            )
             continue
         if shard is None or not 0 <= shard < len(table):
-            ignored.append(f"{url.address} (shard={url.parameters.get(SHARD_PARAM)}, of {count})")
+            ignored.extend(
+                (i, f"{snapshot.providers[i].address} (shard={shard_text}, of {count})")
+                for i in iter_bits(mask)
+            )
             continue
-        table[shard] |= 1 << i
-    return _Index(tuple(new), tuple(old), tuple(ignored))
+        table[shard] |= mask
+    return _Index(tuple(new), tuple(old), tuple(text for _, text in sorted(ignored)))
 
 
 def _effective_masks(rule: ShardRule, index: _Index) -> tuple[int, ...]:
@@ -178,7 +194,7 @@ class ShardRouter:
     def bind(self, snapshot: Snapshot, consumer: URL) -> BoundRouter:
         """Index the snapshot's providers by shard."""
         rule = self.rule
-        index = _index_providers(rule, snapshot.providers)
+        index = _index_providers(rule, snapshot)
         if index.ignored and rule.enabled:
             _log.warning(
                 "%s: %d provider(s) not serving any shard of the %d-shard layout%s: %s",
