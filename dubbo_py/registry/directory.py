@@ -17,7 +17,8 @@ from dubbo_py.errors import RuleError
 from dubbo_py.registry import layout, rule_kinds
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.first_reads import FirstReads
-from dubbo_py.registry.matching import ProviderFilter, is_usable
+from dubbo_py.registry.matching import ProviderFilter
+from dubbo_py.registry.provider_list import Configure, ProviderList
 from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.rule_kinds import WatchedKey
 from dubbo_py.registry.store import Cancel
@@ -37,8 +38,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Applies override rules: (providers, configurator URLs, configurator documents) -> providers.
-Configure = Callable[[list[URL], list[URL], Mapping[str, str]], list[URL]]
 #: Consumer-side overrides: (consumer, configurator URLs, documents) -> parameters they set.
 ConfigureConsumer = Callable[[URL, list[URL], Mapping[str, str]], Mapping[str, str]]
 #: ``Registry.subscribe``'s signature: (interface, listener, categories) -> cancel.
@@ -133,7 +132,7 @@ class RegistryDirectory:
         self._cache = cache
         self._lock = threading.RLock()
         self._raw_providers: list[URL] = list(static_providers)
-        self._provider_filter = ProviderFilter(consumer, self.rules.service)
+        self._provider_list = ProviderList(ProviderFilter(consumer, self.rules.service), configure)
         self._configurator_urls: list[URL] = []
         self._configurator_docs: dict[str, str] = {}
         self._provider_apps: set[str] = set()
@@ -231,8 +230,9 @@ class RegistryDirectory:
             if category == layout.PROVIDERS:
                 self._raw_providers = real
                 self._providers_seen.set()
-                self._watch_provider_apps(real)
-                self._rebuild(providers_changed=True)
+                # Only the providers that arrived can bring an application not seen yet.
+                self._watch_provider_apps(self._provider_list.arrivals(real))
+                self._rebuild(providers_changed=True, overrides_changed=False)
             elif category == layout.ROUTERS:
                 if self._rulebook.set_urls(
                     layout.category_path(self.rules.service, category), real
@@ -325,27 +325,31 @@ class RegistryDirectory:
 
     # ----------------------------------------------------------------- rebuilding
 
-    def _rebuild(self, providers_changed: bool = False) -> None:
+    def _rebuild(self, providers_changed: bool = False, overrides_changed: bool = True) -> None:
+        """Rebuild the chain: with ``providers_changed``, the provider list first (with
+        ``overrides_changed`` False, only the registered providers changed since the last
+        time, so only those are judged and placed)."""
         with self._lock:
+            delta = None
             if providers_changed:
-                matching = self._provider_filter.select(self._raw_providers)
-                configured = self._configure(
-                    matching, self._configurator_urls, self._configurator_docs
+                update = self._provider_list.update(
+                    self._raw_providers,
+                    self._configurator_urls,
+                    self._configurator_docs,
+                    overrides_changed,
                 )
-                usable = [p for p in configured if is_usable(p)]
-                if self._configure_consumer is not None:
+                if overrides_changed and self._configure_consumer is not None:
                     self.consumer_overrides = dict(
                         self._configure_consumer(
                             self.consumer, self._configurator_urls, self._configurator_docs
                         )
                     )
-                # Sorted so every consumer indexes the same providers the same way.
-                self.providers = tuple(sorted(set(usable), key=lambda u: u.to_string()))
+                self.providers, delta = update.providers, update.delta
                 self._version += 1
             # A snapshot that follows the current one: the routers' masks are patched for the
             # providers that changed instead of rebuilt over the fleet (Snapshot.following).
             snapshot = (
-                Snapshot.following(self.chain.snapshot, self.providers, self._version)
+                Snapshot.following(self.chain.snapshot, self.providers, self._version, delta=delta)
                 if providers_changed
                 else self.chain.snapshot
             )

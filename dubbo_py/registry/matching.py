@@ -128,20 +128,44 @@ class ProviderFilter:
 
     def select(self, raw: Iterable[URL]) -> list[URL]:
         """The providers this consumer may call, in the order given."""
+        return [provider for _, provider in self.select_pairs(raw)]
+
+    def select_pairs(self, raw: Iterable[URL]) -> list[tuple[URL, URL]]:
+        """``(registered URL, provider to use)`` for each URL of ``raw`` this consumer may
+        call, in the order given (what :meth:`select` returns, with where each came from)."""
         previous = self._verdicts
         verdicts: dict[URL, URL | None] = {}
-        out: list[URL] = []
+        out: list[tuple[URL, URL]] = []
         for url in raw:
             verdict = previous[url] if url in previous else self._judge(url)
             verdicts[url] = verdict
             if verdict is not None:
-                out.append(verdict)
+                out.append((url, verdict))
         self._verdicts = verdicts
+        self._forget_reports()
+        return out
+
+    def update(self, left: Iterable[URL], arrived: Iterable[URL]) -> list[tuple[URL, URL]]:
+        """What :meth:`select_pairs` does for a list that lost ``left`` and gained ``arrived``
+        since the last call, judging only those: the pairs of ``arrived``, in that order."""
+        verdicts = self._verdicts
+        for url in left:
+            verdicts.pop(url, None)
+        out: list[tuple[URL, URL]] = []
+        for url in arrived:
+            verdict = verdicts[url] if url in verdicts else self._judge(url)
+            verdicts[url] = verdict
+            if verdict is not None:
+                out.append((url, verdict))
+        self._forget_reports()
+        return out
+
+    def _forget_reports(self) -> None:
         # Forget URLs that left, so the record stays as small as the provider list (a URL that
         # comes back is reported again).
         if self._reported:
+            verdicts = self._verdicts
             self._reported = {entry for entry in self._reported if entry[0] in verdicts}
-        return out
 
     def _judge(self, url: URL) -> URL | None:
         """The provider to use for ``url`` (normalised), or None when this consumer skips it."""

@@ -178,16 +178,23 @@ class Snapshot:
         providers: tuple[URL, ...],
         version: int = 0,
         limit: int | None = None,
+        delta: Delta | None = None,
     ) -> Snapshot:
         """A snapshot of ``providers`` whose keyed masks are patched from ``previous``'s when
         few providers changed: at most ``limit`` (default: :data:`PATCH_LIMIT` and an eighth
-        of the providers). Routing on it is exactly routing on ``Snapshot(providers)``."""
+        of the providers). Routing on it is exactly routing on ``Snapshot(providers)``.
+
+        ``delta``: how ``providers`` follows from ``previous.providers``, when the caller
+        built it that way (it is then trusted, not computed)."""
         snapshot = cls(providers, version)
         if limit is None:
             limit = min(PATCH_LIMIT, len(providers) // 8)
         if not previous._masks and not previous._partitions:
             return snapshot
-        delta = Delta.between(previous.providers, providers, limit)
+        if delta is None:
+            delta = Delta.between(previous.providers, providers, limit)
+        elif delta.size > limit:
+            delta = None
         if delta is not None:
             basis = _Basis(previous._masks, previous._partitions, delta)
             object.__setattr__(snapshot, "_basis", basis)
@@ -242,9 +249,7 @@ class Snapshot:
         masks[key] = mask
         return mask
 
-    def partition(
-        self, key: Hashable, value: Callable[[URL], Hashable]
-    ) -> Mapping[Hashable, int]:
+    def partition(self, key: Hashable, value: Callable[[URL], Hashable]) -> Mapping[Hashable, int]:
         """The providers grouped by ``value(provider)``: each value taken -> the mask of the
         providers taking it (no empty group), remembered under ``key`` and patched like
         :meth:`mask_by` (same contract on ``key`` and ``value``). Read-only."""
@@ -276,9 +281,7 @@ class Snapshot:
         return self._select(mask)
 
 
-def _groups(
-    providers: tuple[URL, ...], value: Callable[[URL], Hashable]
-) -> dict[Hashable, int]:
+def _groups(providers: tuple[URL, ...], value: Callable[[URL], Hashable]) -> dict[Hashable, int]:
     """Each value of ``value`` over ``providers`` -> the mask of the providers taking it,
     in order of first appearance (one pass, then one C-level mask per group)."""
     indices: dict[Hashable, list[int]] = {}
