@@ -106,13 +106,17 @@ def _lookup(
 
 
 def _numbers(providers: Iterable[Mapping[str, str]], key: str) -> list[float]:
-    out = []
+    # Each distinct text parsed once: a fleet's providers mostly say the same few values.
+    texts: set[str] = set()
+    fallback = f"default.{key}" if "." not in key else None
     for parameters in providers:
         text = parameters.get(key)
-        if text is None and "." not in key:
-            text = parameters.get(f"default.{key}")  # Dubbo 2.x providers' service defaults
-        if text is None:
-            continue
+        if text is None and fallback is not None:
+            text = parameters.get(fallback)  # Dubbo 2.x providers' service defaults
+        if text is not None:
+            texts.add(text)
+    out = []
+    for text in texts:
         try:
             value = float(text)
         except ValueError:
@@ -131,15 +135,24 @@ def provider_defaults(
     are fixed before a provider is picked: the longest timeout (no provider has a call cut
     shorter than it asked for) and the fewest retries (a provider that says ``retries=0`` is
     never called twice for one request)."""
-    maps = [dict(p) for p in providers]
+    names = [
+        (key, name)
+        for key in PROVIDER_DEFAULT_KEYS
+        for name in (key, *(f"{m}.{key}" for m in methods))
+    ]
+    read = frozenset(
+        [name for _, name in names] + [f"default.{key}" for key in PROVIDER_DEFAULT_KEYS]
+    )
+    # Every provider of a fleet is read on every notification: first keep, in C, only the
+    # providers that set any of these keys at all (often none of them do).
+    maps = [p for p in providers if not read.isdisjoint(p)]
     out: dict[str, str] = {}
-    for key in PROVIDER_DEFAULT_KEYS:
-        for name in (key, *(f"{m}.{key}" for m in methods)):
-            values = _numbers(maps, name)
-            if not values:
-                continue
-            chosen = max(values) if key == "timeout" else min(values)
-            out[name] = repr(chosen) if key == "timeout" else str(int(chosen))
+    for key, name in names:
+        values = _numbers(maps, name)
+        if not values:
+            continue
+        chosen = max(values) if key == "timeout" else min(values)
+        out[name] = repr(chosen) if key == "timeout" else str(int(chosen))
     return out
 
 
