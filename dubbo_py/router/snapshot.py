@@ -119,9 +119,12 @@ class Delta:
     ) -> Delta | None:
         """The delta from ``previous`` to ``providers`` (by identity: a provider that is an
         equal but new object counts as leaving and arriving), or ``None`` when more than
-        ``limit`` providers changed or the providers in both are not in the same order."""
+        ``limit`` providers changed, the providers in both are not in the same order, or an
+        object appears twice."""
         old_at = _positions(previous)
         new_at = _positions(providers)
+        if len(old_at) != len(previous) or len(new_at) != len(providers):
+            return None  # the same object twice: indices by identity would be ambiguous
         left = old_at.keys() - new_at.keys()
         came = new_at.keys() - old_at.keys()
         if limit is not None and len(left) + len(came) > limit:

@@ -223,6 +223,7 @@ def test_a_reordered_provider_list_is_bound_from_scratch() -> None:
     a, b = URL("tri", "10.0.0.1", 1, SERVICE), URL("tri", "10.0.0.2", 1, SERVICE)
     assert Delta.between((a, b), (b, a)) is None
     assert Delta.between((a,), (a, b), limit=0) is None
+    assert Delta.between((a, b), (a, a, b)) is None
 
 
 def test_directory_patches_a_one_provider_change_and_routes_as_from_scratch(
