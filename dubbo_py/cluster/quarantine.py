@@ -162,6 +162,8 @@ class Quarantine:
     def retain(self, current_providers: Iterable[URL]) -> None:
         """Drop the entries of providers no longer in ``current_providers`` (they left the
         registry; if they come back they start clean)."""
+        if not self._entries:
+            return  # nothing to drop: no set of a whole fleet's addresses on every notification
         present = {url.address for url in current_providers}
         with self._lock:
             gone = [e for a, e in self._entries.items() if a not in present]
