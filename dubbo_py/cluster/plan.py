@@ -25,13 +25,22 @@ express -- a router without lookups, a sticky method, a balancer without a picke
 candidates -- means no plan, or a fall back to ``balancer.select`` for that call, and the
 strategy runs as usual. ``tests/cluster/test_call_plans.py`` checks plans against the strategy
 they stand for.
+
+Filters and plans (:class:`PlanObservers`): a plan is an optimisation of the method's whole
+stack, filters included, so a filter that must see every call either turns plans off or says,
+with a *plan hook*, what it records for a planned call -- a :class:`CallHook` (start and finish
+of the call, with its outcome) for a call filter, an :class:`AttemptHook` (the provider of the
+first attempt; retries go through the attempt filters as usual) for an attempt filter. A hook
+may decline a call (:meth:`CallHook.declines`, asked before anything is routed), which then
+takes the filter stack: the consumer's metrics decline while a tracer is set up, since a traced
+call carries its span in the call's metadata.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from dubbo_py.cluster.loadbalance.base import LoadBalance
 from dubbo_py.cluster.method_settings import MethodSettings
@@ -41,11 +50,97 @@ from dubbo_py.router.base import Lookup, lookups
 from dubbo_py.router.chain import BoundChain
 from dubbo_py.url import URL
 
-__all__ = ["MAX_PICKS", "CallPlan", "Pick", "compile_plan"]
+__all__ = [
+    "MAX_PICKS",
+    "AttemptHook",
+    "CallHook",
+    "CallPlan",
+    "Pick",
+    "PlanObservers",
+    "compile_plan",
+]
 
 #: Surviving masks a plan keeps a pick for; beyond that, calls with a new mask balance through
 #: ``balancer.select`` (rules that split traffic finely produce many masks).
 MAX_PICKS = 64
+
+
+class CallHook(Protocol):
+    """What a call filter records of a planned call, instead of wrapping it: ``start`` as the
+    call's first attempt starts (its token goes to ``finish``), ``finish`` when the call ends,
+    ``error`` None for a success, else what the caller gets raised (after every retry)."""
+
+    def declines(self) -> bool:
+        """True when this call must go through the filter instead (asked first, per call)."""
+        ...
+
+    def start(self) -> Any:
+        """Begin recording a call; returns the token for :meth:`finish`."""
+        ...
+
+    def finish(self, token: Any, error: BaseException | None) -> None:
+        """Record how the call begun with ``token`` ended."""
+        ...
+
+
+class AttemptHook(Protocol):
+    """What an attempt filter records of a planned call's first attempt, made on ``provider``
+    without the attempt filters (the attempts after it go through them)."""
+
+    def __call__(self, provider: URL) -> None:
+        """Record the attempt."""
+        ...
+
+
+class PlanObservers:
+    """The hooks a planned call runs, in the stack's order: the call hooks (outermost first)
+    start, the attempt hooks record the first attempt, the call runs, the call hooks finish in
+    reverse order."""
+
+    __slots__ = ("attempts", "calls", "declines")
+
+    def __init__(self, calls: tuple[CallHook, ...], attempts: tuple[AttemptHook, ...]) -> None:
+        self.calls = calls
+        self.attempts = attempts
+        gates = tuple(hook.declines for hook in calls)
+        #: Whether one of the call hooks declines this call (asked before routing).
+        self.declines: Callable[[], bool] = (
+            gates[0] if len(gates) == 1 else lambda: any(gate() for gate in gates)
+        )
+
+    def start(self, provider: URL) -> Any:
+        """Start the call hooks and record the first attempt; the token for :meth:`finish`."""
+        calls = self.calls
+        token: Any = calls[0].start() if len(calls) == 1 else [hook.start() for hook in calls]
+        for attempt in self.attempts:
+            attempt(provider)
+        return token
+
+    def finish(self, token: Any, error: BaseException | None) -> None:
+        """End the call hooks (innermost first)."""
+        calls = self.calls
+        if len(calls) == 1:
+            calls[0].finish(token, error)
+            return
+        for hook, started in zip(reversed(calls), reversed(token), strict=True):
+            hook.finish(started, error)
+
+
+class _NoCall:
+    """The call hook of a plan whose filters are all attempt filters: records nothing."""
+
+    @staticmethod
+    def declines() -> bool:
+        return False
+
+    def start(self) -> Any:
+        return None
+
+    def finish(self, token: Any, error: BaseException | None) -> None:
+        return None
+
+
+_NO_CALL = _NoCall()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +175,10 @@ class CallPlan:
     multicallables: dict[str, Any]
     #: Deadline in seconds when a call gives none (the method's ``timeout``).
     timeout: float | None
+    #: The provider call inside the attempt filters (``invoker`` itself without any).
+    plain_call: PlainCall | None = None
+    #: The filters' hooks each call runs (None: no filter, nothing to run).
+    observers: PlanObservers | None = None
     picks: dict[int, Pick] = field(default_factory=dict)
 
     def pick_for(self, mask: int, now_ms: int) -> Pick:
@@ -110,13 +209,17 @@ class CallPlan:
         return chosen if chosen is not None else self.balancer.select(made.candidates, invocation)
 
 
-def compile_plan(ctx: ClusterContext, method: str, request: Any) -> CallPlan | None:
+def compile_plan(
+    ctx: ClusterContext, method: str, request: Any, call_hooks: tuple[CallHook, ...] = ()
+) -> CallPlan | None:
     """A plan for plain calls of ``method`` with requests like ``request`` under ``ctx`` as it
     is now, or ``None`` when such calls need more than a plan expresses: a sticky method, a
     provider call that is not a plain
     :class:`~dubbo_py.cluster.support.context.PlainCall`, a router that reads the request
     without lookups, or no provider left by the call-independent routers (the strategy then
-    raises the error naming it)."""
+    raises the error naming it). ``call_hooks`` are those of the method's call filters; the
+    provider call's attempt filters give theirs as its ``attempt_hooks`` (see
+    :class:`PlanObservers`)."""
     settings = ctx.settings[method]
     invoker = ctx.call
     if settings.sticky or not isinstance(invoker, PlainCall) or not invoker.plain:
@@ -132,6 +235,10 @@ def compile_plan(ctx: ClusterContext, method: str, request: Any) -> CallPlan | N
         if own is None:
             return None
         found.extend(own)
+    attempt_hooks: tuple[AttemptHook, ...] = getattr(invoker, "attempt_hooks", ())
+    observers = None
+    if call_hooks or attempt_hooks:
+        observers = PlanObservers(call_hooks or (_NO_CALL,), attempt_hooks)
     return CallPlan(
         chain=chain,
         balancer=ctx.balancer,
@@ -143,4 +250,6 @@ def compile_plan(ctx: ClusterContext, method: str, request: Any) -> CallPlan | N
         lookups=tuple(found),
         multicallables=invoker.multicallables,
         timeout=settings.timeout,
+        plain_call=getattr(invoker, "inner", invoker),
+        observers=observers,
     )

@@ -11,6 +11,13 @@ chosen provider and the attempt count on the CLIENT span.
 
 Both flavours have the same shape: ``(invocation, proceed)`` for a call,
 ``(provider, invocation, timeout, proceed)`` for an attempt; the asyncio ones await ``proceed``.
+
+The blocking observers also have plan hooks (``plan_hook``, the shapes of
+``dubbo_py.cluster.plan``'s ``CallHook`` and ``AttemptHook``, a layer above this one):
+a plain failover call then keeps its compiled plan, which counts it exactly as the filters
+would -- requests, outcome by reason, processing, latency, the first attempt -- and retries go
+through the attempt filter as usual. While a tracer provider is set up the call hook declines
+every call, which then takes the filters (a traced call carries its span in its metadata).
 """
 
 from __future__ import annotations
@@ -149,6 +156,55 @@ class CallObserver(_Observer):
         return response
 
 
+    def plan_hook(self, method: str) -> _CallHook | _TracedOnly:
+        """What a call plan records of a call of ``method`` in place of this filter."""
+        if self.metrics is None:
+            return _TracedOnly()
+        return _CallHook(self, method)
+
+
+class _CallHook:
+    """:class:`CallObserver`'s plan hook for one method: the method's statistics, looked up
+    at its first call (a method never called has no series)."""
+
+    __slots__ = ("_method", "_observer", "_stats")
+
+    #: A traced call takes the filter (tracing.enabled is one check while no tracer is set).
+    declines = staticmethod(tracing.enabled)
+
+    def __init__(self, observer: _Observer, method: str) -> None:
+        self._observer = observer
+        self._method = method
+        self._stats: MethodStats | None = None
+
+    def start(self) -> float:
+        stats = self._stats
+        if stats is None:
+            stats = self._stats = self._observer.stats(self._method)
+            assert stats is not None  # the observer has metrics (see plan_hook)
+        return stats.begin()
+
+    def finish(self, token: float, error: BaseException | None) -> None:
+        stats = self._stats
+        assert stats is not None
+        stats.end(token, None if error is None else call_failure_reason(error))
+
+
+class _TracedOnly:
+    """The plan hook of an observer without metrics (there only to trace): it declines every
+    call while a tracer is set up and records nothing otherwise."""
+
+    __slots__ = ()
+
+    declines = staticmethod(tracing.enabled)
+
+    def start(self) -> None:
+        return None
+
+    def finish(self, token: object, error: BaseException | None) -> None:
+        return None
+
+
 class AsyncCallObserver(_Observer):
     """A call filter: metrics and a CLIENT span around each awaited stub call."""
 
@@ -204,6 +260,17 @@ class AttemptObserver(AttemptCounts):
     ) -> Any:
         self.note(provider, invocation)
         return proceed(provider, invocation, timeout)
+
+    def plan_hook(self, method: str) -> Callable[[URL], None]:
+        """What a call plan records of a first attempt of ``method`` in place of this filter
+        (the count; a planned call is never traced, see :class:`CallObserver`)."""
+        lock, counts = self.lock, self.counts
+
+        def attempted(provider: URL) -> None:
+            with lock:
+                counts[method] = counts.get(method, 0) + 1
+
+        return attempted
 
 
 class AsyncAttemptObserver(AttemptCounts):

@@ -57,6 +57,7 @@ from dubbo_py.rpc.filters import (
     ConsumerFilters,
     MockFilter,
     RecordStats,
+    call_hooks,
     wrap_attempts,
     wrap_calls,
 )
@@ -256,7 +257,12 @@ class ReferenceAssembly(Generic[C]):
             filters.insert(0, mock)
         self.contexts[method.name] = context
         call = wrap_calls(filters, strategy)
-        return BoundMethod(method, context, call, plannable and not filters)
+        # A plan stands for the whole stack: it is kept when every call filter has a plan
+        # hook (the consumer's metrics), which it then runs around the call.
+        hooks = call_hooks(filters, method.name)
+        if hooks is None:
+            return BoundMethod(method, context, call, False)
+        return BoundMethod(method, context, call, plannable, hooks)
 
     def _attempt_call(self, invoker: InvokerBase) -> Any:
         return self._attempts_around(

@@ -5,7 +5,8 @@ channel for multicallables. The channel asks its reference's stack
 (:class:`~dubbo_py.rpc.assembly.ReferenceAssembly`) to bind each method; the multicallable
 builds an :class:`~dubbo_py.invocation.Invocation` per call and hands it to the method's call --
 the cluster strategy, which routes, balances, calls and retries, inside the method's filters.
-Plain failover calls run a compiled call plan in the multicallable's own frame instead.
+Plain failover calls run a compiled call plan in the multicallable's own frame instead, with
+the plan hooks of the method's filters (metrics) around the call when every filter has one.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class _MultiCallable(CallSite):
         self._invoke = bound.call
         #: Plain calls under failover run a compiled plan when one is current.
         self._plannable = bound.plannable and not attachments
+        #: The call filters' plan hooks (a plan runs them in place of the filters).
+        self._call_hooks = bound.hooks
         self._plan: CallPlan | None = None
         #: What the last failed compile was tried against (not retried until it changes).
         self._unplanned: tuple[object, ...] | None = None
@@ -94,6 +97,7 @@ class _MultiCallable(CallSite):
             or plan.invoker is not ctx.call
             or type(request) is not plan.request_type
             or (quarantine is not None and quarantine.addresses)
+            or (plan.observers is not None and plan.observers.declines())
         ):
             return self._call(request, timeout, metadata)
         mask = plan.mask
@@ -124,7 +128,20 @@ class _MultiCallable(CallSite):
         if timeout is None:
             timeout = plan.timeout
         direct = plan.multicallables.get(provider.address)
-        return first_attempt(ctx, provider, self._method, request, timeout, direct=direct)
+        observers = plan.observers
+        if observers is None:
+            return first_attempt(ctx, provider, self._method, request, timeout, direct=direct)
+        # The filters' plan hooks record what the filters would (dubbo_py/cluster/plan.py).
+        token = observers.start(provider)
+        try:
+            response = first_attempt(
+                ctx, provider, self._method, request, timeout, direct=direct, call=plan.plain_call
+            )
+        except BaseException as error:
+            observers.finish(token, error)
+            raise
+        observers.finish(token, None)
+        return response
 
     def _call(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
         """A call the plan does not cover: compile a plan first when the call is plain and
@@ -148,7 +165,7 @@ class _MultiCallable(CallSite):
             tried = (plan.chain, plan.balancer, plan.settings, plan.invoker, plan.request_type)
         if tried is not None and all(a is b for a, b in zip(tried, now, strict=True)):
             return  # compiled against this already (the call is here for another reason)
-        plan = compile_plan(ctx, self._method, request)
+        plan = compile_plan(ctx, self._method, request, self._call_hooks)
         self._plan = plan
         self._unplanned = now if plan is None else None
 

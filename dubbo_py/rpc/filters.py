@@ -31,9 +31,16 @@ has arrived (the stream is then read by the caller, outside the filters).
 
 Order: the application's filters wrap a reference's own, the first of a tuple outermost; a
 method's mock wraps them all (as Dubbo's ``MockClusterInvoker`` wraps its cluster filters), and
-the statistics balancers read are the innermost attempt wrapper. A method with any call filter
-skips the compiled fast path of plain failover calls (:mod:`dubbo_py.cluster.plan`), since a
-filter must see every call; without filters a call costs what it did before this layer existed.
+the statistics balancers read are the innermost attempt wrapper.
+
+The compiled fast path of plain failover calls (:mod:`dubbo_py.cluster.plan`) is an
+optimisation of the same stack, so a filter must see its calls too. A filter with a
+``plan_hook(method)`` method says what it records of a planned call of ``method``: a
+:class:`~dubbo_py.cluster.plan.CallHook` for a call filter, an
+:class:`~dubbo_py.cluster.plan.AttemptHook` for an attempt filter (or None: no fast path). A
+method keeps the fast path while every one of its filters has a hook (the consumer's metrics
+do); one filter without a hook turns it off for the method. Without filters a call costs what
+it did before this layer existed.
 """
 
 from __future__ import annotations
@@ -46,7 +53,9 @@ import grpc
 from google.protobuf.message import Message
 
 from dubbo_py.cluster.mock import Mock, MockSpec, stream_of
+from dubbo_py.cluster.plan import AttemptHook, CallHook
 from dubbo_py.cluster.stats import CallStats
+from dubbo_py.cluster.support.context import PlainCall
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.invoker import ProviderCall
 from dubbo_py.url import URL
@@ -62,9 +71,11 @@ __all__ = [
     "Call",
     "CallFilter",
     "ConsumerFilters",
+    "HookedAttempts",
     "MockFilter",
     "ProviderCall",
     "RecordStats",
+    "call_hooks",
     "wrap_attempts",
     "wrap_calls",
 ]
@@ -176,8 +187,64 @@ def wrap_attempts(
     filters: Sequence[AttemptFilter] | Sequence[AsyncAttemptFilter], call: Any
 ) -> Any:
     """``call`` (a :data:`ProviderCall` or :data:`AsyncProviderCall`) inside ``filters``, the
-    first outermost; ``call`` itself when there are none."""
-    return _wrap(filters, call)
+    first outermost; ``call`` itself when there are none. When ``call`` is a plain provider
+    call (:class:`~dubbo_py.cluster.support.context.PlainCall`) and every filter has a plan
+    hook, the result is a :class:`HookedAttempts`, which a call plan may still bypass."""
+    if not filters:
+        return call
+    wrapped = _wrap(filters, call)
+    method = getattr(getattr(call, "spec", None), "name", None)
+    if method is None or not isinstance(call, PlainCall):
+        return wrapped
+    hooks = _hooks(filters, method)
+    return wrapped if hooks is None else HookedAttempts(wrapped, call, hooks)
+
+
+def _hooks(filters: Sequence[Any], method: str) -> tuple[Any, ...] | None:
+    """Each filter's plan hook for ``method``, or None when one of them has none."""
+    hooks = []
+    for filter_ in filters:
+        plan_hook = getattr(filter_, "plan_hook", None)
+        hook = plan_hook(method) if plan_hook is not None else None
+        if hook is None:
+            return None
+        hooks.append(hook)
+    return tuple(hooks)
+
+
+def call_hooks(filters: Sequence[Any], method: str) -> tuple[CallHook, ...] | None:
+    """The plan hooks of a method's call filters (outermost first): () without filters, None
+    when one of them has no hook (the method's calls then take the filters, never a plan)."""
+    return _hooks(filters, method)
+
+
+class HookedAttempts:
+    """A plain provider call inside attempt filters that all have plan hooks: calling it runs
+    the filters; a call plan calls ``plain``'s multicallables directly and runs
+    :attr:`attempt_hooks` for the first attempt instead."""
+
+    __slots__ = ("_call", "attempt_hooks", "inner")
+
+    def __init__(self, call: Any, inner: Any, hooks: tuple[AttemptHook, ...]) -> None:
+        self._call = call
+        #: The provider call inside the filters.
+        self.inner = inner
+        #: What the filters record of a planned first attempt, outermost first.
+        self.attempt_hooks = hooks
+
+    @property
+    def plain(self) -> bool:
+        """Whether the provider call inside is plain."""
+        return bool(self.inner.plain)
+
+    @property
+    def multicallables(self) -> dict[str, Any]:
+        """The provider call's cached multicallables."""
+        multicallables: dict[str, Any] = self.inner.multicallables
+        return multicallables
+
+    def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        return self._call(provider, invocation, timeout)
 
 
 # ---------------------------------------------------------------------------- built-in filters

@@ -22,6 +22,7 @@ from dubbo_py.rpc.attachments import attachments_from_metadata
 from dubbo_py.rpc.triple import TripleCaller
 
 if TYPE_CHECKING:
+    from dubbo_py.cluster.plan import CallHook
     from dubbo_py.cluster.support.context import ClusterContext
 
 __all__ = [
@@ -133,6 +134,9 @@ class BoundMethod(Generic[C]):
     #: True when ``call`` is plain failover, so the blocking flavour may run a compiled call
     #: plan in its place (:mod:`dubbo_py.cluster.plan`).
     plannable: bool = False
+    #: The plan hooks of the method's call filters, outermost first, which a plan runs in
+    #: their place (every call filter has one when ``plannable``).
+    hooks: tuple[CallHook, ...] = ()
 
 
 class MethodBinder(Protocol[C]):

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from dubbo_py.cluster.support.context import ClusterContext
+from dubbo_py.cluster.support.context import ClusterContext, ProviderCall
 from dubbo_py.cluster.support.deadline import Deadline
 from dubbo_py.cluster.support.routing import Attempts, route
 from dubbo_py.invocation import Invocation
@@ -53,6 +53,7 @@ def first_attempt(
     *,
     invocation: Invocation | None = None,
     direct: Callable[..., Any] | None = None,
+    call: ProviderCall | None = None,
 ) -> Any:
     """Failover's first attempt: a call of ``method`` with ``request`` on ``provider``, with
     ``timeout`` seconds (None: unbounded). Counts the request in the retry budget, calls, and
@@ -62,7 +63,10 @@ def first_attempt(
     ``invocation`` is the call's, when the caller has one (else it is made only when needed:
     a call plan makes none for a call that succeeds). ``direct`` is the provider's cached
     multicallable when the provider call is plain (a call plan has it): the call is then
-    ``direct(request, timeout=timeout)``, with no frame of the provider call's own."""
+    ``direct(request, timeout=timeout)``, with no frame of the provider call's own; ``call``
+    is the provider call to make this attempt with when there is no ``direct`` (default
+    ``ctx.call``): a plan whose hooks recorded the attempt passes the one inside the attempt
+    filters (:attr:`~dubbo_py.cluster.plan.CallPlan.plain_call`), so it is not recorded twice."""
     budget = ctx.budget
     if budget is not None:
         budget.deposit()
@@ -80,7 +84,7 @@ def first_attempt(
         if direct is None:
             if invocation is None:
                 invocation = Invocation(ctx.service, method, request, timeout=timeout)
-            response = ctx.call(provider, invocation, timeout)
+            response = (ctx.call if call is None else call)(provider, invocation, timeout)
     except grpc.RpcError as error:
         # Everything past the first attempt lives apart, off the path of calls that succeed.
         if invocation is None:

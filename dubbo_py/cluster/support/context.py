@@ -40,7 +40,10 @@ ProviderCall = Callable[[URL, Invocation, float | None], Any]
 class PlainCall(Protocol):
     """A provider call a call plan may bypass (:mod:`dubbo_py.cluster.plan`): while ``plain``
     (nothing recorded, no metadata to add), a call of a provider is exactly its cached gRPC
-    multicallable in ``multicallables`` (by provider address)."""
+    multicallable in ``multicallables`` (by provider address). A provider call inside attempt
+    filters that all have plan hooks (:class:`~dubbo_py.rpc.filters.HookedAttempts`) is one
+    too: it also has ``attempt_hooks``, which a plan runs for its first attempt, and
+    ``inner``, the provider call without the filters."""
 
     @property
     def plain(self) -> bool:
