@@ -95,9 +95,11 @@ class AttemptHook(Protocol):
 class PlanObservers:
     """The hooks a planned call runs, in the stack's order: the call hooks (outermost first)
     start, the attempt hooks record the first attempt, the call runs, the call hooks finish in
-    reverse order."""
+    reverse order. ``start(provider)`` returns the token to give ``finish(token, error)``; both
+    are put together once, here, for the hooks at hand (one call hook, the common case, costs
+    no frame of its own to finish)."""
 
-    __slots__ = ("attempts", "calls", "declines")
+    __slots__ = ("attempts", "calls", "declines", "finish", "start")
 
     def __init__(self, calls: tuple[CallHook, ...], attempts: tuple[AttemptHook, ...]) -> None:
         self.calls = calls
@@ -107,23 +109,39 @@ class PlanObservers:
         self.declines: Callable[[], bool] = (
             gates[0] if len(gates) == 1 else lambda: any(gate() for gate in gates)
         )
+        #: Start the call hooks and record the first attempt on ``provider``: the token.
+        self.start: Callable[[URL], Any]
+        #: End the call hooks (innermost first), ``error`` None for a success.
+        self.finish: Callable[[Any, BaseException | None], None]
+        if len(calls) != 1:
+            self.start, self.finish = self._start_all, self._finish_all
+            return
+        hook = calls[0]
+        self.finish = hook.finish
+        if not attempts:
+            self.start = lambda provider: hook.start()
+        elif len(attempts) == 1:
+            attempt = attempts[0]
 
-    def start(self, provider: URL) -> Any:
-        """Start the call hooks and record the first attempt; the token for :meth:`finish`."""
-        calls = self.calls
-        token: Any = calls[0].start() if len(calls) == 1 else [hook.start() for hook in calls]
+            def start(provider: URL) -> Any:
+                token = hook.start()
+                attempt(provider)
+                return token
+
+            self.start = start
+        else:
+            self.start = self._start_all
+            self.finish = self._finish_all
+
+    def _start_all(self, provider: URL) -> Any:
+        tokens = [hook.start() for hook in self.calls]
         for attempt in self.attempts:
             attempt(provider)
-        return token
+        return tokens
 
-    def finish(self, token: Any, error: BaseException | None) -> None:
-        """End the call hooks (innermost first)."""
-        calls = self.calls
-        if len(calls) == 1:
-            calls[0].finish(token, error)
-            return
-        for hook, started in zip(reversed(calls), reversed(token), strict=True):
-            hook.finish(started, error)
+    def _finish_all(self, tokens: Any, error: BaseException | None) -> None:
+        for hook, token in zip(reversed(self.calls), reversed(tokens), strict=True):
+            hook.finish(token, error)
 
 
 class _NoCall:

@@ -164,10 +164,11 @@ class CallObserver(_Observer):
 
 
 class _CallHook:
-    """:class:`CallObserver`'s plan hook for one method: the method's statistics, looked up
-    at its first call (a method never called has no series)."""
+    """:class:`CallObserver`'s plan hook for one method. Its statistics are looked up at the
+    method's first call (a method never called has no series); from then on ``start`` is the
+    statistics' own ``begin``, with no frame of the hook's."""
 
-    __slots__ = ("_method", "_observer", "_stats")
+    __slots__ = ("_method", "_observer", "_stats", "start")
 
     #: A traced call takes the filter (tracing.enabled is one check while no tracer is set).
     declines = staticmethod(tracing.enabled)
@@ -176,12 +177,13 @@ class _CallHook:
         self._observer = observer
         self._method = method
         self._stats: MethodStats | None = None
+        #: Count a call that starts now; the token is its start time.
+        self.start: Callable[[], float] = self._first_start
 
-    def start(self) -> float:
-        stats = self._stats
-        if stats is None:
-            stats = self._stats = self._observer.stats(self._method)
-            assert stats is not None  # the observer has metrics (see plan_hook)
+    def _first_start(self) -> float:
+        stats = self._stats = self._observer.stats(self._method)
+        assert stats is not None  # the observer has metrics (see plan_hook)
+        self.start = stats.begin
         return stats.begin()
 
     def finish(self, token: float, error: BaseException | None) -> None:

@@ -106,6 +106,10 @@ class _Calls:
         return wrapped
 
 
+_OK = grpc.StatusCode.OK
+_enabled = tracing.enabled
+
+
 def _start(service: str, method: str, context: Any) -> tuple[Any, object] | None:
     if not tracing.enabled():
         return None
@@ -135,13 +139,17 @@ def _wrap_sync(lazy: _LazyStats, service: str, method: str, handler: Handler) ->
     def unary(request: Any, context: grpc.ServicerContext) -> Any:
         stats = lazy.stats or lazy.load()
         started = stats.begin()
-        traced = _start(service, method, context)
+        traced = _start(service, method, context) if _enabled() else None
         try:
             response = inner(request, context)
         except BaseException as exc:
             _finish(stats, started, traced, context, exc)
             raise
-        _finish(stats, started, traced, context, None)
+        if traced is None:  # _finish without a span, written out: this runs on every call
+            code = _code(context)
+            stats.end(started, None if code is None or code is _OK else failure_reason(code))
+        else:
+            _finish(stats, started, traced, context, None)
         return response
 
     def streaming(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
