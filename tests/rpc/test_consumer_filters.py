@@ -202,3 +202,90 @@ def test_a_forced_mock_answers_outside_the_filters_as_in_dubbo(addresses: list[s
         ).stub
         assert stub.SayHello(hello("ada")).message == "degraded"
         assert log.events == []
+
+
+class Hooked:
+    """A call filter and an attempt filter with plan hooks, writing what they see (filter or
+    hook) into one list."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.events: list[str] = []
+
+    def __call__(self, invocation: Invocation, proceed: Any) -> Any:
+        self.events.append(f"{self.name} filter")
+        return proceed(invocation)
+
+    def attempt(
+        self, provider: URL, invocation: Invocation, timeout: float | None, proceed: Any
+    ) -> Any:
+        self.events.append(f"{self.name} attempt filter")
+        return proceed(provider, invocation, timeout)
+
+    def plan_hook(self, method: str) -> Any:
+        events, name = self.events, self.name
+
+        class Hook:
+            def declines(self) -> bool:
+                return False
+
+            def start(self) -> str:
+                events.append(f"{name} start {method}")
+                return name
+
+            def finish(self, token: str, error: BaseException | None) -> None:
+                events.append(f"{token} finish {'ok' if error is None else 'error'}")
+
+        return Hook()
+
+
+class HookedAttempt:
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def __call__(
+        self, provider: URL, invocation: Invocation, timeout: float | None, proceed: Any
+    ) -> Any:
+        self.events.append("attempt filter")
+        return proceed(provider, invocation, timeout)
+
+    def plan_hook(self, method: str) -> Any:
+        return lambda provider: self.events.append(f"attempt hook {method}")
+
+
+def test_filters_with_plan_hooks_keep_the_fast_path_in_stack_order(
+    addresses: list[str],
+) -> None:
+    outer, inner = Hooked("outer"), Hooked("inner")
+    events = outer.events
+    inner.events = events
+    filters = ConsumerFilters(calls=(outer, inner), attempts=(HookedAttempt(events),))
+    with consumer(addresses, filters) as app:
+        stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=0)
+        assert stub.SayHello(hello("ada")).message == "Hello, ada!"  # compiles the plan
+        assert events == ["outer filter", "inner filter", "attempt filter"]
+        events.clear()
+        assert stub.SayHello(hello("bob")).message == "Hello, bob!"
+        assert stub.SayHello._plan is not None
+    assert events == [
+        "outer start SayHello",
+        "inner start SayHello",
+        "attempt hook SayHello",
+        "inner finish ok",
+        "outer finish ok",
+    ]
+
+
+def test_one_filter_without_a_plan_hook_turns_the_fast_path_off(addresses: list[str]) -> None:
+    hooked = Hooked("hooked")
+
+    def plain(invocation: Invocation, proceed: Any) -> Any:
+        hooked.events.append("plain filter")
+        return proceed(invocation)
+
+    with consumer(addresses, ConsumerFilters(calls=(hooked, plain))) as app:
+        stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", check=0)
+        for name in ("ada", "bob"):
+            stub.SayHello(hello(name))
+        assert stub.SayHello._plan is None
+    assert hooked.events == ["hooked filter", "plain filter"] * 2
