@@ -3,6 +3,7 @@ grpcio, in the same run.
 
     python bench/bench_metrics.py [--seconds 1] [--rounds 15] [--threads 1 8]
                                   [--side-rounds 15] [--side-threads 1 4]
+    python bench/bench_metrics.py --frames 1000      # function calls per call, no clock
 
 One provider process (``bench/metrics_provider.py``) runs two Greeter servers: a plain one and
 one that records the ``dubbo_provider_*`` metrics of every call (``Application(metrics=True)``).
@@ -24,6 +25,8 @@ OpenTelemetry SDK.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -48,10 +51,32 @@ from interleave import (  # noqa: E402
 import dubbo_py  # noqa: E402
 
 
+def frames(call: Call, calls: int) -> str:
+    """Function calls per ``call`` in this thread, counted by cProfile over ``calls`` calls:
+    all of them, and the Python frames of dubbo-py's own modules (a count, not a time: load
+    does not move it)."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        call()
+    profile.disable()
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    everything = sum(counts[1] for counts in stats.values())
+    own = sum(counts[1] for where, counts in stats.items() if "/dubbo_py/" in where[0])
+    return f"{everything / calls:6.1f} function calls per call, {own / calls:5.1f} in dubbo_py"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_round_options(parser, rounds=15, side_threads=[1, 4])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
+    parser.add_argument(
+        "--frames",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: count the function calls per dubbo-py call over N calls (cProfile)",
+    )
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")
@@ -100,6 +125,10 @@ def main() -> None:
         for call in variants.values():
             for _ in range(200):  # warm up channels and caches
                 call()
+        if args.frames:
+            for name in ("dubbo-py, metrics off", "dubbo-py, metrics on (both sides)"):
+                print(f"{name:36s} {frames(variants[name], args.frames)}")
+            return
         providers = [server.pid]
         print(f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved")
         print(HEADER)
