@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = [
+    "DEFAULT_IDLE_DROP",
     "DEFAULT_SLIDE_PERIOD",
     "EWMA_BETA",
     "CallStats",
@@ -48,6 +49,8 @@ __all__ = [
 
 #: Seconds after which the response-time window resets (Dubbo's default slide period, 30 s).
 DEFAULT_SLIDE_PERIOD = 30.0
+#: Seconds after which the cell of a provider nothing called, picked or indexed is dropped.
+DEFAULT_IDLE_DROP = 600.0
 
 
 def method_key(service: str, method: str) -> str:
@@ -179,7 +182,10 @@ class CallStats:
     ``clock`` (seconds, monotonic) measures elapsed time and drives the response-time window;
     inject a fake one in tests. When a window ends, the first caller to notice resets every
     cell (as Dubbo resets every ``SlideWindowData`` together): O(cells) once per window, so
-    reading a cell never has to check which window it belongs to.
+    reading a cell never has to check which window it belongs to. At the same time it drops the
+    cells of providers nothing called, picked or indexed for ``idle_drop`` seconds (a provider
+    that left the fleet for good), so the cells stay bounded by the providers in use; a
+    provider called again starts a fresh cell.
     """
 
     def __init__(
@@ -187,10 +193,12 @@ class CallStats:
         *,
         clock: Callable[[], float] = time.monotonic,
         slide_period: float = DEFAULT_SLIDE_PERIOD,
+        idle_drop: float = DEFAULT_IDLE_DROP,
     ) -> None:
         if not slide_period > 0:
             raise ValueError(f"slide_period must be > 0 seconds, got {slide_period!r}")
         self._clock = clock
+        self._idle_drop = idle_drop
         self._slide_period = slide_period
         self._origin = clock()
         self._cells: dict[tuple[str, str], StatCell] = {}
@@ -226,7 +234,26 @@ class CallStats:
                     for cell in self._cells.values():
                         cell._reset_window()
                     self._window = window
+                    self._drop_idle()
         return self._window
+
+    def _drop_idle(self) -> None:
+        # Caller holds the lock. A fleet that churns (providers replaced under new addresses)
+        # would otherwise leave a cell per address it ever called: drop the cells nothing has
+        # called, picked or watched for ``idle_drop`` seconds, once per window.
+        horizon = self._clock() - self._idle_drop
+        doomed = [
+            key
+            for key, cell in self._cells.items()
+            if cell.active == 0
+            and not cell.watchers
+            and cell.last_end < horizon
+            and cell.last_pick < horizon
+        ]
+        for key in doomed:
+            del self._cells[key]
+        if doomed:
+            self._generation += 1
 
     def cell(self, address: str, method: str) -> StatCell:
         """The cell of (address, method), created on first use."""

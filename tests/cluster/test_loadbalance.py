@@ -371,6 +371,26 @@ def test_shortest_response_ignores_failures_and_resets_with_the_window() -> None
     assert set(sample(lb, (slow, fast), 200, now_ms=NOW)) == {slow, fast}
 
 
+def test_statistics_of_providers_gone_for_good_are_dropped() -> None:
+    # A churning fleet (pods replaced under new addresses) must not leave a cell per address
+    # ever called: cells nothing called, picked or indexed for idle_drop seconds go.
+    clock = FakeClock()
+    stats = CallStats(clock=clock, slide_period=30, idle_drop=600)
+    gone, busy, indexed = provider(1), provider(2), provider(3)
+    for url in (gone, busy, indexed):
+        record(stats, url, 10)
+    lb = LeastActiveLoadBalance(stats, random.Random(1))
+    lb.select((busy, indexed), INV, now_ms=NOW)  # indexes (and so watches) both cells
+    for _ in range(21):  # 630 s, with calls to busy only
+        clock.now += 30
+        record(stats, busy, 10, calls=1)
+    assert {v.address for v in stats.views()} == {busy.address, indexed.address}
+    assert stats.view(busy.address, KEY).total == 3 + 21
+    # Called again, the provider starts afresh.
+    record(stats, gone, 10, calls=1)
+    assert stats.view(gone.address, KEY).total == 1
+
+
 # ---------------------------------------------------------------------- consistent hash
 
 
