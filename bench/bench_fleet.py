@@ -167,7 +167,7 @@ def print_growth(
     by_origin: dict[str, list[int]] = {}
     for stat in after.compare_to(before, "traceback"):
         own = [f for f in stat.traceback if "/dubbo_py/" in f.filename]
-        key = f"{own[0].filename.split('/dubbo_py/')[-1]}:{own[0].lineno}" if own else "(other)"
+        key = f"{own[-1].filename.split('/dubbo_py/')[-1]}:{own[-1].lineno}" if own else "(other)"
         sums = by_origin.setdefault(key, [0, 0])
         sums[0] += stat.size_diff
         sums[1] += stat.count_diff

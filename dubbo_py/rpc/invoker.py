@@ -47,11 +47,13 @@ class ChannelSecurity:
         self._lock = threading.Lock()
         #: What channels opened with these settings share (see :mod:`.shared_channels`).
         self.key: Hashable = (tls, tuple(self._options))
+        # The two keys key_for gives, made once: a pool keeps one per provider it calls.
+        self._keys: dict[bool, Hashable] = {flag: (flag, self.key) for flag in (False, True)}
 
     def key_for(self, provider: URL) -> Hashable:
         """The security part of a shared channel's key for ``provider``: TLS or not, and the
         settings it opens with."""
-        return (use_tls(provider.parameters, self._tls), self.key)
+        return self._keys[use_tls(provider.parameters, self._tls)]
 
     def for_provider(
         self, provider: URL
@@ -301,13 +303,11 @@ class MethodInvoker(InvokerBase):
         headers = self._caller.headers(provider) + self._metadata
         if self._interceptors:
             # The interceptors wrap this reference's calls only: nothing to share.
-            made, headers, bound = self._make(
-                grpc.intercept_channel(pooled, *self._interceptors), headers
-            )
+            target, bound = self._make(grpc.intercept_channel(pooled, *self._interceptors), headers)
         else:
             # Every reference to the service calls a provider with the same multicallable and
             # the same headers: made once per shared channel, not once per reference.
-            made, headers, bound = self._pool.made_on(
+            target, bound = self._pool.made_on(
                 provider,
                 pooled,
                 (
@@ -319,7 +319,6 @@ class MethodInvoker(InvokerBase):
                 ),
                 partial(self._make, pooled, headers),
             )
-        target = (made, headers)
         self._targets[key] = target
         self._callables[key] = bound
         if self._pool.current(address) is not pooled:
@@ -330,9 +329,10 @@ class MethodInvoker(InvokerBase):
             self._targets.pop(key, None)
         return target
 
-    def _make(self, channel: Any, headers: Metadata) -> tuple[Any, Metadata, Any]:
-        """The method's multicallable on ``channel``, the headers, and the multicallable with
-        the headers bound (what a call plan calls)."""
+    def _make(self, channel: Any, headers: Metadata) -> tuple[tuple[Any, Metadata], Any]:
+        """``((multicallable, headers), bound)``: the method's multicallable on ``channel``
+        with the headers it sends, and the multicallable with the headers bound (what a call
+        plan calls)."""
         spec = self.spec
         made = getattr(channel, spec.factory_name)(
             spec.path,
@@ -340,7 +340,7 @@ class MethodInvoker(InvokerBase):
             response_deserializer=spec.response_deserializer,
             _registered_method=True,
         )
-        return made, headers, partial(made, metadata=headers)
+        return (made, headers), partial(made, metadata=headers)
 
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""
