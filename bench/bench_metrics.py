@@ -13,8 +13,9 @@ metrics. The variants:
 - raw grpcio to the plain server (the baseline), and a second channel to it (A/A control);
 - raw grpcio to the measured server: what provider-side metrics cost;
 - dubbo-py (direct ``tri://`` address), metrics off, to the plain server;
-- dubbo-py, metrics on (``Application(..., metrics=True)``), to the measured server: both
-  sides record every call.
+- dubbo-py with metrics on (``Application(..., metrics=True)``) to the plain server: what the
+  consumer's metrics cost;
+- dubbo-py, metrics on, to the measured server: both sides record every call.
 
 Interleaved rounds and side-by-side runs against the baseline, as ``bench/bench_calls.py``
 (see ``bench/interleave.py``), with a known ``--calibration-us`` of client CPU per call to read
@@ -111,12 +112,14 @@ def main() -> None:
         control = raw_stub(plain_address)
         raw_measured = raw_stub(measured_address)
         off = dubbo_stub(plain_address, metrics=False)
+        consumer_only = dubbo_stub(plain_address, metrics=True)
         on = dubbo_stub(measured_address, metrics=True)
         variants: dict[str, Call] = {
             "raw grpcio": lambda: raw.SayHello(request),
             "raw grpcio, 2nd channel": lambda: control.SayHello(request),
             "raw grpcio, provider metrics on": lambda: raw_measured.SayHello(request),
             "dubbo-py, metrics off": lambda: off.SayHello(request),
+            "dubbo-py, consumer metrics only": lambda: consumer_only.SayHello(request),
             "dubbo-py, metrics on (both sides)": lambda: on.SayHello(request),
         }
         calibration = f"raw grpcio + {args.calibration_us:g} µs CPU"
