@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import compress, count
 from operator import is_not, lt
+from typing import Any
 
 from dubbo_py.url import URL
 
@@ -149,6 +150,7 @@ class _Basis:
 
     masks: dict[Hashable, int]
     partitions: dict[Hashable, dict[Hashable, int]]
+    columns: dict[Hashable, tuple[Any, ...]]
     delta: Delta
 
 
@@ -163,6 +165,7 @@ class Snapshot:
     #: Masks and partitions by key (see :meth:`mask_by`), kept for the next snapshot.
     _masks: dict[Hashable, int] = field(init=False, repr=False)
     _partitions: dict[Hashable, dict[Hashable, int]] = field(init=False, repr=False)
+    _columns: dict[Hashable, tuple[Any, ...]] = field(init=False, repr=False)
     _basis: _Basis | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
@@ -173,6 +176,7 @@ class Snapshot:
         object.__setattr__(self, "_select", select)
         object.__setattr__(self, "_masks", {})
         object.__setattr__(self, "_partitions", {})
+        object.__setattr__(self, "_columns", {})
 
     @classmethod
     def following(
@@ -192,14 +196,14 @@ class Snapshot:
         snapshot = cls(providers, version)
         if limit is None:
             limit = min(PATCH_LIMIT, len(providers) // 8)
-        if not previous._masks and not previous._partitions:
+        if not previous._masks and not previous._partitions and not previous._columns:
             return snapshot
         if delta is None:
             delta = Delta.between(previous.providers, providers, limit)
         elif delta.size > limit:
             delta = None
         if delta is not None:
-            basis = _Basis(previous._masks, previous._partitions, delta)
+            basis = _Basis(previous._masks, previous._partitions, previous._columns, delta)
             object.__setattr__(snapshot, "_basis", basis)
         return snapshot
 
@@ -251,6 +255,31 @@ class Snapshot:
             mask = compute() if compute is not None else self.mask_where(holds)
         masks[key] = mask
         return mask
+
+    def column(self, key: Hashable, value: Callable[[URL], Any]) -> tuple[Any, ...]:
+        """``value(provider)`` of every provider, in snapshot order, remembered under ``key``
+        and patched like :meth:`mask_by` (same contract on ``key`` and ``value``): the previous
+        snapshot's values are kept for the providers in both, ``value`` is called for those
+        that arrived. The values are shared between snapshots: do not mutate them."""
+        columns = self._columns
+        found = columns.get(key)
+        if found is not None:
+            return found
+        basis = self._basis
+        old = None if basis is None else basis.columns.get(key)
+        providers = self.providers
+        if old is not None and basis is not None:
+            delta = basis.delta
+            values = list(old)
+            for r in reversed(delta.removed):
+                del values[r]
+            for a in delta.added:
+                values.insert(a, value(providers[a]))
+            made = tuple(values)
+        else:
+            made = tuple([value(p) for p in providers])
+        columns[key] = made
+        return made
 
     def partition(self, key: Hashable, value: Callable[[URL], Hashable]) -> Mapping[Hashable, int]:
         """The providers grouped by ``value(provider)``: each value taken -> the mask of the

@@ -5,7 +5,7 @@ The property runs random rule sets (condition rules reading provider parameters,
 references, ranges and globs, method/argument/attachment conditions; a dynamic tag rule; a
 shard rule) over random sequences of provider arrivals, departures and replacements, kept
 sorted as the directory keeps them, and compares the survivors (and each router's count) of
-random invocations on both."""
+random invocations on both, and the per-provider values a snapshot keeps (``column``)."""
 
 from __future__ import annotations
 
@@ -149,6 +149,10 @@ calls = st.lists(
 )
 
 
+def address_of(url: URL) -> str:
+    return url.address
+
+
 def ordered(urls: list[URL]) -> tuple[URL, ...]:
     """As the directory orders providers."""
     return tuple(sorted(set(urls), key=lambda u: u.to_string()))
@@ -179,6 +183,7 @@ def test_a_following_snapshot_routes_as_one_bound_from_scratch(
     raw = list(start)
     previous = Snapshot(ordered(raw))
     chain.bind(previous, CONSUMER)
+    previous.column("address", address_of)
     patched = 0
     for version, notification in enumerate(notifications, 1):
         for kind, where, url in notification:
@@ -193,6 +198,8 @@ def test_a_following_snapshot_routes_as_one_bound_from_scratch(
         following = Snapshot.following(previous, providers, version, limit=1_000)
         patched += following.delta is not None
         incremental = chain.bind(following, CONSUMER)
+        # Per-provider values (a script rule's invoker records) are patched alike.
+        assert following.column("address", address_of) == tuple(map(address_of, providers))
         following.settle()
         scratch = chain.bind(Snapshot(providers, version), CONSUMER)
         for call in invocations:

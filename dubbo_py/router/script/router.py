@@ -122,7 +122,8 @@ class ScriptRouter:
         program = ProgramSpec(
             key=f"{self.rule.digest[:32]}:{next(_bind_ids)}",
             source=self.rule.script,
-            invokers=tuple(url_record(url) for url in snapshot.providers),
+            # The records of the providers that stayed are the previous snapshot's.
+            invokers=snapshot.column("script.record", url_record),
             context=url_record(consumer),
             max_callstack=self.max_callstack,
         )
