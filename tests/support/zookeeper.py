@@ -2,7 +2,10 @@
 
 The server runs ``org.apache.zookeeper.server.ZooKeeperServerMain`` in a JVM with a generated
 config: a free loopback port, a temporary data directory, ``tickTime`` 200 ms (so sessions may
-be as short as 0.4 s), no admin server, and the ``ruok``/``srvr``/``stat`` four-letter words.
+be as short as 0.4 s), no admin server, the ``ruok``/``srvr``/``stat`` four-letter words, and
+no cap on connections per client address: every process of a test connects from 127.0.0.1,
+and ZooKeeper's default ``maxClientCnxns=60`` refuses the 61st (a benchmark of 100 consumer
+applications plus providers and an operator would otherwise never get them all connected).
 """
 
 from __future__ import annotations
@@ -175,6 +178,9 @@ class ZooKeeperServer:
                     f"maxSessionTimeout={max_session_timeout_ms}",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,stat",
+                    # Every client is on 127.0.0.1: the default cap of 60 per address would
+                    # refuse the 61st session (and a reconnecting one) outright.
+                    "maxClientCnxns=0",
                     # The OS keeps what was written when the process is killed; only a machine
                     # crash would lose it, which tests do not simulate.
                     "forceSync=no",
@@ -341,6 +347,7 @@ class ZooKeeperEnsemble:
                         "maxSessionTimeout=60000",
                         "admin.enableServer=false",
                         "4lw.commands.whitelist=ruok,srvr,stat",
+                        "maxClientCnxns=0",  # every client is on 127.0.0.1 (default cap: 60)
                         "forceSync=no",
                         # Elections retry every 200 ms at most (the default backs off to 60 s).
                         "cnxTimeout=500",
