@@ -6,6 +6,13 @@ disconnected. Persistent watches are kept by re-reading every watched node after
 (re)connection and re-arming one-shot ZooKeeper watches after each event, because kazoo drops
 its watchers when the connection is lost. Callbacks and session listeners run on one
 store-owned thread, never on kazoo's threads (kazoo forbids blocking calls in its listeners).
+
+Watches of one path (and kind) share one ZooKeeper watcher and one read per change: the
+references of an application watch the same rule documents, and so do applications sharing
+the store. On a change event the read is *sent* at once from kazoo's event thread (an
+asynchronous request does not block it) and the store's thread only collects the reply: the
+request travels while that thread wakes up, one thread hand-off less on the push -> applied
+path, which is what a busy process waits on longest.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
@@ -38,6 +45,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _Watcher = Callable[[WatchedEvent], None]
+#: Reads a watched node's state, leaving a one-shot watcher: (full path, watcher, the reply of
+#: a request already sent or None) -> state.
+_Reader = Callable[[str, _Watcher, Any], T]
+#: Sends a read's first request without waiting: (full path, watcher) -> its pending reply.
+_Sender = Callable[[str, _Watcher], Any]
 
 _PERMISSIONS = (
     ("read", Permissions.READ),
@@ -75,6 +87,62 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     kz.ConnectionDropped,
     kz.OperationTimeoutError,
 )
+
+
+class _PathWatches(Generic[T]):
+    """Every watch of one node and kind in one store: one ZooKeeper watcher, one read per
+    change, each watch offered the state (a watch reports only what differs from its last)."""
+
+    def __init__(self, store: ZooKeeperStore, full: str, read: _Reader[T], send: _Sender) -> None:
+        self._client = store.kazoo_client
+        self._dispatcher = store.dispatcher
+        self._full = full
+        self._read = read
+        self._send = send
+        # Replaced whole on every change, so the store's thread iterates without a lock.
+        self._watches: tuple[Watch[T], ...] = ()
+        self._closed = False
+
+    def add(self, watch: Watch[T]) -> None:
+        """Add a watch (under the store's lock)."""
+        self._watches = (*self._watches, watch)
+
+    def remove(self, watch: Watch[T]) -> bool:
+        """Remove a watch (under the store's lock); True when none is left."""
+        self._watches = tuple(w for w in self._watches if w is not watch)
+        return not self._watches
+
+    def close(self) -> None:
+        """Stop: events and reads still in flight are ignored."""
+        self._closed = True
+        for watch in self._watches:
+            watch.cancel()
+
+    def on_event(self, event: WatchedEvent) -> None:
+        """kazoo's watcher (the same function object every time, so kazoo keeps one per path
+        however often it is re-armed); runs on kazoo's event thread."""
+        # Connection-state events (type NONE) carry no change: reconnection re-reads all.
+        if event.type == EventType.NONE or self._closed:
+            return
+        sent: Any = None
+        if self._client.connected:
+            try:
+                sent = self._send(self._full, self.on_event)
+            except Exception:  # the store's thread sends it again and reports any failure
+                sent = None
+        self._dispatcher.submit(lambda: self.refresh(sent))
+
+    def refresh(self, sent: Any = None) -> None:
+        """Read the state (collecting ``sent``, a request already on its way, if any), re-arm
+        the watcher and offer the state to every watch; on the store's thread."""
+        if self._closed or not self._client.connected:
+            return
+        try:
+            state = self._read(self._full, self.on_event, sent)
+        except (*_CONNECTION_ERRORS, self._client.handler.timeout_exception):
+            return  # read again after the reconnection
+        for watch in self._watches:
+            watch.offer(state)
 
 
 class ZooKeeperStore:
@@ -139,8 +207,8 @@ class ZooKeeperStore:
         self._dispatcher = Dispatcher(f"dubbo-zk-events[{self.address}]")
         self._listeners = SessionListeners()
         self._lock = threading.Lock()
-        # Each watch with the function that re-reads its state and re-arms it.
-        self._watches: dict[Watch[Any], Callable[[], None]] = {}
+        # The watches of each (kind, path), sharing one ZooKeeper watcher and one read.
+        self._groups: dict[tuple[str, str], _PathWatches[Any]] = {}
         self._live: threading.Event | None = None
         self._started = False
         self._closed = False
@@ -165,6 +233,11 @@ class ZooKeeperStore:
     def connected(self) -> bool:
         """Whether the store is connected right now."""
         return bool(self._client.connected)
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The store-owned thread that runs watch callbacks and session listeners."""
+        return self._dispatcher
 
     @property
     def kazoo_client(self) -> Any:
@@ -200,10 +273,10 @@ class ZooKeeperStore:
             if self._closed:
                 return
             self._closed = True
-            watches = list(self._watches)
-            self._watches.clear()
-        for watch in watches:
-            watch.cancel()
+            groups = list(self._groups.values())
+            self._groups.clear()
+        for group in groups:
+            group.close()
         self._listeners.clear()
         self._client.remove_listener(self._on_kazoo_state)
         if self._started:
@@ -321,53 +394,48 @@ class ZooKeeperStore:
         node is absent) comes once connected."""
         validate_path(path)
         watch: Watch[ChildrenState] = Watch(path, lambda state: callback(list(state[1])))
-        return self._add_watch(watch, self._read_children)
+        return self._add_watch("children", watch, self._read_children, self._send_children)
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
         """Persistent data watch: ``(data, version)``, ``(None, -1)`` while the node is absent."""
         validate_path(path)
         watch: Watch[DataState] = Watch(path, lambda state: callback(*state))
-        return self._add_watch(watch, self._read_data)
+        return self._add_watch("data", watch, self._read_data, self._send_data)
 
-    def _add_watch(self, watch: Watch[T], read: Callable[[str, _Watcher], T]) -> Cancel:
-        """Register ``watch``; ``read(full_path, watcher)`` reads its state and leaves a one-shot
-        ZooKeeper watch that calls ``watcher`` on the next change."""
-
-        def refresh() -> None:
-            if watch.cancelled or not self._client.connected:
-                return
-            try:
-                state = read(self._full(watch.path), on_event)
-            except (*_CONNECTION_ERRORS, self._client.handler.timeout_exception):
-                return  # read again after the reconnection
-            watch.offer(state)
-
-        # The same function object every time: kazoo keeps one watcher per path for it
-        # however often the watch is re-armed.
-        def on_event(event: WatchedEvent) -> None:
-            # Connection-state events (type NONE) carry no change: reconnection re-reads all.
-            if event.type != EventType.NONE and not watch.cancelled:
-                self._dispatcher.submit(refresh)
-
+    def _add_watch(self, kind: str, watch: Watch[T], read: _Reader[T], send: _Sender) -> Cancel:
+        """Register ``watch`` in the group of its path and kind (made on first use); the group
+        reads again so that the new watch gets the current state (the others, told only of
+        changes, hear nothing new)."""
+        key = (kind, watch.path)
         with self._lock:
             if self._closed:
                 raise StoreError(f"{self.address} is closed")
-            self._watches[watch] = refresh
-        self._dispatcher.submit(refresh)
+            group = self._groups.get(key)
+            if group is None:
+                group = _PathWatches(self, self._full(watch.path), read, send)
+                self._groups[key] = group
+            group.add(watch)
+        self._dispatcher.submit(group.refresh)
 
         def cancel() -> None:
             watch.cancel()
             with self._lock:
-                self._watches.pop(watch, None)
+                if group.remove(watch) and self._groups.get(key) is group:
+                    del self._groups[key]
+                    group.close()
 
         return cancel
 
-    def _read_children(self, full: str, watcher: _Watcher) -> ChildrenState:
+    def _read_children(self, full: str, watcher: _Watcher, sent: Any = None) -> ChildrenState:
         while True:
             try:
-                names = self._client.get_children_async(full, watch=watcher).get(
-                    timeout=self._op_timeout
+                request = (
+                    sent
+                    if sent is not None
+                    else self._client.get_children_async(full, watch=watcher)
                 )
+                sent = None
+                names = request.get(timeout=self._op_timeout)
                 return True, sorted(names)
             except kz.NoNodeError:
                 # ZooKeeper keeps no children watch on an absent node: an exists-watch tells
@@ -376,23 +444,29 @@ class ZooKeeperStore:
                 if stat is None:
                     return False, []
 
-    def _read_data(self, full: str, watcher: _Watcher) -> DataState:
+    def _read_data(self, full: str, watcher: _Watcher, sent: Any = None) -> DataState:
         while True:
             try:
-                data, stat = self._client.get_async(full, watch=watcher).get(
-                    timeout=self._op_timeout
-                )
+                request = sent if sent is not None else self._client.get_async(full, watch=watcher)
+                sent = None
+                data, stat = request.get(timeout=self._op_timeout)
                 return bytes(data or b""), int(stat.version)
             except kz.NoNodeError:
                 stat = self._client.exists_async(full, watch=watcher).get(timeout=self._op_timeout)
                 if stat is None:
                     return None, -1
 
+    def _send_children(self, full: str, watcher: _Watcher) -> Any:
+        return self._client.get_children_async(full, watch=watcher)
+
+    def _send_data(self, full: str, watcher: _Watcher) -> Any:
+        return self._client.get_async(full, watch=watcher)
+
     def _refresh_all(self) -> None:
         with self._lock:
-            refreshes = list(self._watches.values())
-        for refresh in refreshes:
-            refresh()
+            groups = list(self._groups.values())
+        for group in groups:
+            group.refresh()
 
     # -- session -----------------------------------------------------------------------------
 

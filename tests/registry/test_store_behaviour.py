@@ -351,6 +351,20 @@ def test_two_watches_on_one_path_are_independent(store: Store) -> None:
     assert first.last == ["a"]
 
 
+def test_a_watch_added_to_a_watched_path_gets_its_current_state(store: Store) -> None:
+    first, late = Recorder(), Recorder()
+    store.watch_data("/joined", first)
+    first.wait_last((None, -1))
+    store.create("/joined", b"v0")
+    first.wait_last((b"v0", 0))
+    store.watch_data("/joined", late)
+    late.wait_last((b"v0", 0))
+    store.set("/joined", b"v1")
+    first.wait_last((b"v1", 1))
+    late.wait_last((b"v1", 1))
+    assert first.calls == [(None, -1), (b"v0", 0), (b"v1", 1)]
+
+
 def test_watches_see_changes_made_by_another_store(make_store: StoreFactory) -> None:
     watcher, writer = make_store(), make_store()
     kids, data = Recorder(), Recorder()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -195,3 +196,35 @@ def test_close_while_never_connected_returns(own_zookeeper: ZooKeeperServer) -> 
     with pytest.raises(StoreError, match="closed"):
         store.exists("/")
     wait_until(lambda: not store.connected)
+
+
+def test_watches_of_one_node_share_one_read_per_change(
+    zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]
+) -> None:
+    """Ten references of one application watch the same rule document: a push costs
+    ZooKeeper one read, not ten."""
+    store = _open(stores, zookeeper.address)
+    assert store.start()
+    client = store.kazoo_client
+    reads: list[str] = []
+    plain_get = client.get_async
+
+    def counted(path: str, watch: Any = None) -> Any:
+        reads.append(path)
+        return plain_get(path, watch=watch)
+
+    client.get_async = counted
+    recorders = [Recorder() for _ in range(10)]
+    for recorder in recorders:
+        store.watch_data("/rule", recorder)
+    store.create("/rule", b"v0")
+    for recorder in recorders:
+        recorder.wait_last((b"v0", 0))
+    drained = threading.Event()  # the first reads of the ten watches are behind us
+    store.dispatcher.submit(drained.set)
+    assert drained.wait(10)
+    before = len(reads)
+    store.set("/rule", b"v1")
+    for recorder in recorders:
+        recorder.wait_last((b"v1", 1))
+    assert len(reads) - before == 1
