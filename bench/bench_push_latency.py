@@ -14,13 +14,19 @@ SQLite store with its default 20 ms poll), two provider processes
 ``RegistryDirectory``; on every new bound chain it notes ``time.time()`` first, then routes a
 probe call on that chain and prints which provider ports it reaches.
 
+The applications of one consumer process share one registry session (as every dubbo-py
+process does: :mod:`dubbo_py.registry.shared_store`), so ZooKeeper serves ``--consumers``
+consumer sessions, not ``--consumers`` x ``--apps``.
+
 The parent pushes ``--pushes`` condition-router documents per round with
 ``Registry.put_config``, alternating a rule that keeps only provider 1 and one that keeps only
 provider 2, ``--interval`` seconds apart, noting ``time.time()`` just before each write. A push's
 latency at a consumer is the time from that instant to the consumer's first chain that routes
-the probe to the pushed rule's provider. One untimed push first brings every consumer to a known
-rule. Every process runs on this machine, so one wall clock serves all. The figures are the
-p50 / p99 / max over every (consumer, push) pair of a round, and the median of the rounds.
+the probe to the pushed rule's provider. A push that a later one overwrote before a consumer
+read it (the consumer went straight to the newer rule) is counted as *superseded* for that
+consumer, not timed. One untimed push first brings every consumer to a known rule. Every
+process runs on this machine, so one wall clock serves all. The figures are the p50 / p99 / max
+over every (consumer, push) pair of a round, and the median of the rounds.
 
 Each consumer also notes when the store handed it the document (it wraps the directory's
 document callback), which splits the latency into *delivery* (push -> document in the consumer:
@@ -82,6 +88,9 @@ def consumer_main(registry: str, cache: str, name: str, apps: int = 1) -> None:
 
     probe = Invocation(SERVICE, "SayHello", greeter_pb2.HelloRequest(name="probe"))
     lock = threading.Lock()
+    # The number of the last pushed document each application's directory was handed (-1:
+    # none yet): a chain built after it carries that push.
+    last_push = [-1] * apps
 
     def watch(app_index: int) -> tuple[Any, Any]:
         def on_chain(chain: BoundChain) -> None:
@@ -92,7 +101,8 @@ def consumer_main(registry: str, cache: str, name: str, apps: int = 1) -> None:
                 ports = []
             with lock:
                 print(
-                    f"APPLIED {app_index} {applied:.6f} {','.join(map(str, ports)) or '-'}",
+                    f"APPLIED {app_index} {applied:.6f} {','.join(map(str, ports)) or '-'}"
+                    f" {last_push[app_index]}",
                     flush=True,
                 )
 
@@ -108,8 +118,10 @@ def consumer_main(registry: str, cache: str, name: str, apps: int = 1) -> None:
             # When the store handed the document over, for the delivery/processing split; the
             # watch closures look the method up on the instance at each call.
             if watched.key == RULE_KEY and text and text.startswith("# push "):
+                number = int(text.split()[2])
                 with lock:
-                    print(f"RECEIVED {app_index} {time.time():.6f} {text.split()[2]}", flush=True)
+                    print(f"RECEIVED {app_index} {time.time():.6f} {number}", flush=True)
+                    last_push[app_index] = number
             on_document(watched, text)
 
         directory._on_document = received
@@ -137,7 +149,7 @@ class Consumer:
     per applied chain."""
 
     proc: subprocess.Popen[str]
-    applied: list[tuple[float, str]] = field(default_factory=list)
+    applied: list[tuple[float, str, int]] = field(default_factory=list)
     received: dict[int, float] = field(default_factory=dict)
     ready: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -146,7 +158,7 @@ class Consumer:
         with self.lock:
             return self.applied[-1][1] if self.applied else None
 
-    def reports(self) -> tuple[list[tuple[float, str]], dict[int, float]]:
+    def reports(self) -> tuple[list[tuple[float, str, int]], dict[int, float]]:
         with self.lock:
             return list(self.applied), dict(self.received)
 
@@ -159,7 +171,7 @@ def read_process(proc: subprocess.Popen[str], apps: list[Consumer]) -> None:
         if parts[:1] == ["APPLIED"]:
             app = apps[int(parts[1])]
             with app.lock:
-                app.applied.append((float(parts[2]), parts[3]))
+                app.applied.append((float(parts[2]), parts[3], int(parts[4])))
         elif parts[:1] == ["RECEIVED"]:
             app = apps[int(parts[1])]
             with app.lock:
@@ -248,6 +260,7 @@ class Round:
 
     latencies: list[float]
     missed: int
+    superseded: int
     delivery: list[float]
     processing: list[float]
     cpu_ms_per_push: float
@@ -263,7 +276,8 @@ class Round:
             )
         return (
             f"p50 {percentile(lat, 50):6.1f} ms  p99 {percentile(lat, 99):6.1f} ms"
-            f"  max {max(lat):6.1f} ms  ({len(lat)} samples, {self.missed} missed){split}"
+            f"  max {max(lat):6.1f} ms  ({len(lat)} samples, {self.missed} missed,"
+            f" {self.superseded} superseded){split}"
             f"  consumer CPU {self.cpu_ms_per_push:.1f} ms/push"
         )
 
@@ -298,20 +312,27 @@ def push_round(
     latencies: list[float] = []
     delivery: list[float] = []
     processing: list[float] = []
-    missed = 0
+    missed = superseded = 0
     for consumer in consumers:
         reports, received = consumer.reports()
         for at, port, number in pushed:
-            applied = next((t for t, ports in reports if t >= at and ports == port), None)
-            if applied is None:
+            # The first chain built from this push or a later one: when a later push overwrote
+            # this one before the consumer read it, the consumer never routed by it (it went
+            # straight to the newer rule), which is counted apart, not timed.
+            first = next(((t, ports, n) for t, ports, n in reports if n >= number), None)
+            if first is None or first[1] != port:
                 missed += 1
                 continue
+            if first[2] > number:
+                superseded += 1
+                continue
+            applied = first[0]
             latencies.append((applied - at) * 1e3)
             got = received.get(number)
             if got is not None and got <= applied:
                 delivery.append((got - at) * 1e3)
                 processing.append((applied - got) * 1e3)
-    return Round(latencies, missed, delivery, processing, cpu_ms)
+    return Round(latencies, missed, superseded, delivery, processing, cpu_ms)
 
 
 @contextmanager
@@ -328,6 +349,7 @@ def registry_for(backend: str, workdir: Path) -> Iterator[str]:
 
 def run_backend(backend: str, args: argparse.Namespace) -> list[Round]:
     import dubbo_py
+    from dubbo_py.errors import StoreError
     from tests.support.processes import ProviderProcess
 
     rounds: list[Round] = []
@@ -349,7 +371,19 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[Round]:
                 labels = (str(p1.port), str(p2.port))
 
                 def put(text: str) -> None:
-                    reg.put_config(RULE_KEY, text)
+                    # A write while the operator's connection is down is retried once it is
+                    # back (the session outlives a short disconnection): said, and timed from
+                    # the first attempt.
+                    deadline = time.monotonic() + 15
+                    while True:
+                        try:
+                            reg.put_config(RULE_KEY, text)
+                            return
+                        except StoreError as exc:
+                            if time.monotonic() > deadline:
+                                raise
+                            print(f"{backend}: push retried: {exc}", flush=True)
+                            time.sleep(0.1)
 
                 put(rule_text(p2.port, 0))  # untimed: every consumer on a known rule first
                 wait_for(lambda: all(c.last() == labels[1] for c in consumers), 15, "warm-up")
@@ -379,6 +413,7 @@ def summary(backend: str, rounds: list[Round]) -> str:
     worst = max(max(r.latencies) for r in rounds)
     pooled = [x for r in rounds for x in r.latencies]
     missed = sum(r.missed for r in rounds)
+    superseded = sum(r.superseded for r in rounds)
 
     delivery = [
         statistics.median(percentile(r.delivery, q) for r in rounds if r.delivery) for q in (50, 99)
@@ -391,7 +426,7 @@ def summary(backend: str, rounds: list[Round]) -> str:
     return (
         f"{backend:<10} median of {len(rounds)} rounds: p50 {p50:.1f} ms, p99 {p99:.1f} ms;"
         f" pooled p99 {percentile(pooled, 99):.1f} ms, max {worst:.1f} ms,"
-        f" {len(pooled)} samples, {missed} missed; delivery p50/p99"
+        f" {len(pooled)} samples, {missed} missed, {superseded} superseded; delivery p50/p99"
         f" {delivery[0]:.1f}/{delivery[1]:.1f} ms, processing p50/p99"
         f" {processing[0]:.1f}/{processing[1]:.1f} ms, consumer CPU {cpu:.1f} ms/push"
     )

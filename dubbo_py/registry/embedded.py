@@ -149,7 +149,8 @@ class EmbeddedStore:
             tick_interval=poll_interval,
         )
         self._watches_lock = threading.Lock()
-        self._watches: dict[Watch[Any], _Reader] = {}
+        # Each watch with (its kind and path, its reader): watches of one node share a read.
+        self._watches: dict[Watch[Any], tuple[tuple[str, str], _Reader]] = {}
         self._seen_counter = -1
         self._heartbeat_stop = threading.Event()
         self._heartbeat_now = threading.Event()
@@ -390,7 +391,7 @@ class EmbeddedStore:
             names = self._children(conn, path)
             return (False, []) if names is None else (True, names)
 
-        return self._add_watch(watch, read)
+        return self._add_watch(("children", path), watch, read)
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
         """Persistent data watch: ``(data, version)``, ``(None, -1)`` while the node is absent."""
@@ -401,14 +402,16 @@ class EmbeddedStore:
             row = self._row(conn, path)
             return (None, -1) if row is None else (bytes(row[0]), int(row[1]))
 
-        return self._add_watch(watch, read)
+        return self._add_watch(("data", path), watch, read)
 
-    def _add_watch(self, watch: Watch[T], read: Callable[[sqlite3.Connection], T]) -> Cancel:
+    def _add_watch(
+        self, key: tuple[str, str], watch: Watch[T], read: Callable[[sqlite3.Connection], T]
+    ) -> Cancel:
         with self._watches_lock:
             if self._closed:
                 raise StoreError(f"{self.address} is closed")
-            self._watches[watch] = read
-        self._dispatcher.submit(lambda: self._refresh([(watch, read)]))
+            self._watches[watch] = (key, read)
+        self._dispatcher.submit(lambda: self._refresh([(watch, (key, read))]))
 
         def cancel() -> None:
             watch.cancel()
@@ -470,15 +473,19 @@ class EmbeddedStore:
                 raise _Damage("this process's live session vanished from it")
             return int(row[0])
 
-    def _refresh(self, watches: list[tuple[Watch[Any], _Reader]]) -> None:
-        # One read transaction, so all watches see one snapshot; callbacks run after it.
+    def _refresh(self, watches: list[tuple[Watch[Any], tuple[tuple[str, str], _Reader]]]) -> None:
+        # One read transaction, so all watches see one snapshot; callbacks run after it. A node
+        # watched several times (by several references or applications) is read once.
         states: list[tuple[Watch[Any], object]] = []
+        read_once: dict[tuple[str, str], object] = {}
         generation = self._generation
         try:
             with self._read("/") as conn:
-                for watch, read in watches:
+                for watch, (key, read) in watches:
                     if not watch.cancelled:
-                        states.append((watch, read(conn)))
+                        if key not in read_once:
+                            read_once[key] = read(conn)
+                        states.append((watch, read_once[key]))
         except StoreError as exc:
             # The watches keep what they last reported: consumers keep their providers.
             damage = _damage_of(exc)

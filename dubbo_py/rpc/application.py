@@ -35,6 +35,7 @@ from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, consumer_host, provider_hosts
 from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.shared_store import process_stores
 from dubbo_py.registry.store import Store
 from dubbo_py.rpc import startup
 from dubbo_py.rpc.aio_channel import AsyncClusterChannel
@@ -76,20 +77,27 @@ def open_store(
     connect_timeout: float = 5.0,
     auth: tuple[str, str] | None = None,
 ) -> Store | None:
-    """Open the coordination store an address names (None for direct addresses); ``auth`` is
-    a ZooKeeper digest identity."""
+    """A lease on the coordination store an address names (None for direct addresses), shared
+    by the applications of this process on the same address and identity (``auth``, a
+    ZooKeeper digest identity): see :mod:`dubbo_py.registry.shared_store`."""
     if address.kind == "direct":
         return None
+    key = (address.kind, address.location, address.chroot, auth)
+    lease = process_stores.lease(key, lambda: _own_store(address, auth))
+    if address.kind == "zookeeper" and not lease.start(connect_timeout):
+        log.warning("registry %s does not answer yet; retrying in the background", address)
+    return lease
+
+
+def _own_store(address: RegistryAddress, auth: tuple[str, str] | None) -> Store:
+    """A new store (a session of its own) on ``address``."""
     if address.kind == "sqlite":
         from dubbo_py.registry.embedded import EmbeddedStore
 
         return EmbeddedStore(address.location)
     from dubbo_py.registry.zookeeper import ZooKeeperStore
 
-    store = ZooKeeperStore(address.location, address.chroot, auth=auth)
-    if not store.start(connect_timeout):
-        log.warning("registry %s does not answer yet; retrying in the background", address)
-    return store
+    return ZooKeeperStore(address.location, address.chroot, auth=auth)
 
 
 def _bind_error(exc: OSError, listen: ProtocolConfig) -> OSError:
