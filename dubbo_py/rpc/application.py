@@ -154,6 +154,7 @@ class Application:
         self.address = parse_registry_address(registry)
         self._connect_timeout = connect_timeout
         self._cache_path = cache_path
+        self._cache: NotifyCache | None = None
         self._lock = threading.Lock()
         #: One blocking channel per provider address (and security settings), shared by every
         #: reference of this application (see :mod:`dubbo_py.rpc.shared_channels`).
@@ -228,6 +229,16 @@ class Application:
                     migration_step=self._migration_step,
                 )
             return self._registry
+
+    def _notify_cache(self) -> NotifyCache:
+        """The application's cache file of what the registry notified, one for all its
+        references (each writing a copy of its own would overwrite the others' services)."""
+        with self._lock:
+            if self._cache is None:
+                self._cache = NotifyCache(
+                    self._cache_path or default_cache_path(self.name, str(self.address))
+                )
+            return self._cache
 
     @property
     def application_level(self) -> ApplicationLevel | None:
@@ -619,11 +630,7 @@ class Application:
         registry = self.registry
         if registry is not None and self._app_level is not None:
             consumer = self._app_level.consumer_url(consumer)
-        cache = None
-        if registry is not None:
-            cache = NotifyCache(
-                self._cache_path or default_cache_path(self.name, str(self.address))
-            )
+        cache = self._notify_cache() if registry is not None else None
         static = () if registry is not None else self._direct_providers(consumer, spec.name)
         budget = self._budget_for(spec.name)
         return kind(
@@ -773,6 +780,8 @@ class Application:
             with contextlib.suppress(StoreError):
                 self._app_level.close()
             self._app_level = None
+        if self._cache is not None:
+            self._cache.flush()  # what the background writer had not written yet
         if self._store is not None:
             self._store.close()
             self._store = None
