@@ -320,11 +320,11 @@ def push_round(
             # this one before the consumer read it, the consumer never routed by it (it went
             # straight to the newer rule), which is counted apart, not timed.
             first = next(((t, ports, n) for t, ports, n in reports if n >= number), None)
+            if first is not None and first[2] > number:
+                superseded += 1
+                continue
             if first is None or first[1] != port:
                 missed += 1
-                continue
-            if first[2] > number:
-                superseded += 1
                 continue
             applied = first[0]
             latencies.append((applied - at) * 1e3)
@@ -387,6 +387,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[Round]:
 
                 put(rule_text(p2.port, 0))  # untimed: every consumer on a known rule first
                 wait_for(lambda: all(c.last() == labels[1] for c in consumers), 15, "warm-up")
+                time.sleep(1.0)  # what the warm-up set off (first cache writes...) settles
                 print(
                     f"{backend}: {len(consumers)} consumer applications in {args.consumers}"
                     f" processes and 2 providers up in {started:.1f}s",
