@@ -20,6 +20,7 @@ line and column when the fault is in YAML syntax or in rule text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -121,16 +122,24 @@ def routers_from_yaml(text: str, source: str, scope: str | None = None) -> list[
     document's own ``scope`` field say, defaulting to ``service``."""
     if scope is not None and scope not in _SCOPES:
         raise ValueError(f"scope must be one of {sorted(_SCOPES)}, not {scope!r}")
+    return [_compiled_document(text, source, scope)]
+
+
+@functools.lru_cache(maxsize=128)
+def _compiled_document(text: str, source: str, scope: str | None) -> Router:
+    """One document's rule set, compiled once per process: every application of a process
+    (and every reference of one) that reads a pushed document gets the same rule set, which is
+    immutable once compiled, instead of parsing the YAML and the rules again -- ten
+    applications in a process applied a push ten times over. A document that fails raises each
+    time (errors are not kept)."""
     # Every consumer reads every push: libyaml first, the reference parser for errors.
-    return [
-        compile_yaml(
-            text,
-            source,
-            lambda doc: _Document(doc, scope).build(),
-            error=RuleError,
-            empty="the document is empty",
-        )
-    ]
+    return compile_yaml(
+        text,
+        source,
+        lambda doc: _Document(doc, scope).build(),
+        error=RuleError,
+        empty="the document is empty",
+    )
 
 
 def service_routers_from_yaml(text: str, source: str) -> list[Router]:
