@@ -155,7 +155,6 @@ class CallObserver(_Observer):
         self.end(stats, started, traced, None)
         return response
 
-
     def plan_hook(self, method: str) -> _CallHook | _TracedOnly:
         """What a call plan records of a call of ``method`` in place of this filter."""
         if self.metrics is None:
