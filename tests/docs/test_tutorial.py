@@ -13,13 +13,17 @@ What differs from a reader's machine, and nothing else, is here (visible and min
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import queue
 import re
 import signal
 import subprocess
 import sys
+import termios
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -165,13 +169,27 @@ class Terminal:
         same(got, expected, what)
 
     def interrupt(self) -> None:
-        # What it printed so far is already on the screen, above the ^C.
-        while True:
+        """^C: what the command printed before it is already on the screen, above the ^C.
+
+        A line printed just before the signal may still be in the pipe, or in the reader
+        thread's hands, on a busy machine; it would then read as output after the ^C. So the
+        command is stopped first (SIGSTOP: it writes nothing more), every line it wrote is
+        collected and dropped, and only then is it interrupted and let go."""
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        self.process.send_signal(signal.SIGSTOP)
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < 0.3:
+            unread = array.array("i", [0])
+            fcntl.ioctl(fd, termios.FIONREAD, unread)
             try:
-                self.lines.get_nowait()
+                self.lines.get(timeout=0.05)
+                quiet_since = time.monotonic()
             except queue.Empty:
-                break
+                if unread[0]:
+                    quiet_since = time.monotonic()
         self.process.send_signal(signal.SIGINT)
+        self.process.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         if self.process.poll() is None:
