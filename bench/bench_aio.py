@@ -1,7 +1,7 @@
 """Calls per second through dubbo-py's asyncio consumer against a raw ``grpc.aio`` stub.
 
     python bench/bench_aio.py [--seconds 1] [--rounds 20] [--tasks 1 16] [--no-zookeeper]
-                              [--calibration-us 100]
+                              [--calibration-us 100] [--side-rounds 0] [--side-tasks 128]
 
 The asyncio counterpart of ``bench_calls.py``: one provider process serves every variant; the
 client side is a raw ``GreeterStub(grpc.aio.insecure_channel(...))``, a second raw channel (the
@@ -12,20 +12,24 @@ concurrent coroutines call in a loop on one event loop; the variants alternate r
 (interleaved) and the ratios are against raw grpc.aio (see ``bench/interleave.py``; "threads"
 there is concurrent tasks here).
 
-There is no side-by-side mode here: on one event loop the two sides' tasks take turns call by
-call, so a side's share of the calls hardly depends on its cost (a known 100 µs per call read
-0.996 and 1.000 that way, against 0.84 and 0.78 interleaved).
+``--side-rounds N`` adds a side-by-side mode: raw grpc.aio on one event loop and each variant
+on a second loop, in two threads, at the same time. Not on one loop: there the two sides'
+tasks take turns call by call, so a side's share of the calls hardly depends on its cost (a
+known 100 µs per call read 0.996 and 1.000 that way, against 0.84 and 0.78 interleaved).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import sys
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -38,6 +42,7 @@ from interleave import (  # noqa: E402
     HEADER,
     Comparison,
     Run,
+    SideBySide,
     add_round_options,
     burn,
     process_cpu,
@@ -48,6 +53,7 @@ import dubbo_py  # noqa: E402
 from tests.support.processes import ProviderProcess  # noqa: E402
 
 AsyncCall = Callable[[], Awaitable[Any]]
+T = TypeVar("T")
 
 
 async def hammer(calls: list[AsyncCall], seconds: float) -> list[int]:
@@ -83,7 +89,25 @@ async def compare(
     return result
 
 
-async def bench(args: argparse.Namespace, registry: str | None, provider: ProviderProcess) -> None:
+@dataclass
+class Variants:
+    """The variants' calls, made on the running event loop (grpc.aio channels belong to it),
+    and how to close what they hold."""
+
+    calls: dict[str, AsyncCall]
+    closers: list[Callable[[], Awaitable[Any]]]
+
+    async def aclose(self) -> None:
+        """Close every application and channel the variants opened."""
+        for close in self.closers:
+            await close()
+
+
+async def make_variants(
+    args: argparse.Namespace, registry: str | None, provider: ProviderProcess
+) -> Variants:
+    """Raw grpc.aio, its A/A control, dubbo-py direct and (with ``registry``) through the
+    registry, and the calibration variant, all on the running loop."""
     request = greeter_pb2.HelloRequest(name="bench")
     raw_channel = grpc.aio.insecure_channel(provider.address)
     raw = greeter_pb2_grpc.GreeterStub(raw_channel)
@@ -91,12 +115,11 @@ async def bench(args: argparse.Namespace, registry: str | None, provider: Provid
     control = greeter_pb2_grpc.GreeterStub(control_channel)
     direct_app = dubbo_py.Application("bench-direct", registry=f"tri://{provider.address}")
     direct = await direct_app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
-    variants: dict[str, AsyncCall] = {
+    calls: dict[str, AsyncCall] = {
         "raw grpc.aio": lambda: raw.SayHello(request),
         "raw grpc.aio, 2nd channel": lambda: control.SayHello(request),
         "dubbo-py asyncio direct": lambda: direct.SayHello(request),
     }
-    calibration = f"raw grpc.aio + {args.calibration_us:g} µs CPU"
     if args.calibration_us > 0:
 
         async def costly() -> Any:
@@ -105,38 +128,100 @@ async def bench(args: argparse.Namespace, registry: str | None, provider: Provid
             burn(args.calibration_us)
             return reply
 
-        variants[calibration] = costly
-    apps = [direct_app]
+        calls[f"raw grpc.aio + {args.calibration_us:g} µs CPU"] = costly
+    closers: list[Callable[[], Awaitable[Any]]] = [
+        direct_app.aclose,
+        raw_channel.close,
+        control_channel.close,
+    ]
     if registry is not None:
         zk_app = dubbo_py.Application("bench-zk", registry=registry)
         via_zk = await zk_app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
-        variants["dubbo-py asyncio via ZK"] = lambda: via_zk.SayHello(request)
-        apps.append(zk_app)
+        calls["dubbo-py asyncio via ZK"] = lambda: via_zk.SayHello(request)
+        closers.insert(0, zk_app.aclose)
+    for call in calls.values():
+        for _ in range(200):  # warm up channels and caches
+            await call()
+    return Variants(calls, closers)
+
+
+async def bench(args: argparse.Namespace, registry: str | None, provider: ProviderProcess) -> None:
+    variants = await make_variants(args, registry, provider)
     try:
-        for call in variants.values():
-            for _ in range(200):  # warm up channels and caches
-                await call()
         print(f"# {args.rounds} rounds x {args.seconds}s per variant, interleaved")
         print(HEADER.replace("calls/s over", "calls/s (threads = concurrent tasks) over"))
         for tasks in args.tasks:
-            result = await compare(variants, tasks, args.rounds, args.seconds, provider.pid)
+            result = await compare(variants.calls, tasks, args.rounds, args.seconds, provider.pid)
             print("\n".join(result.lines()), flush=True)
     finally:
-        for app in apps:
-            await app.aclose()
-        await raw_channel.close()
-        await control_channel.close()
+        await variants.aclose()
+
+
+class LoopThread:
+    """An event loop running in a thread of its own: the variants made on it run there."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on this loop."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def close(self) -> None:
+        """Stop the loop and its thread."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+def side_by_side(args: argparse.Namespace, registry: str | None, provider: ProviderProcess) -> None:
+    """Raw grpc.aio on one event loop and each variant on another, in two threads, at the same
+    time (``--side-tasks`` tasks each) for ``--side-rounds`` rounds: both sides meet the same
+    machine at every instant, as in ``interleave.side_by_side`` (two threads sharing the GIL,
+    so a side's cost is compressed there as here: read the calibration variant). Two loops
+    and not one: on one loop the two sides' tasks take turns call by call and a cost barely
+    shows (see the module's docstring)."""
+    left, right = LoopThread(), LoopThread()
+    try:
+        base = left.submit(make_variants(args, registry, provider)).result()
+        other = right.submit(make_variants(args, registry, provider)).result()
+        baseline = base.calls["raw grpc.aio"]
+        print(f"# side by side: {args.side_rounds} rounds x {args.seconds}s, two event loops")
+        for per_side in args.side_tasks:
+            for name, call in other.calls.items():
+                rounds: list[tuple[int, int]] = []
+                for _ in range(args.side_rounds):
+                    a = left.submit(hammer([baseline] * per_side, args.seconds))
+                    b = right.submit(hammer([call] * per_side, args.seconds))
+                    rounds.append((sum(a.result()), sum(b.result())))
+                line = SideBySide(name, per_side, rounds).line()
+                print(line.replace(" threads ", " tasks "), flush=True)
+        left.submit(base.aclose()).result()
+        right.submit(other.aclose()).result()
+    finally:
+        left.close()
+        right.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_round_options(parser, rounds=20)
     parser.add_argument("--tasks", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--side-rounds", type=int, default=0, help="side-by-side rounds (0: none)")
+    parser.add_argument(
+        "--side-tasks", type=int, nargs="+", default=[128], help="tasks per side, side by side"
+    )
     parser.add_argument("--no-zookeeper", action="store_true")
     args = parser.parse_args()
 
     with provider_in_registry(not args.no_zookeeper, "bench-aio") as (registry, provider):
-        asyncio.run(bench(args, None if args.no_zookeeper else registry, provider))
+        watched = None if args.no_zookeeper else registry
+        if args.rounds > 0:
+            asyncio.run(bench(args, watched, provider))
+        if args.side_rounds > 0:
+            side_by_side(args, watched, provider)
 
 
 if __name__ == "__main__":
