@@ -11,7 +11,7 @@ on every call).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 import grpc
@@ -24,6 +24,7 @@ __all__ = [
     "WrappedHandlers",
     "behaviour_of",
     "rebuild",
+    "stream_out",
 ]
 
 #: A gRPC method handler (generic only to type checkers).
@@ -102,3 +103,14 @@ class AioHandlerInterceptor(grpc.aio.ServerInterceptor):
         handler: Handler | None = await continuation(handler_call_details)
         # An unknown method's None passes through unchanged, for the server to answer UNIMPLEMENTED.
         return cast("Handler", self._rewrap(handler_call_details, handler))
+
+
+async def stream_out(result: Any) -> AsyncIterator[Any]:
+    """The items a ``grpc.aio`` server-streaming behaviour sends: ``result`` is what it returned,
+    an async iterator of responses, or an awaitable for a servicer that writes with
+    ``context.write`` and returns (nothing to relay then)."""
+    if hasattr(result, "__aiter__"):
+        async for item in result:
+            yield item
+    else:
+        await result

@@ -29,6 +29,7 @@ from dubbo_py.server_handlers import (
     WrappedHandlers,
     behaviour_of,
     rebuild,
+    stream_out,
 )
 
 __all__ = ["AsyncProviderObserver", "ProviderObserver", "handler_wrap"]
@@ -186,12 +187,8 @@ def _wrap_aio(lazy: _LazyStats, service: str, method: str, handler: Handler) -> 
         started = stats.begin()
         traced = _start(service, method, context)
         try:
-            result = inner(request, context)
-            if hasattr(result, "__aiter__"):
-                async for item in result:
-                    yield item
-            else:  # a servicer that writes with context.write and returns
-                await result
+            async for item in stream_out(inner(request, context)):
+                yield item
         except BaseException as exc:
             _finish(stats, started, traced, context, exc)
             raise

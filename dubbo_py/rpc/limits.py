@@ -45,6 +45,7 @@ from dubbo_py.server_handlers import (
     WrappedHandlers,
     behaviour_of,
     rebuild,
+    stream_out,
 )
 
 __all__ = [
@@ -332,12 +333,8 @@ def _wrap_aio(guard: MethodGuard, handler: Handler) -> Handler:
         async def behaviour(request: Any, context: Any) -> AsyncIterator[Any]:
             started = await admit(context)
             try:
-                result = inner(request, context)
-                if hasattr(result, "__aiter__"):
-                    async for item in result:
-                        yield item
-                else:  # a servicer that writes with context.write and returns
-                    await result
+                async for item in stream_out(inner(request, context)):
+                    yield item
             finally:
                 guard.exit(clock() - started)
 
