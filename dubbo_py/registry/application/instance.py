@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dubbo_py.registry.application.documents import json_object
+
 __all__ = [
     "ENDPOINTS",
     "REVISION",
@@ -116,12 +118,7 @@ class ServiceInstance:
     @classmethod
     def parse(cls, data: bytes | str, where: str = "instance") -> ServiceInstance:
         """Read an instance node written by Curator (Java) or dubbo-py."""
-        try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InstanceError(f"{where}: not JSON ({exc})") from None
-        if not isinstance(doc, dict):
-            raise InstanceError(f"{where}: expected a JSON object")
+        doc = json_object(data, where, InstanceError)
         name, address, port = doc.get("name"), doc.get("address"), doc.get("port")
         if not isinstance(name, str) or not name:
             raise InstanceError(f"{where}: no name")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dubbo_py.registry.application.documents import json_object
 from dubbo_py.url import URL
 
 __all__ = [
@@ -191,12 +192,7 @@ class MetadataInfo:
     @classmethod
     def parse(cls, text: str | bytes, where: str = "metadata") -> MetadataInfo:
         """Read a document written by Java or by dubbo-py; :class:`MetadataError` otherwise."""
-        try:
-            doc = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise MetadataError(f"{where}: not JSON ({exc})") from None
-        if not isinstance(doc, dict):
-            raise MetadataError(f"{where}: expected a JSON object")
+        doc = json_object(text, where, MetadataError)
         raw = doc.get("services")
         raw = {} if raw is None else raw
         if not isinstance(raw, dict):
