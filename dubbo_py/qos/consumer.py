@@ -12,7 +12,7 @@ chosen provider and the attempt count on the CLIENT span.
 Both flavours have the same shape: ``(invocation, proceed)`` for a call,
 ``(provider, invocation, timeout, proceed)`` for an attempt; the asyncio ones await ``proceed``.
 
-The blocking observers also have plan hooks (``plan_hook``, the shapes of
+The observers of both flavours also have plan hooks (``plan_hook``, the shapes of
 ``dubbo_py.cluster.plan``'s ``CallHook`` and ``AttemptHook``, a layer above this one):
 a plain failover call then keeps its compiled plan, which counts it exactly as the filters
 would -- requests, outcome by reason, processing, latency, the first attempt -- and retries go
@@ -99,6 +99,12 @@ class _Observer:
             stats = self._stats[method] = self.metrics.method(key)
         return stats
 
+    def plan_hook(self, method: str) -> _CallHook | _TracedOnly:
+        """What a call plan records of a call of ``method`` in place of the filter."""
+        if self.metrics is None:
+            return _TracedOnly()
+        return _CallHook(self, method)
+
     def start_span(self, invocation: Invocation) -> _Traced | None:
         """The CLIENT span (current from now on) and the invocation that carries it."""
         if not tracing.enabled():
@@ -154,12 +160,6 @@ class CallObserver(_Observer):
             raise
         self.end(stats, started, traced, None)
         return response
-
-    def plan_hook(self, method: str) -> _CallHook | _TracedOnly:
-        """What a call plan records of a call of ``method`` in place of this filter."""
-        if self.metrics is None:
-            return _TracedOnly()
-        return _CallHook(self, method)
 
 
 class _CallHook:
@@ -234,6 +234,17 @@ class AttemptCounts:
         #: Attempts per method (read at a scrape, under :attr:`lock`).
         self.counts: dict[str, int] = {}
 
+    def plan_hook(self, method: str) -> Callable[[URL], None]:
+        """What a call plan records of a first attempt of ``method`` in place of the filter
+        (the count; a planned call is never traced, see :class:`CallObserver`)."""
+        lock, counts = self.lock, self.counts
+
+        def attempted(provider: URL) -> None:
+            with lock:
+                counts[method] = counts.get(method, 0) + 1
+
+        return attempted
+
     def note(self, provider: URL, invocation: Invocation) -> None:
         with self.lock:
             self.counts[invocation.method] = self.counts.get(invocation.method, 0) + 1
@@ -261,17 +272,6 @@ class AttemptObserver(AttemptCounts):
     ) -> Any:
         self.note(provider, invocation)
         return proceed(provider, invocation, timeout)
-
-    def plan_hook(self, method: str) -> Callable[[URL], None]:
-        """What a call plan records of a first attempt of ``method`` in place of this filter
-        (the count; a planned call is never traced, see :class:`CallObserver`)."""
-        lock, counts = self.lock, self.counts
-
-        def attempted(provider: URL) -> None:
-            with lock:
-                counts[method] = counts.get(method, 0) + 1
-
-        return attempted
 
 
 class AsyncAttemptObserver(AttemptCounts):

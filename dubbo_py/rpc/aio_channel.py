@@ -5,7 +5,9 @@
 stub.SayHelloStream(req)`` are routed, balanced and retried exactly as in the blocking flavour
 -- the same directory, router chain, load balancer, quarantine and retry budget, wired by the
 same :class:`~dubbo_py.rpc.assembly.ReferenceAssembly`; only the provider call, the strategy and
-the filters are awaited.
+the filters are awaited. Plain failover calls of unary methods run the method's compiled call
+plan, as in the blocking flavour (:mod:`dubbo_py.rpc.planned`), and await failover's first
+attempt on the provider it picks.
 """
 
 from __future__ import annotations
@@ -16,10 +18,14 @@ from typing import Any
 
 import grpc
 
+from dubbo_py.cluster.plan import CallPlan
+from dubbo_py.cluster.strategies.failover import first_attempt_async
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.filters import AsyncCall
-from dubbo_py.rpc.method import BoundMethod, CallSite, StubChannel, StubMethod
+from dubbo_py.rpc.method import BoundMethod, StubChannel, StubMethod
+from dubbo_py.rpc.planned import PlannedSite
 from dubbo_py.rpc.triple import CALL_SINK, Metadata, from_wire
+from dubbo_py.url import URL
 
 __all__ = ["AsyncClusterChannel", "CallResult"]
 
@@ -52,7 +58,7 @@ class CallResult:
         return self._trailing
 
 
-class _AsyncMultiCallable(CallSite):
+class _AsyncMultiCallable(PlannedSite):
     """What a stub calls for one method: ``await stub.Method(request, timeout=...,
     metadata=...)``, ``async for`` over a server-streaming one, ``await ....with_call``."""
 
@@ -63,10 +69,46 @@ class _AsyncMultiCallable(CallSite):
     def __call__(
         self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
     ) -> Any:
-        invocation = self._invocation(request, timeout, metadata)
         if self._streaming:
-            return self._stream(invocation)
-        return self._invoke(invocation)
+            return self._stream(self._invocation(request, timeout, metadata))
+        plan = self._plan
+        provider = self._provider(plan, request, metadata)
+        if provider is None:
+            self._replan(request, metadata)
+            return self._invoke(self._invocation(request, timeout, metadata))
+        assert plan is not None
+        if timeout is None:
+            timeout = plan.timeout
+        direct = plan.multicallables.get(provider.address)
+        if plan.observers is None:
+            return first_attempt_async(
+                self._context, provider, self._method, request, timeout, direct=direct
+            )
+        return self._observed(plan, provider, request, timeout, direct)
+
+    async def _observed(
+        self, plan: CallPlan, provider: URL, request: Any, timeout: float | None, direct: Any
+    ) -> Any:
+        # The filters' plan hooks record what the filters would (dubbo_py/cluster/plan.py),
+        # from when the call is awaited, as the filters do.
+        observers = plan.observers
+        assert observers is not None
+        token = observers.start(provider)
+        try:
+            response = await first_attempt_async(
+                self._context,
+                provider,
+                self._method,
+                request,
+                timeout,
+                direct=direct,
+                call=plan.plain_call,
+            )
+        except BaseException as error:
+            observers.finish(token, error)
+            raise
+        observers.finish(token, None)
+        return response
 
     async def _stream(self, invocation: Invocation) -> AsyncIterator[Any]:
         responses = await self._invoke(invocation)

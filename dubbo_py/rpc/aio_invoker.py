@@ -39,6 +39,7 @@ class AsyncChannelPool:
     and the registry's notify thread call them). The channels are replaced or released on the
     loop -- at once when the pool has called on a loop, else at the next call -- and closed
     ``linger`` seconds later, once no reference holds them, so calls in flight finish.
+    ``on_dropped`` is told (on the loop) of every address whose channel the pool lets go of.
     """
 
     def __init__(
@@ -71,6 +72,8 @@ class AsyncChannelPool:
         self._keep: tuple[int, frozenset[str] | None] = (0, None)
         self._swept = 0
         self._closed = False
+        #: Called on the loop with the addresses whose channel the pool let go of.
+        self.on_dropped: Callable[[list[str]], None] | None = None
 
     def channel(self, provider: URL) -> grpc.aio.Channel:
         """The channel to this provider (on the event loop making the call)."""
@@ -111,14 +114,20 @@ class AsyncChannelPool:
         self._loop_channels.reset(address, key, channel)
         # reset() told every holder, this pool included (dropped), unless another reference
         # had replaced the channel already: forget it either way.
-        self._channels.pop(address, None)
-        self._keys.pop(address, None)
+        self.dropped(address)
 
     def dropped(self, address: str) -> None:
         """The shared channel to ``address`` was replaced by another reference (on the loop):
         forget it, the next call takes the new one."""
         self._channels.pop(address, None)
         self._keys.pop(address, None)
+        if self.on_dropped is not None:
+            self.on_dropped([address])
+
+    @property
+    def intercepted(self) -> bool:
+        """True when the pool's channels have client interceptors."""
+        return self._interceptors is not None
 
     def current(self, address: str) -> grpc.aio.Channel | None:
         """The channel the pool holds for ``address`` now (None: none)."""
@@ -180,11 +189,14 @@ class AsyncChannelPool:
         if addresses is None:
             return
         shared = self._loop_channels
-        for address in [a for a in self._channels if a not in addresses]:
+        gone = [a for a in self._channels if a not in addresses]
+        for address in gone:
             del self._channels[address]
             key = self._keys.pop(address)
             if shared is not None:
                 shared.release(address, key, self)
+        if gone and self.on_dropped is not None:
+            self.on_dropped(gone)
 
     def __len__(self) -> int:
         return len(self._channels)
@@ -196,6 +208,8 @@ class AsyncChannelPool:
         shared = self._loop_channels
         channels, self._channels = self._channels, {}
         keys, self._keys = self._keys, {}
+        if channels and self.on_dropped is not None:
+            self.on_dropped(list(channels))
         if shared is None:
             return
         for address in channels:
@@ -224,37 +238,73 @@ async def _chain(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
 class AsyncMethodInvoker(InvokerBase):
     """Calls one method on the provider the strategy picked (awaitable). Call statistics are
     not kept here: a reference whose balancer reads them wraps the invoker
-    (:class:`~dubbo_py.rpc.filters.AsyncRecordStats`)."""
+    (:class:`~dubbo_py.rpc.filters.AsyncRecordStats`).
+
+    Like the blocking invoker it is a :class:`~dubbo_py.cluster.support.context.PlainCall`
+    for unary methods: :attr:`multicallables` holds each provider's multicallable with its
+    headers bound, which an asyncio call plan awaits directly. An entry lives as long as the
+    pool holds the channel it was made on: the reference forgets it (:meth:`forget`) when the
+    pool lets the channel go or is told to replace it."""
 
     def __init__(
         self, pool: AsyncChannelPool, spec: StubMethod, *, caller: TripleCaller | None = None
     ) -> None:
         super().__init__(spec, caller)
         self._pool = pool
-        # By TripleCaller.key: the channel a callable was made on, the callable, and the
-        # provider's Triple headers.
-        self._callables: dict[str, tuple[grpc.aio.Channel, Any, Metadata]] = {}
+        # By TripleCaller.key: the channel a callable was made on, the callable, the
+        # provider's Triple headers, and those headers as the callable takes them.
+        self._callables: dict[str, tuple[grpc.aio.Channel, Any, Metadata, Any]] = {}
+        #: What a call plan awaits: the multicallable with the provider's headers bound.
+        self._direct: dict[str, Any] = {}
+        spec = self.spec
+        self._plain = (
+            not spec.request_streaming
+            and not spec.response_streaming
+            and not self._caller.several_targets
+        )
+
+    @property
+    def plain(self) -> bool:
+        """True when a call is its cached callable alone -- unary request and response, one
+        set of headers per provider address -- so a call plan may await
+        :attr:`multicallables` directly."""
+        return self._plain
+
+    @property
+    def multicallables(self) -> dict[str, Any]:
+        """The callables made so far (each with its provider's headers bound), by provider
+        address (read-only for callers: entries appear on a provider's first call and go when
+        the pool lets its channel go)."""
+        return self._direct
 
     def forget(self, addresses: Iterable[str]) -> None:
-        """Nothing to drop: a cached callable is used only with the channel that made it."""
+        """Drop the plan's callables of these addresses (thread-safe: each is one dict pop);
+        a callable of the general path is used only with the channel that made it."""
+        for address in addresses:
+            self._direct.pop(address, None)
 
     def no_responses(self) -> AsyncIterator[Any]:
         """No responses: what an asyncio caller of a server-streaming method iterates over."""
         return stream_of([])
 
-    def _callable(self, provider: URL) -> tuple[Any, Metadata]:
+    def _callable(self, provider: URL) -> tuple[Any, Metadata, Any]:
+        """The method's multicallable on the pool's channel to ``provider``, the provider's
+        headers, and the same headers as the multicallable takes them (see :meth:`_make`)."""
         # Asked of the pool on every call: the pool may have replaced the channel (a revived
         # provider gets a fresh one), and a callable belongs to the channel that made it.
         channel = self._pool.channel(provider)
         key = self._caller.key(provider)
         found = self._callables.get(key)
         if found is not None and found[0] is channel:
-            return found[1], found[2]
+            _, made, headers, sent = found
+            if self._plain and key not in self._direct:  # forgotten, the channel kept
+                self._direct[key] = partial(made, metadata=sent)
+            return made, headers, sent
         spec = self.spec
         headers = self._caller.headers(provider)
         # The loop's references calling this method with the same headers share one
         # multicallable per channel (and one copy of the headers).
-        made, headers = self._pool.made_on(
+        made, headers, sent = self._pool.made_on(
             provider,
             channel,
             (
@@ -266,22 +316,29 @@ class AsyncMethodInvoker(InvokerBase):
             ),
             partial(self._make, channel, headers),
         )
-        self._callables[key] = (channel, made, headers)
-        return made, headers
+        self._callables[key] = (channel, made, headers, sent)
+        if self._plain:
+            self._direct[key] = partial(made, metadata=sent)
+        return made, headers, sent
 
-    def _make(self, channel: grpc.aio.Channel, headers: Metadata) -> tuple[Any, Metadata]:
+    def _make(self, channel: grpc.aio.Channel, headers: Metadata) -> tuple[Any, Metadata, Any]:
         spec = self.spec
         made = getattr(channel, spec.factory_name)(
             spec.path,
             request_serializer=spec.request_serializer,
             response_deserializer=spec.response_deserializer,
+            _registered_method=True,
         )
-        return made, headers
+        # grpc.aio turns call metadata given as tuples into a grpc.aio.Metadata on every call
+        # (an ABC check and a dict per call); one made here is taken as it is, and a call only
+        # reads it. Interceptors get it to change, though, so theirs stay tuples.
+        sent = headers if self._pool.intercepted else grpc.aio.Metadata(*headers)
+        return made, headers, sent
 
     async def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
-        call, metadata = self._callable(provider)
+        call, headers, metadata = self._callable(provider)
         if invocation.attachments:
-            metadata = metadata + metadata_from_attachments(invocation.attachments)
+            metadata = headers + metadata_from_attachments(invocation.attachments)
         if self.spec.response_streaming:
             return await _primed(call(invocation.request, timeout=timeout, metadata=metadata))
         made = call(invocation.request, timeout=timeout, metadata=metadata)

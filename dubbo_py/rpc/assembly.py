@@ -36,7 +36,7 @@ from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
 from dubbo_py.cluster.strategies import async_strategy, get_strategy
 from dubbo_py.cluster.strategies.failback import FailbackQueue, failback_async
-from dubbo_py.cluster.strategies.failover import failover
+from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.options import MethodOptions
@@ -400,6 +400,8 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         self.pool = AsyncChannelPool(
             config.client_tls, interceptors=self.interceptors, shared=self.shared_aio_channels
         )
+        self.pool.on_dropped = self._forget
+        self._invokers: list[AsyncMethodInvoker] = []
         #: Blocking channels and invokers for ``failback`` retries (opened on first need).
         self._retry_pool: ChannelPool | None = None
         self._retry_invokers: list[MethodInvoker] = []
@@ -409,14 +411,21 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         return AsyncClusterChannel(self, self.config.attachments, self.pool.close)
 
     def _invoker(self, method: StubMethod) -> AsyncMethodInvoker:
-        return AsyncMethodInvoker(self.pool, method, caller=self.caller)
+        invoker = AsyncMethodInvoker(self.pool, method, caller=self.caller)
+        self._invokers.append(invoker)
+        return invoker
 
     def _strategy(
         self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
     ) -> tuple[AsyncCall, bool]:
         if policy.cluster == "failback":
             return partial(failback_async(self._retry_context(method)), context), False
-        return partial(async_strategy(MethodPolicy(policy.cluster), context, None), context), False
+        strategy = async_strategy(MethodPolicy(policy.cluster), context, None)
+        return partial(strategy, context), strategy is failover_async
+
+    def _forget(self, addresses: list[str]) -> None:
+        for invoker in list(self._invokers):
+            invoker.forget(addresses)
 
     def _retry_context(self, method: StubMethod) -> ClusterContext:
         """The blocking context ``failback`` retries of ``method`` go through."""
@@ -447,7 +456,10 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
             invoker.forget(addresses)
 
     def _revived(self, provider: URL) -> None:
+        # The pool replaces the channel on the loop, soon; a plan must not take the old one
+        # meanwhile, so its callables go now (after reset: a call then finds it stale).
         self.pool.reset(provider.address)
+        self._forget([provider.address])
         if self._retry_pool is not None and self._retry_pool.reset(provider.address):
             for invoker in list(self._retry_invokers):
                 invoker.forget([provider.address])

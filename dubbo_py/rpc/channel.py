@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
-from time import time_ns
 from typing import Any
 
 import grpc
 
-from dubbo_py.cluster.plan import CallPlan, compile_plan
 from dubbo_py.cluster.strategies.failover import first_attempt
 from dubbo_py.cluster.support.pool import LazyPool
-from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.filters import Call
-from dubbo_py.rpc.method import BoundMethod, CallSite, StubChannel, StubMethod
+from dubbo_py.rpc.method import BoundMethod, StubChannel, StubMethod
+from dubbo_py.rpc.planned import PlannedSite
 from dubbo_py.rpc.triple import CALL_SINK, from_wire
 from dubbo_py.rpc.triple import Metadata as Metadata_
 
@@ -55,20 +53,13 @@ class _Call:
         return () if self._call is None else from_wire(self._call.trailing_metadata())
 
 
-class _MultiCallable(CallSite):
+class _MultiCallable(PlannedSite):
     """What a stub calls for one method: ``stub.Method(request, timeout=..., metadata=...)``,
     ``.with_call`` and ``.future``."""
 
     def __init__(self, bound: BoundMethod[Call], attachments: Mapping[str, str]) -> None:
         super().__init__(bound, attachments)
         self._invoke = bound.call
-        #: Plain calls under failover run a compiled plan when one is current.
-        self._plannable = bound.plannable and not attachments
-        #: The call filters' plan hooks (a plan runs them in place of the filters).
-        self._call_hooks = bound.hooks
-        self._plan: CallPlan | None = None
-        #: What the last failed compile was tried against (not retried until it changes).
-        self._unplanned: tuple[object, ...] | None = None
 
     def __call__(
         self,
@@ -79,54 +70,18 @@ class _MultiCallable(CallSite):
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
     ) -> Any:
-        # A call plan's routing and balancing (dubbo_py/cluster/plan.py), written out in this
-        # one frame: it runs on every call. The checks say the plan is still current. The
-        # attempt itself is failover's first_attempt: calling it rather than writing it out
-        # here measured within noise (bench/bench_client_overhead.py, 3 interleaved runs:
-        # roundrobin over 3 providers 5.1-6.2 us against 5.9-7.3 us written out, random over
-        # one 2.9-3.3 us against 2.3-3.1 us).
+        # The attempt is failover's first_attempt: calling it rather than writing it out here
+        # measured within noise (bench/bench_client_overhead.py, 3 interleaved runs: roundrobin
+        # over 3 providers 5.1-6.2 us against 5.9-7.3 us written out, random over one 2.9-3.3
+        # us against 2.3-3.1 us).
         plan = self._plan
-        ctx = self._context
-        quarantine = ctx.quarantine
-        if (
-            plan is None
-            or metadata
-            or plan.chain is not ctx.routes.chain
-            or plan.balancer is not ctx.balancer
-            or plan.settings is not ctx.settings[self._method]
-            or plan.invoker is not ctx.call
-            or type(request) is not plan.request_type
-            or (quarantine is not None and quarantine.addresses)
-            or (plan.observers is not None and plan.observers.declines())
-        ):
-            return self._call(request, timeout, metadata)
-        mask = plan.mask
-        for read, decide in plan.lookups:
-            decision = decide(read(request))
-            if decision is not None:
-                survivors = mask & decision[0]
-                if survivors or decision[1]:
-                    mask = survivors
-                    if not mask:  # the strategy raises the error naming the router
-                        return self._call(request, timeout, metadata)
-        now_ms = time_ns() // 1_000_000
-        pick = plan.picks.get(mask)
-        if pick is None or now_ms >= pick.valid_until_ms:
-            pick = plan.pick_for(mask, now_ms)
-        provider = pick.only
+        provider = self._provider(plan, request, metadata)
         if provider is None:
-            if pick.pick is None:  # a balancer without a picker
-                provider = ctx.balancer.select(
-                    pick.candidates, Invocation(self._service, self._method, request)
-                )
-            else:
-                provider = pick.pick(now_ms)
-                if provider is None:
-                    provider = plan.rebalance(
-                        mask, now_ms, Invocation(self._service, self._method, request)
-                    )
+            return self._call(request, timeout, metadata)
+        assert plan is not None
         if timeout is None:
             timeout = plan.timeout
+        ctx = self._context
         direct = plan.multicallables.get(provider.address)
         observers = plan.observers
         if observers is None:
@@ -146,28 +101,8 @@ class _MultiCallable(CallSite):
     def _call(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
         """A call the plan does not cover: compile a plan first when the call is plain and
         none is current, then run the call through the method's stack."""
-        if self._plannable and not metadata:
-            self._replan(request)
+        self._replan(request, metadata)
         return self._invoke(self._invocation(request, timeout, metadata))
-
-    def _replan(self, request: Any) -> None:
-        ctx = self._context
-        now = (
-            ctx.routes.chain,
-            ctx.balancer,
-            ctx.settings[self._method],
-            ctx.call,
-            type(request),
-        )
-        plan = self._plan
-        tried = self._unplanned
-        if plan is not None:
-            tried = (plan.chain, plan.balancer, plan.settings, plan.invoker, plan.request_type)
-        if tried is not None and all(a is b for a, b in zip(tried, now, strict=True)):
-            return  # compiled against this already (the call is here for another reason)
-        plan = compile_plan(ctx, self._method, request, self._call_hooks)
-        self._plan = plan
-        self._unplanned = now if plan is None else None
 
     def with_call(
         self,

@@ -1,10 +1,12 @@
 """Consumer metrics on the compiled fast path: a consumer with metrics keeps the call plan of
 plain failover calls, and what it records there is what the metrics filters record when the
 plan is off -- the same calls (successes, a business error, a timeout, a retried failover)
-give the same counters. Real gRPC providers on loopback, direct ``tri://`` addresses."""
+give the same counters. Both flavours, blocking and asyncio. Real gRPC providers on loopback,
+direct ``tri://`` addresses."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -68,16 +70,36 @@ def passthrough(invocation: Invocation, proceed: Any) -> Any:
     return proceed(invocation)
 
 
-class Consumer:
-    """A consumer application with metrics on, and its stub; ``planned`` False adds a filter
-    without a plan hook, so every call goes through the filters."""
+async def passthrough_async(invocation: Invocation, proceed: Any) -> Any:
+    """:func:`passthrough` for the asyncio flavour."""
+    return await proceed(invocation)
 
-    def __init__(self, addresses: list[str], planned: bool) -> None:
-        filters = ConsumerFilters() if planned else ConsumerFilters(calls=(passthrough,))
+
+FLAVOURS = ("blocking", "asyncio")
+
+
+class Consumer:
+    """A consumer application with metrics on, and its stub of the ``flavour`` (an asyncio
+    stub's calls run on a loop of the consumer's own); ``planned`` False adds a filter without
+    a plan hook, so every call goes through the filters."""
+
+    def __init__(self, addresses: list[str], planned: bool, flavour: str = "blocking") -> None:
+        if planned:
+            filters = ConsumerFilters()
+        elif flavour == "asyncio":
+            filters = ConsumerFilters(async_calls=(passthrough_async,))
+        else:
+            filters = ConsumerFilters(calls=(passthrough,))
         self.app = dubbo_py.Application(
             "plan-metrics-shop", "tri://" + ",".join(addresses), metrics=True, filters=filters
         )
-        self.stub = self.app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        self.loop = asyncio.new_event_loop() if flavour == "asyncio" else None
+        if self.loop is None:
+            self.stub = self.app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        else:
+            self.stub = self.loop.run_until_complete(
+                self.app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            )
         call = self.stub.SayHello
         #: Calls that went through the method's stack (the strategy inside its filters).
         self.stacked = 0
@@ -91,7 +113,9 @@ class Consumer:
 
     def call(self, name: str, timeout: float | None = None) -> grpc.StatusCode:
         try:
-            self.stub.SayHello(greeter_pb2.HelloRequest(name=name), timeout=timeout)
+            made = self.stub.SayHello(greeter_pb2.HelloRequest(name=name), timeout=timeout)
+            if self.loop is not None:
+                self.loop.run_until_complete(made)
         except grpc.RpcError as error:
             return error.code()
         return grpc.StatusCode.OK
@@ -124,7 +148,11 @@ class Consumer:
         }
 
     def close(self) -> None:
-        self.app.close()
+        if self.loop is None:
+            self.app.close()
+            return
+        self.loop.run_until_complete(self.app.aclose())
+        self.loop.close()
 
 
 def run(consumer: Consumer, flaky: Flaky) -> list[grpc.StatusCode]:
@@ -140,13 +168,14 @@ def run(consumer: Consumer, flaky: Flaky) -> list[grpc.StatusCode]:
     return codes
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_metrics_consumer_records_the_same_with_the_plan_on_and_off(
-    providers: tuple[list[str], Flaky],
+    providers: tuple[list[str], Flaky], flavour: str
 ) -> None:
     addresses, flaky = providers
     seen = {}
     for planned in (True, False):
-        consumer = Consumer(addresses, planned)
+        consumer = Consumer(addresses, planned, flavour)
         try:
             codes = run(consumer, flaky)
             time.sleep(0.5)  # the slow call ends on the provider before the next consumer's
@@ -187,9 +216,10 @@ def test_a_metrics_consumer_records_the_same_with_the_plan_on_and_off(
     assert recorded["samples"]["dubbo_py_consumer_retries_total"] == 1
 
 
-def test_metrics_keep_the_call_plan(providers: tuple[list[str], Flaky]) -> None:
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_metrics_keep_the_call_plan(providers: tuple[list[str], Flaky], flavour: str) -> None:
     addresses, _ = providers
-    consumer = Consumer(addresses, planned=True)
+    consumer = Consumer(addresses, planned=True, flavour=flavour)
     try:
         for i in range(20):
             assert consumer.call(f"n{i}") is grpc.StatusCode.OK
@@ -203,11 +233,12 @@ def test_metrics_keep_the_call_plan(providers: tuple[list[str], Flaky]) -> None:
     assert recorded["samples"]["dubbo_py_consumer_attempts_total"] == 20
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_traced_call_takes_the_filters(
-    providers: tuple[list[str], Flaky], monkeypatch: pytest.MonkeyPatch
+    providers: tuple[list[str], Flaky], monkeypatch: pytest.MonkeyPatch, flavour: str
 ) -> None:
     addresses, _ = providers
-    consumer = Consumer(addresses, planned=True)
+    consumer = Consumer(addresses, planned=True, flavour=flavour)
     try:
         for i in range(3):
             consumer.call(f"n{i}")

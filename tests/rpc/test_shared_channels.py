@@ -302,6 +302,10 @@ def test_an_asyncio_channel_to_a_provider_that_left_every_directory_is_closed(
             await asyncio.sleep(0.05)  # no call needed: the release runs on the loop
         assert channel.get_state() is grpc.ChannelConnectivity.SHUTDOWN
         assert app_channels() == 1
+        # The call plans forgot the released channel's multicallable with it.
+        for ref in refs:
+            plan = ref.stub.SayHello._plan
+            assert plan is not None and leaving not in plan.multicallables
         assert await say_hello(refs[1].stub, "x") == "Hello, x!"
         await consumer.aclose()
 

@@ -6,7 +6,9 @@ asyncio forms.
 :func:`first_attempt` is the first attempt of every blocking failover call, whether it comes
 through :func:`failover` or through a call plan (:mod:`dubbo_py.cluster.plan`, run by the
 stub's multicallable): it counts the request in the retry budget, calls the provider and
-records the outcome; on a failure, :func:`continue_failover` goes on.
+records the outcome; on a failure, :func:`continue_failover` goes on. The asyncio flavour has
+the same three steps, awaited: :func:`failover_async`, :func:`first_attempt_async` (which an
+asyncio call plan runs too) and :func:`continue_failover_async`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ from dubbo_py.cluster.support.routing import Attempts, route
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
-__all__ = ["continue_failover", "failover", "failover_async", "first_attempt"]
+__all__ = [
+    "continue_failover",
+    "continue_failover_async",
+    "failover",
+    "failover_async",
+    "first_attempt",
+    "first_attempt_async",
+]
 
 
 def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
@@ -120,12 +129,77 @@ def continue_failover(
 
 async def failover_async(ctx: ClusterContext, invocation: Invocation) -> Any:
     """:func:`failover`, each provider call awaited."""
-    attempts = Attempts.start(ctx, invocation)
+    settings = ctx.settings[invocation.method]
+    timeout = invocation.timeout
+    if timeout is None:
+        timeout = settings.timeout
+    candidates = route(ctx, invocation, [])
+    quarantine = ctx.quarantine
+    if not settings.sticky and (quarantine is None or not quarantine.addresses):
+        provider = ctx.balancer.select(candidates, invocation)
+    else:
+        provider = ctx.pick(invocation, candidates)
+    return await first_attempt_async(
+        ctx, provider, invocation.method, invocation.request, timeout, invocation=invocation
+    )
+
+
+async def first_attempt_async(
+    ctx: ClusterContext,
+    provider: URL,
+    method: str,
+    request: Any,
+    timeout: float | None,
+    *,
+    invocation: Invocation | None = None,
+    direct: Callable[..., Any] | None = None,
+    call: ProviderCall | None = None,
+) -> Any:
+    """:func:`first_attempt`, the provider call awaited: ``direct`` is then a ``grpc.aio``
+    multicallable with the provider's headers bound, and ``call`` an awaitable provider
+    call."""
+    budget = ctx.budget
+    if budget is not None:
+        budget.deposit()
+    started = 0.0 if timeout is None else monotonic()
+    try:
+        if direct is not None:
+            try:
+                response = await direct(request, timeout=timeout)
+            except grpc.aio.UsageError:
+                # The provider's channel was closed after this call picked it (grpc.aio says
+                # so before sending anything): the provider call below gets a fresh one.
+                direct = None
+        if direct is None:
+            if invocation is None:
+                invocation = Invocation(ctx.service, method, request, timeout=timeout)
+            response = await (ctx.call if call is None else call)(provider, invocation, timeout)
+    except grpc.RpcError as error:
+        if invocation is None:
+            invocation = Invocation(ctx.service, method, request, timeout=timeout)
+        deadline = Deadline(None if timeout is None else started + timeout)
+        return await continue_failover_async(ctx, invocation, deadline, provider, error)
+    outliers = ctx.outliers
+    if outliers is not None and outliers.failing:
+        outliers.succeeded(provider.address)
+    return response
+
+
+async def continue_failover_async(
+    ctx: ClusterContext,
+    invocation: Invocation,
+    deadline: Deadline,
+    provider: URL,
+    error: grpc.RpcError,
+) -> Any:
+    """:func:`continue_failover`, each provider call awaited."""
+    attempts = Attempts(ctx, invocation, deadline)
+    attempts.failed(provider, error)
     for provider in attempts:
         try:
             response = await ctx.call(provider, invocation, attempts.remaining())
-        except grpc.RpcError as error:
-            attempts.failed(provider, error)
+        except grpc.RpcError as retry_error:
+            attempts.failed(provider, retry_error)
         else:
             return attempts.answered(provider, response)
-    raise attempts.error()
+    raise attempts.error() from None
