@@ -10,12 +10,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from dubbo_py.admin import rules
-from dubbo_py.admin.acl import Untrusted
 from dubbo_py.admin.console import model
 from dubbo_py.admin.console.web import Refused, Web, form_int, form_of
 from dubbo_py.admin.lint import lint_rule
 from dubbo_py.admin.reach import reach_of_change
-from dubbo_py.admin.ruleops import Conflict, NotFound
+from dubbo_py.admin.ruleops import Conflict
 from dubbo_py.errors import RuleError
 
 __all__ = [
@@ -153,17 +152,16 @@ def rule_enable(web: Web, request: Request) -> Response:
     """Flip the document's ``enabled`` field (a versioned write)."""
     form = form_of(request)
     key = form.get("key", "")
-    state = web.state
-    try:
-        web.check_writable()
-        with state.write_lock:
-            result = state.env.rule_ops().set_enabled(
-                key,
-                form.get("enabled") == "true",
-                expect_version=form_int(form.get("version", ""), "version"),
-            )
-    except (Refused, Conflict, NotFound, RuleError, ValueError) as exc:
-        return web.message(request, str(exc), ok=False)
+    result = web.write(
+        request,
+        lambda ops: ops.set_enabled(
+            key,
+            form.get("enabled") == "true",
+            expect_version=form_int(form.get("version", ""), "version"),
+        ),
+    )
+    if isinstance(result, Response):
+        return result
     text = f"{result.action}d {key} (version {result.version})"
     return web.message(request, text, ok=True, refresh=True)
 
@@ -187,18 +185,15 @@ def rule_rollback(web: Web, request: Request) -> Response:
     form = form_of(request)
     key = form.get("key", "")
     seq = form.get("seq", "")
-    state = web.state
-    try:
-        web.check_writable()
-        with state.write_lock:
-            result = state.env.rule_ops().rollback(
-                key,
-                form_int(seq, "seq") if seq else None,
-                expect_version=form_int(form.get("version", ""), "version"),
-            )
-    except (Refused, Conflict, NotFound, RuleError, ValueError) as exc:
-        return web.message(request, str(exc), ok=False)
-    except Untrusted as exc:
-        return web.message(request, f"refusing to restore it: {exc}", ok=False)
+    result = web.write(
+        request,
+        lambda ops: ops.rollback(
+            key,
+            form_int(seq, "seq") if seq else None,
+            expect_version=form_int(form.get("version", ""), "version"),
+        ),
+    )
+    if isinstance(result, Response):
+        return result
     restored = result.entry.restored if result.entry else None
     return web.message(request, f"rolled back {key} to #{restored}", ok=True, refresh=True)

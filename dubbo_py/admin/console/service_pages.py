@@ -9,8 +9,7 @@ from starlette.responses import Response
 from dubbo_py.admin import override_documents, rules
 from dubbo_py.admin.console import model
 from dubbo_py.admin.console.web import Refused, Web, form_int, form_of
-from dubbo_py.admin.ruleops import Conflict
-from dubbo_py.errors import RuleError
+from dubbo_py.admin.ruleops import RuleOps, WriteResult
 
 __all__ = ["provider_change", "service_live", "service_view", "services_page"]
 
@@ -49,32 +48,31 @@ def provider_change(web: Web, request: Request) -> Response:
     address = form.get("address", "")
     key = override_documents.target_key(name, form.get("version", ""), form.get("group", ""))
     action = form.get("action", "")
-    state = web.state
-    try:
-        web.check_writable()
-        with state.write_lock:
-            ops = state.env.rule_ops()
-            current = ops.read(key)
-            text = None if current is None else current.text
-            if action == "weight":
-                weight = form_int(form.get("weight", ""), "weight")
-                new = override_documents.set_weight(text, name, address, weight, key)
-                what = f"weight {address} {weight}"
-            elif action in ("disable", "enable"):
-                disable = action == "disable"
-                new = override_documents.set_disabled(text, name, address, disable, key)
-                what = f"{action} {address}"
-            else:
-                raise Refused(f"unknown action {action!r}")
-            rules.validate(rules.parse_key(key), new, key)
-            result = ops.put(
-                key,
-                new,
-                action=f"console: {what}",
-                expect_version=-1 if current is None else current.version,
-            )
-    except (Refused, Conflict, RuleError, ValueError) as exc:
-        return web.message(request, str(exc), ok=False)
+
+    def change(ops: RuleOps) -> WriteResult:
+        current = ops.read(key)
+        text = None if current is None else current.text
+        if action == "weight":
+            weight = form_int(form.get("weight", ""), "weight")
+            new = override_documents.set_weight(text, name, address, weight, key)
+            what = f"weight {address} {weight}"
+        elif action in ("disable", "enable"):
+            disable = action == "disable"
+            new = override_documents.set_disabled(text, name, address, disable, key)
+            what = f"{action} {address}"
+        else:
+            raise Refused(f"unknown action {action!r}")
+        rules.validate(rules.parse_key(key), new, key)
+        return ops.put(
+            key,
+            new,
+            action=f"console: {what}",
+            expect_version=-1 if current is None else current.version,
+        )
+
+    result = web.write(request, change)
+    if isinstance(result, Response):
+        return result
     seq = result.entry.seq if result.entry else None
     text = f"wrote {key} (version {result.version}, history #{seq})"
     return web.message(request, text, ok=True, refresh=True)

@@ -6,21 +6,25 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from dubbo_py.admin.acl import Untrusted
 from dubbo_py.admin.console.security import CSRF_COOKIE, new_token
 from dubbo_py.admin.console.state import ConsoleState
-from dubbo_py.errors import StoreError
+from dubbo_py.admin.ruleops import Conflict, NotFound, RuleOps
+from dubbo_py.errors import RuleError, StoreError
 from dubbo_py.version import __version__
 
 __all__ = ["HERE", "Handler", "Refused", "Web", "form_int", "form_of"]
 
 HERE = Path(__file__).resolve().parent
+
+T = TypeVar("T")
 
 
 class Refused(Exception):
@@ -83,6 +87,19 @@ class Web:
         access = self.state.access
         if not access.allowed:
             raise Refused(access.reason)
+
+    def write(self, request: Request, change: Callable[[RuleOps], T]) -> T | Response:
+        """Make ``change`` with the operator's versioned rule writes, one write at a time, if
+        this console may write: what it returns, or the message answering a write that was
+        refused, met a newer version, named a missing entry or held a bad rule or value."""
+        try:
+            self.check_writable()
+            with self.state.write_lock:
+                return change(self.state.env.rule_ops())
+        except (Refused, Conflict, NotFound, RuleError, ValueError) as exc:
+            return self.message(request, str(exc), ok=False)
+        except Untrusted as exc:
+            return self.message(request, f"refusing to restore it: {exc}", ok=False)
 
     def endpoint(self, handler: Handler) -> Callable[[Request], Any]:
         """The handler as a Starlette endpoint: run in the thread pool (the registry clients
