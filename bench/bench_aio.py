@@ -2,6 +2,7 @@
 
     python bench/bench_aio.py [--seconds 1] [--rounds 20] [--tasks 1 16] [--no-zookeeper]
                               [--calibration-us 100] [--side-rounds 0] [--side-tasks 128]
+                              [--frames 0]
 
 The asyncio counterpart of ``bench_calls.py``: one provider process serves every variant; the
 client side is a raw ``GreeterStub(grpc.aio.insecure_channel(...))``, a second raw channel (the
@@ -16,6 +17,10 @@ there is concurrent tasks here).
 on a second loop, in two threads, at the same time. Not on one loop: there the two sides'
 tasks take turns call by call, so a side's share of the calls hardly depends on its cost (a
 known 100 µs per call read 0.996 and 1.000 that way, against 0.84 and 0.78 interleaved).
+
+``--frames N`` counts instead of timing: N calls of each variant by ``--side-tasks`` concurrent
+tasks under cProfile, and the function calls per call, all of them (the event loop's included)
+and dubbo-py's own frames (a count: load does not move it).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import cProfile
+import pstats
 import sys
 import threading
 import time
@@ -157,6 +164,38 @@ async def bench(args: argparse.Namespace, registry: str | None, provider: Provid
         await variants.aclose()
 
 
+async def frames(call: AsyncCall, calls: int, tasks: int) -> str:
+    """Function calls per call of ``call``, ``calls`` calls made by ``tasks`` concurrent tasks
+    on this loop, counted by cProfile: all of them, and dubbo-py's own Python frames."""
+
+    async def worker(n: int) -> None:
+        for _ in range(n):
+            await call()
+
+    share = [calls // tasks + (1 if i < calls % tasks else 0) for i in range(tasks)]
+    profile = cProfile.Profile()
+    profile.enable()
+    await asyncio.gather(*(worker(n) for n in share))
+    profile.disable()
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    everything = sum(counts[1] for counts in stats.values())
+    own = sum(counts[1] for where, counts in stats.items() if "/dubbo_py/" in where[0])
+    return f"{everything / calls:6.1f} function calls per call, {own / calls:5.1f} in dubbo_py"
+
+
+async def count_frames(
+    args: argparse.Namespace, registry: str | None, provider: ProviderProcess
+) -> None:
+    variants = await make_variants(args, registry, provider)
+    try:
+        for name, call in variants.calls.items():
+            if "CPU" not in name:
+                counted = await frames(call, args.frames, args.side_tasks[0])
+                print(f"{name:32s} {counted}", flush=True)
+    finally:
+        await variants.aclose()
+
+
 class LoopThread:
     """An event loop running in a thread of its own: the variants made on it run there."""
 
@@ -213,11 +252,15 @@ def main() -> None:
     parser.add_argument(
         "--side-tasks", type=int, nargs="+", default=[128], help="tasks per side, side by side"
     )
+    parser.add_argument("--frames", type=int, default=0, help="count function calls per call")
     parser.add_argument("--no-zookeeper", action="store_true")
     args = parser.parse_args()
 
     with provider_in_registry(not args.no_zookeeper, "bench-aio") as (registry, provider):
         watched = None if args.no_zookeeper else registry
+        if args.frames > 0:
+            asyncio.run(count_frames(args, watched, provider))
+            return
         if args.rounds > 0:
             asyncio.run(bench(args, watched, provider))
         if args.side_rounds > 0:

@@ -57,7 +57,7 @@ from dubbo_py.rpc.filters import (
     ConsumerFilters,
     MockFilter,
     RecordStats,
-    call_hooks,
+    plan_hooks,
     wrap_attempts,
     wrap_calls,
 )
@@ -259,7 +259,7 @@ class ReferenceAssembly(Generic[C]):
         call = wrap_calls(filters, strategy)
         # A plan stands for the whole stack: it is kept when every call filter has a plan
         # hook (the consumer's metrics), which it then runs around the call.
-        hooks = call_hooks(filters, method.name)
+        hooks = plan_hooks(filters, method.name)
         if hooks is None:
             return BoundMethod(method, context, call, False)
         return BoundMethod(method, context, call, plannable, hooks)

@@ -53,7 +53,7 @@ import grpc
 from google.protobuf.message import Message
 
 from dubbo_py.cluster.mock import Mock, MockSpec, stream_of
-from dubbo_py.cluster.plan import AttemptHook, CallHook
+from dubbo_py.cluster.plan import AttemptHook
 from dubbo_py.cluster.stats import CallStats
 from dubbo_py.cluster.support.context import PlainCall
 from dubbo_py.invocation import Invocation
@@ -75,7 +75,7 @@ __all__ = [
     "MockFilter",
     "ProviderCall",
     "RecordStats",
-    "call_hooks",
+    "plan_hooks",
     "wrap_attempts",
     "wrap_calls",
 ]
@@ -196,12 +196,15 @@ def wrap_attempts(
     method = getattr(getattr(call, "spec", None), "name", None)
     if method is None or not isinstance(call, PlainCall):
         return wrapped
-    hooks = _hooks(filters, method)
+    hooks = plan_hooks(filters, method)
     return wrapped if hooks is None else HookedAttempts(wrapped, call, hooks)
 
 
-def _hooks(filters: Sequence[Any], method: str) -> tuple[Any, ...] | None:
-    """Each filter's plan hook for ``method``, or None when one of them has none."""
+def plan_hooks(filters: Sequence[Any], method: str) -> tuple[Any, ...] | None:
+    r"""Each filter's plan hook for ``method``, outermost first (call filters give
+    :class:`~dubbo_py.cluster.plan.CallHook`\ s, attempt filters
+    :class:`~dubbo_py.cluster.plan.AttemptHook`\ s): () without filters, None when one of
+    them has no hook (the method's calls then take the filters, never a plan)."""
     hooks = []
     for filter_ in filters:
         plan_hook = getattr(filter_, "plan_hook", None)
@@ -210,12 +213,6 @@ def _hooks(filters: Sequence[Any], method: str) -> tuple[Any, ...] | None:
             return None
         hooks.append(hook)
     return tuple(hooks)
-
-
-def call_hooks(filters: Sequence[Any], method: str) -> tuple[CallHook, ...] | None:
-    """The plan hooks of a method's call filters (outermost first): () without filters, None
-    when one of them has no hook (the method's calls then take the filters, never a plan)."""
-    return _hooks(filters, method)
 
 
 class HookedAttempts:
