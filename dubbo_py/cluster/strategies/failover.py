@@ -37,6 +37,15 @@ __all__ = [
 
 def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
     """Route, pick, and make the first attempt (:func:`first_attempt`)."""
+    provider, timeout = _first_provider(ctx, invocation)
+    return first_attempt(
+        ctx, provider, invocation.method, invocation.request, timeout, invocation=invocation
+    )
+
+
+def _first_provider(ctx: ClusterContext, invocation: Invocation) -> tuple[URL, float | None]:
+    """The provider of the call's first attempt, routed and picked now, and the call's
+    timeout (its own, else the method's)."""
     settings = ctx.settings[invocation.method]
     timeout = invocation.timeout
     if timeout is None:
@@ -45,12 +54,27 @@ def failover(ctx: ClusterContext, invocation: Invocation) -> Any:
     quarantine = ctx.quarantine
     if not settings.sticky and (quarantine is None or not quarantine.addresses):
         # ctx.pick's common case (nothing quarantined, not sticky, nothing tried yet).
-        provider = ctx.balancer.select(candidates, invocation)
-    else:
-        provider = ctx.pick(invocation, candidates)
-    return first_attempt(
-        ctx, provider, invocation.method, invocation.request, timeout, invocation=invocation
-    )
+        return ctx.balancer.select(candidates, invocation), timeout
+    return ctx.pick(invocation, candidates), timeout
+
+
+def _after_first(
+    ctx: ClusterContext,
+    invocation: Invocation | None,
+    call: tuple[str, Any, float | None, float],
+    provider: URL,
+    error: grpc.RpcError,
+) -> Attempts:
+    """The rest of a call whose first attempt on ``provider`` failed with ``error``: its
+    bookkeeping, that failure recorded (raises what the caller must see when it must not be
+    retried). ``call`` is what the first attempt knew: method, request, timeout, and when it
+    started (monotonic)."""
+    method, request, timeout, started = call
+    if invocation is None:
+        invocation = Invocation(ctx.service, method, request, timeout=timeout)
+    attempts = Attempts(ctx, invocation, Deadline(None if timeout is None else started + timeout))
+    attempts.failed(provider, error)
+    return attempts
 
 
 def first_attempt(
@@ -96,27 +120,19 @@ def first_attempt(
             response = (ctx.call if call is None else call)(provider, invocation, timeout)
     except grpc.RpcError as error:
         # Everything past the first attempt lives apart, off the path of calls that succeed.
-        if invocation is None:
-            invocation = Invocation(ctx.service, method, request, timeout=timeout)
-        deadline = Deadline(None if timeout is None else started + timeout)
-        return continue_failover(ctx, invocation, deadline, provider, error)
+        first = (method, request, timeout, started)
+        attempts = _after_first(ctx, invocation, first, provider, error)
+        return continue_failover(attempts)
     outliers = ctx.outliers
     if outliers is not None and outliers.failing:
         outliers.succeeded(provider.address)
     return response
 
 
-def continue_failover(
-    ctx: ClusterContext,
-    invocation: Invocation,
-    deadline: Deadline,
-    provider: URL,
-    error: grpc.RpcError,
-) -> Any:
-    """Failover after its first attempt, on ``provider``, failed with ``error`` (the request
-    already counted in the retry budget)."""
-    attempts = Attempts(ctx, invocation, deadline)
-    attempts.failed(provider, error)
+def continue_failover(attempts: Attempts) -> Any:
+    """Failover after its first attempt failed (recorded in ``attempts``; the request already
+    counted in the retry budget)."""
+    ctx, invocation = attempts.ctx, attempts.invocation
     for provider in attempts:
         try:
             response = ctx.call(provider, invocation, attempts.remaining())
@@ -129,16 +145,7 @@ def continue_failover(
 
 async def failover_async(ctx: ClusterContext, invocation: Invocation) -> Any:
     """:func:`failover`, each provider call awaited."""
-    settings = ctx.settings[invocation.method]
-    timeout = invocation.timeout
-    if timeout is None:
-        timeout = settings.timeout
-    candidates = route(ctx, invocation, [])
-    quarantine = ctx.quarantine
-    if not settings.sticky and (quarantine is None or not quarantine.addresses):
-        provider = ctx.balancer.select(candidates, invocation)
-    else:
-        provider = ctx.pick(invocation, candidates)
+    provider, timeout = _first_provider(ctx, invocation)
     return await first_attempt_async(
         ctx, provider, invocation.method, invocation.request, timeout, invocation=invocation
     )
@@ -175,26 +182,18 @@ async def first_attempt_async(
                 invocation = Invocation(ctx.service, method, request, timeout=timeout)
             response = await (ctx.call if call is None else call)(provider, invocation, timeout)
     except grpc.RpcError as error:
-        if invocation is None:
-            invocation = Invocation(ctx.service, method, request, timeout=timeout)
-        deadline = Deadline(None if timeout is None else started + timeout)
-        return await continue_failover_async(ctx, invocation, deadline, provider, error)
+        first = (method, request, timeout, started)
+        attempts = _after_first(ctx, invocation, first, provider, error)
+        return await continue_failover_async(attempts)
     outliers = ctx.outliers
     if outliers is not None and outliers.failing:
         outliers.succeeded(provider.address)
     return response
 
 
-async def continue_failover_async(
-    ctx: ClusterContext,
-    invocation: Invocation,
-    deadline: Deadline,
-    provider: URL,
-    error: grpc.RpcError,
-) -> Any:
+async def continue_failover_async(attempts: Attempts) -> Any:
     """:func:`continue_failover`, each provider call awaited."""
-    attempts = Attempts(ctx, invocation, deadline)
-    attempts.failed(provider, error)
+    ctx, invocation = attempts.ctx, attempts.invocation
     for provider in attempts:
         try:
             response = await ctx.call(provider, invocation, attempts.remaining())
