@@ -300,21 +300,11 @@ class AsyncMethodInvoker(InvokerBase):
             if self._plain and key not in self._direct:  # forgotten, the channel kept
                 self._direct[key] = partial(made, metadata=sent)
             return made, headers, sent
-        spec = self.spec
         headers = self._caller.headers(provider)
         # The loop's references calling this method with the same headers share one
         # multicallable per channel (and one copy of the headers).
         made, headers, sent = self._pool.made_on(
-            provider,
-            channel,
-            (
-                spec.factory_name,
-                spec.path,
-                spec.request_serializer,
-                spec.response_deserializer,
-                headers,
-            ),
-            partial(self._make, channel, headers),
+            provider, channel, (self.spec, headers), partial(self._make, channel, headers)
         )
         self._callables[key] = (channel, made, headers, sent)
         if self._plain:
@@ -322,13 +312,7 @@ class AsyncMethodInvoker(InvokerBase):
         return made, headers, sent
 
     def _make(self, channel: grpc.aio.Channel, headers: Metadata) -> tuple[Any, Metadata, Any]:
-        spec = self.spec
-        made = getattr(channel, spec.factory_name)(
-            spec.path,
-            request_serializer=spec.request_serializer,
-            response_deserializer=spec.response_deserializer,
-            _registered_method=True,
-        )
+        made = self.spec.multicallable(channel)
         # grpc.aio turns call metadata given as tuples into a grpc.aio.Metadata on every call
         # (an ABC check and a dict per call); one made here is taken as it is, and a call only
         # reads it. Interceptors get it to change, though, so theirs stay tuples.

@@ -299,7 +299,6 @@ class MethodInvoker(InvokerBase):
     def _target(self, provider: URL, key: str) -> tuple[Any, Metadata]:
         address = provider.address
         pooled = self._pool.channel(provider)
-        spec = self.spec
         headers = self._caller.headers(provider) + self._metadata
         if self._interceptors:
             # The interceptors wrap this reference's calls only: nothing to share.
@@ -308,16 +307,7 @@ class MethodInvoker(InvokerBase):
             # Every reference to the service calls a provider with the same multicallable and
             # the same headers: made once per shared channel, not once per reference.
             target, bound = self._pool.made_on(
-                provider,
-                pooled,
-                (
-                    spec.factory_name,
-                    spec.path,
-                    spec.request_serializer,
-                    spec.response_deserializer,
-                    headers,
-                ),
-                partial(self._make, pooled, headers),
+                provider, pooled, (self.spec, headers), partial(self._make, pooled, headers)
             )
         self._targets[key] = target
         self._callables[key] = bound
@@ -333,13 +323,7 @@ class MethodInvoker(InvokerBase):
         """``((multicallable, headers), bound)``: the method's multicallable on ``channel``
         with the headers it sends, and the multicallable with the headers bound (what a call
         plan calls)."""
-        spec = self.spec
-        made = getattr(channel, spec.factory_name)(
-            spec.path,
-            request_serializer=spec.request_serializer,
-            response_deserializer=spec.response_deserializer,
-            _registered_method=True,
-        )
+        made = self.spec.multicallable(channel)
         return (made, headers), partial(made, metadata=headers)
 
     def forget(self, addresses: Iterable[str]) -> None:

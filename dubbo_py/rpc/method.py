@@ -71,6 +71,16 @@ class StubMethod:
             f"{'stream' if self.response_streaming else 'unary'}"
         )
 
+    def multicallable(self, channel: Any) -> Any:
+        """The method's multicallable on a gRPC ``channel``, blocking or ``grpc.aio``
+        (registered with the channel, as generated stubs do)."""
+        return getattr(channel, self.factory_name)(
+            self.path,
+            request_serializer=self.request_serializer,
+            response_deserializer=self.response_deserializer,
+            _registered_method=True,
+        )
+
     def empty_response(self) -> Any:
         """The method's response message with no fields set (None without a deserializer)."""
         deserialize = self.response_deserializer
