@@ -256,19 +256,8 @@ class AsyncMethodInvoker(InvokerBase):
         self._callables: dict[str, tuple[grpc.aio.Channel, Any, Metadata, Any]] = {}
         #: What a call plan awaits: the multicallable with the provider's headers bound.
         self._direct: dict[str, Any] = {}
-        spec = self.spec
-        self._plain = (
-            not spec.request_streaming
-            and not spec.response_streaming
-            and not self._caller.several_targets
-        )
-
-    @property
-    def plain(self) -> bool:
-        """True when a call is its cached callable alone -- unary request and response, one
-        set of headers per provider address -- so a call plan may await
-        :attr:`multicallables` directly."""
-        return self._plain
+        # Whether calls keep callables for a plan (read on every call of the general path).
+        self._plain = self.plain
 
     @property
     def multicallables(self) -> dict[str, Any]:

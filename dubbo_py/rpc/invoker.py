@@ -278,14 +278,6 @@ class MethodInvoker(InvokerBase):
         self._targets: dict[str, tuple[Any, Metadata]] = {}
 
     @property
-    def plain(self) -> bool:
-        """True when a call is its cached callable alone -- unary request and response, one
-        set of headers per provider address -- so a call plan may call
-        :attr:`multicallables` directly."""
-        spec = self.spec
-        return not spec.request_streaming and not spec.response_streaming and self._by_address
-
-    @property
     def multicallables(self) -> dict[str, Any]:
         """The callables made so far (each with its provider's headers bound), by provider
         address (read-only for callers: entries appear on a provider's first call and go when

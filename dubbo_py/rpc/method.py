@@ -103,6 +103,19 @@ class InvokerBase:
         self._caller = caller or TripleCaller()
 
     @property
+    def plain(self) -> bool:
+        """True when a call is the provider's cached callable alone -- unary request and
+        response, one set of headers per provider address -- so a call plan may call the
+        invoker's ``multicallables`` directly
+        (:class:`~dubbo_py.cluster.support.context.PlainCall`)."""
+        spec = self.spec
+        return (
+            not spec.request_streaming
+            and not spec.response_streaming
+            and not self._caller.several_targets
+        )
+
+    @property
     def response_streaming(self) -> bool:
         """Whether the method answers with a stream of responses."""
         return self.spec.response_streaming
