@@ -17,6 +17,7 @@ from dubbo_py.admin.common import (
     json_option,
     print_table,
 )
+from dubbo_py.admin.provider_levels import ListedProvider, levels_label, listed_providers
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance.base import DEFAULT_WARMUP, effective_weight
 from dubbo_py.registry import layout
@@ -103,19 +104,20 @@ def warmup_left_ms(url: URL, now_ms: int) -> int:
 
 
 def provider_json(
-    url: URL,
+    provider: ListedProvider,
     active: list[str],
     configured: URL | None = None,
     now_ms: int | None = None,
-    level: str = "interface",
 ) -> dict[str, Any]:
-    """One provider as ``providers --json`` prints it; ``configured`` is the provider with
+    """One provider as ``providers --json`` prints it; ``configured`` is its shown URL with
     the override rules applied (what consumers balance on), ``now_ms`` the clock warmup is
     read against (default: now)."""
+    url = provider.url
     configured = configured or url
     now = int(time.time() * 1000) if now_ms is None else now_ms
     return {
         "url": url.to_string(),
+        "urls": {level: u.to_string() for level, u in provider.by_level},
         "address": url.address,
         "protocol": url.protocol,
         "application": url.get_str("application"),
@@ -126,7 +128,7 @@ def provider_json(
         "warmup_ms": configured.get_int("warmup", DEFAULT_WARMUP),
         "warmup_left_ms": warmup_left_ms(configured, now),
         "overrides": active,
-        "level": level,
+        "levels": list(provider.levels),
     }
 
 
@@ -169,27 +171,30 @@ def providers(service: str) -> None:
       dubbo-py providers demo.Greeter --registry zookeeper://127.0.0.1:2181 --json
 
     \b
-    JSON: [{"url", "address", "protocol", "application", "version", "group",
-            "weight", "effective_weight", "warmup_ms", "warmup_left_ms",
-            "overrides": ["weight=50", ...], "level": "interface" | "application"}]
+    JSON: [{"url", "urls": {"interface": ..., "application": ...}, "address", "protocol",
+            "application", "version", "group", "weight", "effective_weight", "warmup_ms",
+            "warmup_left_ms", "overrides": ["weight=50", ...],
+            "levels": ["interface", "application"]}]
 
-    Providers registered at the application level (an instance under /services whose
-    metadata offers the service) are listed with level "application", built as consumers
-    build them.
+    \b
+    One row per provider (address, protocol, application, version and group), with the
+    levels it is registered at: "interface" (a provider URL under /dubbo/SERVICE/providers),
+    "application" (an instance under /services whose metadata offers the service, built as
+    consumers build it) or both, "interface+application" (Dubbo 3's default). A provider at
+    both levels shows its application-level URL's values, the level a consumer in the default
+    migration step (APPLICATION_FIRST) reads; "urls" has each level's URL.
     """
     env = env_of()
     registry = env.registry
     known_service(registry, service)
-    urls = sorted(registry.lookup(service, layout.PROVIDERS), key=lambda u: u.to_string())
-    instance_urls = app_level.providers(registry.store, service)
-    levels = ["interface"] * len(urls) + ["application"] * len(instance_urls)
-    urls = urls + instance_urls
+    listed = listed_providers(registry, service)
+    urls = [p.url for p in listed]
     rules = registry.lookup(service, layout.CONFIGURATORS)
     configured = configurators.apply(urls, rules, _documents(registry, service, urls))
     now_ms = int(time.time() * 1000)
     rows = [
-        provider_json(u, overrides.effective(rules, u), c, now_ms, level)
-        for u, c, level in zip(urls, configured, levels, strict=True)
+        provider_json(p, overrides.effective(rules, p.url), c, now_ms)
+        for p, c in zip(listed, configured, strict=True)
     ]
     if env.json:
         emit_json(rows)
@@ -198,7 +203,7 @@ def providers(service: str) -> None:
         f"providers of {service}",
         [
             "ADDRESS",
-            "LEVEL",
+            "LEVELS",
             "PROTOCOL",
             "APPLICATION",
             "VERSION",
@@ -210,7 +215,7 @@ def providers(service: str) -> None:
         (
             [
                 r["address"],
-                r["level"],
+                levels_label(r["levels"]),
                 r["protocol"],
                 r["application"],
                 r["version"],

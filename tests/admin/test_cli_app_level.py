@@ -1,11 +1,13 @@
 """The CLI on an estate with both levels: ``services`` and ``providers`` list application-level
-providers, ``registry status`` says which step and level each consumer is in."""
+providers (``providers`` one row per provider, with the levels it is registered at),
+``registry status`` says which step and level each consumer is in."""
 
 from __future__ import annotations
 
 from dubbo_py.registry.application.paths import migration_path
+from dubbo_py.registry.application.publisher import InstancePublisher
 from dubbo_py.url import URL
-from tests.support.cli_fixtures import CONSUMER, P1, Cli, run
+from tests.support.cli_fixtures import CONSUMER, P1, P2, Cli, run
 from tests.support.java_app_level import write_java_provider
 
 __all__ = ["run"]
@@ -29,14 +31,81 @@ def test_services_and_providers_show_both_levels(run: Cli) -> None:
     assert services["demo.JavaOnly"]["instances"] == 1
     assert "mapping" not in services and "metadata" not in services
     providers = run.json("providers", "demo.Greeter")
-    assert [(p["address"], p["level"]) for p in providers] == [
-        ("10.0.0.5:50051", "interface"),
-        ("10.0.0.9:50070", "application"),
+    # Each registered at one level only: listed at that level.
+    assert [(p["address"], p["levels"]) for p in providers] == [
+        ("10.0.0.5:50051", ["interface"]),
+        ("10.0.0.9:50070", ["application"]),
     ]
+    assert list(providers[1]["urls"]) == ["application"]
     assert providers[1]["application"] == "java-greeter"
     assert providers[1]["version"] == "1.0.0"
     table = run("providers", "demo.JavaOnly")
-    assert table.exit_code == 0 and "application" in table.stdout
+    assert table.exit_code == 0
+    assert _row(table.stdout, "10.0.0.8:50071")[:2] == ["10.0.0.8:50071", "application"]
+
+
+def _row(table: str, address: str) -> list[str]:
+    """The cells of the one table row of ``address``."""
+    [line] = [ln for ln in table.splitlines() if ln.startswith(address)]
+    return [cell.strip() for cell in line.split("│")]
+
+
+def _both_levels(run: Cli, *urls: str) -> None:
+    """Register providers as a dubbo-py provider in the default register mode (``all``) does:
+    the provider URL and the application's instance."""
+    publisher = InstancePublisher(run.registry.store, "greeter")
+    for url in urls:
+        run.register(url)
+        publisher.add(URL.parse(url))
+
+
+def test_a_provider_at_both_levels_is_one_row_naming_both(run: Cli) -> None:
+    _both_levels(run, P1)
+    table = run("providers", "demo.Greeter")
+    assert table.exit_code == 0, table.output
+    assert "LEVELS" in table.stdout
+    assert _row(table.stdout, "10.0.0.5:50051")[:4] == [
+        "10.0.0.5:50051",
+        "interface+application",
+        "tri",
+        "greeter",
+    ]
+    [provider] = run.json("providers", "demo.Greeter")
+    assert (provider["address"], provider["levels"]) == (
+        "10.0.0.5:50051",
+        ["interface", "application"],
+    )
+    assert (provider["application"], provider["version"], provider["weight"]) == (
+        "greeter",
+        "1.0.0",
+        100,
+    )
+    # Both registrations are kept; the row shows the application level's, which a consumer
+    # in the default migration step reads.
+    assert list(provider["urls"]) == ["interface", "application"]
+    assert URL.parse(provider["urls"]["interface"]) == URL.parse(P1)
+    assert provider["url"] == provider["urls"]["application"]
+
+
+def test_two_providers_at_both_levels_are_two_rows(run: Cli) -> None:
+    _both_levels(run, P1, P2)
+    run.register(P2.replace("version=1.0.0", "version=2.0.0"))
+    listed = run.json("providers", "demo.Greeter")
+    assert [(p["address"], p["version"], p["levels"]) for p in listed] == [
+        ("10.0.0.5:50051", "1.0.0", ["interface", "application"]),
+        ("10.0.0.6:50051", "1.0.0", ["interface", "application"]),
+        # Another service version at the same address is another provider.
+        ("10.0.0.6:50051", "2.0.0", ["interface"]),
+    ]
+    table = run("providers", "demo.Greeter")
+    rows = [ln for ln in table.stdout.splitlines() if ln.startswith("10.0.0.")]
+    assert len(rows) == 3
+    assert [r.count("interface+application") for r in rows] == [1, 1, 0]
+    # An override reaches the provider once, whichever level consumers read it from.
+    result = run("override", "weight", "demo.Greeter", "10.0.0.5:50051", "50")
+    assert result.exit_code == 0, result.output
+    listed = run.json("providers", "demo.Greeter")
+    assert [p["overrides"] for p in listed] == [["weight=50"], [], []]
 
 
 def test_registry_status_says_each_consumers_step_and_level(run: Cli) -> None:

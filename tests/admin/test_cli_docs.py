@@ -11,8 +11,10 @@ from click.testing import CliRunner
 
 from dubbo_py.admin.cli import cli
 from dubbo_py.admin.common import CliEnv
+from dubbo_py.registry.application.publisher import InstancePublisher
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
+from tests.support.java_app_level import write_java_provider
 from tests.support.memory_store import MemoryStore, MemoryTree
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
@@ -96,3 +98,23 @@ def test_push_dry_run_and_invalid_rule_examples(cwd: Path) -> None:
     (cwd / "bad.yaml").write_text(edited.replace("host = ", "host "), encoding="utf-8")
     args, output = transcript("An invalid rule is refused with its file, line and column")
     assert run(args) == (1, output)
+
+
+def test_providers_at_both_levels_example() -> None:
+    tree = MemoryTree()
+    live = MemoryStore(tree)
+    publisher = InstancePublisher(live, "greeter")
+    for host in ("10.0.0.5", "10.0.0.6"):
+        # A dubbo-py provider in the default register mode: the provider URL and the instance.
+        url = URL.parse(
+            f"tri://{host}:50051/demo.Greeter?application=greeter"
+            "&methods=SayHello,SayHelloStream&side=provider&version=1.0.0"
+        )
+        Registry(live).register(url)
+        publisher.add(url)
+    write_java_provider(live, "java-greeter", "10.0.0.9", 50070, "demo.Greeter", version="1.0.0")
+    args, output = transcript("are three rows:")
+    env = CliEnv(opener=lambda _address, _timeout: MemoryStore(tree))
+    result = CliRunner().invoke(cli, args, obj=env)
+    assert result.exit_code == 0, result.output
+    same_lines(result.stdout, output)

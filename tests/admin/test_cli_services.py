@@ -65,6 +65,7 @@ def test_providers_and_consumers(run: Cli) -> None:
     assert [p["address"] for p in providers] == ["10.0.0.5:50051", "10.0.0.6:50051"]
     assert providers[0] == {
         "url": URL.parse(P1).to_string(),
+        "urls": {"interface": URL.parse(P1).to_string()},
         "address": "10.0.0.5:50051",
         "protocol": "tri",
         "application": "greeter",
@@ -75,7 +76,7 @@ def test_providers_and_consumers(run: Cli) -> None:
         "warmup_ms": 600_000,
         "warmup_left_ms": 0,
         "overrides": [],
-        "level": "interface",
+        "levels": ["interface"],
     }
     assert run.json("consumers", "demo.Greeter") == [
         {

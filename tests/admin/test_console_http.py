@@ -18,8 +18,11 @@ import pytest
 from dubbo_py.admin.connection import open_admin_store
 from dubbo_py.admin.history import History
 from dubbo_py.registry.address import parse_registry_address
+from dubbo_py.registry.application.publisher import InstancePublisher
 from dubbo_py.registry.registry import Registry
+from dubbo_py.url import URL
 from tests.support.console_process import ConsoleProcess
+from tests.support.java_app_level import write_java_provider
 from tests.support.zookeeper import ZooKeeperServer
 
 KEY = "demo.Greeter:1.0.0:.condition-router"
@@ -191,3 +194,34 @@ def test_provider_weight_is_a_versioned_write_in_the_history(
     assert doc is not None and "weight: 40" in doc.text and doc.version == 0
     [entry] = registry[1].entries(key)
     assert (entry.action, entry.operator) == ("console: weight 127.0.0.1:50051 40", "carol")
+
+
+def test_the_service_page_shows_a_provider_once_with_its_levels(
+    browser: Browser, registry: tuple[Registry, History]
+) -> None:
+    service = f"svc{uuid.uuid4().hex[:6]}.Greeter"
+    both, interface_only = (
+        URL.parse(f"tri://{host}:50051/{service}?application=greeter&methods=SayHello")
+        for host in ("10.0.0.5", "10.0.0.6")
+    )
+    # As dubbo-py providers register by default: the provider URL and the instance.
+    registry[0].register(both)
+    InstancePublisher(registry[0].store, "greeter").add(both)
+    registry[0].register(interface_only)
+    status, body = browser.get(f"/service/{service}")
+    assert status == 200, body
+    rows = re.findall(
+        r'<tr class="provider-row[^"]*" data-address="([^"]+)">(.*?)</tr>', body, re.S
+    )
+    levels = [
+        (address, re.findall(r'<td class="levels">([^<]*)</td>', row)) for address, row in rows
+    ]
+    assert levels == [
+        ("10.0.0.5:50051", ["interface+application"]),
+        ("10.0.0.6:50051", ["interface"]),
+    ]
+    # A service of a provider registered at the application level only has its page too.
+    java = f"svc{uuid.uuid4().hex[:6]}.JavaOnly"
+    write_java_provider(registry[0].store, "java-only", "10.0.0.8", 50071, java)
+    status, body = browser.get(f"/service/{java}")
+    assert status == 200 and '<td class="levels">application</td>' in body

@@ -1,6 +1,6 @@
 """What the console shows, computed from a registry: each consumer's reach per method under the
-rules in force, providers after the console's weight/disable documents, services with their
-rules, and histories with diffs."""
+rules in force, providers (one row each, with the levels it is registered at) after the
+console's weight/disable documents, services with their rules, and histories with diffs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from dubbo_py.admin import override_documents, rules
 from dubbo_py.admin.console import model
 from dubbo_py.admin.history import History
 from dubbo_py.admin.ruleops import RuleOps
+from dubbo_py.registry.application.publisher import InstancePublisher
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
+from tests.support.java_app_level import write_java_provider
 from tests.support.memory_store import MemoryStore
 
 P1 = "tri://10.0.0.5:50051/demo.Greeter?application=greeter&interface=demo.Greeter&methods=SayHello,Other&side=provider&version=1.0.0"
@@ -81,3 +83,24 @@ def test_history_rows_are_newest_first_with_diffs() -> None:
     assert "-  - method = SayHello => host = 10.0.0.6" in rows[0].diff
     assert "+  - method = SayHello => host = 10.0.0.5" in rows[0].diff
     assert [r.key for r in model.rule_rows(registry)] == [KEY]
+
+
+def test_a_provider_registered_at_both_levels_is_one_row_with_both_levels() -> None:
+    registry, ops = _registry()
+    # 10.0.0.5 as a dubbo-py provider registers by default: its instance too.
+    InstancePublisher(registry.store, "greeter").add(URL.parse(P1))
+    ops.put(
+        override_documents.target_key("demo.Greeter", "1.0.0", ""),
+        override_documents.set_weight(None, "demo.Greeter", "10.0.0.5:50051", 30),
+    )
+    # A Java provider registered at the application level only (register-mode=instance).
+    write_java_provider(registry.store, "java", "10.0.0.9", 50070, "demo.Greeter", version="1.0.0")
+    page = model.service_page(registry, "demo.Greeter")
+    shown = [(p.address, p.levels_label, p.weight, p.overrides) for p in page.providers]
+    assert shown == [
+        ("10.0.0.5:50051", "interface+application", 30, ("weight=30",)),
+        ("10.0.0.6:50051", "interface", 100, ()),
+        ("10.0.0.9:50070", "application", 100, ()),
+    ]
+    # The reach matrix routes over the interface level (see reach_now): no column for 10.0.0.9.
+    assert all(m.providers == ("10.0.0.5:50051", "10.0.0.6:50051") for m in page.matrices)

@@ -157,18 +157,20 @@ def test_providers_overrides_and_status_with_a_live_provider(
 ) -> None:
     provider = providers()
     listed = json.loads(ok(registry_address, "providers", "demo.Greeter", "--json"))
-    # Registered at both levels (register_mode "all", Dubbo 3.3's default).
-    assert [(p["address"], p["level"]) for p in listed] == [
-        (provider.address, "interface"),
-        (provider.address, "application"),
+    # Registered at both levels (register_mode "all", Dubbo 3.3's default): one provider.
+    assert [(p["address"], p["levels"]) for p in listed] == [
+        (provider.address, ["interface", "application"]),
     ]
+    table = ok(registry_address, "providers", "demo.Greeter")
+    [row] = [ln for ln in table.splitlines() if ln.startswith(provider.address)]
+    assert "interface+application" in row
     out = json.loads(
         ok(registry_address, "override", "weight", "demo.Greeter", provider.address, "50", "--json")
     )
     assert [o["action"] for o in out] == ["added"]
     listed = json.loads(ok(registry_address, "providers", "demo.Greeter", "--json"))
     # An override applies at both levels, as consumers apply it to either level's providers.
-    assert [p["overrides"] for p in listed] == [["weight=50"], ["weight=50"]]
+    assert [p["overrides"] for p in listed] == [["weight=50"]]
     status = json.loads(ok(registry_address, "registry", "status", "--json"))
     assert (status["reachable"], status["services"], status["providers"]) == (True, 1, 1)
     assert (status["applications"], status["instances"]) == (1, 1)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dubbo_py.admin import overrides, rules
+from dubbo_py.admin import overrides, provider_levels, rules
 from dubbo_py.admin.history import History, HistoryEntry
 from dubbo_py.admin.history_diff import change_summary
 from dubbo_py.admin.reach import ConsumerReach, reach_now
@@ -53,12 +53,21 @@ class ServiceRow:
 
 @dataclass(frozen=True)
 class ProviderRow:
-    """A provider as consumers see it after override rules."""
+    """A provider as consumers see it after override rules: one row per provider, whichever
+    levels it is registered at (see :mod:`dubbo_py.admin.provider_levels`)."""
 
+    #: The URL shown (the application-level one when registered at both levels).
     url: URL
     configured: URL
     #: Descriptions of what override rules change on it (``weight=50``, ``disabled=true``).
     overrides: tuple[str, ...]
+    #: The levels it is registered at, interface level first.
+    levels: tuple[str, ...] = (provider_levels.INTERFACE,)
+
+    @property
+    def levels_label(self) -> str:
+        """``interface+application``, ``interface`` or ``application``."""
+        return provider_levels.levels_label(self.levels)
 
     @property
     def address(self) -> str:
@@ -193,25 +202,31 @@ def _consumer_label(url: URL) -> str:
 
 
 def service_page(registry: Registry, service: str) -> ServicePage:
-    """The service page's data: providers after overrides, consumers, reach per method."""
-    urls = sorted(registry.lookup(service, layout.PROVIDERS), key=lambda u: u.to_string())
+    """The service page's data: providers after overrides (one row per provider, at either
+    level), consumers, reach per method."""
+    listed = provider_levels.listed_providers(registry, service)
+    urls = [p.url for p in listed]
     override_urls = registry.lookup(service, layout.CONFIGURATORS)
     documents = _documents(registry, urls, service)
     configured = configurators.apply(urls, override_urls, documents)
     rows = []
-    for url, after in zip(urls, configured, strict=True):
+    for provider, url, after in zip(listed, urls, configured, strict=True):
         changes = list(overrides.effective(override_urls, url))
         for name in ("weight", "disabled"):
             if after.get_str(name) != url.get_str(name) and after.get_str(name):
                 text = f"{name}={after.get_str(name)}"
                 if text not in changes:
                     changes.append(text)
-        rows.append(ProviderRow(url, after, tuple(changes)))
+        rows.append(ProviderRow(url, after, tuple(changes), provider.levels))
     consumers = tuple(
         sorted(registry.lookup(service, layout.CONSUMERS), key=lambda u: u.to_string())
     )
     report = reach_now(registry, service)
-    matrices = _matrices(report.rows, tuple(r.address for r in rows))
+    # A column per address reach_now routes over: it reads the interface level only, so a
+    # provider registered at the application level only would be a column of false "not
+    # reached"; two rows at one address (another version) are one column.
+    routed = (r.address for r in rows if provider_levels.INTERFACE in r.levels)
+    matrices = _matrices(report.rows, tuple(dict.fromkeys(routed)))
     return ServicePage(
         service,
         tuple(rows),

@@ -10,6 +10,7 @@ from dubbo_py.admin import override_documents, rules
 from dubbo_py.admin.console import model
 from dubbo_py.admin.console.web import Refused, Web, form_int, form_of
 from dubbo_py.admin.ruleops import RuleOps, WriteResult
+from dubbo_py.registry.application import lookup as app_level
 
 __all__ = ["provider_change", "service_live", "service_view", "services_page"]
 
@@ -26,7 +27,9 @@ def service_view(web: Web, request: Request) -> Response:
     """One service: providers, consumers, the reach matrix, its rules."""
     name = request.path_params["name"]
     registry = web.state.env.registry
-    if name not in registry.services():
+    # Known at either level, as for ``dubbo-py providers`` (a service of Java providers
+    # registered at the application level only has no interface-level folder).
+    if name not in registry.services() and name not in app_level.interfaces(registry.store):
         return web.render(request, "error.html", status=404, message=f"no service {name!r}")
     page = model.service_page(registry, name)
     return web.render(request, "service.html", page=page, live=web.state.live is not None)
