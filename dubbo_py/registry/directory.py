@@ -131,6 +131,8 @@ class RegistryDirectory:
         self._validate_configurators = validate_configurators
         self._cache = cache
         self._lock = threading.RLock()
+        #: Orders listener calls (see :meth:`_notify`); re-entrant for a listener that rebuilds.
+        self._notify_lock = threading.RLock()
         self._raw_providers: list[URL] = list(static_providers)
         self._provider_list = ProviderList(ProviderFilter(consumer, self.rules.service), configure)
         self._configurator_urls: list[URL] = []
@@ -358,9 +360,23 @@ class RegistryDirectory:
             if not snapshot.providers:
                 chain = replace(chain, empty_reason=self._why_no_provider())
             self.chain = chain
-            bound = chain
-        for listener in self._listeners:
-            listener(bound)
+        self._notify(chain)
+
+    def _notify(self, bound: BoundChain) -> None:
+        """Tell the listeners about ``bound`` unless a newer chain was swapped in meanwhile.
+
+        Rebuilds run on whichever thread brought the change (the store's, a revocation's, the
+        cache load at start), and listeners run outside the directory's lock so a slow one
+        cannot hold up the next notification. Without this, two rebuilds could reach their
+        listeners in the opposite order to their swaps, and the reference would keep the older
+        chain's providers (retained channels, quarantine, provider defaults) while calls route
+        on the newer one. Serialised here, and a chain that is no longer current is skipped:
+        whoever swapped in the newer one notifies it after this."""
+        with self._notify_lock:
+            if bound is not self.chain:
+                return
+            for listener in self._listeners:
+                listener(bound)
 
     def _bind_rules(self, snapshot: Snapshot) -> BoundChain:
         """Bind the chain; a rule over the rule budget is revoked (its source's previous rules

@@ -3,6 +3,8 @@ registry and the new chain being in force (bench/bench_push_latency.py measures 
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -160,3 +162,45 @@ def test_an_invalid_document_reports_pyyamls_line_and_column(text: str) -> None:
         routers_from_yaml(text, SOURCE)
     assert (fast.value.line, fast.value.column) == (reference.value.line, reference.value.column)
     assert str(fast.value) == str(reference.value)
+
+
+def test_listeners_end_on_the_chain_in_force_when_two_rebuilds_race() -> None:
+    # A rule switched off from a call's thread rebuilds on a thread of its own
+    # (RegistryDirectory._rebuild_soon) while a rule push rebuilds on the store's thread. The
+    # first rebuild's listener (the reference's: it retains channels, the quarantine and provider defaults for the
+    # chain's providers) is still running when the other chain is swapped in: the reference
+    # must end up told of the chain in force, never left on the older one.
+    from tests.support.memory_store import MemoryStore
+
+    registry = Registry(MemoryStore())
+    consumer = URL.parse(
+        f"consumer://127.0.0.1/{SERVICE}?application=shop&interface={SERVICE}&version=1.0.0"
+    )
+    registry.register(
+        URL.parse(
+            "tri://127.0.0.1:5001/demo.Greeter?application=greeter&interface=demo.Greeter"
+            "&side=provider&version=1.0.0"
+        )
+    )
+    directory = RegistryDirectory(consumer, registry, factory.new_rulebook())
+    directory.start(wait=5.0)
+    told: list[object] = []
+    first = threading.Event()
+
+    def listener(bound: object) -> None:
+        if not first.is_set():
+            first.set()
+            # Hold this notification until the other thread's chain is in force.
+            wait_until(lambda: directory.chain is not bound, 5.0)
+        told.append(bound)  # what the reference is left with, in the order it was told
+
+    directory.add_listener(listener)
+    directory._rebuild_soon()
+    assert first.wait(5.0)
+    push = threading.Thread(target=registry.put_config, args=(KEY, only_port(5001)))
+    push.start()
+    push.join(10.0)
+    wait_until(lambda: len(told) >= 2, 10.0)
+    time.sleep(0.2)  # a stale notification still on its way would land by now
+    assert told[-1] is directory.chain
+    directory.close()
