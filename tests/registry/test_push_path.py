@@ -167,9 +167,9 @@ def test_an_invalid_document_reports_pyyamls_line_and_column(text: str) -> None:
 def test_listeners_end_on_the_chain_in_force_when_two_rebuilds_race() -> None:
     # A rule switched off from a call's thread rebuilds on a thread of its own
     # (RegistryDirectory._rebuild_soon) while a rule push rebuilds on the store's thread. The
-    # first rebuild's listener (the reference's: it retains channels, the quarantine and provider defaults for the
-    # chain's providers) is still running when the other chain is swapped in: the reference
-    # must end up told of the chain in force, never left on the older one.
+    # first rebuild's listener (the reference's: it retains channels, the quarantine and
+    # provider defaults for the chain's providers) is still running when the other chain is
+    # swapped in: the reference must end up told of the chain in force, never of an older one.
     from tests.support.memory_store import MemoryStore
 
     registry = Registry(MemoryStore())
