@@ -2,23 +2,27 @@
 
 The package raises these from many layers (a malformed rule from the directory, the CLI and
 ``route test``; "no provider" from the router chain and the cluster; store errors from both
-registries), so they live below every layer: this module imports nothing from dubbo-py.
+registries), so they live below every layer: this module imports nothing from the other
+layers.
 
 * Input that cannot be used: :class:`URLError`, :class:`RuleError`, :class:`ConfigError`,
   :class:`TLSConfigError`, :class:`RegistryAddressError`, :class:`MockSpecError` -- all
   ``ValueError``s whose message names what and where.
 * Routing: :class:`NoProviderError` (a ``LookupError`` naming the router that emptied the set).
 * Calls: :class:`ClusterError` and :class:`ProviderUnavailable` are ``grpc.RpcError``s, so code
-  written for plain gRPC stubs (``except grpc.RpcError as e: e.code()``) keeps working.
+  written for plain gRPC stubs (``except grpc.RpcError as e: e.code()``) keeps working. They
+  are defined in :mod:`dubbo_py.call_errors` and read here on first use: every other error is
+  raised where no call is made (the CLI, rule checks), and importing gRPC for them would double
+  the start-up time of ``dubbo-py`` (tests/core/test_startup_imports.py).
 * Registries: :class:`StoreError` and its subclasses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
+if TYPE_CHECKING:
+    from dubbo_py.call_errors import ClusterError, ProviderUnavailable
 
 __all__ = [
     "BadVersionError",
@@ -125,85 +129,6 @@ class NoProviderError(LookupError):
         super().__init__(f"no provider available for {service}.{method}{cause}{detail}")
 
 
-# ----------------------------------------------------------------------------- calls
-
-
-class ClusterError(grpc.RpcError):
-    """A call that failed after the cluster strategy gave up: names the service, method and every
-    provider tried, and carries the status code of the last failure."""
-
-    def __init__(
-        self,
-        service: str,
-        method: str,
-        tried: Sequence[str],
-        reason: str,
-        *,
-        code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE,
-        last: BaseException | None = None,
-    ) -> None:
-        self.service = service
-        self.method = method
-        self.tried = tuple(tried)
-        self.last = last
-        self._code = code
-        tried_text = ", ".join(self.tried) if self.tried else "none"
-        last_text = ""
-        if isinstance(last, grpc.RpcError) and hasattr(last, "details"):
-            last_text = f"; last error: {last.details()}"
-        elif last is not None:
-            last_text = f"; last error: {last}"
-        self._details = f"{service}.{method}: {reason} (providers tried: {tried_text}){last_text}"
-        super().__init__(self._details)
-
-    def code(self) -> grpc.StatusCode:
-        """The status code of the last failure (UNAVAILABLE when no provider was reachable)."""
-        return self._code
-
-    def details(self) -> str:
-        """What failed, where, and after trying which providers."""
-        return self._details
-
-    def trailing_metadata(self) -> tuple[Any, ...]:
-        """Trailing metadata of the last failure, when there was one."""
-        last = self.last
-        if isinstance(last, grpc.Call):
-            return tuple(last.trailing_metadata() or ())
-        return ()
-
-    def initial_metadata(self) -> tuple[Any, ...]:
-        """Initial metadata of the last failure, when there was one."""
-        last = self.last
-        if isinstance(last, grpc.Call):
-            return tuple(last.initial_metadata() or ())
-        return ()
-
-    def __str__(self) -> str:
-        return f"<ClusterError {self._code.name}: {self._details}>"
-
-
-class ProviderUnavailable(grpc.RpcError):
-    """UNAVAILABLE raised on the consumer side, before anything was sent: the provider's channel
-    was closed under the call (it left the registry, or was replaced after a revival). A
-    transport failure like any other, so strategies retry it elsewhere."""
-
-    def __init__(self, address: str, reason: str) -> None:
-        self.address = address
-        self._details = f"{address}: {reason}"
-        super().__init__(self._details)
-
-    def code(self) -> grpc.StatusCode:
-        """Always UNAVAILABLE."""
-        return grpc.StatusCode.UNAVAILABLE
-
-    def details(self) -> str:
-        """Which provider, and why."""
-        return self._details
-
-    def __str__(self) -> str:
-        return f"<ProviderUnavailable: {self._details}>"
-
-
 # ----------------------------------------------------------------------------- registries
 
 
@@ -229,3 +154,15 @@ class NotEmptyError(StoreError):
 
 class RegistryUnreachableError(StoreError):
     """The registry did not answer when a provider registered (the message says what to do)."""
+
+
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which would otherwise accept any name imported from here.
+
+    def __getattr__(name: str) -> Any:
+        """The gRPC-based errors, imported with gRPC when first read (PEP 562)."""
+        if name in ("ClusterError", "ProviderUnavailable"):
+            from dubbo_py import call_errors
+
+            return getattr(call_errors, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
