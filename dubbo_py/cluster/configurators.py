@@ -33,10 +33,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dubbo_py.errors import RuleError
 from dubbo_py.url import URL
-from dubbo_py.yaml_loader import Path, YamlDocument, compile_yaml
+
+if TYPE_CHECKING:
+    from dubbo_py.yaml_loader import Path, YamlDocument
 
 __all__ = [
     "Override",
@@ -145,6 +148,10 @@ def _has(doc: YamlDocument, path: Path) -> bool:
 def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
     """Overrides from a Dubbo 3 ``configurators`` document; RuleError naming what is wrong,
     where (``configs[1].parameters``) and at which line and column."""
+    # YAML is loaded with the first document: applying override URLs, or no override at all,
+    # is what most consumers do, and needs no YAML parser in the process.
+    from dubbo_py.yaml_loader import compile_yaml
+
     return compile_yaml(text, source, _configurators, error=RuleError, empty="rule is empty")
 
 

@@ -15,6 +15,10 @@ override rules. Everything that needs to know the kinds reads it:
 So an operator's check runs exactly the code a live consumer runs. Override rules
 (``configurators``) compile to no routers: the directory applies them to provider and consumer
 URLs (:mod:`dubbo_py.cluster.configurators`), and compiling one only validates it.
+
+Each compiler imports its rule language when it first compiles a document: the table is read
+by every consumer and by the CLI, and a process that never receives a condition rule need not
+load YAML and the condition grammar (tests/core/test_startup_imports.py).
 """
 
 from __future__ import annotations
@@ -23,12 +27,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from dubbo_py.cluster import configurators
 from dubbo_py.router.base import Router
-from dubbo_py.router.condition import carriers as condition
-from dubbo_py.router.script import ScriptRouter, parse_script_rule
-from dubbo_py.router.shard.router import compile_shard_document
-from dubbo_py.router.tag import TagRouter, parse_tag_rule
 
 __all__ = [
     "RULE_KINDS",
@@ -122,15 +121,39 @@ class WatchedKey:
         return self.kind.compile(self.target, text, source)
 
 
+def _condition_service(text: str, source: str) -> list[Router]:
+    from dubbo_py.router.condition import carriers
+
+    return carriers.service_routers_from_yaml(text, source)
+
+
+def _condition_application(text: str, source: str) -> list[Router]:
+    from dubbo_py.router.condition import carriers
+
+    return carriers.application_routers_from_yaml(text, source)
+
+
 def _tag_router(text: str, source: str) -> list[Router]:
+    from dubbo_py.router.tag import TagRouter, parse_tag_rule
+
     return [TagRouter(parse_tag_rule(text, source))]
 
 
 def _script_router(text: str, source: str) -> list[Router]:
+    from dubbo_py.router.script import ScriptRouter, parse_script_rule
+
     return [ScriptRouter(parse_script_rule(text, source))]
 
 
+def _shard_router(text: str, source: str) -> list[Router]:
+    from dubbo_py.router.shard.router import compile_shard_document
+
+    return compile_shard_document(text, source)
+
+
 def _validate_overrides(text: str, source: str) -> list[Router]:
+    from dubbo_py.cluster import configurators
+
     configurators.parse_configurators_yaml(text, source)
     return []
 
@@ -142,8 +165,8 @@ RULE_KINDS: tuple[RuleKind, ...] = (
         {
             # Where a condition document is stored sets its priority (Dubbo's
             # ServiceStateRouter and AppStateRouter), whatever its scope field says.
-            Target.SERVICE: condition.service_routers_from_yaml,
-            Target.APPLICATION: condition.application_routers_from_yaml,
+            Target.SERVICE: _condition_service,
+            Target.APPLICATION: _condition_application,
         },
         fields=("conditions",),
     ),
@@ -151,7 +174,7 @@ RULE_KINDS: tuple[RuleKind, ...] = (
     RuleKind("script-router", {Target.PROVIDER_APPLICATION: _script_router}, fields=("script",)),
     RuleKind(
         "shard-router",
-        {Target.SERVICE: compile_shard_document},
+        {Target.SERVICE: _shard_router},
         fields=("scheme", "shards"),
         names_its_key=False,
     ),

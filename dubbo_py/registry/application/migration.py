@@ -41,7 +41,6 @@ from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.registry import Registry, empty_url, is_empty
 from dubbo_py.registry.store import Cancel, Store
 from dubbo_py.url import URL
-from dubbo_py.yaml_loader import YamlError, load_yaml
 
 __all__ = [
     "Choice",
@@ -102,7 +101,10 @@ class MigrationRule:
     def parse(cls, text: str, where: str = "migration rule") -> MigrationRule:
         """Read the YAML document; :class:`MigrationRuleError` naming ``where`` and the field."""
         # The one loader every rule kind uses: positions in errors, no anchors or aliases
-        # (a billion-laughs document in the config center cannot stall a consumer).
+        # (a billion-laughs document in the config center cannot stall a consumer). Imported
+        # here: most applications never receive a migration rule, and need no YAML parser.
+        from dubbo_py.yaml_loader import YamlError, load_yaml
+
         try:
             doc = load_yaml(text, where, empty=None).data
         except YamlError as exc:
