@@ -7,30 +7,81 @@ refused operation, 2 usage. See ``docs/cli.md``.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 
 import click
 
-from dubbo_py.admin.acl_commands import acl_group
-from dubbo_py.admin.call_commands import call
-from dubbo_py.admin.common import CONTEXT_SETTINGS, DEBUG_ENV, AdminGroup, CliEnv
-from dubbo_py.admin.console.command import console_command
-from dubbo_py.admin.override_commands import override_group
-from dubbo_py.admin.registry_commands import registry_group
-from dubbo_py.admin.route_commands import route_group
-from dubbo_py.admin.rule_commands import rules_group
-from dubbo_py.admin.service_commands import consumers, providers, services
-from dubbo_py.admin.shard_commands import shard
-from dubbo_py.admin.top import top
+from dubbo_py.admin.common import CONTEXT_SETTINGS, DEBUG_ENV, AdminGroup, CliEnv, global_options
 from dubbo_py.registry.address import ENV_REGISTRY
 from dubbo_py.version import __version__
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "LazyCommands", "cli", "main"]
+
+#: Every subcommand, as ``module:attribute``. A command's module is imported only when that
+#: command runs (or a help page lists the commands): ``dubbo-py --version`` and ``rules
+#: validate`` must not load the console's web stack, gRPC or ZooKeeper to start
+#: (tests/core/test_startup_imports.py).
+COMMANDS: Mapping[str, str] = {
+    "services": "dubbo_py.admin.service_commands:services",
+    "providers": "dubbo_py.admin.service_commands:providers",
+    "consumers": "dubbo_py.admin.service_commands:consumers",
+    "rules": "dubbo_py.admin.rule_commands:rules_group",
+    "override": "dubbo_py.admin.override_commands:override_group",
+    "route": "dubbo_py.admin.route_commands:route_group",
+    "registry": "dubbo_py.admin.registry_commands:registry_group",
+    "acl": "dubbo_py.admin.acl_commands:acl_group",
+    "call": "dubbo_py.admin.call_commands:call",
+    "console": "dubbo_py.admin.console.command:console_command",
+    "top": "dubbo_py.admin.top:top",
+    # The shard tools (dubbo_py/admin/shard_commands.py, written on its own branch).
+    "shard": "dubbo_py.admin.shard_commands:shard",
+}
 
 
-@click.group(cls=AdminGroup, context_settings=CONTEXT_SETTINGS)
+class LazyCommands(MutableMapping[str, click.Command]):
+    """A group's commands by name, each imported from its ``module:attribute`` when first
+    read. Names, membership and length need no import, so click lists the commands and
+    checks a name without loading any; reading one (``group.commands[name]``, what click's
+    ``get_command`` does) imports it and gives it the global options (:func:`global_options`),
+    as :meth:`~dubbo_py.admin.common.SuggestingGroup.add_command` would have."""
+
+    def __init__(self, lazy: Mapping[str, str]) -> None:
+        self._lazy = dict(lazy)
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        command = self._loaded.get(name)
+        if command is None:
+            module, _, attribute = self._lazy[name].partition(":")
+            loaded = getattr(importlib.import_module(module), attribute)
+            if not isinstance(loaded, click.Command):
+                raise TypeError(f"{self._lazy[name]} is not a click command")
+            command = self._loaded[name] = global_options(loaded)
+        return command
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._lazy.pop(name, None)
+        self._loaded.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._lazy or name in self._loaded
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*self._lazy, *self._loaded]))
+
+    def __len__(self) -> int:
+        return len(self._lazy.keys() | self._loaded.keys())
+
+
+@click.group(cls=AdminGroup, commands=LazyCommands(COMMANDS), context_settings=CONTEXT_SETTINGS)
 @click.option(
     "--registry",
     "registry_text",
@@ -81,22 +132,6 @@ def cli(
     env.auth = auth or env.auth
     env.timeout = timeout
     ctx.call_on_close(env.close)
-
-
-cli.add_command(services)
-cli.add_command(providers)
-cli.add_command(consumers)
-cli.add_command(rules_group)
-cli.add_command(override_group)
-cli.add_command(route_group)
-cli.add_command(registry_group)
-cli.add_command(acl_group)
-cli.add_command(call)
-cli.add_command(console_command)
-cli.add_command(top)
-
-# The shard tools (dubbo_py/admin/shard_commands.py, written on its own branch).
-cli.add_command(shard)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -16,20 +16,22 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from dubbo_py.admin.acl import Untrusted
-from dubbo_py.admin.connection import RegistryUnreachable, StoreOpener, open_admin_store
-from dubbo_py.admin.history import History
-from dubbo_py.admin.ruleops import Conflict, NotFound, RuleOps
-from dubbo_py.errors import RegistryAddressError, RuleError, StoreError
-from dubbo_py.registry.address import RegistryAddress, parse_registry_address
-from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import Store
+# Only what the root group needs is imported with this module: every command imports it, and
+# ``dubbo-py --version`` must start without rich, the rule tools or gRPC (which dubbo_py.errors
+# imports). The rest is imported where it is used, by the commands that use it.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dubbo_py.admin.connection import StoreOpener
+    from dubbo_py.admin.history import History
+    from dubbo_py.admin.ruleops import RuleOps
+    from dubbo_py.registry.address import RegistryAddress
+    from dubbo_py.registry.registry import Registry
+    from dubbo_py.registry.store import Store
 
 __all__ = [
     "CONTEXT_SETTINGS",
@@ -137,6 +139,9 @@ class CliEnv:
     @property
     def address(self) -> RegistryAddress:
         """The registry address: ``--registry``, ``$DUBBO_PY_REGISTRY`` or the embedded default."""
+        from dubbo_py.errors import RegistryAddressError
+        from dubbo_py.registry.address import parse_registry_address
+
         try:
             return parse_registry_address(self.registry_text)
         except RegistryAddressError as exc:
@@ -149,6 +154,8 @@ class CliEnv:
             if self.opener is not None:
                 self._store = self.opener(self.address, self.timeout)
             else:
+                from dubbo_py.admin.connection import open_admin_store
+
                 self._store = open_admin_store(
                     self.address, self.timeout, self._auth_pair(), create=self.writable
                 )
@@ -166,6 +173,8 @@ class CliEnv:
     def registry(self) -> Registry:
         """The registry on :attr:`store`."""
         if self._registry is None:
+            from dubbo_py.registry.registry import Registry
+
             # An authenticated operator's rules are protected: only that identity may change
             # them, every consumer may read them.
             self._registry = Registry(self.store, protect=bool(self.auth))
@@ -177,11 +186,16 @@ class CliEnv:
 
     def rule_ops(self) -> RuleOps:
         """Versioned rule writes with history, as this operator."""
+        from dubbo_py.admin.history import History
+        from dubbo_py.admin.ruleops import RuleOps
+
         self.writable = True
         return RuleOps(self.registry, History(self.store, self.history_limit), self.who())
 
     def history(self) -> History:
         """The rule history on this registry."""
+        from dubbo_py.admin.history import History
+
         return History(self.store, self.history_limit)
 
     def close(self) -> None:
@@ -303,6 +317,8 @@ def emit_json(value: Any) -> None:
 
 def console() -> Console:
     """A rich console on the current stdout (wide and plain when it is not a terminal)."""
+    from rich.console import Console
+
     out = Console(file=sys.stdout, highlight=False)
     if not out.is_terminal:
         out = Console(file=sys.stdout, highlight=False, width=200, no_color=True)
@@ -318,6 +334,8 @@ def print_table(
     header: bool = True,
 ) -> None:
     """A rich table (or ``empty`` when there are no rows)."""
+    from rich.table import Table
+
     rows = list(rows)
     out = console()
     if not rows:
@@ -335,6 +353,11 @@ def print_table(
 
 
 def _as_admin_error(exc: BaseException) -> AdminError | None:
+    from dubbo_py.admin.acl import Untrusted
+    from dubbo_py.admin.connection import RegistryUnreachable
+    from dubbo_py.admin.ruleops import Conflict, NotFound
+    from dubbo_py.errors import RuleError, StoreError
+
     if isinstance(exc, AdminError):
         return exc
     if isinstance(exc, RuleError):
@@ -435,17 +458,19 @@ class AdminGroup(SuggestingGroup):
         except click.Abort:
             click.echo("error: aborted", err=True)
             code = 1
-        except StoreError as exc:  # raised while closing, outside any command
-            click.echo(f"error: registry error: {exc}", err=True)
-            code = 1
         except Exception as exc:
-            if os.environ.get(DEBUG_ENV):
+            from dubbo_py.errors import StoreError
+
+            if isinstance(exc, StoreError):  # raised while closing, outside any command
+                click.echo(f"error: registry error: {exc}", err=True)
+            elif os.environ.get(DEBUG_ENV):
                 raise
-            click.echo(
-                f"error: internal error ({type(exc).__name__}: {exc}); "
-                f"set {DEBUG_ENV}=1 for the traceback",
-                err=True,
-            )
+            else:
+                click.echo(
+                    f"error: internal error ({type(exc).__name__}: {exc}); "
+                    f"set {DEBUG_ENV}=1 for the traceback",
+                    err=True,
+                )
             code = 1
         if standalone_mode:
             sys.exit(code)
