@@ -1,19 +1,21 @@
 """Soak: rules rewritten every half second and a provider restarting every 10 s, under load.
 
     python bench/soak_rule_churn.py --seconds 150 --registry zookeeper --flavour blocking
-    python bench/soak_rule_churn.py --seconds 150 --registry embedded --flavour asyncio \
+    python bench/soak_rule_churn.py --seconds 150 --registry embedded --flavour both \
         --kinds condition,tag,override
+    python bench/soak_rule_churn.py --seconds 20 --kinds condition,blackhole   # sees failures
 
 Starts its own ZooKeeper (or embedded registry), two stable providers and one that restarts,
 a consumer with ``--workers`` threads or tasks calling with a ``tenant`` attachment and a varying
 argument, and an operator process rewriting rules straight in the registry (see
-``tests/support/churn.py``). Prints the totals and every failed call's status and message; exits
-1 if any call failed.
+``tests/support/churn.py``). Prints the totals, each distinct failure (status and message) with
+its count, and the first twenty failed calls with their times; exits 1 if any call failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 import tempfile
 import uuid
@@ -65,7 +67,10 @@ def main() -> int:
             if zk is not None:
                 zk.close()
     print(f"{args.registry} {args.flavour}: {result.summary()}")
-    for failure in result.failures:
+    kinds = collections.Counter((f.status, f.message) for f in result.failures)
+    for (status, message), count in kinds.most_common():
+        print(f"  {count} FAILED {status}: {message}")
+    for failure in result.failures[:20]:
         print(f"  FAILED at {failure.at:.3f} s: {failure.status}: {failure.message}")
     return 1 if result.failures else 0
 
