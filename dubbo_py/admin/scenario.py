@@ -37,7 +37,6 @@ from typing import Any
 import yaml
 
 from dubbo_py.cluster import configurators
-from dubbo_py.cluster.loadbalance.base import current_millis, effective_weight
 from dubbo_py.errors import RuleError, URLError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry import rule_kinds
@@ -196,6 +195,10 @@ def run(scenario: Scenario) -> ScenarioResult:
     outcome = route(scenario.consumer, urls, scenario.routers, scenario.invocation)
     position = {id(u): i for i, u in enumerate(urls)}
     survivors = tuple(written[position[id(u)]] for u in outcome.providers)
+    # Imported here: the balancers' package loads every balancer, and `rules validate` (which
+    # imports this module through the rule commands) never weighs a provider.
+    from dubbo_py.cluster.loadbalance.base import current_millis, effective_weight
+
     now_ms = current_millis() if scenario.now_ms is None else scenario.now_ms
     method = scenario.invocation.method
     weights = tuple(
@@ -207,6 +210,8 @@ def run(scenario: Scenario) -> ScenarioResult:
 
 def configured_weight(url: URL, method: str) -> int:
     """The weight a provider URL sets for ``method`` before warmup (never below 0)."""
+    from dubbo_py.cluster.loadbalance.base import effective_weight
+
     return effective_weight(url.without_parameters("timestamp"), method, 0)
 
 
