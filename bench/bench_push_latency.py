@@ -2,7 +2,7 @@
 
     python bench/bench_push_latency.py [--consumers 20] [--apps 1] [--pushes 20]
                                        [--interval 0.3] [--rounds 3]
-                                       [--backends zookeeper embedded]
+                                       [--backends zookeeper embedded etcd]
     python bench/bench_push_latency.py --consumers 10 --apps 10   # 100 consumers
 
 For each backend: a registry (a real ZooKeeper started here from Debian's jars, or the embedded
@@ -337,12 +337,17 @@ def push_round(
 
 @contextmanager
 def registry_for(backend: str, workdir: Path) -> Iterator[str]:
-    """A fresh registry address on ``backend`` (zookeeper: a server started here)."""
+    """A fresh registry address on ``backend`` (zookeeper, etcd: a server started here)."""
     if backend == "zookeeper":
         from tests.support.zookeeper import ZooKeeperServer
 
         with ZooKeeperServer() as zk:
             yield f"zookeeper://{zk.address}/push-{uuid.uuid4().hex[:8]}"
+    elif backend == "etcd":
+        from tests.support.etcd import EtcdServer
+
+        with EtcdServer() as etcd:
+            yield f"etcd://{etcd.address}"
     else:
         yield f"sqlite://{workdir / 'registry.db'}"
 
@@ -449,8 +454,8 @@ def main() -> None:
     parser.add_argument("--pushes", type=int, default=20, help="pushes per round")
     parser.add_argument("--interval", type=float, default=0.3, help="seconds between pushes")
     parser.add_argument("--rounds", type=int, default=3)
-    backends = ["zookeeper", "embedded"]
-    parser.add_argument("--backends", nargs="+", default=backends, choices=backends)
+    backends = ["zookeeper", "embedded", "etcd"]
+    parser.add_argument("--backends", nargs="+", default=backends[:2], choices=backends)
     args = parser.parse_args()
     results = {backend: run_backend(backend, args) for backend in args.backends}
     for backend, rounds in results.items():

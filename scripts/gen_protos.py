@@ -1,5 +1,8 @@
 """Generate the Python modules for protos/ into examples/generated/ (reproducible, idempotent).
 
+protos/etcd/ is not a demo: it is etcd's API, vendored for the etcd store and compiled into the
+package by scripts/gen_etcd_api.py, so it is skipped here.
+
 Run by the README commands and by the test suite's conftest, so a fresh clone needs no hand
 step. Output is regenerated only when a .proto is newer than its generated module.
 """
@@ -21,6 +24,8 @@ def generate() -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     for proto in sorted(PROTOS.rglob("*.proto")):
         rel = proto.relative_to(PROTOS)
+        if rel.parts[0] == "etcd":
+            continue
         target = OUT / rel.with_name(rel.stem + "_pb2_grpc.py")
         if target.exists() and target.stat().st_mtime >= proto.stat().st_mtime:
             continue

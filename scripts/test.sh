@@ -2,10 +2,12 @@
 # Everything the test suite needs on a fresh machine, then the suite itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# ZooKeeper (Debian's package; Java is on the machine) for the registry tests, openssl for the
-# TLS tests' throwaway certificates, Chromium and its WebDriver for the console's browser tests.
+# ZooKeeper (Debian's package; Java is on the machine) and etcd (Debian's etcd-server) for the
+# registry tests, openssl for the TLS tests' throwaway certificates, Chromium and its WebDriver
+# for the console's browser tests.
 need=()
 dpkg -s zookeeper >/dev/null 2>&1 || need+=(zookeeper)
+dpkg -s etcd-server >/dev/null 2>&1 || need+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)

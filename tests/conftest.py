@@ -1,4 +1,5 @@
-"""Shared fixtures: a real ZooKeeper for the test session, and stores on either backend."""
+"""Shared fixtures: a real ZooKeeper and a real etcd for the test session, and stores on each
+backend (ZooKeeper, embedded SQLite, etcd)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from pathlib import Path
 import pytest
 
 from dubbo_py.registry.embedded import EmbeddedStore
+from dubbo_py.registry.etcd import EtcdStore
 from dubbo_py.registry.store import Store
 from dubbo_py.registry.zookeeper import ZooKeeperStore
+from tests.support.etcd import EtcdServer
 from tests.support.zookeeper import ZooKeeperServer
 
 #: Generous sessions and leases: these tests never wait for them to run out (tests of expiry force
 #: it or set their own), and a loaded machine must not expire a session by accident.
 ZK_SESSION_TIMEOUT = 10.0
 EMBEDDED_LEASE = 3.0
+ETCD_LEASE_TTL = 10
 
 StoreFactory = Callable[[], Store]
 
@@ -30,8 +34,21 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
     server.close()
 
 
+@pytest.fixture(scope="session")
+def etcd() -> Iterator[EtcdServer]:
+    """One real etcd server for the whole test session (started on first use)."""
+    server = EtcdServer()
+    server.start()
+    yield server
+    server.close()
+
+
 @pytest.fixture(
-    params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"],
+    params=[
+        pytest.param("zookeeper", marks=pytest.mark.zookeeper),
+        "embedded",
+        pytest.param("etcd", marks=pytest.mark.etcd),
+    ],
 )
 def store_backend(request: pytest.FixtureRequest) -> str:
     """The backend a store test runs against."""
@@ -44,17 +61,20 @@ def make_store(
 ) -> Iterator[StoreFactory]:
     """Open further started stores on this test's backend and namespace (each one a separate
     session, like another process); all are closed after the test."""
-    opened: list[ZooKeeperStore | EmbeddedStore] = []
+    opened: list[ZooKeeperStore | EmbeddedStore | EtcdStore] = []
     chroot = f"/test-{uuid.uuid4().hex[:12]}"
     db = tmp_path / "registry.db"
 
     def make() -> Store:
-        store: ZooKeeperStore | EmbeddedStore
+        store: ZooKeeperStore | EmbeddedStore | EtcdStore
         if store_backend == "zookeeper":
             server: ZooKeeperServer = request.getfixturevalue("zookeeper")
             store = ZooKeeperStore(
                 server.address, chroot, session_timeout=ZK_SESSION_TIMEOUT, connect_timeout=20
             )
+        elif store_backend == "etcd":
+            etcd: EtcdServer = request.getfixturevalue("etcd")
+            store = EtcdStore(etcd.address, chroot, lease_ttl=ETCD_LEASE_TTL, connect_timeout=20)
         else:
             store = EmbeddedStore(db, lease_seconds=EMBEDDED_LEASE, poll_interval=0.01)
         opened.append(store)

@@ -86,7 +86,8 @@ class LazyCommands(MutableMapping[str, click.Command]):
     "--registry",
     "registry_text",
     metavar="ADDRESS",
-    help=f"zookeeper://host:port[/chroot] or sqlite:///path (default: ${ENV_REGISTRY}, "
+    help="zookeeper://host:port[/chroot], etcd://host:port[/prefix] or sqlite:///path "
+    f"(default: ${ENV_REGISTRY}, "
     "else the embedded registry in your data directory).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")

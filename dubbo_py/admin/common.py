@@ -279,7 +279,8 @@ _GLOBAL_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
             metavar="ADDRESS",
             expose_value=False,
             callback=_set_registry,
-            help="zookeeper://host:port[/chroot] or sqlite:///path (default: "
+            help="zookeeper://host:port[/chroot], etcd://host:port[/prefix] or sqlite:///path "
+            "(default: "
             "$DUBBO_PY_REGISTRY, else the embedded registry in your data directory).",
         ),
     ),

@@ -38,9 +38,9 @@ def open_admin_store(
     if address.kind == "direct":
         raise StoreError(
             f"{address} is a direct provider address, not a registry "
-            "(use zookeeper://host:port or sqlite:///path)"
+            "(use zookeeper://host:port, etcd://host:port or sqlite:///path)"
         )
-    # Imported here: each store pulls in its own dependencies (kazoo, sqlite3).
+    # Imported here: each store pulls in its own dependencies (kazoo, sqlite3, etcd's API).
     if address.kind == "sqlite":
         from dubbo_py.registry.embedded import EmbeddedStore
 
@@ -49,6 +49,19 @@ def open_admin_store(
         embedded = EmbeddedStore(address.location)
         embedded.start(timeout)
         return embedded
+    if address.kind == "etcd":
+        from dubbo_py.registry.etcd import EtcdStore
+
+        if auth is not None:
+            raise StoreError(
+                f"{address}: --auth is a ZooKeeper digest identity; the etcd store does not "
+                "authenticate yet"
+            )
+        etcd = EtcdStore(address.location, address.chroot, connect_timeout=timeout)
+        if not etcd.start(timeout):
+            etcd.close()
+            raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
+        return etcd
     from dubbo_py.registry.zookeeper import ZooKeeperStore
 
     zk = ZooKeeperStore(address.location, address.chroot, connect_timeout=timeout, auth=auth)

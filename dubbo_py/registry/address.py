@@ -1,5 +1,6 @@
-"""Registry addresses: ``zookeeper://h:p[,h:p...][/chroot]``, ``sqlite:///abs/path.db`` for the
-embedded store, ``tri://host:port[,host:port]`` for direct, registry-less calls.
+"""Registry addresses: ``zookeeper://h:p[,h:p...][/chroot]``, ``etcd://h:p[,h:p...][/chroot]``,
+``sqlite:///abs/path.db`` for the embedded store, ``tri://host:port[,host:port]`` for direct,
+registry-less calls.
 
 When no address is given, ``DUBBO_PY_REGISTRY`` is used, else the embedded store in the user's
 data directory, so the quick start needs no server.
@@ -36,21 +37,27 @@ def default_registry_path() -> Path:
 class RegistryAddress:
     """A parsed registry address."""
 
-    kind: Literal["zookeeper", "sqlite", "direct"]
-    #: zookeeper: ``h:p,h:p``; direct: ``h:p,h:p``; sqlite: the database path.
+    kind: Literal["zookeeper", "etcd", "sqlite", "direct"]
+    #: zookeeper, etcd and direct: ``h:p,h:p``; sqlite: the database path.
     location: str
-    #: zookeeper only: the chroot (``""`` or ``/path``).
+    #: zookeeper and etcd: the chroot (``""`` or ``/path``; for etcd a key prefix).
     chroot: str = ""
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        """The ``host:port`` entries (zookeeper and direct)."""
+        """The ``host:port`` entries (zookeeper, etcd and direct)."""
         return tuple(h for h in self.location.split(",") if h)
+
+    @property
+    def networked(self) -> bool:
+        """Whether the registry is a server reached over the network (ZooKeeper, etcd): it may
+        be down when an application starts, and routes to it tell this machine's address."""
+        return self.kind in ("zookeeper", "etcd")
 
     def __str__(self) -> str:
         if self.kind == "sqlite":
             return f"sqlite://{self.location}"
-        scheme = "zookeeper" if self.kind == "zookeeper" else "tri"
+        scheme = "tri" if self.kind == "direct" else self.kind
         return f"{scheme}://{self.location}{self.chroot}"
 
 
@@ -81,12 +88,15 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
     scheme, sep, rest = text.partition("://")
     if not sep:
         raise RegistryAddressError(
-            f"{text!r}: expected zookeeper://host:port, sqlite:///path or tri://host:port"
+            f"{text!r}: expected zookeeper://host:port, etcd://host:port, sqlite:///path or "
+            "tri://host:port"
         )
-    if scheme == "zookeeper":
+    if scheme in ("zookeeper", "etcd"):
         hosts, slash, chroot = rest.partition("/")
         chroot = f"/{chroot.strip('/')}" if slash and chroot.strip("/") else ""
-        return RegistryAddress("zookeeper", _check_hosts(text, hosts, 2181), chroot)
+        if scheme == "zookeeper":
+            return RegistryAddress("zookeeper", _check_hosts(text, hosts, 2181), chroot)
+        return RegistryAddress("etcd", _check_hosts(text, hosts, 2379), chroot)
     if scheme == "sqlite":
         if not rest.startswith("/"):
             raise RegistryAddressError(f"{text!r}: the embedded registry needs an absolute path")
@@ -94,5 +104,5 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
     if scheme in ("tri", "grpc"):
         return RegistryAddress("direct", _check_hosts(text, rest.rstrip("/"), None))
     raise RegistryAddressError(
-        f"{text!r}: unknown registry scheme {scheme!r} (zookeeper, sqlite or tri)"
+        f"{text!r}: unknown registry scheme {scheme!r} (zookeeper, etcd, sqlite or tri)"
     )

@@ -75,10 +75,10 @@ def route_address(hosts: Iterable[str]) -> str | None:
 
 
 def default_host(address: RegistryAddress) -> str:
-    """The address to register when nothing says otherwise: for ZooKeeper, the local end of
-    the route to the ensemble (loopback when ZooKeeper is on this machine's loopback); for the
-    embedded registry and direct addresses, loopback."""
-    if address.kind != "zookeeper":
+    """The address to register when nothing says otherwise: for ZooKeeper and etcd, the local
+    end of the route to the registry's servers (loopback when they are on this machine's
+    loopback); for the embedded registry and direct addresses, loopback."""
+    if not address.networked:
         return LOOPBACK
     found = route_address(address.hosts)
     if found is None:

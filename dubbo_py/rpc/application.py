@@ -84,7 +84,7 @@ def open_store(
         return None
     key = (address.kind, address.location, address.chroot, auth)
     lease = process_stores.lease(key, lambda: _own_store(address, auth))
-    if address.kind == "zookeeper" and not lease.start(connect_timeout):
+    if address.networked and not lease.start(connect_timeout):
         log.warning("registry %s does not answer yet; retrying in the background", address)
     return lease
 
@@ -95,6 +95,15 @@ def _own_store(address: RegistryAddress, auth: tuple[str, str] | None) -> Store:
         from dubbo_py.registry.embedded import EmbeddedStore
 
         return EmbeddedStore(address.location)
+    if address.kind == "etcd":
+        from dubbo_py.registry.etcd import EtcdStore
+
+        if auth is not None:
+            raise StoreError(
+                f"{address}: registry identities (--auth, ${ENV_AUTH}) are ZooKeeper digest "
+                "identities; the etcd store does not authenticate yet"
+            )
+        return EtcdStore(address.location, address.chroot)
     from dubbo_py.registry.zookeeper import ZooKeeperStore
 
     return ZooKeeperStore(address.location, address.chroot, auth=auth)
@@ -112,7 +121,8 @@ def _bind_error(exc: OSError, listen: ProtocolConfig) -> OSError:
 class Application:
     """A named dubbo-py application: serves providers and builds references on one registry.
 
-    ``registry``: ``zookeeper://h:p[,h:p][/chroot]``, ``sqlite:///abs/path.db``, or
+    ``registry``: ``zookeeper://h:p[,h:p][/chroot]``, ``etcd://h:p[,h:p][/prefix]``,
+    ``sqlite:///abs/path.db``, or
     ``tri://host:port`` for direct calls without a registry; ``None`` means
     ``$DUBBO_PY_REGISTRY`` or the embedded registry in the user's data directory. ``auth``
     (``user:password``, or ``$DUBBO_PY_REGISTRY_AUTH``) is the ZooKeeper digest identity the

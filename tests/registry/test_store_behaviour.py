@@ -1,4 +1,4 @@
-"""One behavioural suite for both coordination stores (ZooKeeper and embedded SQLite).
+"""One behavioural suite for the coordination stores (ZooKeeper, embedded SQLite and etcd).
 
 Every test runs against each backend through the ``store`` / ``make_store`` fixtures; a second
 store from ``make_store`` is a separate session on the same namespace, like another process.

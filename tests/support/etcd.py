@@ -1,0 +1,172 @@
+"""A real, throw-away etcd server for tests (Debian's ``etcd-server`` package).
+
+One member on loopback: a free client port and a free peer port, a temporary data directory,
+short heartbeat and election timeouts so that it elects itself at once when (re)started, and
+no fsync (``--unsafe-no-fsync``: the OS keeps what was written when the process is killed; only
+a machine crash would lose it, which tests do not simulate). Like ZooKeeperServer, the ports
+and data directory are kept across :meth:`EtcdServer.restart`, so leases (sessions) survive it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+
+__all__ = ["EtcdServer", "EtcdUnavailable", "etcd_binary"]
+
+_INSTALL_HINT = "install it with: apt-get install -y etcd-server"
+
+
+class EtcdUnavailable(RuntimeError):
+    """etcd is not installed, or the server would not start."""
+
+
+def etcd_binary() -> str:
+    """The path of the ``etcd`` server; :class:`EtcdUnavailable` when it is not installed."""
+    found = shutil.which("etcd")
+    if found is None:
+        raise EtcdUnavailable(f"etcd not found; {_INSTALL_HINT}")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class EtcdServer:
+    """One single-member etcd process on loopback."""
+
+    def __init__(self) -> None:
+        self._binary = etcd_binary()
+        self.port = _free_port()
+        self.peer_port = _free_port()
+        self._base = Path(tempfile.mkdtemp(prefix="dubbo-py-etcd-"))
+        self._data_dir = self._base / "data"
+        self._log_path = self._base / "etcd.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        atexit.register(self.close)
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:port``: the client endpoint (what ``etcd://`` addresses name)."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the server and return once it serves requests."""
+        if self.running:
+            return
+        client = f"http://{self.address}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        with self._log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                [
+                    self._binary,
+                    "--name",
+                    "test",
+                    "--data-dir",
+                    str(self._data_dir),
+                    "--listen-client-urls",
+                    client,
+                    "--advertise-client-urls",
+                    client,
+                    "--listen-peer-urls",
+                    peer,
+                    "--initial-advertise-peer-urls",
+                    peer,
+                    "--initial-cluster",
+                    f"test={peer}",
+                    "--heartbeat-interval",
+                    "50",
+                    "--election-timeout",
+                    "250",
+                    "--unsafe-no-fsync",
+                    "--log-level",
+                    "warn",
+                    "--logger",
+                    "zap",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a test's signals reach etcd alone
+            )
+        self._wait_serving(timeout)
+
+    def _wait_serving(self, timeout: float) -> None:
+        from dubbo_py.registry import _etcd_api as api
+
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(self.address) as channel:
+            stub = api.EtcdStub(channel)
+            while time.monotonic() < deadline:
+                assert self._process is not None
+                if self._process.poll() is not None:
+                    raise EtcdUnavailable(
+                        f"etcd exited with {self._process.returncode}:\n{self.log_tail()}"
+                    )
+                try:
+                    # A linearizable read answers once the member has elected itself leader.
+                    stub.Range(api.RangeRequest(key=b"/"), timeout=1.0)
+                    return
+                except grpc.RpcError:
+                    time.sleep(0.05)
+        self.stop()
+        raise EtcdUnavailable(f"etcd did not start in {timeout}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Kill the server (SIGKILL: like a crash; leases and keys stay in its data directory)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a paused server dies as well
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process hangs with its connections open (a frozen machine)."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
+
+    def restart(self) -> None:
+        """Stop, then start on the same ports and data directory."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop and remove the data directory."""
+        self.stop()
+        shutil.rmtree(self._base, ignore_errors=True)
+        atexit.unregister(self.close)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server's log."""
+        try:
+            return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> EtcdServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
