@@ -21,4 +21,4 @@ ruff check dubbo_py tests examples bench scripts
 mypy dubbo_py
 # The built sdist and wheel, installed alone in a fresh virtual environment (see the script).
 bash scripts/wheel_smoke.sh
-python3 -m pytest -q "$@"
+python3 -m pytest -q --durations=15 "$@"
