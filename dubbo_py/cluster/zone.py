@@ -94,6 +94,39 @@ class ZoneSelector:
         self.zone = zone
         self._draw = draw
         self._preferred = tuple(i for i, m in enumerate(self.members) if m.preferred)
+        # What a call without a zone of its own tries first, in order: the preferred members,
+        # then those of the application's zone.
+        self._first = tuple((i, self.members[i]) for i in self._preferred) + tuple(
+            (i, m) for i, m in enumerate(self.members) if zone and m.zone == zone
+        )
+        self._weighted = tuple((i, m, max(0, m.weight)) for i, m in enumerate(self.members))
+
+    def default(self) -> int:
+        """:meth:`choose` for a call without a zone of its own (most calls), without building
+        anything: a preferred or application-zone member available, else the weighted pick
+        over the available ones (two passes over the members, no list made)."""
+        for index, member in self._first:
+            if member.available:
+                return index
+        total = 0
+        for _i, member, weight in self._weighted:
+            if member.available:
+                total += weight
+        if total > 0:
+            offset = self._draw() * total
+            for index, member, weight in self._weighted:
+                if member.available:
+                    offset -= weight
+                    if offset < 0:
+                        return index
+        return self.choose()
+
+    def choose(self, zone: str | None = None, force: bool = False) -> int:
+        """The member a call goes to first (:meth:`pick` with nothing tried yet, which always
+        finds one or raises :class:`ZoneForcedError`)."""
+        index = self.pick(zone, force)
+        assert index is not None  # nothing excluded: the first member is the last resort
+        return index
 
     def pick(
         self,
@@ -121,7 +154,7 @@ class ZoneSelector:
 
     def _balanced(self, exclude: Collection[int]) -> int | None:
         members = self.members
-        candidates = [i for i, m in enumerate(members) if i not in exclude and m.available]
+        candidates = [i for i, m in enumerate(members) if m.available and i not in exclude]
         if not candidates:
             # Nothing available: the first not tried, whose stack says why it has no provider.
             return next((i for i in range(len(members)) if i not in exclude), None)

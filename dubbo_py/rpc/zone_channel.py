@@ -128,11 +128,9 @@ class _ZoneSite:
     def _first(self, metadata: Any) -> tuple[int, str | None, bool]:
         zone, force = call_zone(metadata) if metadata else (None, False)
         try:
-            index = self._selector.pick(zone, force)
+            return self._selector.choose(zone, force), zone, force
         except ZoneForcedError as exc:
             raise ClusterError(self._service, self._method, (), str(exc)) from None
-        assert index is not None
-        return index, zone, force
 
     def _next(self, error: ClusterError, tried: list[int], zone: str | None, force: bool) -> int:
         """The next stack after a transport failure of the last one (``error`` again when there
@@ -164,8 +162,12 @@ class _ZoneMultiCallable(_ZoneSite):
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
     ) -> Any:
-        index, zone, force = self._first(metadata)
-        started = time.monotonic()
+        if metadata:
+            index, zone, force = self._first(metadata)
+        else:
+            # The common call: no attachment, so the application's zone decides.
+            index, zone, force = self._selector.default(), None, False
+        started = time.monotonic() if timeout is not None else 0.0
         try:
             return self._subs[index](request, timeout, metadata)
         except ClusterError as error:

@@ -9,6 +9,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dubbo_py.cluster.zone import ZoneForcedError, ZoneSelector
 from tests.support.chi_square import CHI2_999, chi_square
@@ -86,3 +88,28 @@ def test_all_weights_zero_split_evenly() -> None:
     selector = ZoneSelector(members, draw=random.Random(3).random)
     counts = Counter(selector.pick() for _ in range(2000))
     assert chi_square(counts, {0: 1000, 1: 1000}) < CHI2_999[1]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, "A", "B"]),
+            st.integers(0, 300),
+            st.booleans(),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.sampled_from([None, "A", "B", "C"]),
+    st.floats(0.0, 0.999),
+)
+def test_the_fast_default_pick_is_choose(
+    specs: list[tuple[str | None, int, bool, bool]], zone: str | None, draw: float
+) -> None:
+    members = [
+        Member(f"m{i}", z, weight, preferred, available)
+        for i, (z, weight, preferred, available) in enumerate(specs)
+    ]
+    selector = ZoneSelector(members, zone=zone, draw=lambda: draw)
+    assert selector.default() == selector.choose()
