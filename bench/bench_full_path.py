@@ -1,7 +1,7 @@
 """Calls per second through dubbo-py's full call path against raw grpcio, in the same run.
 
     python bench/bench_full_path.py [--seconds 1] [--rounds 20] [--threads 1 8] [--providers 3]
-                                    [--side-rounds 15] [--side-threads 1 8]
+                                    [--side-rounds 15] [--side-threads 1 8] [--registries 2]
 
 The full path: a ZooKeeper registry directory (a real server, started here from Debian's jars),
 three condition rules in the chain (two that read the call -- method and arguments[0] -- and one
@@ -17,6 +17,11 @@ ratios are against raw grpcio.
 Then the full path runs *side by side* with raw grpcio (``--side-threads`` threads each, at the
 same time, ``--side-rounds`` rounds), with raw grpcio against itself as the A/A control (see
 ``bench/interleave.py``).
+
+``--registries 2`` runs the full path through two registries: a second ZooKeeper server, every
+provider registered in both, the consumer subscribed to both (one stack per registry behind the
+zone-aware channel; no zone, so each call is a weighted pick between them), the rules pushed to
+both.
 
 ``--overhead`` instead times the client path alone (the gRPC call replaced by a canned reply);
 ``--profile FILE`` runs the dubbo-py client alone under cProfile for ``--seconds`` and
@@ -68,20 +73,22 @@ def print_overhead(ref: Any, request: Any, calls: int = 100_000, repeats: int = 
     """dubbo-py's own cost per call with the gRPC call replaced by a canned reply, so nothing
     but Python runs (best of ``repeats``): a stub call, which takes the method's call plan,
     and the failover strategy called directly, which is what a call without a plan runs."""
-    context = ref.contexts["SayHello"]
+    contexts = [a.contexts["SayHello"] for a in ref.assemblies]
+    context = contexts[0]
     reply = greeter_pb2.HelloReply(message="canned")
     # The plan calls the invoker's cached multicallables; canned ones stand in for a while.
-    multicallables = context.call.multicallables
-    saved = dict(multicallables)
-    for address in saved:
-        multicallables[address] = lambda _request, timeout=None: reply
+    saved = [(c.call.multicallables, dict(c.call.multicallables)) for c in contexts]
+    for multicallables, originals in saved:
+        for address in originals:
+            multicallables[address] = lambda _request, timeout=None: reply
     stub = ref.stub
     try:
         best = min(
             timeit.timeit(lambda: stub.SayHello(request), number=calls) for _ in range(repeats)
         )
     finally:
-        multicallables.update(saved)
+        for multicallables, originals in saved:
+            multicallables.update(originals)
     print(f"dubbo-py client path without the network, stub call: {best / calls * 1e6:.2f} µs/call")
     real_call = context.call
     context.call = lambda _provider, _invocation, _timeout: reply
@@ -116,6 +123,13 @@ def main() -> None:
     )
     parser.add_argument("--profile", metavar="FILE", default=None)
     parser.add_argument(
+        "--registries",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: every provider in two ZooKeeper servers, the consumer subscribed to both",
+    )
+    parser.add_argument(
         "--overhead",
         action="store_true",
         help="time the client path alone: the provider call replaced by a canned reply",
@@ -123,18 +137,29 @@ def main() -> None:
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")
-    zk = ZooKeeperServer()
-    zk.start()
-    registry = f"zookeeper://{zk.address}/bench-full"
+    servers = [ZooKeeperServer() for _ in range(args.registries)]
+    for zk in servers:
+        zk.start()
+    registries = [f"zookeeper://{zk.address}/bench-full" for zk in servers]
     # Providers past their warmup, as in a steady deployment: during warmup (10 minutes by
     # default) every balancer deliberately sends a new provider less traffic, which the raw
     # side's plain rotation does not, so the comparison would be of two traffic shapes.
-    started = [ProviderProcess(registry, "--warmup", "0").start() for _ in range(args.providers)]
-    app = dubbo_py.Application("bench-full", registry=registry)
+    also = [arg for r in registries[1:] for arg in ("--registry", r)]
+    started = [
+        ProviderProcess(registries[0], "--warmup", "0", *also).start()
+        for _ in range(args.providers)
+    ]
+    if len(registries) == 1:
+        app = dubbo_py.Application("bench-full", registry=registries[0])
+    else:
+        app = dubbo_py.Application(
+            "bench-full", registry={f"zk{i}": r for i, r in enumerate(registries)}
+        )
     raw_channels = [grpc.insecure_channel(p.address) for p in started]
     try:
-        assert app.registry is not None
-        app.registry.put_config(f"{SERVICE}:1.0.0:.condition-router", CONDITION_RULES)
+        for binding in app.bindings:
+            assert binding.registry is not None
+            binding.registry.put_config(f"{SERVICE}:1.0.0:.condition-router", CONDITION_RULES)
         ref = app.reference_handle(
             greeter_pb2_grpc.GreeterStub,
             version="1.0.0",
@@ -143,8 +168,9 @@ def main() -> None:
             timeout=TIMEOUT,
         )
         deadline = time.monotonic() + 30
-        while len(ref.directory.providers) < args.providers or "condition" not in (
-            chain_description(ref)
+        while any(
+            len(a.directory.providers) < args.providers or "condition" not in chain_description(a)
+            for a in ref.assemblies
         ):
             if time.monotonic() > deadline:
                 raise SystemExit(f"providers or rules never arrived: {chain_description(ref)}")
@@ -176,7 +202,10 @@ def main() -> None:
             for _ in range(300):  # warm up channels and caches
                 call()
         builtin = [r.name for r in factory.builtin_routers()]
-        print(f"# providers: {args.providers}; chain: {chain_description(ref)}")
+        print(
+            f"# providers: {args.providers}; registries: {len(registries)}; "
+            f"chain: {chain_description(ref)}"
+        )
         if not builtin:
             print("# note: factory.builtin_routers() is empty: no tag/mock router in the chain")
 
@@ -223,7 +252,8 @@ def main() -> None:
             channel.close()
         for provider in started:
             provider.kill()
-        zk.close()
+        for zk in servers:
+            zk.close()
 
 
 if __name__ == "__main__":

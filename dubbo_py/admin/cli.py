@@ -14,7 +14,15 @@ from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 
 import click
 
-from dubbo_py.admin.common import CONTEXT_SETTINGS, DEBUG_ENV, AdminGroup, CliEnv, global_options
+from dubbo_py.admin.common import (
+    CONFIG_ENV,
+    CONTEXT_SETTINGS,
+    DEBUG_ENV,
+    AdminGroup,
+    CliEnv,
+    global_options,
+    set_registries,
+)
 from dubbo_py.registry.address import ENV_REGISTRY
 from dubbo_py.version import __version__
 
@@ -86,9 +94,17 @@ class LazyCommands(MutableMapping[str, click.Command]):
     "--registry",
     "registry_text",
     metavar="ADDRESS",
-    help="zookeeper://host:port[/chroot], etcd://host:port[/prefix] or sqlite:///path "
-    f"(default: ${ENV_REGISTRY}, "
-    "else the embedded registry in your data directory).",
+    multiple=True,
+    help="zookeeper://host:port[/chroot], etcd://host:port[/prefix], sqlite:///path or a "
+    f"registry id of dubbo.yaml (default: ${ENV_REGISTRY}, "
+    "else the embedded registry in your data directory); repeat it to read several.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    help=f"The dubbo.yaml whose registries: ids --registry may name (default: ${CONFIG_ENV}, "
+    "else ./dubbo.yaml).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
 @click.option(
@@ -109,7 +125,8 @@ class LazyCommands(MutableMapping[str, click.Command]):
 @click.pass_context
 def cli(
     ctx: click.Context,
-    registry_text: str | None,
+    registry_text: tuple[str, ...],
+    config_path: str | None,
     as_json: bool,
     auth: str | None,
     operator: str | None,
@@ -126,8 +143,8 @@ def cli(
     """
     env = ctx.obj if isinstance(ctx.obj, CliEnv) else CliEnv()
     ctx.obj = env
-    if registry_text is not None:
-        env.registry_text = registry_text
+    set_registries(env, registry_text)
+    env.config_path = config_path or env.config_path
     env.json = env.json or as_json
     env.operator = operator or env.operator
     env.auth = auth or env.auth

@@ -34,10 +34,13 @@ if TYPE_CHECKING:
     from dubbo_py.registry.store import Store
 
 __all__ = [
+    "CONFIG_ENV",
     "CONTEXT_SETTINGS",
     "AdminError",
     "CliEnv",
+    "RegistryTarget",
     "SuggestingGroup",
+    "as_admin_error",
     "attachment_pairs",
     "closest",
     "emit_json",
@@ -52,6 +55,26 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Set to see the traceback of an internal error instead of one line.
 DEBUG_ENV = "DUBBO_PY_DEBUG"
+
+#: The ``dubbo.yaml`` whose ``registries:`` ids ``--registry`` may name (default:
+#: ``dubbo.yaml`` in the current directory).
+CONFIG_ENV = "DUBBO_PY_CONFIG"
+
+#: What a command that reads or writes one registry says when given several.
+_ONE_REGISTRY = (
+    "this command takes one --registry; services, providers, rules list and rules push take several"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryTarget:
+    """One registry a command reads or writes: its id (the ``dubbo.yaml`` id, else the
+    address as given), its address and its zone (from ``dubbo.yaml``, None otherwise)."""
+
+    id: str
+    address: str
+    zone: str | None = None
+
 
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -123,6 +146,10 @@ class CliEnv:
     Tests pass a ``CliEnv`` with their own ``opener`` as the click ``obj``."""
 
     registry_text: str | None = None
+    #: Every ``--registry`` given (addresses or ``dubbo.yaml`` registry ids), when several.
+    registry_texts: tuple[str, ...] = ()
+    #: The ``dubbo.yaml`` registry ids are read from (``--config``, ``$DUBBO_PY_CONFIG``).
+    config_path: str | None = None
     json: bool = False
     operator: str | None = None
     timeout: float = 5.0
@@ -138,14 +165,76 @@ class CliEnv:
 
     @property
     def address(self) -> RegistryAddress:
-        """The registry address: ``--registry``, ``$DUBBO_PY_REGISTRY`` or the embedded default."""
+        """The registry address: ``--registry`` (an address, or a registry id of
+        ``dubbo.yaml``), ``$DUBBO_PY_REGISTRY`` or the embedded default."""
         from dubbo_py.errors import RegistryAddressError
         from dubbo_py.registry.address import parse_registry_address
 
+        if len(self.registry_texts) > 1:
+            raise click.UsageError(_ONE_REGISTRY)
+        text = self.registry_text
+        if text is not None:
+            text = self._resolve(text).address
         try:
-            return parse_registry_address(self.registry_text)
+            return parse_registry_address(text)
         except RegistryAddressError as exc:
             raise click.UsageError(f"bad registry address: {exc}") from None
+
+    @property
+    def several(self) -> bool:
+        """Whether the run names more than one registry."""
+        return len(self.registry_texts) > 1
+
+    def targets(self) -> list[RegistryTarget]:
+        """The registries the run names, in order (one: the usual :attr:`address`)."""
+        if not self.several:
+            text = self.registry_text
+            if text is not None:
+                return [self._resolve(text)]
+            return [RegistryTarget(str(self.address), str(self.address))]
+        return [self._resolve(text) for text in self.registry_texts]
+
+    def for_target(self, target: RegistryTarget) -> CliEnv:
+        """This run's settings on one of its registries (its own store, closed with it)."""
+        return CliEnv(
+            registry_text=target.address,
+            json=self.json,
+            operator=self.operator,
+            timeout=self.timeout,
+            auth=self.auth,
+            opener=self.opener,
+            history_limit=self.history_limit,
+            writable=self.writable,
+        )
+
+    def _resolve(self, text: str) -> RegistryTarget:
+        """An address as it is; a bare name as a registry id of ``dubbo.yaml``."""
+        if "://" in text:
+            return RegistryTarget(text, text)
+        registries = self._configured_registries()
+        found = registries.get(text)
+        if found is None or found.address is None:
+            where = self.config_path or os.environ.get(CONFIG_ENV) or "dubbo.yaml"
+            known = ", ".join(registries) or "none"
+            raise click.UsageError(
+                f"--registry {text!r} is neither an address (zookeeper://..., etcd://..., "
+                f"sqlite:///...) nor a registry id of {where} (registries: {known})"
+            )
+        return RegistryTarget(text, found.address, found.zone)
+
+    def _configured_registries(self) -> dict[str, Any]:
+        from pathlib import Path
+
+        from dubbo_py.config.loader import load_config
+        from dubbo_py.errors import ConfigError
+
+        path = self.config_path or os.environ.get(CONFIG_ENV) or "dubbo.yaml"
+        if not Path(path).is_file():
+            return {}
+        try:
+            return dict(load_config(path, environ={}).registries)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from None
 
     @property
     def store(self) -> Store:
@@ -258,9 +347,17 @@ def operator_option(f: F) -> F:
     )(f)
 
 
-def _set_registry(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    if value is not None:
-        env_of(ctx).registry_text = value
+def set_registries(env: CliEnv, values: Sequence[str]) -> None:
+    """Take ``--registry`` values: one is :attr:`CliEnv.registry_text`, several are all kept
+    (given again after the subcommand, they replace those given before it)."""
+    if not values:
+        return
+    env.registry_text = values[0]
+    env.registry_texts = tuple(values) if len(values) > 1 else ()
+
+
+def _set_registry(ctx: click.Context, _param: click.Parameter, value: Sequence[str]) -> None:
+    set_registries(env_of(ctx), value)
 
 
 def _set_auth(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -277,11 +374,12 @@ _GLOBAL_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
             "--registry",
             "registry_text",
             metavar="ADDRESS",
+            multiple=True,
             expose_value=False,
             callback=_set_registry,
-            help="zookeeper://host:port[/chroot], etcd://host:port[/prefix] or sqlite:///path "
-            "(default: "
-            "$DUBBO_PY_REGISTRY, else the embedded registry in your data directory).",
+            help="zookeeper://host:port[/chroot], etcd://host:port[/prefix], sqlite:///path or "
+            "a registry id of dubbo.yaml (default: $DUBBO_PY_REGISTRY, else the embedded "
+            "registry in your data directory); repeat it to read several.",
         ),
     ),
     (
@@ -351,6 +449,11 @@ def print_table(
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
     out.print(table)
+
+
+def as_admin_error(exc: BaseException) -> AdminError | None:
+    """A domain error as the :class:`AdminError` a command reports it with (None: not one)."""
+    return _as_admin_error(exc)
 
 
 def _as_admin_error(exc: BaseException) -> AdminError | None:

@@ -17,6 +17,7 @@ from dubbo_py.admin import rules
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
+    CliEnv,
     SuggestingGroup,
     attachment_pairs,
     console,
@@ -27,6 +28,7 @@ from dubbo_py.admin.common import (
     operator_option,
     print_table,
 )
+from dubbo_py.admin.fanout import each_registry, raise_failures
 from dubbo_py.admin.history_diff import change_summary
 from dubbo_py.admin.input_file import InputFileError, read_input_file
 from dubbo_py.admin.lint import LintWarning, lint_rule
@@ -164,7 +166,35 @@ def list_rules(kind: str | None, service: str | None) -> None:
     JSON: [{"key", "kind", "target", "version", "enabled"}]
     """
     env = env_of()
-    registry = env.registry
+    several = env.several
+    if several:
+        outcomes = each_registry(env, lambda child: _rule_rows(child.registry, kind, service))
+        rows = [{**o.labels(), **r} for o in outcomes for r in o.value or []]
+    else:
+        rows = _rule_rows(env.registry, kind, service)
+    if env.json:
+        emit_json(rows)
+    else:
+        print_table(
+            None,
+            [*(["REGISTRY", "ZONE"] if several else []), "KEY", "KIND", "VERSION", "ENABLED"],
+            (
+                [
+                    *([r["registry"], r["zone"] or ""] if several else []),
+                    r["key"],
+                    r["kind"],
+                    r["version"],
+                    "?" if r["enabled"] is None else r["enabled"],
+                ]
+                for r in rows
+            ),
+            empty="no rules",
+        )
+    if several:
+        raise_failures(outcomes)
+
+
+def _rule_rows(registry: Registry, kind: str | None, service: str | None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for key in sorted(registry.config_keys()):
         try:
@@ -185,18 +215,7 @@ def list_rules(kind: str | None, service: str | None) -> None:
                 "enabled": rules.document_enabled(doc.text),
             }
         )
-    if env.json:
-        emit_json(rows)
-        return
-    print_table(
-        None,
-        ["KEY", "KIND", "VERSION", "ENABLED"],
-        (
-            [r["key"], r["kind"], r["version"], "?" if r["enabled"] is None else r["enabled"]]
-            for r in rows
-        ),
-        empty="no rules",
-    )
+    return rows
 
 
 @rules_group.command("get", context_settings=CONTEXT_SETTINGS)
@@ -402,6 +421,11 @@ def push_rule(
     text = _read_file(file)
     rule = _resolve(file, text, key, kind)
     rules.validate(rule, text, file)
+    if env.several:
+        if dry_run:
+            raise click.UsageError("--dry-run takes one --registry")
+        _push_each(rule, text, file, expect_version, strict)
+        return
     # A push may create the registry (an embedded one not written yet); a dry run only reads.
     ops = None if dry_run else env.rule_ops()
     warnings, _ = _lint(rule, text, file, env.registry, strict)
@@ -410,6 +434,53 @@ def push_rule(
         return
     result = ops.put(rule.key, text, action="push", expect_version=expect_version)
     _report_write(result, "pushed", warnings)
+
+
+def _push_each(
+    rule: rules.RuleKey, text: str, file: str, expect_version: int | None, strict: bool
+) -> None:
+    """Push a validated rule to each registry the run names, and report each one: a registry
+    that refuses it (conflict, --strict, unreachable) does not stop the others."""
+    env = env_of()
+
+    def push(child: CliEnv) -> tuple[WriteResult, list[LintWarning]]:
+        ops = child.rule_ops()
+        warnings, _ = _lint(rule, text, file, child.registry, strict)
+        return ops.put(rule.key, text, action="push", expect_version=expect_version), warnings
+
+    outcomes = each_registry(env, push)
+    rows: list[dict[str, Any]] = []
+    for outcome in outcomes:
+        row: dict[str, Any] = dict(outcome.labels())
+        if outcome.value is not None:
+            result, warnings = outcome.value
+            row.update(result.to_json())
+            row["warnings"] = [w.to_json() for w in warnings]
+        else:
+            assert outcome.error is not None
+            row.update(key=rule.key, error=outcome.error.format_message())
+            row["reason"] = outcome.error.reason
+        rows.append(row)
+    if env.json:
+        emit_json(rows)
+    else:
+        print_table(
+            f"pushed {rule.key}",
+            ["REGISTRY", "ZONE", "RESULT", "VERSION", "HISTORY"],
+            (
+                [
+                    r["registry"],
+                    r["zone"] or "",
+                    "error: " + r["error"]
+                    if "error" in r
+                    else ("pushed" if r["changed"] else "unchanged"),
+                    "" if r.get("version") is None else r["version"],
+                    "" if r.get("history_seq") is None else f"#{r['history_seq']}",
+                ]
+                for r in rows
+            ),
+        )
+    raise_failures(outcomes)
 
 
 def _flip(key: rules.RuleKey, enabled: bool, expect_version: int | None) -> None:

@@ -17,6 +17,7 @@ from dubbo_py.admin.common import (
     json_option,
     print_table,
 )
+from dubbo_py.admin.fanout import each_registry, raise_failures
 from dubbo_py.admin.provider_levels import ListedProvider, levels_label, listed_providers
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance.base import DEFAULT_WARMUP, effective_weight
@@ -31,13 +32,15 @@ __all__ = ["consumers", "known_service", "providers", "services"]
 DEFAULT_WEIGHT = 100
 
 
-def known_service(registry: Registry, service: str) -> None:
-    """AdminError (not found, with the closest name) unless the registry knows ``service``."""
+def known_service(registry: Registry, service: str, where: str | None = None) -> None:
+    """AdminError (not found, with the closest name) unless the registry knows ``service``;
+    ``where`` names the registries searched (default: the run's one)."""
     names = registry.services()
     if service not in names and service not in app_level.interfaces(registry.store):
         names = sorted({*names, *app_level.interfaces(registry.store)})
+        where = where or f"registry {env_of().address}"
         raise AdminError(
-            f"no service {service!r} in registry {env_of().address}{did_you_mean(service, names)}",
+            f"no service {service!r} in {where}{did_you_mean(service, names)}",
             reason="not-found",
         )
 
@@ -63,7 +66,48 @@ def services() -> None:
             "applications": [...]}]
     """
     env = env_of()
-    registry = env.registry
+    several = env.several
+    if not several:
+        rows = _service_rows(env.registry)
+    else:
+        outcomes = each_registry(env, lambda child: _service_rows(child.registry))
+        rows = [{**o.labels(), **r} for o in outcomes for r in o.value or []]
+    if env.json:
+        emit_json(rows)
+    else:
+        labels = ["REGISTRY", "ZONE"] if several else []
+        print_table(
+            None,
+            [
+                *labels,
+                "SERVICE",
+                "PROVIDERS",
+                "INSTANCES",
+                "CONSUMERS",
+                "ROUTERS",
+                "OVERRIDES",
+                "APPLICATIONS",
+            ],
+            (
+                [
+                    *([r["registry"], r["zone"] or ""] if several else []),
+                    r["service"],
+                    r["providers"],
+                    r["instances"],
+                    r["consumers"],
+                    r["routers"],
+                    r["configurators"],
+                    ",".join(r["applications"]),
+                ]
+                for r in rows
+            ),
+            empty="no services registered",
+        )
+    if several:
+        raise_failures(outcomes)
+
+
+def _service_rows(registry: Registry) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     names = sorted({*registry.services(), *app_level.interfaces(registry.store)})
     for name in names:
@@ -71,26 +115,7 @@ def services() -> None:
         counts["instances"] = len(app_level.providers(registry.store, name))
         apps = sorted(read_applications(registry.store, name))
         rows.append({"service": name, **counts, "applications": apps})
-    if env.json:
-        emit_json(rows)
-        return
-    print_table(
-        None,
-        ["SERVICE", "PROVIDERS", "INSTANCES", "CONSUMERS", "ROUTERS", "OVERRIDES", "APPLICATIONS"],
-        (
-            [
-                r["service"],
-                r["providers"],
-                r["instances"],
-                r["consumers"],
-                r["routers"],
-                r["configurators"],
-                ",".join(r["applications"]),
-            ]
-            for r in rows
-        ),
-        empty="no services registered",
-    )
+    return rows
 
 
 def warmup_left_ms(url: URL, now_ms: int) -> int:
@@ -185,23 +210,49 @@ def providers(service: str) -> None:
     migration step (APPLICATION_FIRST) reads; "urls" has each level's URL.
     """
     env = env_of()
-    registry = env.registry
-    known_service(registry, service)
+    several = env.several
+    if not several:
+        registry = env.registry
+        known_service(registry, service)
+        shown = _provider_rows(registry, service)
+    else:
+        outcomes = each_registry(env, lambda child: _provider_rows(child.registry, service))
+        if all(o.error is None and not o.value for o in outcomes):
+            # Known to none of them: the closest name from the first that answers.
+            where = "registries " + ", ".join(o.target.id for o in outcomes)
+            first = env.for_target(outcomes[0].target)
+            try:
+                known_service(first.registry, service, where)
+            finally:
+                first.close()
+        shown = [({**o.labels(), **r}, c) for o in outcomes for r, c in o.value or []]
+    rows = [r for r, _ in shown]
+    if env.json:
+        emit_json(rows)
+    else:
+        _print_providers(service, shown, several)
+    if several:
+        raise_failures(outcomes)
+
+
+def _provider_rows(registry: Registry, service: str) -> list[tuple[dict[str, Any], URL]]:
+    """Each provider of ``service`` as JSON, with its URL after the override rules."""
     listed = listed_providers(registry, service)
     urls = [p.url for p in listed]
     rules = registry.lookup(service, layout.CONFIGURATORS)
     configured = configurators.apply(urls, rules, _documents(registry, service, urls))
     now_ms = int(time.time() * 1000)
-    rows = [
-        provider_json(p, overrides.effective(rules, p.url), c, now_ms)
+    return [
+        (provider_json(p, overrides.effective(rules, p.url), c, now_ms), c)
         for p, c in zip(listed, configured, strict=True)
     ]
-    if env.json:
-        emit_json(rows)
-        return
+
+
+def _print_providers(service: str, shown: list[tuple[dict[str, Any], URL]], several: bool) -> None:
     print_table(
         f"providers of {service}",
         [
+            *(["REGISTRY", "ZONE"] if several else []),
             "ADDRESS",
             "LEVELS",
             "PROTOCOL",
@@ -214,6 +265,7 @@ def providers(service: str) -> None:
         ],
         (
             [
+                *([r["registry"], r["zone"] or ""] if several else []),
                 r["address"],
                 levels_label(r["levels"]),
                 r["protocol"],
@@ -224,7 +276,7 @@ def providers(service: str) -> None:
                 f"{_duration(r['warmup_left_ms'])} left" if r["warmup_left_ms"] else "done",
                 "; ".join(r["overrides"]),
             ]
-            for r, c in zip(rows, configured, strict=True)
+            for r, c in shown
         ),
         empty=f"no providers of {service}",
     )

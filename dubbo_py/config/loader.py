@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from dubbo_py.config.limits import parse_limits
 from dubbo_py.config.model import (
+    DEFAULT_REGISTRY_WEIGHT,
     ApplicationConfig,
     ProtocolConfig,
     QosConfig,
@@ -67,6 +68,9 @@ def _syntax_error(
     where = f"line {line}, column {column}: " if line is not None else ""
     return ConfigError("", f"{where}{message}", source)
 
+
+#: What one entry of ``registries:`` may say.
+_REGISTRY_KEYS = ("address", "auth", "zone", "weight", "preferred", "register", "subscribe")
 
 #: Key paths an environment variable overrides (see the module doc).
 _FROM_ENV = {
@@ -124,6 +128,53 @@ class _Reader:
         p = Path(value)
         return p if p.is_absolute() else self.base / p
 
+    def ids(self, value: Any, path: str) -> tuple[str, ...]:
+        """A list of registry ids (a single id is accepted as a list of one)."""
+        if value is None:
+            return ()
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+            raise self.fail(path, "expected a list of registry ids")
+        return tuple(items)
+
+    def registry(self, value: Any, path: str, shared: RegistryConfig) -> RegistryConfig:
+        """One entry of ``registries:`` (an address, or a mapping); what it leaves out
+        (``auth``, ``register_mode``, ``migration_step``) comes from ``registry:``."""
+        if isinstance(value, str):
+            value = {"address": value}
+        raw = self.mapping(value, path, _REGISTRY_KEYS)
+        if not raw.get("address"):
+            raise self.fail(f"{path}.address", "required: the registry's address")
+        address = str(raw["address"])
+        from dubbo_py.errors import RegistryAddressError
+        from dubbo_py.registry.address import parse_registry_address
+
+        try:
+            if parse_registry_address(address).kind == "direct":
+                raise self.fail(f"{path}.address", "a direct tri:// address is not a registry")
+        except RegistryAddressError as exc:
+            raise self.fail(f"{path}.address", str(exc)) from None
+        auth = raw.get("auth", shared.auth)
+        if auth is not None and ":" not in str(auth):
+            raise self.fail(f"{path}.auth", "expected user:password")
+        zone = raw.get("zone")
+        if zone is not None and (not isinstance(zone, str) or not zone.strip()):
+            raise self.fail(f"{path}.zone", f"expected a zone name, got {zone!r}")
+        weight = self.typed(raw.get("weight", DEFAULT_REGISTRY_WEIGHT), f"{path}.weight", int, int)
+        if weight < 0:
+            raise self.fail(f"{path}.weight", f"must be >= 0, got {weight}")
+        return RegistryConfig(
+            address=address,
+            auth=None if auth is None else str(auth),
+            register_mode=shared.register_mode,
+            migration_step=shared.migration_step,
+            zone=None if zone is None else zone.strip(),
+            weight=weight,
+            preferred=self.typed(raw.get("preferred", False), f"{path}.preferred", bool, _boolean),
+            register=self.typed(raw.get("register", True), f"{path}.register", bool, _boolean),
+            subscribe=self.typed(raw.get("subscribe", True), f"{path}.subscribe", bool, _boolean),
+        )
+
     def server_tls(self, value: Any, path: str) -> ServerTLS | None:
         if value is None:
             return None
@@ -179,6 +230,7 @@ class _Reader:
             "shards",
             "parameters",
             "methods",
+            "registries",
             *_LIMIT_KEYS,
         )
         raw = self.mapping(value, path, allowed)
@@ -223,6 +275,7 @@ class _Reader:
                     },
                     **limits,
                 },
+                registries=self.ids(raw.get("registries"), f"{path}.registries"),
             )
         except ValueError as exc:
             if isinstance(exc, ConfigError):
@@ -250,6 +303,7 @@ class _Reader:
             "quarantine_interval",
             "outlier_failures",
             "outlier_max_share",
+            "registries",
         )
         raw = self.mapping(value, path, allowed)
         methods = {
@@ -307,6 +361,7 @@ class _Reader:
                 outlier_max_share=self.typed(
                     raw.get("outlier_max_share", 0.5), f"{path}.outlier_max_share", float, float
                 ),
+                registries=self.ids(raw.get("registries"), f"{path}.registries"),
             )
         except ConfigError as exc:
             if exc.source:
@@ -335,11 +390,18 @@ def parse_config(
         if any(env.get(name) for name in names):
             reader.from_env.add(path)
     top = reader.mapping(
-        loaded.data, "", ("application", "registry", "protocol", "services", "references", "qos")
+        loaded.data,
+        "",
+        ("application", "registry", "registries", "protocol", "services", "references", "qos"),
     )
     app = top.get("application")
+    zone = None
     if isinstance(app, dict):
-        app = reader.mapping(app, "application", ("name",)).get("name")
+        app_raw = reader.mapping(app, "application", ("name", "zone"))
+        app = app_raw.get("name")
+        zone = app_raw.get("zone")
+        if zone is not None and (not isinstance(zone, str) or not zone.strip()):
+            raise reader.fail("application.zone", f"expected a zone name, got {zone!r}")
     name = env.get("DUBBO_PY_APPLICATION") or (str(app) if app else "")
     if not name:
         raise reader.fail("application", "required: the application's name")
@@ -366,6 +428,8 @@ def parse_config(
             raise reader.fail("registry.address", str(exc)) from None
     if registry.auth is not None and ":" not in registry.auth:
         raise reader.fail("registry.auth", "expected user:password")
+
+    registries = _registries(reader, env, top.get("registries"), registry)
 
     proto = reader.mapping(top.get("protocol"), "protocol", ("port", "host", "bind_host", "tls"))
     port_value = env.get("DUBBO_PY_PROTOCOL_PORT", proto.get("port", 0))
@@ -396,7 +460,52 @@ def parse_config(
             qos_raw.get("accept_foreign_ip", False), "qos.accept_foreign_ip", bool, _boolean
         ),
     )
-    return ApplicationConfig(name, registry, protocol, services, references, qos)
+    # Ids name entries of registries:, unless the environment replaced them with one address.
+    replaced = top.get("registries") is not None and not registries
+    for kind, section in (("services", services), ("references", references)):
+        for key, options in section.items():
+            if replaced:
+                break
+            for registry_id in options.registries:
+                if registry_id not in registries:
+                    known = ", ".join(registries) or "none: there is no registries section"
+                    raise reader.fail(
+                        f"{kind}.{key}.registries",
+                        f"unknown registry id {registry_id!r} (registries: {known})",
+                    )
+    return ApplicationConfig(
+        name,
+        registry,
+        protocol,
+        services,
+        references,
+        qos,
+        registries=registries,
+        zone=None if zone is None else zone.strip(),
+    )
+
+
+def _registries(
+    reader: _Reader, env: Mapping[str, str], value: Any, shared: RegistryConfig
+) -> dict[str, RegistryConfig]:
+    """The ``registries:`` section: id -> registry. ``DUBBO_PY_REGISTRY`` replaces it (the
+    environment wins over the file, as for ``registry.address``); ``registry.address`` beside
+    it is refused, since which one applies would be a guess."""
+    if value is None or env.get("DUBBO_PY_REGISTRY"):
+        return {}
+    entries = reader.mapping(value, "registries", None)
+    if not entries:
+        raise reader.fail("registries", "expected at least one registry")
+    if shared.address is not None:
+        raise reader.fail(
+            "registry.address",
+            "give the address in registries: (registry: may still hold auth, register_mode "
+            "and migration_step for all of them)",
+        )
+    out = {str(k): reader.registry(v, f"registries.{k}", shared) for k, v in entries.items()}
+    if not any(r.register for r in out.values()) and not any(r.subscribe for r in out.values()):
+        raise reader.fail("registries", "every registry says register: false and subscribe: false")
+    return out
 
 
 def load_config(

@@ -15,6 +15,7 @@ from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.errors import ConfigError, OptionError
 
 __all__ = [
+    "DEFAULT_REGISTRY_WEIGHT",
     "ApplicationConfig",
     "MethodOptions",
     "ProtocolConfig",
@@ -26,9 +27,16 @@ __all__ = [
 ]
 
 
+#: A registry's weight when none is given (Dubbo's ``DEFAULT_WEIGHT`` for registries).
+DEFAULT_REGISTRY_WEIGHT = 100
+
+
 @dataclass(frozen=True, slots=True)
 class RegistryConfig:
-    """Where the registry is and who we are to it."""
+    """Where a registry is, who we are to it, and -- when the application uses several
+    (``registries:`` in ``dubbo.yaml``, a list in code) -- its place among them: its ``zone``,
+    its ``weight`` in the pick among zones, whether it is ``preferred``, and whether providers
+    ``register`` and consumers ``subscribe`` there (docs/registry.md, *Several registries*)."""
 
     address: str | None = None
     #: ``user:password`` for ZooKeeper digest authentication.
@@ -38,6 +46,23 @@ class RegistryConfig:
     #: Consumers' migration step: ``APPLICATION_FIRST`` (default), ``FORCE_INTERFACE``,
     #: ``FORCE_APPLICATION``.
     migration_step: str | None = None
+    #: The zone (data centre, region) the registry serves; calls of the same zone prefer it.
+    zone: str | None = None
+    #: Its share of calls when no registry is preferred and none is in the call's zone.
+    weight: int = DEFAULT_REGISTRY_WEIGHT
+    #: Every call goes to this registry while it has available providers (Dubbo's
+    #: ``preferred``).
+    preferred: bool = False
+    #: Providers register in this registry.
+    register: bool = True
+    #: Consumers subscribe to this registry.
+    subscribe: bool = True
+
+    def __post_init__(self) -> None:
+        if self.weight < 0:
+            raise ConfigError("weight", f"must be >= 0, got {self.weight}")
+        if self.zone is not None and (not self.zone.strip() or self.zone != self.zone.strip()):
+            raise ConfigError("zone", f"must be a name without surrounding spaces: {self.zone!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +148,9 @@ class ReferenceConfig:
     outlier_failures: int = 3
     #: The largest share of the service's providers ejected at once (at least one).
     outlier_max_share: float = 0.5
+    #: Ids of the application's registries this reference subscribes to (empty: every one
+    #: marked ``subscribe``).
+    registries: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.loadbalance not in LOADBALANCE_NAMES:
@@ -153,7 +181,12 @@ class ReferenceConfig:
             raise ConfigError(
                 "outlier_max_share", f"must be within [0, 1], got {self.outlier_max_share}"
             )
+        if isinstance(self.registries, str) or any(not r for r in self.registries):
+            raise ConfigError(
+                "registries", f"expected a list of registry ids, got {self.registries!r}"
+            )
         methods = method_options(self.methods)
+        object.__setattr__(self, "registries", tuple(self.registries))
         object.__setattr__(self, "idempotent", frozenset(self.idempotent))
         object.__setattr__(self, "methods", MappingProxyType(methods))
         object.__setattr__(self, "attachments", MappingProxyType(dict(self.attachments)))
@@ -197,3 +230,9 @@ class ApplicationConfig:
     references: Mapping[str, ReferenceConfig] = field(default_factory=dict)
     #: The QoS port (``qos:`` section).
     qos: QosConfig = QosConfig()
+    #: Several registries by id (``registries:``); empty when the application has one,
+    #: :attr:`registry`.
+    registries: Mapping[str, RegistryConfig] = field(default_factory=dict)
+    #: The application's zone (``application.zone``): calls without a ``registry_zone``
+    #: attachment prefer the registry of this zone.
+    zone: str | None = None

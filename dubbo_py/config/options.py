@@ -34,6 +34,9 @@ class ServiceOptions:
     shards: int | None = None
     #: Any further URL parameters (``timeout``, ``retries``, ``<method>.timeout`` ...).
     parameters: Mapping[str, str] = field(default_factory=dict)
+    #: Ids of the application's registries the service registers in (empty: every one marked
+    #: ``register``); not a URL parameter.
+    registries: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.weight < 0:
@@ -46,8 +49,11 @@ class ServiceOptions:
             raise ValueError(f"shard must be >= 0, got {self.shard}")
         if self.shards is not None and (self.shards < 1 or (self.shard or 0) >= self.shards):
             raise ValueError(f"shards must be >= 1 and > shard, got {self.shards}")
+        if isinstance(self.registries, str) or any(not r for r in self.registries):
+            raise ValueError(f"registries must be a list of registry ids, got {self.registries!r}")
         object.__setattr__(self, "tags", MappingProxyType(dict(self.tags)))
         object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
+        object.__setattr__(self, "registries", tuple(self.registries))
 
     def url_parameters(self) -> dict[str, str]:
         """These options as provider URL parameters."""

@@ -20,30 +20,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
-from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.strategies.failback import FailbackQueue
 from dubbo_py.config.model import ApplicationConfig, ProtocolConfig, ReferenceConfig
 from dubbo_py.config.tls import ServerTLS
-from dubbo_py.errors import StoreError
+from dubbo_py.errors import ConfigError, StoreError
 from dubbo_py.qos import tracing
 from dubbo_py.qos.metrics import Metrics
 from dubbo_py.qos.provider import AsyncProviderObserver, ProviderObserver, handler_wrap
-from dubbo_py.registry.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.application.wiring import ApplicationLevel
-from dubbo_py.registry.cache import NotifyCache, default_cache_path
+from dubbo_py.registry.fanout import FanOutRegistry
 from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, consumer_host, provider_hosts
-from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.shared_store import process_stores
-from dubbo_py.registry.store import Store
 from dubbo_py.rpc import startup
-from dubbo_py.rpc.aio_channel import AsyncClusterChannel
 from dubbo_py.rpc.aio_shared_channels import AsyncSharedChannels
-from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly, ReferenceAssembly
-from dubbo_py.rpc.channel import ClusterChannel
+from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly
 from dubbo_py.rpc.filters import ConsumerFilters
-from dubbo_py.rpc.introspect import service_of_stub
+from dubbo_py.rpc.introspect import ServiceSpec, service_of_stub
 from dubbo_py.rpc.observability import (
     QOS_PORT_KEY,
     ApplicationQos,
@@ -53,60 +46,43 @@ from dubbo_py.rpc.observability import (
 )
 from dubbo_py.rpc.provider import ExportedServer, ExportPlan, export
 from dubbo_py.rpc.reference import Reference
+from dubbo_py.rpc.registries import (
+    ENV_AUTH,
+    RegistryArgument,
+    RegistryBinding,
+    open_store,
+    parse_auth,
+    registry_choices,
+)
 from dubbo_py.rpc.shared_channels import SharedChannels
+from dubbo_py.rpc.zone_channel import AsyncZoneAwareChannel, RegistryStack, ZoneAwareChannel
 from dubbo_py.url import URL
 from dubbo_py.version import __version__
 
 if TYPE_CHECKING:
     from dubbo_py.rpc.aio_provider import AsyncExportedServer
 
-__all__ = ["Application", "Reference"]
+__all__ = ["ENV_AUTH", "Application", "Reference", "open_store"]
 
 log = logging.getLogger(__name__)
 
 S = TypeVar("S")
-A = TypeVar("A", bound=ReferenceAssembly[Any])
+A = TypeVar("A", BlockingAssembly, AsyncAssembly)
 _O = TypeVar("_O")
 
-ENV_AUTH = "DUBBO_PY_REGISTRY_AUTH"
 
+def _cache_file(
+    path: str | os.PathLike[str] | None, index: int | None
+) -> str | os.PathLike[str] | None:
+    """The notify cache file of one registry: ``path`` itself for an application's only
+    registry, else ``path`` with the registry's position before the suffix (each registry
+    caches what it notified; one file for several would mix them)."""
+    if path is None or index is None:
+        return path
+    from pathlib import Path
 
-def open_store(
-    address: RegistryAddress,
-    *,
-    connect_timeout: float = 5.0,
-    auth: tuple[str, str] | None = None,
-) -> Store | None:
-    """A lease on the coordination store an address names (None for direct addresses), shared
-    by the applications of this process on the same address and identity (``auth``, a
-    ZooKeeper digest identity): see :mod:`dubbo_py.registry.shared_store`."""
-    if address.kind == "direct":
-        return None
-    key = (address.kind, address.location, address.chroot, auth)
-    lease = process_stores.lease(key, lambda: _own_store(address, auth))
-    if address.networked and not lease.start(connect_timeout):
-        log.warning("registry %s does not answer yet; retrying in the background", address)
-    return lease
-
-
-def _own_store(address: RegistryAddress, auth: tuple[str, str] | None) -> Store:
-    """A new store (a session of its own) on ``address``."""
-    if address.kind == "sqlite":
-        from dubbo_py.registry.embedded import EmbeddedStore
-
-        return EmbeddedStore(address.location)
-    if address.kind == "etcd":
-        from dubbo_py.registry.etcd import EtcdStore
-
-        if auth is not None:
-            raise StoreError(
-                f"{address}: registry identities (--auth, ${ENV_AUTH}) are ZooKeeper digest "
-                "identities; the etcd store does not authenticate yet"
-            )
-        return EtcdStore(address.location, address.chroot)
-    from dubbo_py.registry.zookeeper import ZooKeeperStore
-
-    return ZooKeeperStore(address.location, address.chroot, auth=auth)
+    given = Path(path)
+    return given.with_name(f"{given.stem}-{index}{given.suffix}")
 
 
 def _bind_error(exc: OSError, listen: ProtocolConfig) -> OSError:
@@ -138,7 +114,7 @@ class Application:
     def __init__(
         self,
         name: str,
-        registry: str | None = None,
+        registry: RegistryArgument = None,
         *,
         cache_path: str | os.PathLike[str] | None = None,
         connect_timeout: float = 5.0,
@@ -150,21 +126,18 @@ class Application:
         metrics: bool | None = None,
         register_mode: str | None = None,
         migration_step: str | None = None,
+        zone: str | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
-        user, sep, password = (auth or os.environ.get(ENV_AUTH, "")).partition(":")
-        if (auth or os.environ.get(ENV_AUTH)) and (not sep or not user):
-            raise ValueError(f"auth must be user:password ({ENV_AUTH} included)")
         #: The configuration file's contents, when the application came from one.
         self.config = config
         #: ZooKeeper digest identity; when set, what this application registers is protected.
-        self.auth: tuple[str, str] | None = (user, password) if sep else None
+        self.auth: tuple[str, str] | None = parse_auth(auth)
         self.name = name
-        self.address = parse_registry_address(registry)
-        self._connect_timeout = connect_timeout
-        self._cache_path = cache_path
-        self._cache: NotifyCache | None = None
+        #: The zone calls prefer when they carry no ``registry_zone`` attachment (code, else
+        #: the file's ``application.zone``); only read with several registries.
+        self.zone = zone or (config.zone if config else None)
         self._lock = threading.Lock()
         #: One blocking channel per provider address (and security settings), shared by every
         #: reference of this application (see :mod:`dubbo_py.rpc.shared_channels`).
@@ -173,12 +146,11 @@ class Application:
         #: loop, provider address and security settings (see
         #: :mod:`dubbo_py.rpc.aio_shared_channels`).
         self.aio_channels = AsyncSharedChannels()
-        self._store: Store | None = None
-        self._registry: Registry | None = None
         self._provider_registry: Registry | None = None
         self._servers: list[ExportedServer] = []
         self._references: list[Reference[Any]] = []
-        self._consumer_urls: list[URL] = []
+        #: Each registered consumer URL with the registry it is registered in.
+        self._consumer_urls: list[tuple[Registry, URL]] = []
         self._budgets: dict[str, RetryBudget] = {}
         self._stop_requested = threading.Event()
         #: Wrappers around every reference's calls, outside each reference's own (see
@@ -199,9 +171,26 @@ class Application:
         # Application-level discovery (registry/application/): what providers register at and
         # which level consumers read; code first, then the file, then the environment.
         configured = config.registry if config else None
-        self._register_mode = register_mode or (configured.register_mode if configured else None)
-        self._migration_step = migration_step or (configured.migration_step if configured else None)
-        self._app_level: ApplicationLevel | None = None
+        register_mode = register_mode or (configured.register_mode if configured else None)
+        migration_step = migration_step or (configured.migration_step if configured else None)
+        choices = registry_choices(registry, config.registries if config else None)
+        several = len(choices) > 1
+        #: The application's registries, in the order given (one for most applications).
+        self.bindings: tuple[RegistryBinding, ...] = tuple(
+            RegistryBinding(
+                choice,
+                application=name,
+                # A registry's own identity, else the application's.
+                auth=parse_auth(choice.config.auth) if choice.config.auth else self.auth,
+                connect_timeout=connect_timeout,
+                cache_path=_cache_file(cache_path, index if several else None),
+                register_mode=register_mode,
+                migration_step=migration_step,
+            )
+            for index, choice in enumerate(choices)
+        )
+        #: The first registry's address (the only one of most applications).
+        self.address = self.bindings[0].address
 
     @classmethod
     def from_config(
@@ -224,55 +213,51 @@ class Application:
 
     @property
     def registry(self) -> Registry | None:
-        """The registry (opened on first use); None for a direct ``tri://`` address."""
-        with self._lock:
-            if self._registry is None and self.address.kind != "direct":
-                self._store = open_store(
-                    self.address, connect_timeout=self._connect_timeout, auth=self.auth
-                )
-                assert self._store is not None
-                self._registry = Registry(self._store, protect=self.auth is not None)
-                self._app_level = ApplicationLevel(
-                    self._registry,
-                    self.name,
-                    register_mode=self._register_mode,
-                    migration_step=self._migration_step,
-                )
-            return self._registry
-
-    def _notify_cache(self) -> NotifyCache:
-        """The application's cache file of what the registry notified, one for all its
-        references (each writing a copy of its own would overwrite the others' services)."""
-        with self._lock:
-            if self._cache is None:
-                self._cache = NotifyCache(
-                    self._cache_path or default_cache_path(self.name, str(self.address))
-                )
-            return self._cache
+        """The (first) registry, opened on first use; None for a direct ``tri://`` address."""
+        return self.bindings[0].registry
 
     @property
     def application_level(self) -> ApplicationLevel | None:
-        """Application-level discovery (instances, mapping, metadata, migration step); None
-        without a registry."""
-        _ = self.registry
-        return self._app_level
+        """Application-level discovery (instances, mapping, metadata, migration step) on the
+        (first) registry; None without a registry."""
+        return self.bindings[0].application_level
 
     @property
     def provider_registry(self) -> Registry | None:
         """The registry providers register through: their URLs carry the provider-side
         override rules that match them, read before the first registration and followed after
-        it (see :mod:`dubbo_py.registry.provider_overrides`)."""
-        registry = self.registry
+        it (see :mod:`dubbo_py.registry.provider_overrides`). With several registries, one
+        that registers in each marked ``register`` (:class:`~dubbo_py.registry.fanout.
+        FanOutRegistry`), each service in the registries its options name."""
         with self._lock:
-            if registry is not None and self._provider_registry is None:
-                interface_level = ProviderRegistry(
-                    registry,
-                    configurators.apply,
-                    validate=configurators.parse_configurators_yaml,
-                )
-                assert self._app_level is not None
-                self._provider_registry = self._app_level.provider_registry(interface_level)
+            if self._provider_registry is not None:
+                return self._provider_registry
+        targets = [b for b in self.bindings if b.config.register]
+        if len(self.bindings) == 1:
+            registry = self.bindings[0].provider_registry
+        elif not targets:
+            registry = None
+        else:
+            members = []
+            for binding in targets:
+                member = binding.provider_registry
+                assert member is not None
+                members.append((binding.id, member))
+            registry = FanOutRegistry(members, self._service_registries)
+        with self._lock:
+            if self._provider_registry is None:
+                self._provider_registry = registry
             return self._provider_registry
+
+    def _service_registries(self, url: URL) -> tuple[str, ...] | None:
+        """The registry ids a provider URL's service names in the configuration file (None:
+        every registry marked ``register``)."""
+        if self.config is None:
+            return None
+        options = self.config.services.get(url.path) or self.config.services.get(
+            url.service_interface
+        )
+        return options.registries if options is not None and options.registries else None
 
     # ----------------------------------------------------------------- provider side
 
@@ -364,9 +349,10 @@ class Application:
         return self._registry_name()
 
     def registry_connected(self) -> bool | None:
-        """Whether the registry session is connected (None before it is opened, or direct)."""
-        registry = self._registry
-        return None if registry is None else bool(registry.connected)
+        """Whether the registry session is connected -- every registry's, with several (None
+        before one is opened, or direct)."""
+        opened = [b.opened for b in self.bindings if b.opened is not None]
+        return None if not opened else all(r.connected for r in opened)
 
     def _export_plan(
         self,
@@ -389,13 +375,20 @@ class Application:
             reflection=reflection,
         )
 
-    def _batch(self) -> contextlib.AbstractContextManager[None]:
-        """Providers registered inside publish the application's instance once, at the end."""
+    def _batch(self) -> contextlib.AbstractContextManager[Any]:
+        """Providers registered inside publish the application's instance once (in each
+        registry they register in), at the end."""
         _ = self.provider_registry
-        return self._app_level.batch() if self._app_level else contextlib.nullcontext()
+        stack = contextlib.ExitStack()
+        for binding in self.bindings:
+            if binding.config.register or len(self.bindings) == 1:
+                stack.enter_context(binding.batch())
+        return stack
 
     def _registry_name(self) -> str:
-        return "" if self.address.kind == "direct" else str(self.address)
+        if self.address.kind == "direct":
+            return ""
+        return ", ".join(b.label for b in self.bindings)
 
     def _listen(
         self, port: int | None, host: str | None, bind_host: str | None, tls: ServerTLS | None
@@ -524,12 +517,14 @@ class Application:
     ) -> Reference[S]:
         """Like :meth:`reference_async`, but returns the :class:`Reference`; ``interceptors``
         are ``grpc.aio`` client interceptors, on every channel of the reference."""
-        assembly = await asyncio.to_thread(
-            self._assembly, AsyncAssembly, stub_class, failback, filters, options, interceptors
+        stacks = await asyncio.to_thread(
+            self._stacks, AsyncAssembly, stub_class, failback, filters, options, interceptors
         )
-        channel = assembly.channel()
+        channel = (
+            stacks[0].channel if len(stacks) == 1 else AsyncZoneAwareChannel(stacks, self.zone)
+        )
         stub: S = stub_class(channel)  # type: ignore[call-arg]
-        return await asyncio.to_thread(self._started, assembly, channel, stub)
+        return await asyncio.to_thread(self._started, stacks, channel, stub)
 
     async def aclose(self) -> None:
         """Close the asyncio references' provider channels, then everything :meth:`close`
@@ -537,8 +532,7 @@ class Application:
         with self._lock:
             refs = list(self._references)
         for ref in refs:
-            if isinstance(ref.channel, AsyncClusterChannel):
-                await ref.channel.close()
+            await ref.close_channels()
         await asyncio.to_thread(self.close)
 
     def reference(self, stub_class: type[S], **options: Any) -> S:
@@ -607,17 +601,36 @@ class Application:
         :mod:`dubbo_py.rpc.filters`); ``interceptors`` are gRPC client interceptors
         (``grpc.UnaryUnaryClientInterceptor`` and the other three kinds), run around every
         attempt on a provider's channel, inside dubbo-py's routing and retries."""
-        assembly = self._assembly(
+        stacks = self._stacks(
             BlockingAssembly, stub_class, failback, filters, options, interceptors
         )
         # Built before anything starts: binding the methods checks the mocks against the
         # response types, and a bad one must not leave watches, threads or a registered
         # consumer behind.
-        channel = assembly.channel()
+        channel = stacks[0].channel if len(stacks) == 1 else ZoneAwareChannel(stacks, self.zone)
         stub: S = stub_class(channel)  # type: ignore[call-arg]
-        return self._started(assembly, channel, stub)
+        return self._started(stacks, channel, stub)
 
-    def _assembly(
+    def _subscribed(self, config: ReferenceConfig) -> list[RegistryBinding]:
+        """The registries a reference reads: those its ``registries`` name, else every one
+        marked ``subscribe`` (the only one, for most applications)."""
+        if len(self.bindings) == 1:
+            return list(self.bindings)
+        if config.registries:
+            known = {b.id: b for b in self.bindings}
+            unknown = [r for r in config.registries if r not in known]
+            if unknown:
+                raise ConfigError(
+                    "registries",
+                    f"unknown registry id(s) {unknown} (registries: {', '.join(known)})",
+                )
+            return [known[r] for r in config.registries]
+        chosen = [b for b in self.bindings if b.config.subscribe]
+        if not chosen:
+            raise ConfigError("registries", "no registry is marked subscribe")
+        return chosen
+
+    def _stacks(
         self,
         kind: type[A],
         stub_class: type[object],
@@ -625,8 +638,10 @@ class Application:
         filters: ConsumerFilters | None,
         options: Mapping[str, Any],
         interceptors: Sequence[Any] = (),
-    ) -> A:
-        """The stack of a reference to ``stub_class``, wired but not started."""
+    ) -> list[RegistryStack]:
+        """One stack per registry the reference reads (each with its own channel), wired but
+        not started; they share the service's retry budget, the application's connections
+        and the reference's filters."""
         spec = service_of_stub(stub_class)
         config = self.reference_config(spec.name, **options)
         consumer = self._consumer_url(
@@ -637,12 +652,43 @@ class Application:
             config.retries,
             config.timeout,
         )
-        registry = self.registry
-        if registry is not None and self._app_level is not None:
-            consumer = self._app_level.consumer_url(consumer)
-        cache = self._notify_cache() if registry is not None else None
-        static = () if registry is not None else self._direct_providers(consumer, spec.name)
         budget = self._budget_for(spec.name)
+        around = self._observed(consumer, budget) + self.filters + (filters or ConsumerFilters())
+        stacks = []
+        for binding in self._subscribed(config):
+            assembly = self._assembly(
+                kind, binding, spec, config, consumer, budget, failback, around, interceptors
+            )
+            stacks.append(
+                RegistryStack(
+                    binding.id or str(binding.address),
+                    binding.config,
+                    binding.opened,
+                    assembly,
+                    assembly.channel(),
+                )
+            )
+        return stacks
+
+    def _assembly(
+        self,
+        kind: type[A],
+        binding: RegistryBinding,
+        spec: ServiceSpec,
+        config: ReferenceConfig,
+        consumer: URL,
+        budget: RetryBudget,
+        failback: FailbackQueue | None,
+        filters: ConsumerFilters,
+        interceptors: Sequence[Any],
+    ) -> A:
+        """The stack of a reference on one registry, wired but not started."""
+        registry = binding.registry
+        level = binding.application_level
+        if registry is not None and level is not None:
+            consumer = level.consumer_url(consumer)
+        cache = binding.notify_cache() if registry is not None else None
+        static = () if registry is not None else self._direct_providers(consumer, spec.name)
         return kind(
             spec,
             config,
@@ -653,16 +699,12 @@ class Application:
             static_providers=tuple(static),
             budget=budget,
             failback=failback,
-            filters=self._observed(consumer, budget)
-            + self.filters
-            + (filters or ConsumerFilters()),
+            filters=filters,
             interceptors=tuple(interceptors),
             channels=self.channels,
             aio_channels=self.aio_channels,
             subscribe=(
-                self._app_level.subscriber(consumer)
-                if self._app_level is not None and registry is not None
-                else None
+                level.subscriber(consumer) if level is not None and registry is not None else None
             ),
         )
 
@@ -673,40 +715,63 @@ class Application:
             return ConsumerFilters()
         return self._consumer_side.filters(consumer, budget)
 
-    def _started(
-        self,
-        assembly: BlockingAssembly | AsyncAssembly,
-        channel: ClusterChannel | AsyncClusterChannel,
-        stub: S,
-    ) -> Reference[S]:
-        """Start the stack (blocks while the providers and rules are read), register the
-        consumer, and keep the reference for :meth:`close`."""
-        assembly.start()
-        directory, service = assembly.directory, assembly.service.name
-        startup.consumer_ready(self.name, directory, assembly.config.check)
-        registry = self._registry
-        if registry is not None and not registry.connected and not directory.providers:
-            log.warning(
-                "registry %s unreachable: %s has no provider yet (none cached); calls fail with "
-                "'registry unreachable' until it answers",
-                self.address,
-                service,
-            )
-        consumer = assembly.consumer
-        if registry is not None:
-            try:
-                registry.register(consumer)
-                self._consumer_urls.append(consumer)
-            except StoreError as exc:
-                if startup.registry_unreachable(directory) is None:  # else said just above
-                    log.warning("could not register consumer %s: %s", consumer, exc)
-        ref = Reference(stub, service, consumer, directory, channel, assembly)
+    def _started(self, stacks: Sequence[RegistryStack], channel: Any, stub: S) -> Reference[S]:
+        """Start the stacks (blocks while the providers and rules are read; several at once),
+        register the consumer in each registry, and keep the reference for :meth:`close`."""
+        if len(stacks) == 1:
+            self._start_stack(stacks[0])
+        else:
+            for stack in stacks:
+                stack.watch()
+            threads = [
+                threading.Thread(target=self._start_stack, args=(s,), name="dubbo-subscribe")
+                for s in stacks
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        first = stacks[0].assembly
+        assert isinstance(first, BlockingAssembly | AsyncAssembly)
+        ref = Reference(
+            stub,
+            first.service.name,
+            first.consumer,
+            first.directory,
+            channel,
+            first,
+            stacks=tuple(stacks) if len(stacks) > 1 else (),
+        )
         with self._lock:
             self._references.append(ref)
         if self.qos is not None:
             self.qos.watch_reference(ref)
             self.qos.mark_started()
         return ref
+
+    def _start_stack(self, stack: RegistryStack) -> None:
+        """Start one registry's stack and register its consumer URL there."""
+        assembly = stack.assembly
+        assembly.start()
+        directory, service = assembly.directory, assembly.service.name
+        startup.consumer_ready(self.name, directory, assembly.config.check)
+        registry = stack.registry
+        if registry is not None and not registry.connected and not directory.providers:
+            log.warning(
+                "registry %s unreachable: %s has no provider yet (none cached); calls fail with "
+                "'registry unreachable' until it answers",
+                stack.name if len(self.bindings) > 1 else self.address,
+                service,
+            )
+        consumer = assembly.consumer
+        if registry is not None:
+            try:
+                registry.register(consumer)
+                with self._lock:
+                    self._consumer_urls.append((registry, consumer))
+            except StoreError as exc:
+                if startup.registry_unreachable(directory) is None:  # else said just above
+                    log.warning("could not register consumer %s: %s", consumer, exc)
 
     def _budget_for(self, service: str) -> RetryBudget:
         # One budget per service: every reference to it shares the retries it may make.
@@ -782,21 +847,12 @@ class Application:
             server.stop(grace=1.0)
         if self.qos is not None:
             self.qos.close()
-        if self._registry is not None:
-            for url in consumers:
-                with contextlib.suppress(StoreError):
-                    self._registry.unregister(url)
-        if self._app_level is not None:
+        for registry, url in consumers:
             with contextlib.suppress(StoreError):
-                self._app_level.close()
-            self._app_level = None
-        if self._cache is not None:
-            self._cache.flush()  # what the background writer had not written yet
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-            self._registry = None
-            self._provider_registry = None
+                registry.unregister(url)
+        for binding in self.bindings:
+            binding.close()
+        self._provider_registry = None
 
     def __enter__(self) -> Application:
         return self

@@ -30,6 +30,7 @@ __all__ = [
     "CallSite",
     "InvokerBase",
     "MethodBinder",
+    "MethodFactories",
     "StubChannel",
     "StubMethod",
 ]
@@ -174,7 +175,7 @@ class MethodBinder(Protocol[C]):
 
 def _factory(request_streaming: bool, response_streaming: bool, doc: str) -> Callable[..., Any]:
     def make(
-        self: StubChannel[Any, Any],
+        self: MethodFactories[Any],
         method: str,
         request_serializer: Callable[[Any], bytes] | None = None,
         response_deserializer: Callable[[bytes], Any] | None = None,
@@ -189,12 +190,25 @@ def _factory(request_streaming: bool, response_streaming: bool, doc: str) -> Cal
     return make
 
 
-class StubChannel(Generic[C, M]):
+class MethodFactories(Generic[M]):
+    """The four multicallable factories a generated stub calls (``unary_unary`` ...), each
+    making a :class:`StubMethod` for :meth:`_multicallable`: what every channel a stub can be
+    built on shares. The extra argument newer grpcio passes (``_registered_method``) is
+    accepted and unused."""
+
+    def _multicallable(self, method: StubMethod) -> M:
+        raise NotImplementedError
+
+    unary_unary = _factory(False, False, "A multicallable for a unary method.")
+    unary_stream = _factory(False, True, "A multicallable for a server-streaming method.")
+    stream_unary = _factory(True, False, "A multicallable for a client-streaming method.")
+    stream_stream = _factory(True, True, "A multicallable for a bidirectional method.")
+
+
+class StubChannel(MethodFactories[M], Generic[C, M]):
     """What both flavours' cluster channels share: built from the reference's ``binder``
     (which wires each method a stub asks for), the ``attachments`` every call carries, and
-    ``on_close`` (closes the provider channels); and the four multicallable factories a
-    generated stub calls, each making a :class:`StubMethod` for :meth:`_multicallable`. The
-    extra argument newer grpcio passes (``_registered_method``) is accepted and unused."""
+    ``on_close`` (closes the provider channels); the factories are :class:`MethodFactories`'."""
 
     def __init__(
         self,
@@ -206,14 +220,6 @@ class StubChannel(Generic[C, M]):
         #: Attachments every call carries (read-only; call metadata is added per call).
         self.attachments: Mapping[str, str] = MappingProxyType(dict(attachments or {}))
         self._on_close = on_close
-
-    def _multicallable(self, method: StubMethod) -> M:
-        raise NotImplementedError
-
-    unary_unary = _factory(False, False, "A multicallable for a unary method.")
-    unary_stream = _factory(False, True, "A multicallable for a server-streaming method.")
-    stream_unary = _factory(True, False, "A multicallable for a client-streaming method.")
-    stream_stream = _factory(True, True, "A multicallable for a bidirectional method.")
 
 
 class CallSite:

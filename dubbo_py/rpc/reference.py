@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.outlier import OutlierDetector
@@ -17,8 +17,10 @@ from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.rpc.aio_channel import AsyncClusterChannel
 from dubbo_py.rpc.assembly import AsyncAssembly, BlockingAssembly
-from dubbo_py.rpc.channel import ClusterChannel
 from dubbo_py.url import URL
+
+if TYPE_CHECKING:
+    from dubbo_py.rpc.zone_channel import RegistryStack
 
 __all__ = ["Reference"]
 
@@ -37,10 +39,14 @@ class Reference(Generic[S]):
     consumer: URL
     #: Providers and rules, watched in the registry.
     directory: RegistryDirectory
-    #: What the stub calls through (blocking or asyncio).
-    channel: ClusterChannel | AsyncClusterChannel
-    #: The stack behind the channel.
+    #: What the stub calls through (blocking or asyncio; zone-aware with several
+    #: registries).
+    channel: Any
+    #: The stack behind the channel (the first registry's, with several).
     assembly: BlockingAssembly | AsyncAssembly
+    #: With several registries, one stack per registry, in the application's order (the
+    #: first is :attr:`assembly`); empty with one.
+    stacks: tuple[RegistryStack, ...] = ()
 
     @property
     def config(self) -> ReferenceConfig:
@@ -78,13 +84,28 @@ class Reference(Generic[S]):
         """The cluster context of each method the stub bound, by method name."""
         return self.assembly.contexts
 
+    @property
+    def assemblies(self) -> tuple[BlockingAssembly | AsyncAssembly, ...]:
+        """Every stack of the reference: one per registry it reads."""
+        if not self.stacks:
+            return (self.assembly,)
+        return tuple(s.assembly for s in self.stacks)  # type: ignore[misc]
+
     def close(self) -> None:
         """Stop watching the registry, stop background work and close the blocking provider
         channels (an asyncio reference's channels close with :meth:`aclose`)."""
-        self.assembly.close()
+        for assembly in self.assemblies:
+            assembly.close()
+
+    async def close_channels(self) -> None:
+        """Close an asyncio reference's provider channels on the loop (nothing for a blocking
+        one: :meth:`close` does)."""
+        if isinstance(self.channel, AsyncClusterChannel) or (
+            self.stacks and isinstance(self.assembly, AsyncAssembly)
+        ):
+            await self.channel.close()
 
     async def aclose(self) -> None:
         """Close an asyncio reference's provider channels on the loop, then :meth:`close`."""
-        if isinstance(self.channel, AsyncClusterChannel):
-            await self.channel.close()
+        await self.close_channels()
         await asyncio.to_thread(self.close)

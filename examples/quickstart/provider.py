@@ -21,6 +21,7 @@ import _paths  # noqa: F401  (puts the generated demo package on sys.path)
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py.config.model import RegistryConfig
 
 
 class CallLog:
@@ -97,7 +98,15 @@ def make_greeter(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--registry", default=None, help="registry address (default: embedded)")
+    parser.add_argument(
+        "--registry",
+        action="append",
+        default=None,
+        help="registry address (default: embedded); repeat it to register in several",
+    )
+    parser.add_argument(
+        "--zone", action="append", default=None, help="the zone of each --registry, in order"
+    )
     parser.add_argument("--application", default="greeter-provider")
     parser.add_argument("--version", default="1.0.0")
     parser.add_argument("--port", type=int, default=0)
@@ -128,7 +137,18 @@ def main(argv: list[str] | None = None) -> None:
         delay=args.delay,
         executes=args.executes,
     )
-    app = dubbo_py.Application(args.application, registry=args.registry)
+    registries = args.registry or [None]
+    if len(registries) == 1:
+        app = dubbo_py.Application(args.application, registry=registries[0])
+    else:
+        zones = args.zone or []
+        app = dubbo_py.Application(
+            args.application,
+            registry={
+                f"r{i}": RegistryConfig(address, zone=zones[i] if i < len(zones) else None)
+                for i, address in enumerate(registries)
+            },
+        )
     server = app.start(greeter, port=args.port)
     greeter.address = server.address
     # The line test harnesses and the demo script wait for.
