@@ -181,10 +181,11 @@ class Terminal:
                 skipping = True
                 continue
             line = self._next()
-            # Before the first line after a ^C: a repeat of what the command printed just
-            # before it (a Python program prints the line it was about to print, then handles
-            # SIGINT at its next check; a terminal shows it the same way).
-            while line is not None and early and not got and line in early:
+            # The first line after a ^C may repeat one the command printed just before it: a
+            # Python program finishes the line it was about to print, then handles SIGINT at
+            # its next check (a terminal shows it above the ^C's effect too). One such line is
+            # passed over, no more: a command that goes on printing has ignored the ^C.
+            if line is not None and not got and line in early:
                 line = self._next()
             while skipping and line is not None and normalise(line) != normalise(want):
                 self.skipped.append(line)
