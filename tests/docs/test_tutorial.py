@@ -14,7 +14,6 @@ What differs from a reader's machine, and nothing else, is here (visible and min
 from __future__ import annotations
 
 import array
-import collections
 import fcntl
 import os
 import queue
@@ -118,6 +117,10 @@ def same(actual: list[str], expected: list[str], what: str) -> None:
     assert got == want, f"{what}:\n--- page\n" + "\n".join(want) + "\n--- ran\n" + "\n".join(got)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     """A long-running command, its output read line by line as it comes."""
 
@@ -130,63 +133,38 @@ class Terminal:
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            text=True,
+            # ^C must reach the command as a reader's terminal delivers it. A test run started
+            # as a background job of a non-interactive shell inherits SIGINT ignored, and a
+            # Python program that starts with SIGINT ignored never raises KeyboardInterrupt:
+            # the watching consumer then prints on after the ^C instead of "stopped".
+            preexec_fn=_default_sigint,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.skipped: list[str] = []
         self.unsub = unsub
-        # The bytes of a line not finished yet, and whether the line they start was written
-        # before a ^C (see interrupt): guarded by _lock, shared with the reader thread.
-        self._lock = threading.Lock()
-        self._partial = b""
-        self._drop_next = False
-        #: The last lines the command printed, as read (see interrupt).
-        self.recent: collections.deque[str] = collections.deque(maxlen=10)
-        #: Lines printed before the last ^C: a repeat of one may still come before the command
-        #: handles the signal (see interrupt).
-        self.before_interrupt: frozenset[str] = frozenset()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        # Raw reads, so that interrupt() can tell a line cut in the middle by SIGSTOP.
         assert self.process.stdout is not None
-        fd = self.process.stdout.fileno()
-        while chunk := os.read(fd, 65536):
-            with self._lock:
-                *complete, self._partial = (self._partial + chunk).split(b"\n")
-                for raw in complete:
-                    if self._drop_next:
-                        self._drop_next = False
-                        continue
-                    self.lines.put(self.unsub(raw.decode("utf-8", "replace")))
-        if self._partial:
-            self.lines.put(self.unsub(self._partial.decode("utf-8", "replace")))
+        for line in self.process.stdout:
+            self.lines.put(self.unsub(line.rstrip("\n")))
         self.lines.put(None)
 
     def _next(self) -> str | None:
         try:
-            line = self.lines.get(timeout=LINE_TIMEOUT)
+            return self.lines.get(timeout=LINE_TIMEOUT)
         except queue.Empty:
             return None
-        if line is not None:
-            self.recent.append(line)
-        return line
 
     def expect(self, expected: list[str], what: str) -> None:
         got: list[str] = []
         skipping = False
-        early = self.before_interrupt
-        self.before_interrupt = frozenset()
         for want in expected:
             if want == "...":
                 skipping = True
                 continue
             line = self._next()
-            # The first line after a ^C may repeat one the command printed just before it: a
-            # Python program finishes the line it was about to print, then handles SIGINT at
-            # its next check (a terminal shows it above the ^C's effect too). One such line is
-            # passed over, no more: a command that goes on printing has ignored the ^C.
-            if line is not None and not got and line in early:
-                line = self._next()
             while skipping and line is not None and normalise(line) != normalise(want):
                 self.skipped.append(line)
                 line = self._next()
@@ -205,9 +183,7 @@ class Terminal:
         A line printed just before the signal may still be in the pipe, or in the reader
         thread's hands, on a busy machine; it would then read as output after the ^C. So the
         command is stopped first (SIGSTOP: it writes nothing more), every line it wrote is
-        collected and dropped, and only then is it interrupted and let go. A line the stop cut
-        in the middle of its write is finished when the command goes on: it was printed before
-        the ^C too, so it is dropped when it completes."""
+        collected and dropped, and only then is it interrupted and let go."""
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
         self.process.send_signal(signal.SIGSTOP)
@@ -216,16 +192,11 @@ class Terminal:
             unread = array.array("i", [0])
             fcntl.ioctl(fd, termios.FIONREAD, unread)
             try:
-                drained = self.lines.get(timeout=0.05)
-                if drained is not None:
-                    self.recent.append(drained)
+                self.lines.get(timeout=0.05)
                 quiet_since = time.monotonic()
             except queue.Empty:
                 if unread[0]:
                     quiet_since = time.monotonic()
-        with self._lock:
-            self._drop_next = bool(self._partial)
-        self.before_interrupt = frozenset(self.recent)
         self.process.send_signal(signal.SIGINT)
         self.process.send_signal(signal.SIGCONT)
 
