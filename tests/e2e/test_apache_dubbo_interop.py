@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import importlib.metadata
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from kazoo.client import KazooClient
 
 import dubbo_py
 from dubbo_py.url import URL
+from tests.support.local_server import free_port
 from tests.support.processes import ProviderProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zookeeper, pytest.mark.network]
@@ -98,12 +98,6 @@ def root_registry(zookeeper: Any) -> Iterator[str]:
         client.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_an_apache_dubbo_consumer_calls_a_dubbo_py_provider(
     apache_python: Path, root_registry: str, zookeeper: Any
 ) -> None:
@@ -134,7 +128,7 @@ def test_an_apache_dubbo_consumer_calls_a_dubbo_py_provider(
 @pytest.fixture
 def apache_provider(apache_python: Path, root_registry: str, zookeeper: Any) -> Iterator[str]:
     """An apache-dubbo provider of demo.Greeter (its address), killed afterwards."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             str(apache_python),

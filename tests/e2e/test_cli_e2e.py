@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from dubbo_py.admin.connection import open_admin_store
 from dubbo_py.admin.history import History
 from dubbo_py.registry.address import parse_registry_address
 from dubbo_py.registry.registry import Registry
+from tests.support.local_server import free_port
 from tests.support.processes import ROOT, ProviderProcess
 
 KEY = "demo.Greeter::.condition-router"
@@ -181,15 +181,9 @@ def test_providers_overrides_and_status_with_a_live_provider(
     assert [o["changes"] for o in overrides] == ["weight=50"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize("command", [["services"], ["registry", "status"]])
 def test_unreachable_zookeeper_is_one_line_and_exit_1(command: list[str]) -> None:
-    address = f"zookeeper://127.0.0.1:{_free_port()}"
+    address = f"zookeeper://127.0.0.1:{free_port()}"
     result = subprocess.run(
         [
             *cli_command(address, *command)[:3],

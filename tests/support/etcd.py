@@ -12,13 +12,14 @@ from __future__ import annotations
 import atexit
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import grpc
+
+from tests.support.local_server import free_port, log_tail
 
 __all__ = ["EtcdServer", "EtcdUnavailable", "etcd_binary"]
 
@@ -37,19 +38,13 @@ def etcd_binary() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class EtcdServer:
     """One single-member etcd process on loopback."""
 
     def __init__(self) -> None:
         self._binary = etcd_binary()
-        self.port = _free_port()
-        self.peer_port = _free_port()
+        self.port = free_port()
+        self.peer_port = free_port()
         self._base = Path(tempfile.mkdtemp(prefix="dubbo-py-etcd-"))
         self._data_dir = self._base / "data"
         self._log_path = self._base / "etcd.log"
@@ -159,10 +154,7 @@ class EtcdServer:
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the server's log."""
-        try:
-            return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self._log_path, lines)
 
     def __enter__(self) -> EtcdServer:
         self.start()

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 from kazoo.client import KazooClient
 
+from tests.support.local_server import free_port, log_tail
+
 __all__ = [
     "EnsembleMember",
     "ZooKeeperEnsemble",
@@ -77,12 +79,6 @@ def zookeeper_classpath() -> str:
     if binding is not None:
         parts.append(binding)
     return os.pathsep.join(str(p) for p in parts)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def four_letter_word(address: str, word: str, timeout: float = 2.0) -> str:
@@ -161,7 +157,7 @@ class ZooKeeperServer:
         self._java = shutil.which("java")
         if self._java is None:
             raise ZooKeeperUnavailable(f"java not found; {_INSTALL_HINT}")
-        self.port = _free_port()
+        self.port = free_port()
         self._base = Path(tempfile.mkdtemp(prefix="dubbo-py-zk-"))
         self._data_dir = self._base / "data"
         self._data_dir.mkdir()
@@ -231,10 +227,7 @@ class ZooKeeperServer:
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the server's log."""
-        try:
-            return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self._log_path, lines)
 
     def __enter__(self) -> ZooKeeperServer:
         self.start()
@@ -306,10 +299,7 @@ class EnsembleMember:
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the server's log."""
-        try:
-            return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self._log_path, lines)
 
 
 class ZooKeeperEnsemble:
@@ -322,7 +312,7 @@ class ZooKeeperEnsemble:
         if shutil.which("java") is None:
             raise ZooKeeperUnavailable(f"java not found; {_INSTALL_HINT}")
         self._base = Path(tempfile.mkdtemp(prefix="dubbo-py-zk-ensemble-"))
-        peers = [(_free_port(), _free_port(), _free_port()) for _ in range(size)]
+        peers = [(free_port(), free_port(), free_port()) for _ in range(size)]
         servers = [
             f"server.{i + 1}=127.0.0.1:{quorum}:{election}"
             for i, (_client, quorum, election) in enumerate(peers)
