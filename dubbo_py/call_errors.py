@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 
-__all__ = ["ClusterError", "ProviderUnavailable"]
+__all__ = ["ClusterError", "ProviderUnavailable", "is_closed_channel"]
 
 
 class ClusterError(grpc.RpcError):
@@ -90,3 +90,15 @@ class ProviderUnavailable(grpc.RpcError):
 
     def __str__(self) -> str:
         return f"<ProviderUnavailable: {self._details}>"
+
+
+#: What grpcio's ``ValueError`` says for a call on a closed channel: the first when the channel
+#: was closed before the call was made, the second when it closed while the call was being set
+#: up (a narrower window, but the same situation: nothing was sent).
+_CLOSED_CHANNEL = ("Cannot invoke RPC on closed channel", "Cannot invoke RPC: Channel closed")
+
+
+def is_closed_channel(error: BaseException) -> bool:
+    """True when ``error`` is grpcio's ``ValueError`` for a call made on a closed channel (in
+    either of its two wordings): nothing reached the provider, so the call may go elsewhere."""
+    return isinstance(error, ValueError) and str(error).startswith(_CLOSED_CHANNEL)

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from dubbo_py.call_errors import is_closed_channel
 from dubbo_py.config.tls import ClientTLS, use_tls
 from dubbo_py.errors import ProviderUnavailable
 from dubbo_py.invocation import Invocation
@@ -353,7 +354,7 @@ class MethodInvoker(InvokerBase):
             # grpc raises a bare ValueError for a call on a closed channel: the provider was
             # dropped (or its channel replaced) after this call picked it. Nothing was sent, so
             # it is a transport failure the strategy may retry elsewhere.
-            if "closed channel" not in str(exc):
+            if not is_closed_channel(exc):
                 raise
             self._callables.pop(key, None)
             self._targets.pop(key, None)

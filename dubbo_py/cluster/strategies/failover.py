@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 
+from dubbo_py.call_errors import is_closed_channel
 from dubbo_py.cluster.support.context import ClusterContext, ProviderCall
 from dubbo_py.cluster.support.deadline import Deadline
 from dubbo_py.cluster.support.routing import Attempts, route
@@ -109,7 +110,7 @@ def first_attempt(
             try:
                 response = direct(request, timeout=timeout)
             except ValueError as exc:
-                if "closed channel" not in str(exc):
+                if not is_closed_channel(exc):
                     raise
                 # The provider's channel was closed after this call picked it (it left): the
                 # provider call below makes that a transport failure.
