@@ -65,26 +65,41 @@ class _AsyncMultiCallable(PlannedSite):
     def __init__(self, bound: BoundMethod[AsyncCall], attachments: Mapping[str, str]) -> None:
         super().__init__(bound, attachments)
         self._invoke = bound.call
+        self._in_flight = bound.in_flight
 
     def __call__(
         self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
     ) -> Any:
         if self._streaming:
             return self._stream(self._invocation(request, timeout, metadata))
-        plan = self._plan
-        provider = self._provider(plan, request, metadata)
-        if provider is None:
-            self._replan(request, metadata)
-            return self._invoke(self._invocation(request, timeout, metadata))
-        assert plan is not None
-        if timeout is None:
-            timeout = plan.timeout
-        direct = plan.multicallables.get(provider.address)
-        if plan.observers is None:
-            return first_attempt_async(
-                self._context, provider, self._method, request, timeout, direct=direct
-            )
-        return self._observed(plan, provider, request, timeout, direct)
+        return self._counted(request, timeout, metadata)
+
+    async def _counted(self, request: Any, timeout: float | None, metadata: Any) -> Any:
+        # Counted while it runs, so that closing the application lets it finish
+        # (dubbo_py/rpc/in_flight.py), from when it is awaited (a coroutine starts then);
+        # written out, routing by the plan included: it runs on every call.
+        in_flight = self._in_flight
+        running = in_flight.running
+        running.append(None)
+        try:
+            if in_flight.closing:
+                raise in_flight.refused(self._service, self._method)
+            plan = self._plan
+            provider = self._provider(plan, request, metadata)
+            if provider is None:
+                self._replan(request, metadata)
+                return await self._invoke(self._invocation(request, timeout, metadata))
+            assert plan is not None
+            if timeout is None:
+                timeout = plan.timeout
+            direct = plan.multicallables.get(provider.address)
+            if plan.observers is None:
+                return await first_attempt_async(
+                    self._context, provider, self._method, request, timeout, direct=direct
+                )
+            return await self._observed(plan, provider, request, timeout, direct)
+        finally:
+            running.pop()
 
     async def _observed(
         self, plan: CallPlan, provider: URL, request: Any, timeout: float | None, direct: Any
@@ -111,7 +126,14 @@ class _AsyncMultiCallable(PlannedSite):
         return response
 
     async def _stream(self, invocation: Invocation) -> AsyncIterator[Any]:
-        responses = await self._invoke(invocation)
+        in_flight = self._in_flight
+        if not in_flight.enter():
+            raise in_flight.refused(self._service, self._method)
+        try:
+            responses = await self._invoke(invocation)
+        finally:
+            # Counted until the stream is open (see dubbo_py/rpc/in_flight.py).
+            in_flight.leave()
         async for response in responses:
             yield response
 
@@ -123,12 +145,16 @@ class _AsyncMultiCallable(PlannedSite):
         provider's attachments). For unary-response methods, as in blocking gRPC."""
         if self._streaming:
             raise TypeError("with_call is for methods answering with one response")
+        in_flight = self._in_flight
+        if not in_flight.enter():
+            raise in_flight.refused(self._service, self._method)
         sink: list[Any] = []
         token = CALL_SINK.set(sink)
         try:
             response = await self._invoke(self._invocation(request, timeout, metadata))
         finally:
             CALL_SINK.reset(token)
+            in_flight.leave()
         if not sink:
             return response, CallResult()
         made = sink[-1]

@@ -66,6 +66,10 @@ __all__ = ["ENV_AUTH", "Application", "Reference", "open_store"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds :meth:`Application.close` waits for calls in flight before it closes the provider
+#: channels (Dubbo's default shutdown wait, ``dubbo.service.shutdown.wait``, is 10 s too).
+CLOSE_WAIT = 10.0
+
 S = TypeVar("S")
 A = TypeVar("A", BlockingAssembly, AsyncAssembly)
 _O = TypeVar("_O")
@@ -526,14 +530,20 @@ class Application:
         stub: S = stub_class(channel)  # type: ignore[call-arg]
         return await asyncio.to_thread(self._started, stacks, channel, stub)
 
-    async def aclose(self) -> None:
-        """Close the asyncio references' provider channels, then everything :meth:`close`
-        does."""
+    async def aclose(self, wait: float = CLOSE_WAIT) -> None:
+        """Refuse new calls, wait up to ``wait`` s for the calls in flight (this loop's
+        keep running meanwhile), close the asyncio references' provider channels, then
+        everything :meth:`close` does."""
+        deadline = time.monotonic() + max(0.0, wait)
         with self._lock:
             refs = list(self._references)
         for ref in refs:
+            ref.refuse_calls()
+        for ref in refs:
+            await ref.wait_for_calls_async(deadline)
+        for ref in refs:
             await ref.close_channels()
-        await asyncio.to_thread(self.close)
+        await asyncio.to_thread(self.close, max(0.0, deadline - time.monotonic()))
 
     def reference(self, stub_class: type[S], **options: Any) -> S:
         """A generated stub whose calls are routed, balanced and retried by dubbo-py.
@@ -833,13 +843,30 @@ class Application:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def close(self) -> None:
-        """Close references and servers this application opened, then the registry."""
+    def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Close references and servers this application opened, then the registry.
+
+        Calls are not cut short: the references refuse new calls (UNAVAILABLE, "the
+        application is closed"), and their provider channels close once the calls in flight
+        have ended, or after ``wait`` seconds (Dubbo's consumer waits for its pending requests
+        likewise; see :mod:`dubbo_py.rpc.in_flight`). Calls still running then are
+        cancelled."""
+        deadline = time.monotonic() + max(0.0, wait)
         self._stop_requested.set()
         with self._lock:
             refs, self._references = self._references, []
             servers, self._servers = self._servers, []
             consumers, self._consumer_urls = self._consumer_urls, []
+        for ref in refs:
+            ref.refuse_calls()
+        unfinished = sum(not ref.wait_for_calls(deadline) for ref in refs)
+        if unfinished:
+            log.warning(
+                "%s: calls still in flight on %d reference(s) after %.1f s are cancelled",
+                self.name,
+                unfinished,
+                wait,
+            )
         for ref in refs:
             ref.close()
         self.channels.close()

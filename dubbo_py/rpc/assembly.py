@@ -61,6 +61,7 @@ from dubbo_py.rpc.filters import (
     wrap_attempts,
     wrap_calls,
 )
+from dubbo_py.rpc.in_flight import CallsInFlight
 from dubbo_py.rpc.introspect import ServiceSpec
 from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
 from dubbo_py.rpc.method import BoundMethod, InvokerBase, StubMethod
@@ -158,6 +159,8 @@ class ReferenceAssembly(Generic[C]):
         self.outliers = self._outliers()
         #: Each bound method's cluster context, by method name.
         self.contexts: dict[str, ClusterContext] = {}
+        #: The stub's calls in flight (closing the application waits for them).
+        self.in_flight = CallsInFlight()
         self._wired: list[_Wired] = []
         self._lock = threading.Lock()
         self._idempotent = config.idempotent | frozenset(
@@ -261,8 +264,8 @@ class ReferenceAssembly(Generic[C]):
         # hook (the consumer's metrics), which it then runs around the call.
         hooks = plan_hooks(filters, method.name)
         if hooks is None:
-            return BoundMethod(method, context, call, False)
-        return BoundMethod(method, context, call, plannable, hooks)
+            return BoundMethod(method, context, call, False, in_flight=self.in_flight)
+        return BoundMethod(method, context, call, plannable, hooks, self.in_flight)
 
     def _attempt_call(self, invoker: InvokerBase) -> Any:
         return self._attempts_around(

@@ -60,6 +60,7 @@ class _MultiCallable(PlannedSite):
     def __init__(self, bound: BoundMethod[Call], attachments: Mapping[str, str]) -> None:
         super().__init__(bound, attachments)
         self._invoke = bound.call
+        self._in_flight = bound.in_flight
 
     def __call__(
         self,
@@ -70,33 +71,49 @@ class _MultiCallable(PlannedSite):
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
     ) -> Any:
-        # The attempt is failover's first_attempt: calling it rather than writing it out here
-        # measured within noise (bench/bench_client_overhead.py, 3 interleaved runs: roundrobin
-        # over 3 providers 5.1-6.2 us against 5.9-7.3 us written out, random over one 2.9-3.3
-        # us against 2.3-3.1 us).
-        plan = self._plan
-        provider = self._provider(plan, request, metadata)
-        if provider is None:
-            return self._call(request, timeout, metadata)
-        assert plan is not None
-        if timeout is None:
-            timeout = plan.timeout
-        ctx = self._context
-        direct = plan.multicallables.get(provider.address)
-        observers = plan.observers
-        if observers is None:
-            return first_attempt(ctx, provider, self._method, request, timeout, direct=direct)
-        # The filters' plan hooks record what the filters would (dubbo_py/cluster/plan.py).
-        token = observers.start(provider)
+        # Counted while it runs, so that closing the application lets it finish
+        # (dubbo_py/rpc/in_flight.py); written out (no enter/leave calls): it runs on every call.
+        in_flight = self._in_flight
+        running = in_flight.running
+        running.append(None)
         try:
-            response = first_attempt(
-                ctx, provider, self._method, request, timeout, direct=direct, call=plan.plain_call
-            )
-        except BaseException as error:
-            observers.finish(token, error)
-            raise
-        observers.finish(token, None)
-        return response
+            if in_flight.closing:
+                raise in_flight.refused(self._service, self._method)
+            # The attempt is failover's first_attempt: calling it rather than writing it out
+            # here measured within noise (bench/bench_client_overhead.py, 3 interleaved runs:
+            # roundrobin over 3 providers 5.1-6.2 us against 5.9-7.3 us written out, random
+            # over one 2.9-3.3 us against 2.3-3.1 us).
+            plan = self._plan
+            provider = self._provider(plan, request, metadata)
+            if provider is None:
+                return self._call(request, timeout, metadata)
+            assert plan is not None
+            if timeout is None:
+                timeout = plan.timeout
+            ctx = self._context
+            direct = plan.multicallables.get(provider.address)
+            observers = plan.observers
+            if observers is None:
+                return first_attempt(ctx, provider, self._method, request, timeout, direct=direct)
+            # The filters' plan hooks record what the filters would (dubbo_py/cluster/plan.py).
+            token = observers.start(provider)
+            try:
+                response = first_attempt(
+                    ctx,
+                    provider,
+                    self._method,
+                    request,
+                    timeout,
+                    direct=direct,
+                    call=plan.plain_call,
+                )
+            except BaseException as error:
+                observers.finish(token, error)
+                raise
+            observers.finish(token, None)
+            return response
+        finally:
+            running.pop()
 
     def _call(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
         """A call the plan does not cover: compile a plan first when the call is plain and
@@ -115,12 +132,16 @@ class _MultiCallable(PlannedSite):
     ) -> tuple[Any, _Call]:
         """The call, and a ``grpc.Call``-like view of the provider call that answered (its
         trailing metadata carries the provider's attachments)."""
+        in_flight = self._in_flight
+        if not in_flight.enter():
+            raise in_flight.refused(self._service, self._method)
         sink: list[Any] = []
         token = CALL_SINK.set(sink)
         try:
             response = self._call(request, timeout, metadata)
         finally:
             CALL_SINK.reset(token)
+            in_flight.leave()
         return response, _Call(sink[-1] if sink else None)
 
     def future(

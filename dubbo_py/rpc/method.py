@@ -13,12 +13,13 @@ calls, and the method's empty answers. Only the calls themselves differ between 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.rpc.attachments import attachments_from_metadata
+from dubbo_py.rpc.in_flight import CallsInFlight
 from dubbo_py.rpc.triple import TripleCaller
 
 if TYPE_CHECKING:
@@ -161,6 +162,9 @@ class BoundMethod(Generic[C]):
     #: The plan hooks of the method's call filters, outermost first, which a plan runs in
     #: their place (every call filter has one when ``plannable``).
     hooks: tuple[CallHook, ...] = ()
+    #: The reference's calls in flight, counted so that closing the application lets them
+    #: finish (:mod:`dubbo_py.rpc.in_flight`).
+    in_flight: CallsInFlight = field(default_factory=CallsInFlight)
 
 
 class MethodBinder(Protocol[C]):

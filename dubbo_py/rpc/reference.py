@@ -91,6 +91,25 @@ class Reference(Generic[S]):
             return (self.assembly,)
         return tuple(s.assembly for s in self.stacks)  # type: ignore[misc]
 
+    def refuse_calls(self) -> None:
+        """Fail every call of the stub from now on (UNAVAILABLE, "the application is
+        closed"); calls already running go on."""
+        for assembly in self.assemblies:
+            assembly.in_flight.refuse()
+
+    def calls_in_flight(self) -> int:
+        """Calls of the stub running now (see :mod:`dubbo_py.rpc.in_flight`)."""
+        return sum(len(assembly.in_flight) for assembly in self.assemblies)
+
+    def wait_for_calls(self, deadline: float) -> bool:
+        """Block until the stub has no call running, or until ``time.monotonic()`` reaches
+        ``deadline``; True when none is running."""
+        return all([assembly.in_flight.wait(deadline) for assembly in self.assemblies])
+
+    async def wait_for_calls_async(self, deadline: float) -> bool:
+        """:meth:`wait_for_calls` on the event loop an asyncio reference calls on."""
+        return all([await assembly.in_flight.wait_async(deadline) for assembly in self.assemblies])
+
     def close(self) -> None:
         """Stop watching the registry, stop background work and close the blocking provider
         channels (an asyncio reference's channels close with :meth:`aclose`)."""
