@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from dubbo_py.admin.common import closest
-from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.rules import RuleKey
 from dubbo_py.errors import RuleError
 from dubbo_py.registry import layout
@@ -255,6 +254,10 @@ def _target_warnings(rule: RuleKey, view: RegistryView) -> list[LintWarning]:
 
 
 def _reach_warnings(registry: Registry, rule: RuleKey, text: str) -> list[LintWarning]:
+    # Loaded here: only a check against a live registry needs it (rules validate offline
+    # starts without it).
+    from dubbo_py.admin.reach import reach_of_change
+
     report = reach_of_change(registry, rule, text)
     out = []
     for row in report.rows:

@@ -32,7 +32,6 @@ from dubbo_py.admin.fanout import each_registry, raise_failures
 from dubbo_py.admin.history_diff import change_summary
 from dubbo_py.admin.input_file import InputFileError, read_input_file
 from dubbo_py.admin.lint import LintWarning, lint_rule
-from dubbo_py.admin.reach import reach_of_change
 from dubbo_py.admin.ruleops import WriteResult
 from dubbo_py.errors import StoreError
 from dubbo_py.registry.address import ENV_REGISTRY
@@ -334,6 +333,8 @@ def _dry_run(
             old.splitlines(keepends=True), text.splitlines(keepends=True), label, file
         )
     )
+    from dubbo_py.admin.reach import reach_of_change  # only a dry run needs it
+
     report = reach_of_change(env.registry, rule, text, methods=methods, attachments=attachments)
     if env.json:
         emit_json(

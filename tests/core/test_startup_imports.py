@@ -165,6 +165,8 @@ def test_rules_validate_loads_the_rule_tools_only(tmp_path: Path) -> None:
         "yaml",
     ]
     assert loaded(modules, "grpc", "kazoo", "dubbo_py.admin.console", "starlette") == []
+    # What a rule would reach is worked out against a live registry only.
+    assert loaded(modules, "dubbo_py.admin.reach", "dubbo_py.admin.scenario") == []
 
 
 @pytest.mark.parametrize("name", dubbo_py.__all__)
