@@ -1,10 +1,12 @@
 """What a rule change would do to live traffic: for every registered consumer that watches the
 rule's key, which providers each of its methods reaches now and would reach after the change.
 
-The consumer's view is rebuilt from the registry the way its directory builds it (providers
-matched to the consumer, overrides applied when this build has a configurator, every rule
-document it watches and every router URL of its service, compiled by the factory), then routed
-with :func:`dubbo_py.admin.scenario.route` — the same code ``route test`` and consumers run.
+The consumer's view is rebuilt from the registry the way its directory builds it (the providers
+of the level it reads -- interface or application, by its migration step and its application's
+migration rule, as ``registry status`` shows it -- matched to the consumer, overrides applied
+when this build has a configurator, every rule document it watches and every router URL of its
+service, compiled by the factory), then routed with :func:`dubbo_py.admin.scenario.route` — the
+same code ``route test`` and consumers run.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dubbo_py.admin.scenario import configurator, route
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry import layout
+from dubbo_py.registry.application import lookup as app_level
+from dubbo_py.registry.application.migration import MigrationRule
 from dubbo_py.registry.directory import ServiceRules
 from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry
@@ -81,6 +85,32 @@ def _methods(providers: Sequence[URL], wanted: Sequence[str]) -> list[str]:
         return list(wanted)
     names = {m.strip() for p in providers for m in p.get_str("methods").split(",") if m.strip()}
     return sorted(names) or [""]
+
+
+class _Levels:
+    """Each service's providers at both levels, read once per report, and the ones a consumer
+    reads (the level its migration step and its application's migration rule choose)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        self._by_service: dict[str, tuple[list[URL], list[URL]]] = {}
+        self._rules: dict[str, MigrationRule | None] = {}
+
+    def providers(self, service: str, consumer: URL) -> list[URL]:
+        """The provider URLs ``consumer`` of ``service`` reads."""
+        found = self._by_service.get(service)
+        if found is None:
+            registry = self._registry
+            found = (
+                registry.lookup(service, layout.PROVIDERS),
+                app_level.providers(registry.store, service),
+            )
+            self._by_service[service] = found
+        interface_urls, app_urls = found
+        level = app_level.consumer_level(
+            self._registry.store, consumer, interface_urls, app_urls, self._rules
+        ).level
+        return app_urls if level == "application" else interface_urls
 
 
 class _View:
@@ -160,12 +190,13 @@ def reach_of_change(
     texts: dict[str, str | None] = {}
     change = {rule.key: new_text}
     nearby: set[str] = set()  # keys of the same kind watched nearby, to hint at a typo
+    levels = _Levels(registry)
     for service in registry.services():
         consumers = registry.lookup(service, layout.CONSUMERS)
         if not consumers:
             continue
-        raw = registry.lookup(service, layout.PROVIDERS)
         for consumer in sorted(consumers, key=lambda u: u.to_string()):
+            raw = levels.providers(service, consumer)
             view = _View(registry, consumer, raw, report, texts)
             watched = {w.key for w in view.keys}
             if rule.key not in watched:
@@ -208,9 +239,9 @@ def reach_now(
     matrix. ``methods`` defaults to the methods the providers advertise."""
     report = ReachReport()
     texts: dict[str, str | None] = {}
-    raw = registry.lookup(service, layout.PROVIDERS)
+    levels = _Levels(registry)
     for consumer in sorted(registry.lookup(service, layout.CONSUMERS), key=lambda u: u.to_string()):
-        view = _View(registry, consumer, raw, report, texts)
+        view = _View(registry, consumer, levels.providers(service, consumer), report, texts)
         providers = view.providers({})
         routers = view.routers({})
         for method in _methods(view.matched, methods):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dubbo_py.admin import override_documents, rules
 from dubbo_py.admin.console import model
 from dubbo_py.admin.history import History
+from dubbo_py.admin.reach import reach_now, reach_of_change
 from dubbo_py.admin.ruleops import RuleOps
 from dubbo_py.registry.application.publisher import InstancePublisher
 from dubbo_py.registry.registry import Registry
@@ -102,5 +103,38 @@ def test_a_provider_registered_at_both_levels_is_one_row_with_both_levels() -> N
         ("10.0.0.6:50051", "interface", 100, ()),
         ("10.0.0.9:50070", "application", 100, ()),
     ]
-    # The reach matrix routes over the interface level (see reach_now): no column for 10.0.0.9.
-    assert all(m.providers == ("10.0.0.5:50051", "10.0.0.6:50051") for m in page.matrices)
+    # The reach matrix has a column per provider, and routes each consumer over the level it
+    # reads: this one is in APPLICATION_FIRST, and the application level holds as many
+    # providers as the interface level, so it reads that level -- 10.0.0.6 (interface level
+    # only) is not reached, 10.0.0.9 (application level only) is.
+    assert page.matrices
+    for matrix in page.matrices:
+        assert matrix.providers == ("10.0.0.5:50051", "10.0.0.6:50051", "10.0.0.9:50070")
+        assert [reached for _, reached in matrix.rows] == [
+            frozenset({"10.0.0.5:50051", "10.0.0.9:50070"})
+        ]
+
+
+def test_each_consumer_is_routed_over_the_level_it_reads() -> None:
+    registry, _ops = _registry()
+    InstancePublisher(registry.store, "greeter").add(URL.parse(P1))
+    write_java_provider(registry.store, "java", "10.0.0.9", 50070, "demo.Greeter", version="1.0.0")
+    # A second consumer pinned to the interface level (its migration step).
+    pinned = CONSUMER.replace("10.0.0.1", "10.0.0.2") + "&migration-step=FORCE_INTERFACE"
+    registry.register(URL.parse(pinned))
+    reach = {
+        row.consumer.host: set(row.after)
+        for row in reach_now(registry, "demo.Greeter", methods=["SayHello"]).rows
+    }
+    assert reach == {
+        "10.0.0.1": {"10.0.0.5:50051", "10.0.0.9:50070"},  # APPLICATION_FIRST: application
+        "10.0.0.2": {"10.0.0.5:50051", "10.0.0.6:50051"},  # FORCE_INTERFACE: interface
+    }
+    # A dry run works out the same views: a rule sending SayHello to 10.0.0.6 leaves the
+    # application-level reader nothing there, so its rule falls back (force: false).
+    change = reach_of_change(registry, rules.parse_key(KEY), RULE, methods=["SayHello"])
+    after = {row.consumer.host: set(row.after) for row in change.rows}
+    assert after == {
+        "10.0.0.1": {"10.0.0.5:50051", "10.0.0.9:50070"},
+        "10.0.0.2": {"10.0.0.6:50051"},
+    }

@@ -222,11 +222,10 @@ def service_page(registry: Registry, service: str) -> ServicePage:
         sorted(registry.lookup(service, layout.CONSUMERS), key=lambda u: u.to_string())
     )
     report = reach_now(registry, service)
-    # A column per address reach_now routes over: it reads the interface level only, so a
-    # provider registered at the application level only would be a column of false "not
-    # reached"; two rows at one address (another version) are one column.
-    routed = (r.address for r in rows if provider_levels.INTERFACE in r.levels)
-    matrices = _matrices(report.rows, tuple(dict.fromkeys(routed)))
+    # A column per provider address, whichever level it is registered at: each consumer is
+    # routed over the level it reads, so a provider at the other level only is, rightly, not
+    # reached by it. Two rows at one address (another version) are one column.
+    matrices = _matrices(report.rows, tuple(dict.fromkeys(r.address for r in rows)))
     return ServicePage(
         service,
         tuple(rows),
