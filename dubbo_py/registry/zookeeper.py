@@ -91,7 +91,15 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 class _PathWatches(Generic[T]):
     """Every watch of one node and kind in one store: one ZooKeeper watcher, one read per
-    change, each watch offered the state (a watch reports only what differs from its last)."""
+    change, each watch offered the state (a watch reports only what differs from its last).
+
+    Reads go out from two threads -- a change's from kazoo's event thread as soon as it is
+    announced, a refresh's (a watch added to a watched node, a reconnection) from the store's
+    thread when its turn comes -- and are collected in turn on the store's thread, so a read
+    sent later can be collected before one sent earlier. ZooKeeper answers one session's
+    requests in the order they were sent, so the later-sent read holds the newer state: each
+    read is numbered as it is sent, and one older than the state offered last is dropped (it
+    would take every watch back to an older state until the next change)."""
 
     def __init__(self, store: ZooKeeperStore, full: str, read: _Reader[T], send: _Sender) -> None:
         self._client = store.kazoo_client
@@ -102,6 +110,11 @@ class _PathWatches(Generic[T]):
         # Replaced whole on every change, so the store's thread iterates without a lock.
         self._watches: tuple[Watch[T], ...] = ()
         self._closed = False
+        # Numbers reads in the order kazoo queues them (hence the lock around the send).
+        self._send_lock = threading.Lock()
+        self._sent = 0
+        # The number of the read whose state was offered last (the store's thread only).
+        self._offered = 0
 
     def add(self, watch: Watch[T]) -> None:
         """Add a watch (under the store's lock)."""
@@ -124,23 +137,34 @@ class _PathWatches(Generic[T]):
         # Connection-state events (type NONE) carry no change: reconnection re-reads all.
         if event.type == EventType.NONE or self._closed:
             return
-        sent: Any = None
+        sent: tuple[int, Any] | None = None
         if self._client.connected:
             try:
-                sent = self._send(self._full, self.on_event)
+                sent = self._send_read()
             except Exception:  # the store's thread sends it again and reports any failure
                 sent = None
         self._dispatcher.submit(lambda: self.refresh(sent))
 
-    def refresh(self, sent: Any = None) -> None:
-        """Read the state (collecting ``sent``, a request already on its way, if any), re-arm
-        the watcher and offer the state to every watch; on the store's thread."""
+    def _send_read(self) -> tuple[int, Any]:
+        """Send a read that re-arms the watcher: ``(its number, the request)``."""
+        with self._send_lock:
+            self._sent += 1
+            return self._sent, self._send(self._full, self.on_event)
+
+    def refresh(self, sent: tuple[int, Any] | None = None) -> None:
+        """Read the state (collecting ``sent``, a numbered request already on its way, if
+        any), re-arm the watcher and offer the state to every watch unless a read sent after
+        this one was offered already; on the store's thread."""
         if self._closed or not self._client.connected:
             return
         try:
-            state = self._read(self._full, self.on_event, sent)
+            number, request = sent if sent is not None else self._send_read()
+            state = self._read(self._full, self.on_event, request)
         except (*_CONNECTION_ERRORS, self._client.handler.timeout_exception):
             return  # read again after the reconnection
+        if number < self._offered:
+            return  # older than what the watches were told: the newer state stands
+        self._offered = number
         for watch in self._watches:
             watch.offer(state)
 

@@ -228,3 +228,46 @@ def test_watches_of_one_node_share_one_read_per_change(
     for recorder in recorders:
         recorder.wait_last((b"v1", 1))
     assert len(reads) - before == 1
+
+
+def test_a_watch_never_goes_back_to_an_older_state(
+    zookeeper: ZooKeeperServer, stores: list[ZooKeeperStore]
+) -> None:
+    """A change's read is sent from kazoo's event thread at once, and collected in turn on the
+    store's thread; a read the store's thread sends itself (a watch added to a watched node, a
+    reconnection) is sent when its turn comes. A read sent later must win over one sent
+    earlier but collected after it: every watch reports states in the order they happened."""
+    store = _open(stores, zookeeper.address)
+    assert store.start()
+    writer = _open(stores, zookeeper.address, store.chroot)
+    assert writer.start()
+    client = store.kazoo_client
+    sent: list[str] = []
+    plain_get = client.get_async
+
+    def counted(path: str, watch: Any = None) -> Any:
+        sent.append(path)
+        return plain_get(path, watch=watch)
+
+    client.get_async = counted
+    first, second = Recorder(), Recorder()
+    store.create("/rule", b"v0")
+    store.watch_data("/rule", first)
+    first.wait_last((b"v0", 0))
+    gate = threading.Event()
+    store.dispatcher.submit(lambda: gate.wait(30))  # the store's thread waits here
+    store.watch_data("/rule", second)  # its read is queued, not sent yet
+    for version in (1, 2):
+        before = len(sent)
+        writer.set("/rule", f"v{version}".encode())
+        # The change's read went out from kazoo's event thread (collected later, in turn).
+        wait_until(lambda before=before: len(sent) > before, what=f"the v{version} read")  # type: ignore[misc]
+    gate.set()  # now the second watch's read is sent: it reads v2, before v1's is collected
+    first.wait_last((b"v2", 2))
+    second.wait_last((b"v2", 2))
+    drained = threading.Event()
+    store.dispatcher.submit(drained.set)
+    assert drained.wait(10)
+    for recorder in (first, second):
+        versions = [version for _data, version in recorder.calls]
+        assert versions == sorted(versions), recorder.calls
