@@ -8,6 +8,8 @@ Starlark contract.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -449,6 +451,28 @@ def test_any_script_text_is_accepted_or_a_rule_error(body: str) -> None:
             check_script(text, SOURCE)
         except RuleError as exc:
             assert exc.source == SOURCE
+
+
+def test_a_script_python_would_warn_about_is_checked_without_printing_a_warning() -> None:
+    """Starlark accepts a string escape Python does not know (``"\\_"``). Checking the
+    structure reads the script with Python's parser, which warns about it; that warning is
+    Python's, not the operator's concern, and must not be printed by every process compiling
+    the rule (on Python 3.12+ it is a SyntaxWarning, shown by default). A fresh process with
+    every warning shown, so pytest's own filters play no part."""
+    script = 'NAME = "a\\_b"\ndef route(invokers, invocation, context):\n    return invokers\n'
+    code = (
+        "from dubbo_py.router.script.rule import check_script\n"
+        f"check_script({script!r}, {SOURCE!r})\n"
+        "print('checked')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "checked"), done.stderr
+    assert done.stderr == ""
 
 
 # ---------------------------------------------------------------- the documentation's examples

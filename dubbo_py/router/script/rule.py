@@ -37,6 +37,7 @@ import io
 import logging
 import re
 import tokenize
+import warnings
 from dataclasses import dataclass, field
 
 import starlark
@@ -64,6 +65,15 @@ MAX_SCRIPT_CHARS = 64 * 1024
 MAX_BRACKET_DEPTH = 64
 MAX_INDENT_DEPTH = 32
 MAX_STATEMENT_TOKENS = 500
+
+#: The file name Python's parser gives a script in the top-level check. What it warns about --
+#: string escapes Python does not know (``"\_"``), literals it finds suspicious -- is Python's
+#: reading of the text, meaningless for a Starlark script (Starlark's own parser has accepted
+#: it by then), so those warnings are ignored rather than printed on every process that
+#: compiles the rule (on Python 3.12+ a SyntaxWarning, shown by default, naming ``<unknown>``).
+#: A filter by this name, not ``warnings.catch_warnings``, which is not thread-safe.
+_PYTHON_READING = "<starlark script, read as Python>"
+warnings.filterwarnings("ignore", module=re.escape(_PYTHON_READING))
 
 logger = logging.getLogger("dubbo_py.router.script")
 
@@ -271,7 +281,7 @@ def _check_top_level(script: str, source: str) -> None:
     """Top level: ``def`` (with constant defaults), constant assignments, docstrings; a
     ``route`` taking three positional arguments; no names in the engine's reserved space."""
     try:
-        module = ast.parse(script, mode="exec")
+        module = ast.parse(script, filename=_PYTHON_READING, mode="exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", None)
         column = getattr(exc, "offset", None)
