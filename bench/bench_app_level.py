@@ -57,7 +57,7 @@ from dubbo_py.registry.application.paths import (  # noqa: E402
     metadata_path,
 )
 from dubbo_py.registry.registry import decode_children  # noqa: E402
-from dubbo_py.registry.zookeeper import ZooKeeperStore  # noqa: E402
+from dubbo_py.registry.store.zookeeper import ZooKeeperStore  # noqa: E402
 from dubbo_py.url import URL  # noqa: E402
 from tests.support.zookeeper import ZooKeeperServer, four_letter_word  # noqa: E402
 

@@ -15,7 +15,7 @@ SQLite store with its default 20 ms poll), two provider processes
 probe call on that chain and prints which provider ports it reaches.
 
 The applications of one consumer process share one registry session (as every dubbo-py
-process does: :mod:`dubbo_py.registry.shared_store`), so ZooKeeper serves ``--consumers``
+process does: :mod:`dubbo_py.registry.store.shared`), so ZooKeeper serves ``--consumers``
 consumer sessions, not ``--consumers`` x ``--apps``.
 
 The parent pushes ``--pushes`` condition-router documents per round with

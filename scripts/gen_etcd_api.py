@@ -1,7 +1,7 @@
-"""Compile etcd's vendored protos (protos/etcd/) into dubbo_py/registry/_etcd_descriptor.py.
+"""Compile etcd's vendored protos (protos/etcd/) into dubbo_py/registry/store/etcd/_descriptor.py.
 
 The etcd store talks to etcd's gRPC API with message classes built at import time from a
-serialized ``FileDescriptorSet`` (see :mod:`dubbo_py.registry._etcd_api` for why not generated
+serialized ``FileDescriptorSet`` (see :mod:`dubbo_py.registry.store.etcd._api` for why not generated
 ``_pb2`` modules). This script makes that set with grpcio-tools' protoc and writes it as a
 base64 string, so the package needs no protoc at run time. ``--check`` exits 1 when the
 committed module is stale (the test suite runs it).
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "protos"
 SOURCES = ("etcd/api/mvccpb/kv.proto", "etcd/api/etcdserverpb/rpc.proto")
-TARGET = ROOT / "dubbo_py" / "registry" / "_etcd_descriptor.py"
+TARGET = ROOT / "dubbo_py" / "registry" / "store" / "etcd" / "_descriptor.py"
 
 _HEADER = '''"""etcd's KV, Watch and Lease API as a serialized ``FileDescriptorSet`` (base64).
 

@@ -62,8 +62,9 @@ def situation(clock: Clock) -> Iterator[Callable[[str], str]]:
     sys.path.insert(0, str(ROOT))
     from click.testing import CliRunner
 
-    from dubbo_py.admin import history, service_commands
     from dubbo_py.admin.cli import cli
+    from dubbo_py.admin.commands import services as service_commands
+    from dubbo_py.admin.rules import history
 
     fake_time = SimpleNamespace(time=clock.time)
     with (
@@ -87,9 +88,9 @@ def situation(clock: Clock) -> Iterator[Callable[[str], str]]:
 def cli_registry(commands: list[str]) -> str:
     """Two warm providers (one with a weight override), one started four minutes ago, and a
     consumer, as in docs/cli.md."""
-    from dubbo_py.registry.address import parse_registry_address
-    from dubbo_py.registry.embedded import EmbeddedStore
     from dubbo_py.registry.registry import Registry
+    from dubbo_py.registry.store.address import parse_registry_address
+    from dubbo_py.registry.store.embedded import EmbeddedStore
     from dubbo_py.url import URL
 
     clock = Clock(T0_MS)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dubbo_py.registry.embedded import EmbeddedStore
-from dubbo_py.registry.etcd import EtcdStore
-from dubbo_py.registry.store import Store
-from dubbo_py.registry.zookeeper import ZooKeeperStore
+from dubbo_py.registry.store.base import Store
+from dubbo_py.registry.store.embedded import EmbeddedStore
+from dubbo_py.registry.store.etcd.store import EtcdStore
+from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.support.etcd import EtcdServer
 from tests.support.zookeeper import ZooKeeperServer
 

@@ -145,7 +145,7 @@ def _parse_request(method: MethodShape, text: str) -> Any:
 
 
 class _Recorder:
-    """An attempt filter (:mod:`dubbo_py.rpc.filters`) noting every provider an attempt went
+    """An attempt filter (:mod:`dubbo_py.consumer.filters`) noting every provider an attempt went
     to."""
 
     def __init__(self) -> None:
@@ -174,8 +174,8 @@ def call_method(
     every rule the consumer watches, so the call obeys the rules in force. CallError or
     ReflectionError say what failed."""
     # Imported here: the application layer sits above the admin tools that import this module.
-    from dubbo_py.rpc.application import Application
-    from dubbo_py.rpc.filters import ConsumerFilters
+    from dubbo_py.app.application import Application
+    from dubbo_py.consumer.filters import ConsumerFilters
 
     with tempfile.TemporaryDirectory(prefix="dubbo-py-call-") as folder:
         recorder = _Recorder()

@@ -23,7 +23,7 @@ from dubbo_py.admin.common import (
     global_options,
     set_registries,
 )
-from dubbo_py.registry.address import ENV_REGISTRY
+from dubbo_py.registry.store.address import ENV_REGISTRY
 from dubbo_py.version import __version__
 
 __all__ = ["COMMANDS", "LazyCommands", "cli", "main"]
@@ -33,19 +33,19 @@ __all__ = ["COMMANDS", "LazyCommands", "cli", "main"]
 #: validate`` must not load the console's web stack, gRPC or ZooKeeper to start
 #: (tests/core/test_startup_imports.py).
 COMMANDS: Mapping[str, str] = {
-    "services": "dubbo_py.admin.service_commands:services",
-    "providers": "dubbo_py.admin.service_commands:providers",
-    "consumers": "dubbo_py.admin.service_commands:consumers",
-    "rules": "dubbo_py.admin.rule_commands:rules_group",
-    "override": "dubbo_py.admin.override_commands:override_group",
-    "route": "dubbo_py.admin.route_commands:route_group",
-    "registry": "dubbo_py.admin.registry_commands:registry_group",
-    "acl": "dubbo_py.admin.acl_commands:acl_group",
-    "call": "dubbo_py.admin.call_commands:call",
+    "services": "dubbo_py.admin.commands.services:services",
+    "providers": "dubbo_py.admin.commands.services:providers",
+    "consumers": "dubbo_py.admin.commands.services:consumers",
+    "rules": "dubbo_py.admin.commands.rules:rules_group",
+    "override": "dubbo_py.admin.commands.override:override_group",
+    "route": "dubbo_py.admin.commands.route:route_group",
+    "registry": "dubbo_py.admin.commands.registry:registry_group",
+    "acl": "dubbo_py.admin.commands.acl:acl_group",
+    "call": "dubbo_py.admin.commands.call:call",
     "console": "dubbo_py.admin.console.command:console_command",
     "top": "dubbo_py.admin.top:top",
-    # The shard tools (dubbo_py/admin/shard_commands.py, written on its own branch).
-    "shard": "dubbo_py.admin.shard_commands:shard",
+    # The shard tools (dubbo_py/admin/commands/shard.py, written on its own branch).
+    "shard": "dubbo_py.admin.commands.shard:shard",
 }
 
 

@@ -27,11 +27,11 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from dubbo_py.admin.connection import StoreOpener
-    from dubbo_py.admin.history import History
-    from dubbo_py.admin.ruleops import RuleOps
-    from dubbo_py.registry.address import RegistryAddress
+    from dubbo_py.admin.rules.history import History
+    from dubbo_py.admin.rules.operations import RuleOps
     from dubbo_py.registry.registry import Registry
-    from dubbo_py.registry.store import Store
+    from dubbo_py.registry.store.address import RegistryAddress
+    from dubbo_py.registry.store.base import Store
 
 __all__ = [
     "CONFIG_ENV",
@@ -168,7 +168,7 @@ class CliEnv:
         """The registry address: ``--registry`` (an address, or a registry id of
         ``dubbo.yaml``), ``$DUBBO_PY_REGISTRY`` or the embedded default."""
         from dubbo_py.errors import RegistryAddressError
-        from dubbo_py.registry.address import parse_registry_address
+        from dubbo_py.registry.store.address import parse_registry_address
 
         if len(self.registry_texts) > 1:
             raise click.UsageError(_ONE_REGISTRY)
@@ -275,15 +275,15 @@ class CliEnv:
 
     def rule_ops(self) -> RuleOps:
         """Versioned rule writes with history, as this operator."""
-        from dubbo_py.admin.history import History
-        from dubbo_py.admin.ruleops import RuleOps
+        from dubbo_py.admin.rules.history import History
+        from dubbo_py.admin.rules.operations import RuleOps
 
         self.writable = True
         return RuleOps(self.registry, History(self.store, self.history_limit), self.who())
 
     def history(self) -> History:
         """The rule history on this registry."""
-        from dubbo_py.admin.history import History
+        from dubbo_py.admin.rules.history import History
 
         return History(self.store, self.history_limit)
 
@@ -457,9 +457,9 @@ def as_admin_error(exc: BaseException) -> AdminError | None:
 
 
 def _as_admin_error(exc: BaseException) -> AdminError | None:
-    from dubbo_py.admin.acl import Untrusted
     from dubbo_py.admin.connection import RegistryUnreachable
-    from dubbo_py.admin.ruleops import Conflict, NotFound
+    from dubbo_py.admin.rules.acl import Untrusted
+    from dubbo_py.admin.rules.operations import Conflict, NotFound
     from dubbo_py.errors import RuleError, StoreError
 
     if isinstance(exc, AdminError):

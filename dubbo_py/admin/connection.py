@@ -2,7 +2,7 @@
 
 A consumer or provider keeps retrying an unreachable ZooKeeper in the background; an operator's
 command should instead say so at once, so the CLI opens stores itself rather than through
-:func:`dubbo_py.rpc.application.open_store`.
+:func:`dubbo_py.app.application.open_store`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dubbo_py.errors import StoreError
-from dubbo_py.registry.address import RegistryAddress
-from dubbo_py.registry.store import Store
+from dubbo_py.registry.store.address import RegistryAddress
+from dubbo_py.registry.store.base import Store
 
 __all__ = ["RegistryUnreachable", "StoreOpener", "open_admin_store"]
 
@@ -42,7 +42,7 @@ def open_admin_store(
         )
     # Imported here: each store pulls in its own dependencies (kazoo, sqlite3, etcd's API).
     if address.kind == "sqlite":
-        from dubbo_py.registry.embedded import EmbeddedStore
+        from dubbo_py.registry.store.embedded import EmbeddedStore
 
         if not create:
             _check_embedded_exists(address)
@@ -50,7 +50,7 @@ def open_admin_store(
         embedded.start(timeout)
         return embedded
     if address.kind == "etcd":
-        from dubbo_py.registry.etcd import EtcdStore
+        from dubbo_py.registry.store.etcd.store import EtcdStore
 
         if auth is not None:
             raise StoreError(
@@ -62,7 +62,7 @@ def open_admin_store(
             etcd.close()
             raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
         return etcd
-    from dubbo_py.registry.zookeeper import ZooKeeperStore
+    from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 
     zk = ZooKeeperStore(address.location, address.chroot, connect_timeout=timeout, auth=auth)
     if not zk.start(timeout):

@@ -1,5 +1,5 @@
 """A service's request and response types, read from a running provider's gRPC server
-reflection (providers serve it by default: :mod:`dubbo_py.rpc.reflection`).
+reflection (providers serve it by default: :mod:`dubbo_py.provider.reflection`).
 
 ``dubbo-py call`` and the console's call form use this to turn JSON into the request message
 and the reply back into JSON without the service's generated code.

@@ -17,7 +17,7 @@ inputs, worked out on the first plain call:
   given the provider's cached multicallable (``direct``), so a planned call counts in the retry
   budget, records its outcome and fails over exactly as a call through the strategy does.
 
-The stub's multicallable (``dubbo_py.rpc.channel``) runs the routing and balancing of a plan in
+The stub's multicallable (``dubbo_py.consumer.channel``) runs the routing and balancing of a plan in
 its own frame, without an :class:`~dubbo_py.invocation.Invocation`, then calls
 ``first_attempt``, which makes an invocation only when the call fails. Every call first checks
 the plan is still current (identity checks against the context); anything a plan cannot

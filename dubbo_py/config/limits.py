@@ -3,7 +3,7 @@
 The parameters are Dubbo's (``executes``, ``<method>.executes``, ``tps``, ``tps.interval``) and
 dubbo-py's ``flowcontrol`` family; :func:`parse_limits` checks them and returns a frozen value,
 so ``dubbo.yaml`` refuses a bad limit when it is read and the provider builds its guards
-(``dubbo_py/rpc/limits.py``) from the same value. Pure: no runtime state, no I/O.
+(``dubbo_py/provider/limits.py``) from the same value. Pure: no runtime state, no I/O.
 """
 
 from __future__ import annotations

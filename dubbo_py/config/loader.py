@@ -147,7 +147,7 @@ class _Reader:
             raise self.fail(f"{path}.address", "required: the registry's address")
         address = str(raw["address"])
         from dubbo_py.errors import RegistryAddressError
-        from dubbo_py.registry.address import parse_registry_address
+        from dubbo_py.registry.store.address import parse_registry_address
 
         try:
             if parse_registry_address(address).kind == "direct":
@@ -420,7 +420,7 @@ def parse_config(
     )
     if registry.address is not None:
         from dubbo_py.errors import RegistryAddressError
-        from dubbo_py.registry.address import parse_registry_address
+        from dubbo_py.registry.store.address import parse_registry_address
 
         try:
             parse_registry_address(registry.address)

@@ -3,6 +3,6 @@ tracing through the API (:mod:`.tracing`), the provider-side interceptor that re
 (:mod:`.provider`), and the QoS HTTP port that serves them (:mod:`.server`).
 
 This package sits below :mod:`dubbo_py.rpc`: it knows calls, metadata and metrics, not
-applications; :mod:`dubbo_py.rpc.observability` answers the QoS port's questions for an
+applications; :mod:`dubbo_py.app.observability` answers the QoS port's questions for an
 application. See docs/observability.md.
 """

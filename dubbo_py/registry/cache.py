@@ -9,7 +9,7 @@ The file is written by one background thread per process, as Dubbo's ``AbstractR
 does by default (``registry.file.save.sync=false``): a notification updates the cache in
 memory and marks it for writing, and the writer writes the latest state (several changes in a
 burst cost one write). The registry's event thread -- shared by every application of the
-process on one registry, see :mod:`dubbo_py.registry.shared_store` -- therefore never waits for
+process on one registry, see :mod:`dubbo_py.registry.store.shared` -- therefore never waits for
 a disk before handing the next change on. :meth:`NotifyCache.flush` writes at once (an
 application flushes its cache when it closes, and pending writes are flushed at exit).
 """

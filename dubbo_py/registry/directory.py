@@ -21,7 +21,7 @@ from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.provider_list import Configure, ProviderList
 from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.rule_kinds import WatchedKey
-from dubbo_py.registry.store import Cancel
+from dubbo_py.registry.store.base import Cancel
 from dubbo_py.router.base import Router
 from dubbo_py.router.chain import BoundChain, RouterChain
 from dubbo_py.router.rule_budget import RuleBudgetError

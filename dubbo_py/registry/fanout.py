@@ -19,7 +19,7 @@ from functools import partial
 
 from dubbo_py.errors import StoreError
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import SessionState
+from dubbo_py.registry.store.base import SessionState
 from dubbo_py.url import URL
 
 __all__ = ["FanOutRegistry", "Member"]

@@ -17,7 +17,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dubbo_py.registry.address import RegistryAddress
+from dubbo_py.registry.store.address import RegistryAddress
 
 __all__ = [
     "ENV_HOST",

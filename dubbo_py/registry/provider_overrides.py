@@ -22,7 +22,7 @@ from dubbo_py.errors import StoreError
 from dubbo_py.registry import layout
 from dubbo_py.registry.first_reads import FirstReads
 from dubbo_py.registry.registry import Registry, is_empty
-from dubbo_py.registry.store import Cancel
+from dubbo_py.registry.store.base import Cancel
 from dubbo_py.url import URL
 
 __all__ = ["RULES_WAIT", "ProviderRegistry"]

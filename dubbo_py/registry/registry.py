@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from dubbo_py.errors import NodeExistsError, NoNodeError, StoreError, URLError
 from dubbo_py.registry import layout
-from dubbo_py.registry.store import Cancel, SessionState, Store
+from dubbo_py.registry.store.base import Cancel, SessionState, Store
 from dubbo_py.url import URL
 
 __all__ = ["ConfigDocument", "Registry", "empty_url", "is_empty"]
@@ -218,7 +218,7 @@ class Registry:
     def put_config(self, key: str, text: str, version: int | None = None) -> int:
         """Write a document. ``version=None`` creates or overwrites; ``-1`` requires that the key
         does not exist; ``n >= 0`` requires the stored version to be ``n`` (else
-        :class:`~dubbo_py.registry.store.BadVersionError` / ``NodeExistsError``)."""
+        :class:`~dubbo_py.registry.store.base.BadVersionError` / ``NodeExistsError``)."""
         path = layout.config_path(key)
         data = text.encode("utf-8")
         if version is None:

@@ -8,9 +8,9 @@ override rules. Everything that needs to know the kinds reads it:
 * the directory (:class:`~dubbo_py.registry.directory.RegistryDirectory`) watches
   :func:`service_keys` and :func:`provider_application_keys` and compiles each document with
   :meth:`WatchedKey.compile`;
-* the CLI (``dubbo-py rules ...``, :mod:`dubbo_py.admin.rules`) parses keys, infers kinds from
-  fields and validates with the same compilers;
-* ``route test`` (:mod:`dubbo_py.admin.scenario`) compiles the rules of a scenario.
+* the CLI (``dubbo-py rules ...``, :mod:`dubbo_py.admin.rules.documents`) parses keys, infers
+  kinds from fields and validates with the same compilers;
+* ``route test`` (:mod:`dubbo_py.admin.rules.scenario`) compiles the rules of a scenario.
 
 So an operator's check runs exactly the code a live consumer runs. Override rules
 (``configurators``) compile to no routers: the directory applies them to provider and consumer

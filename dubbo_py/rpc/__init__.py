@@ -1,1 +1,1 @@
-"""dubbo-py rpc."""
+"""Deprecated: the modules of ``dubbo_py.rpc`` moved in 0.2 (see :mod:`dubbo_py.moved`)."""

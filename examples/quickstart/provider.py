@@ -21,7 +21,7 @@ import _paths  # noqa: F401  (puts the generated demo package on sys.path)
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.config.model import RegistryConfig
+from dubbo_py import RegistryConfig
 
 
 class CallLog:

@@ -8,11 +8,16 @@ No server is involved: this shows the same functions the shard router and
 
 from __future__ import annotations
 
-from dubbo_py.invocation import Invocation
-from dubbo_py.router.chain import RouterChain
-from dubbo_py.router.shard import ShardRouter, make_layout, parse_shard_rule, plan_split
-from dubbo_py.router.snapshot import Snapshot
-from dubbo_py.url import URL
+from dubbo_py import (
+    URL,
+    Invocation,
+    RouterChain,
+    ShardRouter,
+    Snapshot,
+    make_layout,
+    parse_shard_rule,
+    plan_split,
+)
 
 
 def show(

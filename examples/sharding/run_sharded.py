@@ -32,9 +32,15 @@ import _paths  # noqa: F401  (puts the generated demo package on sys.path)
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.registry.layout import config_path, rule_key
-from dubbo_py.router.shard import BoundShardRouter, locate, parse_shard_rule, plan_split
-from dubbo_py.rpc.application import Reference
+from dubbo_py import (
+    BoundShardRouter,
+    Reference,
+    config_path,
+    locate,
+    parse_shard_rule,
+    plan_split,
+    rule_key,
+)
 
 PROVIDER = Path(__file__).resolve().parent.parent / "quickstart" / "provider.py"
 RULE_KEY = f"{rule_key('demo.Greeter', '1.0.0')}.shard-router"  # demo.Greeter:1.0.0:.shard-router

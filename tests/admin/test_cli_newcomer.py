@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from dubbo_py.admin.cli import cli
-from dubbo_py.registry.embedded import EmbeddedStore
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store.embedded import EmbeddedStore
 from dubbo_py.url import URL
 from tests.support.zookeeper import ZooKeeperServer
 

@@ -8,8 +8,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dubbo_py.admin import rules
-from dubbo_py.admin.history import History
+from dubbo_py.admin.rules import documents as rules
+from dubbo_py.admin.rules.history import History
 from dubbo_py.registry import layout, rule_kinds
 from dubbo_py.registry.rule_kinds import Target
 from tests.support.memory_store import MemoryStore

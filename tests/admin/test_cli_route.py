@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from dubbo_py.admin import scenario
+from dubbo_py.admin.rules import scenario
 from dubbo_py.errors import RuleError
 from tests.support.cli_fixtures import Cli, lines, run
 

@@ -86,7 +86,7 @@ def test_providers_does_not_list_a_node_that_is_not_a_url(
 def test_dry_run_notes_a_rule_over_the_bind_budget(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dubbo_py.admin import scenario
+    from dubbo_py.admin.rules import scenario
 
     # A budget no rule can meet: the dry run must refuse the rule as consumers would.
     monkeypatch.setattr(scenario, "DEFAULT_RULE_BUDGET", 1e-9)

@@ -13,9 +13,9 @@ from dubbo_py.admin.cli import cli
 from dubbo_py.admin.common import CliEnv
 from dubbo_py.admin.connection import RegistryUnreachable
 from dubbo_py.registry import layout
-from dubbo_py.registry.address import RegistryAddress
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import Store
+from dubbo_py.registry.store.address import RegistryAddress
+from dubbo_py.registry.store.base import Store
 from dubbo_py.url import URL
 from tests.support.cli_fixtures import CONSUMER, P1, P2, Cli, lines, run
 from tests.support.memory_store import MemoryStore
@@ -330,7 +330,7 @@ def test_usage_errors_are_one_line_with_exit_2() -> None:
 def test_zookeeper_auth_comes_from_the_option_or_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import dubbo_py.registry.zookeeper as zookeeper
+    import dubbo_py.registry.store.zookeeper as zookeeper
 
     seen: list[object] = []
 

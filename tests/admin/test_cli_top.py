@@ -11,7 +11,7 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.admin.cli import cli
-from tests.rpc.test_qos_port import Greeter, get, sample
+from tests.app.test_qos_port import Greeter, get, sample
 
 
 def run_top(registry: str, *args: str) -> dict[str, object]:

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from dubbo_py.admin.connection import open_admin_store
-from dubbo_py.admin.history import History
-from dubbo_py.registry.address import parse_registry_address
+from dubbo_py.admin.rules.history import History
 from dubbo_py.registry.application.publisher import InstancePublisher
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store.address import parse_registry_address
 from dubbo_py.url import URL
 from tests.support.console_process import ConsoleProcess
 from tests.support.java_app_level import write_java_provider

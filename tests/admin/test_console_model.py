@@ -4,11 +4,12 @@ console's weight/disable documents, services with their rules, and histories wit
 
 from __future__ import annotations
 
-from dubbo_py.admin import override_documents, rules
 from dubbo_py.admin.console import model
-from dubbo_py.admin.history import History
-from dubbo_py.admin.reach import reach_now, reach_of_change
-from dubbo_py.admin.ruleops import RuleOps
+from dubbo_py.admin.rules import documents as rules
+from dubbo_py.admin.rules import override_documents
+from dubbo_py.admin.rules.history import History
+from dubbo_py.admin.rules.operations import RuleOps
+from dubbo_py.admin.rules.reach import reach_now, reach_of_change
 from dubbo_py.registry.application.publisher import InstancePublisher
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL

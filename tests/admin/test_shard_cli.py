@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from dubbo_py.admin.shard_commands import shard
+from dubbo_py.admin.commands.shard import shard
 from dubbo_py.router.shard.hashing import es_murmur3, to_int32
 
 

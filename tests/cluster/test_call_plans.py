@@ -28,6 +28,11 @@ from dubbo_py.cluster.method_settings import MethodSettings, SettingsTable
 from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.support.context import ClusterContext
+from dubbo_py.consumer.aio_channel import AsyncClusterChannel
+from dubbo_py.consumer.aio_invoker import AsyncChannelPool, AsyncMethodInvoker
+from dubbo_py.consumer.channel import ClusterChannel
+from dubbo_py.consumer.invoker import ChannelPool, MethodInvoker
+from dubbo_py.consumer.method import BoundMethod, StubMethod
 from dubbo_py.errors import ClusterError
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.chain import BoundChain, RouterChain
@@ -35,11 +40,6 @@ from dubbo_py.router.condition import ConditionRouter, parse_rule
 from dubbo_py.router.condition.router import ConditionRuleSet
 from dubbo_py.router.factory import builtin_routers
 from dubbo_py.router.snapshot import Snapshot
-from dubbo_py.rpc.aio_channel import AsyncClusterChannel
-from dubbo_py.rpc.aio_invoker import AsyncChannelPool, AsyncMethodInvoker
-from dubbo_py.rpc.channel import ClusterChannel
-from dubbo_py.rpc.invoker import ChannelPool, MethodInvoker
-from dubbo_py.rpc.method import BoundMethod, StubMethod
 from dubbo_py.url import URL
 
 SERVICE = "demo.Greeter"

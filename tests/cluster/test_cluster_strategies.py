@@ -30,16 +30,16 @@ from dubbo_py.cluster.strategies.failsafe import failsafe
 from dubbo_py.cluster.strategies.forking import forking
 from dubbo_py.cluster.support.context import ChainSource, ClusterContext, FixedRoutes
 from dubbo_py.config.options import MethodOptions
-from dubbo_py.errors import ClusterError, MockSpecError
-from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
-from dubbo_py.router.chain import BoundChain, RouterChain
-from dubbo_py.router.snapshot import Snapshot
-from dubbo_py.rpc.settings import (
+from dubbo_py.consumer.settings import (
     MethodSettings,
     base_parameters,
     check_method_options,
     resolve_settings,
 )
+from dubbo_py.errors import ClusterError, MockSpecError
+from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
+from dubbo_py.router.chain import BoundChain, RouterChain
+from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.url import URL
 from tests.support.waiting import wait_until
 

@@ -13,7 +13,7 @@ from dubbo_py.config.loader import load_config, parse_config
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.tls import ClientTLS
 from dubbo_py.errors import ConfigError
-from dubbo_py.rpc.service import ServiceOptions
+from dubbo_py.provider.service import ServiceOptions
 
 FULL = """
 application: shop

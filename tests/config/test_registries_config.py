@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 import dubbo_py
+from dubbo_py.app.registries import registry_choices
 from dubbo_py.config.loader import parse_config
 from dubbo_py.config.model import RegistryConfig
 from dubbo_py.errors import ConfigError
-from dubbo_py.rpc.registries import registry_choices
 
 TWO_ZONES = """
 application: {name: shop, zone: A}

@@ -38,8 +38,8 @@ LAZY = (
     "lark",  # the condition rule grammar
     "dubbo_py.router.condition.parser",
     "kazoo",  # the ZooKeeper store
-    "dubbo_py.registry.zookeeper",
-    "dubbo_py.registry.etcd",  # the etcd store
+    "dubbo_py.registry.store.zookeeper",
+    "dubbo_py.registry.store.etcd.store",  # the etcd store
 )
 
 RULE = """\
@@ -85,22 +85,54 @@ def test_import_dubbo_py_loads_no_command_line_rules_zookeeper_or_grpc() -> None
     assert loaded(modules, *LAZY, "grpc") == []
 
 
+#: Public names that are a backend or a rule language themselves: reading one loads it.
+BACKEND_NAMES = {
+    "ZooKeeperStore": "kazoo",
+    "EtcdStore": "dubbo_py.registry.store.etcd.store",
+    "condition_router_from_url": "lark",
+    "condition_routers_from_yaml": "lark",
+    "script_router_from_url": "yaml",  # the script rule package reads YAML documents too
+    # dubbo.yaml's reader
+    "load_config": "yaml",
+    "parse_config": "yaml",
+    # the shard router's package reads shard rule documents
+    **dict.fromkeys(
+        [
+            "BoundShardRouter",
+            "ShardRouter",
+            "locate",
+            "make_layout",
+            "parse_shard_rule",
+            "plan_split",
+        ],
+        "yaml",
+    ),
+}
+
+
 def test_the_public_names_load_no_command_line_rules_or_zookeeper() -> None:
     # What a provider or consumer program imports: the consumer stack and gRPC, nothing else.
     modules = imported_after(
-        """
+        f"""
         import dubbo_py
-        from dubbo_py import *
         for name in dubbo_py.__all__:
-            getattr(dubbo_py, name)
+            if name not in {sorted(BACKEND_NAMES)!r}:
+                getattr(dubbo_py, name)
         from dubbo_py.errors import ClusterError, RuleError
         """
     )
-    assert loaded(modules, "grpc", "dubbo_py.rpc.application") == [
-        "dubbo_py.rpc.application",
+    assert loaded(modules, "grpc", "dubbo_py.app.application") == [
+        "dubbo_py.app.application",
         "grpc",
     ]
     assert loaded(modules, *LAZY) == []
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_NAMES))
+def test_a_backend_public_name_loads_its_backend_when_read(name: str) -> None:
+    assert loaded(imported_after("import dubbo_py"), BACKEND_NAMES[name]) == []
+    code = f"import dubbo_py\ndubbo_py.{name}"
+    assert loaded(imported_after(code), BACKEND_NAMES[name]) == [BACKEND_NAMES[name]]
 
 
 def test_a_zookeeper_registry_loads_kazoo_when_it_is_opened() -> None:
@@ -159,28 +191,30 @@ def test_rules_validate_loads_the_rule_tools_only(tmp_path: Path) -> None:
     rule = tmp_path / "greeter-condition.yaml"
     rule.write_text(RULE, encoding="utf-8")
     modules = imported_after(_cli("rules", "validate", str(rule)))
-    assert loaded(modules, "yaml", "lark", "dubbo_py.admin.rule_commands") == [
-        "dubbo_py.admin.rule_commands",
+    assert loaded(modules, "yaml", "lark", "dubbo_py.admin.commands.rules") == [
+        "dubbo_py.admin.commands.rules",
         "lark",
         "yaml",
     ]
     assert loaded(modules, "grpc", "kazoo", "dubbo_py.admin.console", "starlette") == []
     # What a rule would reach is worked out against a live registry only.
-    assert loaded(modules, "dubbo_py.admin.reach", "dubbo_py.admin.scenario") == []
+    assert loaded(modules, "dubbo_py.admin.rules.reach", "dubbo_py.admin.rules.scenario") == []
 
 
-@pytest.mark.parametrize("name", dubbo_py.__all__)
+@pytest.mark.parametrize(
+    "name", ["Application", "Reference", "service", "URL", "Invocation", "__version__"]
+)
 def test_every_public_name_reads_as_before(name: str) -> None:
+    import dubbo_py.app.application
     import dubbo_py.invocation
-    import dubbo_py.rpc.application
-    import dubbo_py.rpc.service
+    import dubbo_py.provider.service
     import dubbo_py.url
     import dubbo_py.version
 
     homes = {
-        "Application": dubbo_py.rpc.application,
-        "Reference": dubbo_py.rpc.application,
-        "service": dubbo_py.rpc.service,
+        "Application": dubbo_py.app.application,
+        "Reference": dubbo_py.app.application,
+        "service": dubbo_py.provider.service,
         "URL": dubbo_py.url,
         "Invocation": dubbo_py.invocation,
         "__version__": dubbo_py.version,

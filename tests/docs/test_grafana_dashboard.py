@@ -11,7 +11,7 @@ from demo import greeter_pb2, greeter_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 import dubbo_py
-from tests.rpc.test_qos_port import Greeter, get
+from tests.app.test_qos_port import Greeter, get
 
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"

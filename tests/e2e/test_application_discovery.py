@@ -16,7 +16,7 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.registry.zookeeper import ZooKeeperStore
+from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.e2e.scenarios import kill9_and_restart, start_from_cache_while_zookeeper_is_down
 from tests.support.java_app_level import write_java_provider
 from tests.support.processes import ProviderProcess

@@ -20,7 +20,7 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.rpc.application import Reference
+from dubbo_py.app.application import Reference
 from tests.e2e.conftest import wait_until
 from tests.support.chi_square import chi_square
 from tests.support.load import Load

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from dubbo_py.admin.connection import open_admin_store
-from dubbo_py.admin.history import History
-from dubbo_py.registry.address import parse_registry_address
+from dubbo_py.admin.rules.history import History
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store.address import parse_registry_address
 from tests.support.local_server import free_port
 from tests.support.processes import ROOT, ProviderProcess
 

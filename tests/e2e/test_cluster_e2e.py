@@ -20,12 +20,12 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py.app.application import Reference
 from dubbo_py.cluster.quarantine import QuarantineEvent
 from dubbo_py.cluster.strategies.failback import FailbackQueue
+from dubbo_py.consumer.filters import ConsumerFilters
 from dubbo_py.errors import ClusterError
 from dubbo_py.invocation import RETRIES_ATTACHMENT, Invocation
-from dubbo_py.rpc.application import Reference
-from dubbo_py.rpc.filters import ConsumerFilters
 from dubbo_py.url import URL
 from tests.e2e.conftest import wait_until
 from tests.support.load import Load

@@ -71,7 +71,7 @@ def test_corrupting_the_file_fails_no_call_of_a_running_consumer(
         wait_until(lambda: len(ref.directory.providers) == 3, 20, "three providers")
         request = greeter_pb2.HelloRequest(name="damage")
         with (
-            caplog.at_level(logging.WARNING, logger="dubbo_py.registry.embedded"),
+            caplog.at_level(logging.WARNING, logger="dubbo_py.registry.store.embedded"),
             Load(lambda: ref.stub.SayHello(request).provider, threads=4) as load,
         ):
             wait_until(lambda: len(load.samples) > 100, 20, "calls to flow")
@@ -92,7 +92,7 @@ def test_corrupting_the_file_fails_no_call_of_a_running_consumer(
         assert {p.address for p in ref.directory.providers} == addresses
         assert {s.provider for s in load.samples[-60:]} == addresses
     # Loud, but once per event, not once per poll.
-    records = [r for r in caplog.records if r.name == "dubbo_py.registry.embedded"]
+    records = [r for r in caplog.records if r.name == "dubbo_py.registry.store.embedded"]
     assert any(r.levelno == logging.ERROR for r in records), caplog.text
     assert len(records) <= 6, caplog.text
 

@@ -18,8 +18,8 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.registry import _etcd_api as api
-from dubbo_py.registry.store import SessionState
+from dubbo_py.registry.store.base import SessionState
+from dubbo_py.registry.store.etcd import _api as api
 from tests.e2e.conftest import wait_until
 from tests.support.etcd import EtcdServer
 from tests.support.load import Load

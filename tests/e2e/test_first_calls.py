@@ -19,7 +19,7 @@ from demo import greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.zookeeper import ZooKeeperStore
+from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.support.processes import ROOT, ProviderProcess
 from tests.support.zookeeper import ZooKeeperServer
 

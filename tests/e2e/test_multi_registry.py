@@ -20,10 +20,10 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.config.model import RegistryConfig
-from dubbo_py.registry.etcd import EtcdStore
+from dubbo_py.consumer.reference import Reference
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.zookeeper import ZooKeeperStore
-from dubbo_py.rpc.reference import Reference
+from dubbo_py.registry.store.etcd.store import EtcdStore
+from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.e2e.conftest import wait_until
 from tests.e2e.test_etcd_e2e import KEY, _KeyWatch, _rule
 from tests.support.chi_square import CHI2_999, chi_square

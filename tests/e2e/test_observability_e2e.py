@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.rpc.test_qos_port import get, sample
+from tests.app.test_qos_port import get, sample
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zookeeper]

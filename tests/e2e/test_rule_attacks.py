@@ -14,8 +14,8 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py.app.application import Reference
 from dubbo_py.registry.registry import Registry
-from dubbo_py.rpc.application import Reference
 from tests.e2e.conftest import wait_until
 from tests.support.load import Load
 from tests.support.processes import ProviderProcess

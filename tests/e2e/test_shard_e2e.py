@@ -31,10 +31,10 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py.app.application import Reference
 from dubbo_py.registry.layout import rule_key
 from dubbo_py.router.chain import BoundChain
 from dubbo_py.router.shard import BoundShardRouter, ShardRule, locate, parse_shard_rule
-from dubbo_py.rpc.application import Reference
 from tests.e2e.conftest import wait_until
 from tests.support.processes import ProviderProcess
 

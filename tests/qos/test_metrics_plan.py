@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import dubbo_py
+from dubbo_py.consumer.filters import ConsumerFilters
 from dubbo_py.invocation import Invocation
 from dubbo_py.qos.metrics import MethodKey, MetricsCollector
-from dubbo_py.rpc.filters import ConsumerFilters
 
 
 class Flaky:

@@ -31,7 +31,7 @@ from dubbo_py.registry.application.modes import (
 from dubbo_py.registry.application.paths import migration_path
 from dubbo_py.registry.application.publisher import InstancePublisher
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import Store
+from dubbo_py.registry.store.base import Store
 from dubbo_py.url import URL
 from tests.support.java_app_level import write_java_provider
 

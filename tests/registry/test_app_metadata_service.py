@@ -14,7 +14,7 @@ import pytest
 from dubbo_py.registry.application import metadata_service
 from dubbo_py.registry.application.discovery import AppLevelProviders, ApplicationDiscovery
 from dubbo_py.registry.application.metadata import MetadataInfo
-from dubbo_py.registry.store import Store
+from dubbo_py.registry.store.base import Store
 from tests.support.java_app_level import java_instance, java_metadata
 
 StoreFactory = Callable[[], Store]

@@ -14,7 +14,7 @@ import pytest
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import Cancel
+from dubbo_py.registry.store.base import Cancel
 from dubbo_py.router import factory
 from dubbo_py.url import URL
 from tests.support.memory_store import MemoryStore

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dubbo_py.errors import StoreError
-from dubbo_py.registry.embedded import EmbeddedStore
+from dubbo_py.registry.store.embedded import EmbeddedStore
 
 
 def _hold_write_lock(path: Path) -> tuple[sqlite3.Connection, threading.Event]:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from dubbo_py.errors import BadVersionError, StoreError
-from dubbo_py.registry.embedded import SCHEMA_VERSION, EmbeddedStore
-from dubbo_py.registry.store import SessionState
+from dubbo_py.registry.store.base import SessionState
+from dubbo_py.registry.store.embedded import SCHEMA_VERSION, EmbeddedStore
 from tests.support.waiting import PATIENCE, Recorder, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +31,8 @@ LEASE = 1.0
 PROVIDER_SCRIPT = textwrap.dedent(
     """
     import sys, threading
-    from dubbo_py.registry.embedded import EmbeddedStore
-    from dubbo_py.registry.store import SessionState
+    from dubbo_py.registry.store.embedded import EmbeddedStore
+    from dubbo_py.registry.store.base import SessionState
 
     store = EmbeddedStore(sys.argv[1], lease_seconds=float(sys.argv[2]))
     node = "/svc/providers/" + sys.argv[3]

@@ -17,10 +17,10 @@ import grpc
 import pytest
 
 from dubbo_py.errors import StoreError
-from dubbo_py.registry import _etcd_api as api
-from dubbo_py.registry.address import parse_registry_address
-from dubbo_py.registry.etcd import EtcdStore
-from dubbo_py.registry.store import SessionState
+from dubbo_py.registry.store.address import parse_registry_address
+from dubbo_py.registry.store.base import SessionState
+from dubbo_py.registry.store.etcd import _api as api
+from dubbo_py.registry.store.etcd.store import EtcdStore
 from tests.support.etcd import EtcdServer
 from tests.support.waiting import Recorder, wait_until
 
@@ -223,7 +223,7 @@ def test_ephemeral_nodes_of_a_killed_process_go_when_its_lease_runs_out(
     assert observer.start()
     script = (
         "import sys, time\n"
-        "from dubbo_py.registry.etcd import EtcdStore\n"
+        "from dubbo_py.registry.store.etcd.store import EtcdStore\n"
         "s = EtcdStore(sys.argv[1], sys.argv[2], lease_ttl=2)\n"
         "assert s.start(20)\n"
         "s.create('/svc/providers/killed', ephemeral=True)\n"
@@ -353,7 +353,7 @@ def test_etcd_addresses_parse(text: str, hosts: tuple[str, ...], chroot: str) ->
 
 
 def test_the_vendored_api_descriptor_matches_the_protos() -> None:
-    """dubbo_py/registry/_etcd_descriptor.py is what scripts/gen_etcd_api.py makes of
+    """dubbo_py/registry/store/etcd/_descriptor.py is what scripts/gen_etcd_api.py makes of
     protos/etcd/ (compared by messages and fields: protoc versions may order bytes alike but
     add options differently)."""
     pytest.importorskip("grpc_tools")
@@ -363,7 +363,7 @@ def test_the_vendored_api_descriptor_matches_the_protos() -> None:
 
     from google.protobuf import descriptor_pb2
 
-    from dubbo_py.registry._etcd_descriptor import FILE_DESCRIPTOR_SET
+    from dubbo_py.registry.store.etcd._descriptor import FILE_DESCRIPTOR_SET
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "gen_etcd_api.py"
     spec = importlib.util.spec_from_file_location("gen_etcd_api", script)

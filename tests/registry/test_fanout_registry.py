@@ -12,7 +12,7 @@ import pytest
 from dubbo_py.errors import StoreError
 from dubbo_py.registry.fanout import FanOutRegistry
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import SessionState
+from dubbo_py.registry.store.base import SessionState
 from dubbo_py.url import URL
 from tests.support.memory_store import MemoryStore
 

@@ -10,7 +10,6 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.config.loader import parse_config
-from dubbo_py.registry.address import parse_registry_address
 from dubbo_py.registry.local_host import (
     LOOPBACK,
     consumer_host,
@@ -18,6 +17,7 @@ from dubbo_py.registry.local_host import (
     provider_hosts,
     route_address,
 )
+from dubbo_py.registry.store.address import parse_registry_address
 
 LOCAL_ZK = parse_registry_address("zookeeper://127.0.0.1:2181")
 EMBEDDED = parse_registry_address("sqlite:///tmp/registry.db")

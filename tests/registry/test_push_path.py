@@ -18,8 +18,8 @@ from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.directory import RegistryDirectory
-from dubbo_py.registry.embedded import EmbeddedStore
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store.embedded import EmbeddedStore
 from dubbo_py.router import factory
 from dubbo_py.router.condition import routers_from_yaml
 from dubbo_py.url import URL

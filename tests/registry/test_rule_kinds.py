@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from dubbo_py.admin import rules, scenario
+from dubbo_py.admin.rules import documents as rules
+from dubbo_py.admin.rules import scenario
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry import rule_kinds

@@ -11,10 +11,10 @@ import pytest
 
 import dubbo_py
 from dubbo_py.errors import StoreError
-from dubbo_py.registry.embedded import EmbeddedStore
-from dubbo_py.registry.shared_store import SharedStores, StoreLease
-from dubbo_py.registry.store import Store
-from dubbo_py.registry.zookeeper import ZooKeeperStore
+from dubbo_py.registry.store.base import Store
+from dubbo_py.registry.store.embedded import EmbeddedStore
+from dubbo_py.registry.store.shared import SharedStores, StoreLease
+from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.support.waiting import Recorder
 from tests.support.zookeeper import ZooKeeperServer
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
-from dubbo_py.registry.store import SessionState, Store
+from dubbo_py.registry.store.base import SessionState, Store
 from tests.support.waiting import Recorder, wait_until
 
 StoreFactory = Callable[[], Store]

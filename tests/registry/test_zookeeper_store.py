@@ -11,8 +11,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from dubbo_py.errors import StoreError
-from dubbo_py.registry.store import SessionState
-from dubbo_py.registry.zookeeper import ZooKeeperStore
+from dubbo_py.registry.store.base import SessionState
+from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.support.waiting import Recorder, wait_until
 from tests.support.zookeeper import ZooKeeperServer, expire_session
 

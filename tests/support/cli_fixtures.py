@@ -14,9 +14,9 @@ from click.testing import CliRunner, Result
 
 from dubbo_py.admin.cli import cli
 from dubbo_py.admin.common import CliEnv
-from dubbo_py.registry.address import RegistryAddress
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store import Store
+from dubbo_py.registry.store.address import RegistryAddress
+from dubbo_py.registry.store.base import Store
 from dubbo_py.url import URL
 from tests.support import fake_rules
 from tests.support.memory_store import MemoryStore, MemoryTree

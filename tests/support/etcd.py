@@ -103,7 +103,7 @@ class EtcdServer:
         self._wait_serving(timeout)
 
     def _wait_serving(self, timeout: float) -> None:
-        from dubbo_py.registry import _etcd_api as api
+        from dubbo_py.registry.store.etcd import _api as api
 
         deadline = time.monotonic() + timeout
         with grpc.insecure_channel(self.address) as channel:

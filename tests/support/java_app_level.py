@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from dubbo_py.errors import NodeExistsError
-from dubbo_py.registry.store import Store
+from dubbo_py.registry.store.base import Store
 
 #: ``get /services/first-dubbo-provider/30.221.146.35:20880`` from Dubbo's documentation.
 DOCUMENTED_INSTANCE = (

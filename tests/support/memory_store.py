@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
-from dubbo_py.registry.store import Cancel, SessionState
+from dubbo_py.registry.store.base import Cancel, SessionState
 
 
 @dataclass

@@ -2,8 +2,9 @@
 rendered on the server (Jinja2), small updates in place with htmx (shipped in ``static/``).
 
 Handlers run in Starlette's thread pool (the registry clients, kazoo and sqlite, block).
-Writes go through :class:`~dubbo_py.admin.ruleops.RuleOps`: versioned, and recorded in the rule
-history with the operator and the time. The host and CSRF checks sit in front of every route
+Writes go through :class:`~dubbo_py.admin.rules.operations.RuleOps`: versioned, and recorded in
+the rule history with the operator and the time. The host and CSRF checks sit in front of every
+route
 (:mod:`dubbo_py.admin.console.security`).
 """
 

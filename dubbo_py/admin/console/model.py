@@ -8,10 +8,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dubbo_py.admin import overrides, provider_levels, rules
-from dubbo_py.admin.history import History, HistoryEntry
-from dubbo_py.admin.history_diff import change_summary
-from dubbo_py.admin.reach import ConsumerReach, reach_now
+from dubbo_py.admin import provider_levels
+from dubbo_py.admin.rules import documents as rules
+from dubbo_py.admin.rules import overrides
+from dubbo_py.admin.rules.diff import change_summary
+from dubbo_py.admin.rules.history import History, HistoryEntry
+from dubbo_py.admin.rules.reach import ConsumerReach, reach_now
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance.base import effective_weight
 from dubbo_py.registry import layout

@@ -1,6 +1,7 @@
 """Rules: the list, the editor (validate with errors at their line, dry run, versioned push,
 enable/disable), the history with diffs and rollback. Every check and write is the CLI's own
-(:mod:`dubbo_py.admin.rules`, :mod:`~dubbo_py.admin.reach`, :mod:`~dubbo_py.admin.ruleops`)."""
+(:mod:`dubbo_py.admin.rules.documents`, :mod:`~dubbo_py.admin.rules.reach`,
+:mod:`~dubbo_py.admin.rules.operations`)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from dubbo_py.admin import rules
 from dubbo_py.admin.console import model
 from dubbo_py.admin.console.web import Refused, Web, form_int, form_of
-from dubbo_py.admin.lint import lint_rule
-from dubbo_py.admin.reach import reach_of_change
-from dubbo_py.admin.ruleops import Conflict
+from dubbo_py.admin.rules import documents as rules
+from dubbo_py.admin.rules.lint import lint_rule
+from dubbo_py.admin.rules.operations import Conflict
+from dubbo_py.admin.rules.reach import reach_of_change
 from dubbo_py.errors import RuleError
 
 __all__ = [

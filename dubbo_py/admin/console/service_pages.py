@@ -6,10 +6,11 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from dubbo_py.admin import override_documents, rules
 from dubbo_py.admin.console import model
 from dubbo_py.admin.console.web import Refused, Web, form_int, form_of
-from dubbo_py.admin.ruleops import RuleOps, WriteResult
+from dubbo_py.admin.rules import documents as rules
+from dubbo_py.admin.rules import override_documents
+from dubbo_py.admin.rules.operations import RuleOps, WriteResult
 from dubbo_py.registry.application import lookup as app_level
 
 __all__ = ["provider_change", "service_live", "service_view", "services_page"]
@@ -45,7 +46,8 @@ def service_live(web: Web, request: Request) -> Response:
 
 def provider_change(web: Web, request: Request) -> Response:
     """Set a provider's weight, or disable / enable it: an item of the service's configurators
-    document (see :mod:`dubbo_py.admin.override_documents`), a versioned write in its history."""
+    document (see :mod:`dubbo_py.admin.rules.override_documents`), a versioned write in its
+    history."""
     name = request.path_params["name"]
     form = form_of(request)
     address = form.get("address", "")

@@ -9,10 +9,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from dubbo_py.admin import scenario
 from dubbo_py.admin.call import CallError, CallRequest, call_method, describe
 from dubbo_py.admin.console.web import Web, form_of
 from dubbo_py.admin.reflect import ReflectionError
+from dubbo_py.admin.rules import scenario
 from dubbo_py.errors import RuleError, StoreError
 
 __all__ = ["call_page", "call_run", "route_test", "typed_request"]

@@ -13,10 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from dubbo_py.admin.acl import Untrusted
 from dubbo_py.admin.console.security import CSRF_COOKIE, new_token
 from dubbo_py.admin.console.state import ConsoleState
-from dubbo_py.admin.ruleops import Conflict, NotFound, RuleOps
+from dubbo_py.admin.rules.acl import Untrusted
+from dubbo_py.admin.rules.operations import Conflict, NotFound, RuleOps
 from dubbo_py.errors import RuleError, StoreError
 from dubbo_py.version import __version__
 

@@ -41,7 +41,7 @@ class PlainCall(Protocol):
     """A provider call a call plan may bypass (:mod:`dubbo_py.cluster.plan`): while ``plain``
     (nothing recorded, no metadata to add), a call of a provider is exactly its cached gRPC
     multicallable in ``multicallables`` (by provider address). A provider call inside attempt
-    filters that all have plan hooks (:class:`~dubbo_py.rpc.filters.HookedAttempts`) is one
+    filters that all have plan hooks (:class:`~dubbo_py.consumer.filters.HookedAttempts`) is one
     too: it also has ``attempt_hooks``, which a plan runs for its first attempt, and
     ``inner``, the provider call without the filters."""
 

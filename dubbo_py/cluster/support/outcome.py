@@ -42,7 +42,7 @@ NON_APPLICATION_CODES = frozenset(
 
 #: Trailing metadata a provider sets on a call it shed because it was over a limit (executes,
 #: tps, flowcontrol; the value names the limit): the call never ran, so a consumer may retry it
-#: on another provider whatever the method (see ``dubbo_py/rpc/limits.py``).
+#: on another provider whatever the method (see ``dubbo_py/provider/limits.py``).
 SHED_KEY = "dubbo-shed"
 
 

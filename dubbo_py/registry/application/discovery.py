@@ -31,7 +31,7 @@ from dubbo_py.registry.application.metadata import (
     ServiceInfo,
 )
 from dubbo_py.registry.application.paths import application_path, mapping_path, metadata_path
-from dubbo_py.registry.store import Cancel, Store
+from dubbo_py.registry.store.base import Cancel, Store
 from dubbo_py.url import URL
 
 __all__ = ["AppLevelProviders", "ApplicationDiscovery", "LocalMetadata", "provider_url"]

@@ -30,7 +30,7 @@ from dubbo_py.registry.application.paths import (
     metadata_path,
     migration_path,
 )
-from dubbo_py.registry.store import Store
+from dubbo_py.registry.store.base import Store
 from dubbo_py.url import URL
 
 __all__ = ["STEP_PARAMETER", "ConsumerLevel", "consumer_level", "interfaces", "providers"]

@@ -15,7 +15,7 @@ import time
 
 from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError
 from dubbo_py.registry.application.paths import mapping_path
-from dubbo_py.registry.store import Store
+from dubbo_py.registry.store.base import Store
 
 __all__ = ["CAS_RETRIES", "add_application", "parse_applications", "read_applications"]
 

@@ -39,7 +39,7 @@ from dubbo_py.registry.application.modes import MigrationStep
 from dubbo_py.registry.application.paths import migration_path
 from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.registry import Registry, empty_url, is_empty
-from dubbo_py.registry.store import Cancel, Store
+from dubbo_py.registry.store.base import Cancel, Store
 from dubbo_py.url import URL
 
 __all__ = [

@@ -34,7 +34,7 @@ from dubbo_py.registry.application.paths import (
     instance_path,
     metadata_path,
 )
-from dubbo_py.registry.store import SessionState, Store
+from dubbo_py.registry.store.base import SessionState, Store
 from dubbo_py.url import URL
 
 __all__ = ["InstancePublisher"]

@@ -1,0 +1,1 @@
+"""The `dubbo-py` command groups, one module each (`rules`, `services`, `route`, ...)."""

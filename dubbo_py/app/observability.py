@@ -1,0 +1,445 @@
+"""What an :class:`~dubbo_py.app.application.Application` shows on its QoS port: the probes,
+``offline``/``online``, the ``/ls`` listing, and the governance metrics read at each scrape
+(quarantine, outlier ejections, rule versions, registry session) beside the call metrics.
+
+The QoS server itself (:mod:`dubbo_py.qos.server`) knows nothing of applications; this module
+answers its questions from the application's servers and references.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from dubbo_py.config.model import QosConfig
+from dubbo_py.consumer.filters import ConsumerFilters
+from dubbo_py.invocation import Invocation
+from dubbo_py.protocol.introspect import service_of_servicer
+from dubbo_py.provider.service import ServiceOptions, options_of
+from dubbo_py.qos.consumer import (
+    AsyncAttemptObserver,
+    AsyncCallObserver,
+    AttemptCounts,
+    AttemptObserver,
+    CallObserver,
+)
+from dubbo_py.qos.metrics import Metrics
+from dubbo_py.qos.server import ENV_QOS_PORT, QosServer
+from dubbo_py.url import URL
+
+if TYPE_CHECKING:
+    from dubbo_py.app.application import Application, Reference
+
+__all__ = [
+    "ENV_QOS_ACCEPT_FOREIGN_IP",
+    "QOS_PORT_KEY",
+    "ApplicationQos",
+    "provider_labels",
+    "qos_settings",
+    "with_qos_port",
+]
+
+#: ``true`` lets the QoS port listen on every interface (Dubbo's ``qos.accept.foreign.ip``).
+ENV_QOS_ACCEPT_FOREIGN_IP = "DUBBO_PY_QOS_ACCEPT_FOREIGN_IP"
+
+#: The URL parameter that says where an application's QoS port is.
+QOS_PORT_KEY = "qos.port"
+
+
+def qos_settings(
+    port: int | None,
+    accept_foreign_ip: bool | None,
+    configured: QosConfig | None,
+    environ: dict[str, str] | os._Environ[str] | None = None,
+) -> QosConfig:
+    """The QoS settings: the arguments, else the configuration file, else the environment."""
+    env = os.environ if environ is None else environ
+    chosen_port = port
+    if chosen_port is None and configured is not None:
+        chosen_port = configured.port
+    if chosen_port is None and env.get(ENV_QOS_PORT, "").strip():
+        text = env[ENV_QOS_PORT].strip()
+        if not text.isdigit() or int(text) > 65535:
+            raise ValueError(f"${ENV_QOS_PORT}={text!r} is not a port (0-65535)")
+        chosen_port = int(text)
+    foreign = accept_foreign_ip
+    if foreign is None and configured is not None and configured.accept_foreign_ip:
+        foreign = True
+    if foreign is None:
+        foreign = env.get(ENV_QOS_ACCEPT_FOREIGN_IP, "").strip().lower() == "true"
+    if chosen_port is not None and not 0 <= chosen_port <= 65535:
+        raise ValueError(f"qos port {chosen_port} is not a port (0-65535)")
+    return QosConfig(chosen_port, bool(foreign))
+
+
+class ApplicationQos:
+    """The QoS endpoints of one application (see :class:`~dubbo_py.qos.server.QosEndpoints`)."""
+
+    def __init__(self, app: Application, metrics: Metrics, settings: QosConfig) -> None:
+        self._app = app
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._offline = False
+        self._started = False
+        self._ejections: dict[str, int] = {}
+        self._revivals: dict[str, int] = {}
+        #: Per service: seconds from a provider's registration (its URL's timestamp) to this
+        #: consumer applying the notification that brought it, for the last one that came.
+        self._notify_delay: dict[str, float] = {}
+        metrics.add_source(self._governance)
+        assert settings.port is not None
+        self.server = QosServer(self, metrics, host=settings.host, port=settings.port).start()
+
+    @property
+    def port(self) -> int:
+        """The port the QoS server listens on."""
+        return self.server.port
+
+    def mark_started(self) -> None:
+        """The application has started what it was asked to (``/startup`` answers 200)."""
+        self._started = True
+
+    def watch_reference(self, ref: Reference[Any]) -> None:
+        """Count the reference's quarantine ejections and revivals, and time its registry
+        notifications."""
+        service = ref.consumer.service_interface
+
+        def on_change(event: Any) -> None:
+            with self._lock:
+                if event.kind == "added":
+                    self._ejections[service] = self._ejections.get(service, 0) + 1
+                elif event.kind == "revived":
+                    self._revivals[service] = self._revivals.get(service, 0) + 1
+
+        if ref.quarantine is not None:
+            ref.quarantine.on_change(on_change)
+        known = {p.address for p in ref.directory.providers}
+
+        def on_chain(bound: Any) -> None:
+            now_ms = time.time() * 1000.0
+            current = bound.snapshot.providers
+            arrived = [p for p in current if p.address not in known]
+            known.clear()
+            known.update(p.address for p in current)
+            stamps = [p.get_int("timestamp", 0) for p in arrived]
+            stamps = [t for t in stamps if t > 0]
+            if stamps:
+                with self._lock:
+                    self._notify_delay[service] = max(0.0, (now_ms - max(stamps)) / 1000.0)
+
+        ref.directory.add_listener(on_chain)
+
+    def close(self) -> None:
+        """Stop the QoS server."""
+        self.server.close()
+
+    # ----------------------------------------------------------------- probes
+
+    def live(self) -> bool:
+        """Alive while the QoS port answers (Dubbo's default liveness)."""
+        return True
+
+    def started(self) -> bool:
+        """Started once a provider is serving or a reference is built."""
+        return self._started
+
+    def ready(self) -> bool:
+        """Ready when started, every provider registered (not offline) and every reference
+        has applied its first provider notification."""
+        if not self._started or self._offline:
+            return False
+        if any(getattr(s, "is_offline", False) for s in self._app.servers):
+            return False
+        return all(ref.directory.wait_for_providers(0) for ref in self._app.references)
+
+    # ----------------------------------------------------------------- offline / online
+
+    def _switch(self, pattern: re.Pattern[str] | None, online: bool) -> list[str]:
+        changed: list[str] = []
+        for server in self._app.servers:
+            urls = [u for u in server.urls if pattern is None or pattern.fullmatch(u.service_key)]
+            if not urls:
+                continue
+            if online:
+                server.online(urls)
+            else:
+                server.offline(urls)
+            changed.extend(u.service_key for u in urls)
+        if pattern is None:
+            self._offline = not online
+        return changed
+
+    def offline(self, pattern: re.Pattern[str] | None) -> list[str]:
+        """Unregister the matching providers; they keep serving calls already sent."""
+        return self._switch(pattern, online=False)
+
+    def online(self, pattern: re.Pattern[str] | None) -> list[str]:
+        """Register the matching providers again."""
+        return self._switch(pattern, online=True)
+
+    # ----------------------------------------------------------------- /ls
+
+    def listing(self) -> dict[str, Any]:
+        """Services provided and consumed, providers per consumed service, rules in force."""
+        provided = [
+            {
+                "service": url.service_key,
+                "interface": url.service_interface,
+                "version": url.get_str("version"),
+                "group": url.get_str("group"),
+                "address": server.address,
+                "registered": not getattr(server, "is_offline", False),
+            }
+            for server in self._app.servers
+            for url in server.urls
+        ]
+        consumed = [_reference_listing(ref) for ref in self._app.references]
+        methods = [
+            {
+                "side": s.key.side,
+                "interface": s.key.interface,
+                "method": s.key.method,
+                "group": s.key.group,
+                "version": s.key.version,
+                **s.snapshot(),
+            }
+            for s in self.metrics.methods()
+        ]
+        return {
+            "application": self._app.name,
+            "pid": os.getpid(),
+            "qos_port": self.port,
+            "provided": provided,
+            "consumed": consumed,
+            "methods": methods,
+            "time": time.time(),
+        }
+
+    # ----------------------------------------------------------------- governance metrics
+
+    def _governance(self) -> Iterator[Metric]:
+        app = self._app.name
+        refs = self._app.references
+        quarantined = GaugeMetricFamily(
+            "dubbo_py_consumer_quarantined_providers",
+            "Providers of the service in quarantine now",
+            labels=["application_name", "interface"],
+        )
+        providers = GaugeMetricFamily(
+            "dubbo_py_consumer_providers",
+            "Providers of the service this consumer may call (after registry matching)",
+            labels=["application_name", "interface"],
+        )
+        rules = GaugeMetricFamily(
+            "dubbo_py_rule_applied_timestamp_seconds",
+            "When this process applied each rule in force (epoch seconds), by rule version",
+            labels=["application_name", "interface", "rule", "rule_version"],
+        )
+        survivors = GaugeMetricFamily(
+            "dubbo_py_consumer_route_survivors",
+            "Providers the router chain leaves for a plain call of the method (no attachments)",
+            labels=["application_name", "interface", "method"],
+        )
+        delay = GaugeMetricFamily(
+            "dubbo_py_registry_notify_delay_seconds",
+            "From a provider's registration (its URL timestamp) to this consumer applying it, "
+            "for the last provider that arrived",
+            labels=["application_name", "interface"],
+        )
+        with self._lock:
+            ejections, revivals = dict(self._ejections), dict(self._revivals)
+            delays = dict(self._notify_delay)
+        called: dict[str, set[str]] = {}
+        for stats in self.metrics.methods():
+            if stats.key.side == "consumer":
+                called.setdefault(stats.key.interface, set()).add(stats.key.method)
+        for ref in refs:
+            interface = ref.consumer.service_interface
+            quarantined.add_metric([app, interface], _count(ref.quarantine))
+            providers.add_metric([app, interface], len(ref.directory.providers))
+            for source, (version, applied) in sorted(ref.directory.rules_in_force.items()):
+                rules.add_metric([app, interface, _rule_key(source), version], applied)
+            chain = ref.directory.chain
+            for method in sorted(called.get(interface, ())):
+                survivors.add_metric([app, interface, method], _survivors(chain, ref, method))
+            if interface in delays:
+                delay.add_metric([app, interface], delays[interface])
+        yield quarantined
+        yield providers
+        yield rules
+        yield survivors
+        yield delay
+        yield _counter_family(
+            "dubbo_py_consumer_ejections",
+            "Providers put into quarantine (unavailable, or outlier ejection)",
+            app,
+            ejections,
+        )
+        yield _counter_family(
+            "dubbo_py_consumer_revivals", "Providers revived from quarantine", app, revivals
+        )
+        registry = GaugeMetricFamily(
+            "dubbo_py_registry_connected",
+            "1 while the registry session is connected (ZooKeeper session state)",
+            labels=["application_name", "registry"],
+        )
+        connected = self._app.registry_connected()
+        if connected is not None:
+            registry.add_metric([app, self._app.registry_name], 1.0 if connected else 0.0)
+        yield registry
+
+
+def _survivors(chain: Any, ref: Reference[Any], method: str) -> int:
+    try:
+        return len(chain.route(Invocation(ref.service, method)))
+    except Exception:  # no provider left (NoProviderError), or a rule that needs the request
+        return 0
+
+
+def _count(quarantine: Any) -> int:
+    return len(quarantine) if quarantine is not None else 0
+
+
+def _counter_family(name: str, help_text: str, app: str, values: dict[str, int]) -> Metric:
+    from prometheus_client.core import CounterMetricFamily
+
+    family = CounterMetricFamily(name, help_text, labels=["application_name", "interface"])
+    for service, count in sorted(values.items()):
+        family.add_metric([app, service], count)
+    return family
+
+
+def _rule_key(source: str) -> str:
+    # Config-center sources are node paths; operators know the key (the node's name).
+    return source.rsplit("/", 1)[-1] if "/config/" in source else source
+
+
+def _reference_listing(ref: Reference[Any]) -> dict[str, Any]:
+    consumer = ref.consumer
+    directory = ref.directory
+    quarantined = [e.address for e in ref.quarantine.entries()] if ref.quarantine else []
+    return {
+        "service": consumer.service_key,
+        "interface": consumer.service_interface,
+        "version": consumer.get_str("version"),
+        "group": consumer.get_str("group"),
+        "providers": [_provider(p) for p in directory.providers],
+        "quarantined": quarantined,
+        "rules": [
+            {"key": _rule_key(source), "source": source, "version": version, "applied_at": at}
+            for source, (version, at) in sorted(directory.rules_in_force.items())
+        ],
+        "rule_errors": directory.rule_errors,
+    }
+
+
+def _provider(url: URL) -> dict[str, Any]:
+    return {
+        "address": url.address,
+        "weight": url.get_int("weight", 100),
+        "qos_port": url.get_str(QOS_PORT_KEY),
+        "application": url.get_str("application"),
+    }
+
+
+def with_qos_port(parameters: Iterable[tuple[str, str]], port: int | None) -> dict[str, str]:
+    """URL parameters with ``qos.port`` when the QoS port is on."""
+    out = dict(parameters)
+    if port is not None:
+        out[QOS_PORT_KEY] = str(port)
+    return out
+
+
+def provider_labels(
+    servicers: Sequence[object], options: Mapping[str, ServiceOptions] | None
+) -> dict[str, tuple[str, str] | None]:
+    """Each service's (version, group) for metrics: the options of the one servicer that
+    serves it; None for a service exported several times (its calls are told apart by their
+    headers)."""
+    seen: dict[str, list[tuple[str, str]]] = {}
+    for servicer in servicers:
+        spec = service_of_servicer(servicer)
+        chosen = (options or {}).get(spec.name) or options_of(servicer)
+        seen.setdefault(spec.name, []).append((chosen.version, chosen.group))
+    return {name: pairs[0] if len(pairs) == 1 else None for name, pairs in seen.items()}
+
+
+class ConsumerSide:
+    """The consumer observers of one application's references, and the governance counters
+    read from them at each scrape: attempts and retries per method, retry-budget refusals per
+    service (summed over the references to it, so each label set appears once)."""
+
+    def __init__(self, metrics: Metrics | None) -> None:
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._attempts: list[AttemptCounts] = []
+        self._budgets: dict[str, dict[int, Any]] = {}
+        if metrics is not None:
+            metrics.add_source(self._collect)
+
+    def filters(self, consumer: URL, budget: Any) -> ConsumerFilters:
+        """The observers of a new reference (consumer URL ``consumer``), both flavours."""
+        interface = consumer.service_interface
+        version, group = consumer.get_str("version"), consumer.get_str("group")
+        attempts, async_attempts = (
+            AttemptObserver(self.metrics, interface),
+            AsyncAttemptObserver(self.metrics, interface),
+        )
+        with self._lock:
+            self._attempts += [attempts, async_attempts]
+            if budget is not None:
+                self._budgets.setdefault(interface, {})[id(budget)] = budget
+        return ConsumerFilters(
+            calls=(CallObserver(self.metrics, interface, version, group),),
+            attempts=(attempts,),
+            async_calls=(AsyncCallObserver(self.metrics, interface, version, group),),
+            async_attempts=(async_attempts,),
+        )
+
+    def _collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily
+
+        assert self.metrics is not None
+        app = self.metrics.application
+        with self._lock:
+            observers = list(self._attempts)
+            budgets = {k: list(v.values()) for k, v in self._budgets.items()}
+        attempts: dict[tuple[str, str], int] = {}
+        for observer in observers:
+            with observer.lock:
+                counts = dict(observer.counts)
+            for method, count in counts.items():
+                key = (observer.interface, method)
+                attempts[key] = attempts.get(key, 0) + count
+        calls: dict[tuple[str, str], int] = {}
+        for stats in self.metrics.methods():
+            if stats.key.side == "consumer":
+                key = (stats.key.interface, stats.key.method)
+                calls[key] = calls.get(key, 0) + int(stats.snapshot()["total"])  # type: ignore[call-overload]
+        labels = ["application_name", "interface", "method"]
+        tried = CounterMetricFamily(
+            "dubbo_py_consumer_attempts", "Providers tried (one per attempt)", labels=labels
+        )
+        retried = CounterMetricFamily(
+            "dubbo_py_consumer_retries", "Attempts beyond one per call", labels=labels
+        )
+        for (interface, method), count in sorted(attempts.items()):
+            tried.add_metric([app, interface, method], count)
+            extra = max(0, count - calls.get((interface, method), 0))
+            retried.add_metric([app, interface, method], extra)
+        refused = CounterMetricFamily(
+            "dubbo_py_consumer_retry_budget_refusals",
+            "Retries the service's retry budget refused",
+            labels=["application_name", "interface"],
+        )
+        for interface, held in sorted(budgets.items()):
+            refused.add_metric([app, interface], sum(getattr(b, "refused", 0) for b in held))
+        yield tried
+        yield retried
+        yield refused

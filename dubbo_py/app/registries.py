@@ -1,0 +1,256 @@
+"""The registries of one application: one :class:`RegistryBinding` each.
+
+An application names one registry (``Application("shop", "zookeeper://...")``) or several
+(a list in code, ``registries:`` in ``dubbo.yaml``). Each binding opens, on first use, what
+the application needs on its registry -- the store lease, the :class:`Registry`, the
+application-level discovery, the registry providers register through, the consumer's notify
+cache file -- exactly as a single-registry application always did. With several, providers
+register through each binding marked ``register`` (:class:`~dubbo_py.registry.fanout.
+FanOutRegistry`), and each reference builds one stack per binding it subscribes to, behind a
+zone-aware channel (:mod:`dubbo_py.consumer.zone_channel`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dubbo_py.cluster import configurators
+from dubbo_py.config.model import RegistryConfig
+from dubbo_py.errors import StoreError
+from dubbo_py.registry.application.wiring import ApplicationLevel
+from dubbo_py.registry.cache import NotifyCache, default_cache_path
+from dubbo_py.registry.provider_overrides import ProviderRegistry
+from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store.address import RegistryAddress, parse_registry_address
+from dubbo_py.registry.store.base import Store
+from dubbo_py.registry.store.shared import process_stores
+
+__all__ = [
+    "RegistryBinding",
+    "RegistryChoice",
+    "open_store",
+    "registry_choices",
+]
+
+log = logging.getLogger(__name__)
+
+ENV_AUTH = "DUBBO_PY_REGISTRY_AUTH"
+
+#: What ``Application(registry=...)`` takes: one address (or None: the default), a list of
+#: addresses or :class:`RegistryConfig`, or a mapping of ids to either.
+RegistryArgument = str | None | Sequence[str | RegistryConfig] | Mapping[str, str | RegistryConfig]
+
+
+def open_store(
+    address: RegistryAddress,
+    *,
+    connect_timeout: float = 5.0,
+    auth: tuple[str, str] | None = None,
+) -> Store | None:
+    """A lease on the coordination store an address names (None for direct addresses), shared
+    by the applications of this process on the same address and identity (``auth``, a
+    ZooKeeper digest identity): see :mod:`dubbo_py.registry.store.shared`."""
+    if address.kind == "direct":
+        return None
+    key = (address.kind, address.location, address.chroot, auth)
+    lease = process_stores.lease(key, lambda: _own_store(address, auth))
+    if address.networked and not lease.start(connect_timeout):
+        log.warning("registry %s does not answer yet; retrying in the background", address)
+    return lease
+
+
+def _own_store(address: RegistryAddress, auth: tuple[str, str] | None) -> Store:
+    """A new store (a session of its own) on ``address``."""
+    if address.kind == "sqlite":
+        from dubbo_py.registry.store.embedded import EmbeddedStore
+
+        return EmbeddedStore(address.location)
+    if address.kind == "etcd":
+        from dubbo_py.registry.store.etcd.store import EtcdStore
+
+        if auth is not None:
+            raise StoreError(
+                f"{address}: registry identities (--auth, ${ENV_AUTH}) are ZooKeeper digest "
+                "identities; the etcd store does not authenticate yet"
+            )
+        return EtcdStore(address.location, address.chroot)
+    from dubbo_py.registry.store.zookeeper import ZooKeeperStore
+
+    return ZooKeeperStore(address.location, address.chroot, auth=auth)
+
+
+def parse_auth(text: str | None) -> tuple[str, str] | None:
+    """``user:password`` (else ``$DUBBO_PY_REGISTRY_AUTH``) as a digest identity; None when
+    neither is set. ValueError for text without a user and a colon."""
+    value = text or os.environ.get(ENV_AUTH, "")
+    if not value:
+        return None
+    user, sep, password = value.partition(":")
+    if not sep or not user:
+        raise ValueError(f"auth must be user:password ({ENV_AUTH} included)")
+    return (user, password)
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryChoice:
+    """One registry as the application was given it: its id (the key of ``registries:``, else
+    its address as written), its parsed address and its settings."""
+
+    id: str
+    address: RegistryAddress
+    config: RegistryConfig
+
+
+def registry_choices(
+    registry: RegistryArgument, configured: Mapping[str, RegistryConfig] | None = None
+) -> tuple[RegistryChoice, ...]:
+    """The registries an application uses: ``registry`` when given (code wins), else the
+    configuration file's ``registries:``, else the default address (``$DUBBO_PY_REGISTRY`` or
+    the embedded registry). Ids must be unique; a direct ``tri://`` address stands alone."""
+    entries: list[tuple[str, RegistryConfig]]
+    if registry is None and configured:
+        entries = list(configured.items())
+    elif registry is None or isinstance(registry, str):
+        return (RegistryChoice("", parse_registry_address(registry), RegistryConfig(registry)),)
+    elif isinstance(registry, Mapping):
+        entries = [(str(k), _config(v)) for k, v in registry.items()]
+    else:
+        entries = [(_config(v).address or "", _config(v)) for v in registry]
+    if not entries:
+        raise ValueError("registry: an empty list names no registry")
+    choices = []
+    for registry_id, config in entries:
+        if not config.address:
+            raise ValueError(f"registry {registry_id!r}: no address")
+        choices.append(RegistryChoice(registry_id, parse_registry_address(config.address), config))
+    ids = [c.id for c in choices]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"registry ids must be unique, got {ids}")
+    if len(choices) > 1 and any(c.address.kind == "direct" for c in choices):
+        raise ValueError("a direct tri:// address cannot be one of several registries")
+    return tuple(choices)
+
+
+def _config(value: str | RegistryConfig) -> RegistryConfig:
+    return RegistryConfig(value) if isinstance(value, str) else value
+
+
+class RegistryBinding:
+    """One registry of an application and what the application opened on it (on first use):
+    the store lease, the :class:`Registry`, application-level discovery, the registry its
+    providers register through and the consumers' notify cache file."""
+
+    def __init__(
+        self,
+        choice: RegistryChoice,
+        *,
+        application: str,
+        auth: tuple[str, str] | None,
+        connect_timeout: float,
+        cache_path: str | os.PathLike[str] | None,
+        register_mode: str | None,
+        migration_step: str | None,
+    ) -> None:
+        self.choice = choice
+        #: The registry's id (``""`` for an application's only registry given as an address).
+        self.id = choice.id
+        self.address = choice.address
+        self.config = choice.config
+        self.auth = auth
+        self._application = application
+        self._connect_timeout = connect_timeout
+        self._cache_path = cache_path
+        self._register_mode = register_mode
+        self._migration_step = migration_step
+        self._lock = threading.Lock()
+        self._store: Store | None = None
+        self._registry: Registry | None = None
+        self._provider_registry: Registry | None = None
+        self._app_level: ApplicationLevel | None = None
+        self._cache: NotifyCache | None = None
+
+    @property
+    def label(self) -> str:
+        """How logs and errors name the registry: its id and address (or the address)."""
+        if self.id and self.id != str(self.address) and self.id != self.config.address:
+            return f"{self.id} ({self.address})"
+        return str(self.address)
+
+    @property
+    def registry(self) -> Registry | None:
+        """The registry (opened on first use); None for a direct ``tri://`` address."""
+        with self._lock:
+            if self._registry is None and self.address.kind != "direct":
+                self._store = open_store(
+                    self.address, connect_timeout=self._connect_timeout, auth=self.auth
+                )
+                assert self._store is not None
+                self._registry = Registry(self._store, protect=self.auth is not None)
+                self._app_level = ApplicationLevel(
+                    self._registry,
+                    self._application,
+                    register_mode=self._register_mode,
+                    migration_step=self._migration_step,
+                )
+            return self._registry
+
+    @property
+    def opened(self) -> Registry | None:
+        """The registry if it has been opened (never opens it)."""
+        return self._registry
+
+    @property
+    def application_level(self) -> ApplicationLevel | None:
+        """Application-level discovery on this registry; None without one."""
+        _ = self.registry
+        return self._app_level
+
+    @property
+    def provider_registry(self) -> Registry | None:
+        """The registry providers register through: their URLs carry the provider-side
+        override rules that match them (see :mod:`dubbo_py.registry.provider_overrides`)."""
+        registry = self.registry
+        with self._lock:
+            if registry is not None and self._provider_registry is None:
+                interface_level = ProviderRegistry(
+                    registry,
+                    configurators.apply,
+                    validate=configurators.parse_configurators_yaml,
+                )
+                assert self._app_level is not None
+                self._provider_registry = self._app_level.provider_registry(interface_level)
+            return self._provider_registry
+
+    def notify_cache(self) -> NotifyCache:
+        """The cache file of what this registry notified, one for all the application's
+        references (each writing a copy of its own would overwrite the others' services)."""
+        with self._lock:
+            if self._cache is None:
+                self._cache = NotifyCache(
+                    self._cache_path or default_cache_path(self._application, str(self.address))
+                )
+            return self._cache
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """Providers registered inside publish the application's instance once, at the end."""
+        _ = self.provider_registry
+        return self._app_level.batch() if self._app_level else contextlib.nullcontext()
+
+    def close(self) -> None:
+        """Close application-level discovery, flush the cache file and end the store lease."""
+        if self._app_level is not None:
+            with contextlib.suppress(StoreError):
+                self._app_level.close()
+            self._app_level = None
+        if self._cache is not None:
+            self._cache.flush()  # what the background writer had not written yet
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+            self._registry = None
+            self._provider_registry = None

@@ -1,0 +1,371 @@
+"""Calling one provider: one pooled gRPC channel per provider address, reused by every call.
+
+A provider invoker is a function ``(provider, invocation, timeout) -> result``; the cluster
+strategies compose around it. Multicallables are cached per (provider address, method) so the
+per-call path is a dict lookup plus the gRPC call itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from functools import partial
+from typing import Any
+
+import grpc
+
+from dubbo_py.call_errors import is_closed_channel
+from dubbo_py.config.tls import ClientTLS, use_tls
+from dubbo_py.consumer.connections import IDLE_TIMEOUT_S, SharedChannels
+from dubbo_py.consumer.method import InvokerBase, StubMethod
+from dubbo_py.errors import ProviderUnavailable
+from dubbo_py.invocation import Invocation
+from dubbo_py.protocol.attachments import metadata_from_attachments
+from dubbo_py.protocol.triple import CALL_SINK, Metadata, TripleCaller
+from dubbo_py.url import URL
+
+__all__ = ["ChannelPool", "ChannelSecurity", "MethodInvoker", "ProviderCall"]
+
+#: What the cluster strategies call: (provider, invocation, timeout in s or None) -> response.
+ProviderCall = Callable[[URL, Invocation, float | None], Any]
+
+
+class ChannelSecurity:
+    """How to open a channel to a provider, for the blocking and the asyncio pools alike: TLS
+    when :func:`~dubbo_py.config.tls.use_tls` says so (the consumer's ``tls.enabled``, else the
+    provider URL's ``tls=true`` / ``ssl-enabled=true``; with ``tls``, or system roots when
+    None), else plaintext; and always a channel-local subchannel pool.
+
+    Local subchannels because gRPC's process-wide pool would hand a fresh channel the old one's
+    connection, still in reconnect backoff after the provider died, so neither replacing a
+    channel nor opening a new one once the provider is back would help.
+    """
+
+    def __init__(self, tls: ClientTLS | None = None, options: Iterable[tuple[str, Any]] = ()):
+        self._tls = tls
+        self._options: list[tuple[str, Any]] = [("grpc.use_local_subchannel_pool", 1), *options]
+        self._credentials: grpc.ChannelCredentials | None = None
+        self._lock = threading.Lock()
+        #: What channels opened with these settings share (see :mod:`.shared_channels`).
+        self.key: Hashable = (tls, tuple(self._options))
+        # The two keys key_for gives, made once: a pool keeps one per provider it calls.
+        self._keys: dict[bool, Hashable] = {flag: (flag, self.key) for flag in (False, True)}
+
+    def key_for(self, provider: URL) -> Hashable:
+        """The security part of a shared channel's key for ``provider``: TLS or not, and the
+        settings it opens with."""
+        return self._keys[use_tls(provider.parameters, self._tls)]
+
+    def for_provider(
+        self, provider: URL
+    ) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
+        """``(credentials, options)`` for a channel to ``provider``; credentials None means a
+        plaintext channel. The TLS files are read once, at the first TLS provider."""
+        if not use_tls(provider.parameters, self._tls):
+            return None, self._options
+        tls = self._tls or ClientTLS()
+        with self._lock:
+            if self._credentials is None:
+                self._credentials = tls.credentials()
+            credentials = self._credentials
+        return credentials, self._options + tls.channel_options()
+
+
+class ChannelPool:
+    """gRPC channels keyed by provider address, created on first use. A provider whose URL says
+    ``tls=true`` gets a TLS channel (``tls``, or system roots when no ClientTLS is given).
+
+    A channel that is dropped (its provider left the registry) or replaced (:meth:`reset`) is
+    closed only after ``linger`` seconds, so calls still in flight on it -- such as those a
+    provider drains while it shuts down gracefully -- finish instead of being cancelled.
+
+    With ``shared`` (the application's :class:`~dubbo_py.consumer.connections.SharedChannels`),
+    the pool holds channels the application's other references share: one per provider
+    address and security settings. Dropping a provider then releases the pool's hold (the
+    channel closes when no reference holds it), and ``on_dropped`` is told about addresses
+    whose channel another reference replaced.
+    """
+
+    def __init__(
+        self,
+        tls: ClientTLS | None = None,
+        options: Iterable[tuple[str, Any]] = (),
+        *,
+        linger: float = 30.0,
+        shared: SharedChannels | None = None,
+    ) -> None:
+        if shared is not None:
+            options = [*options, ("grpc.client_idle_timeout_ms", int(IDLE_TIMEOUT_S * 1000))]
+        self._security = ChannelSecurity(tls, options)
+        self._linger = linger
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._closing: list[threading.Timer] = []
+        self._shared = shared
+        #: The security key each shared channel was acquired under, by address.
+        self._keys: dict[str, Hashable] = {}
+        #: Called with the addresses whose channel was replaced from elsewhere.
+        self.on_dropped: Callable[[list[str]], None] | None = None
+
+    def channel(self, provider: URL) -> grpc.Channel:
+        """The channel to this provider (created once, then shared)."""
+        key = provider.address
+        channel = self._channels.get(key)
+        if channel is not None:
+            return channel
+        with self._lock:
+            channel = self._channels.get(key)
+            if channel is None:
+                shared = self._shared
+                if shared is None:
+                    channel = self._open(provider)
+                else:
+                    security = self._security.key_for(provider)
+                    channel = shared.acquire(key, security, self, partial(self._open, provider))
+                    self._keys[key] = security
+                self._channels[key] = channel
+            return channel
+
+    def dropped(self, address: str) -> None:
+        """The shared channel to ``address`` was replaced by another reference: forget it (the
+        next call takes the new one)."""
+        with self._lock:
+            self._channels.pop(address, None)
+            self._keys.pop(address, None)
+        if self.on_dropped is not None:
+            self.on_dropped([address])
+
+    def current(self, address: str) -> grpc.Channel | None:
+        """The channel the pool holds for ``address`` now (None: none open)."""
+        return self._channels.get(address)
+
+    def made_on(
+        self, provider: URL, channel: grpc.Channel, key: Hashable, make: Callable[[], Any]
+    ) -> Any:
+        """What ``make`` makes on ``channel`` (the pool's channel to ``provider``), shared by
+        the application's references when the channel is (see
+        :meth:`SharedChannels.made_on`), else made now."""
+        shared = self._shared
+        security = self._keys.get(provider.address)
+        if shared is None or security is None:
+            return make()
+        return shared.made_on(provider.address, security, channel, key, make)
+
+    def _open(self, provider: URL) -> grpc.Channel:
+        credentials, options = self._security.for_provider(provider)
+        if credentials is not None:
+            return grpc.secure_channel(provider.address, credentials, options=options)
+        return grpc.insecure_channel(provider.address, options=options)
+
+    def _close_later(self, channels: list[grpc.Channel]) -> None:
+        if not channels:
+            return
+        if self._linger <= 0:
+            for channel in channels:
+                channel.close()
+            return
+
+        def close() -> None:
+            for channel in channels:
+                channel.close()
+
+        timer = threading.Timer(self._linger, close)
+        timer.daemon = True
+        with self._lock:
+            self._closing = [t for t in self._closing if t.is_alive()]
+            self._closing.append(timer)
+        timer.start()
+
+    def retain(self, providers: Iterable[URL]) -> list[str]:
+        """Drop channels to addresses no longer among ``providers`` (closed after ``linger``,
+        or released to the application's shared channels); returns those addresses."""
+        keep = {p.address for p in providers}
+        with self._lock:
+            gone = [a for a in self._channels if a not in keep]
+            closing = [self._channels.pop(a) for a in gone]
+            keys = [self._keys.pop(a, None) for a in gone]
+        if self._shared is not None:
+            for address, security in zip(gone, keys, strict=True):
+                self._shared.release(address, security, self)
+        else:
+            self._close_later(closing)
+        return gone
+
+    def reset(self, address: str) -> bool:
+        """Forget the channel to ``address`` so the next call opens a fresh one (the old one is
+        closed after ``linger``). Used when a quarantined provider is revived: its old channel
+        may sit in gRPC's reconnect backoff (up to two minutes) although the server is back.
+        A shared channel is replaced for every reference holding it."""
+        with self._lock:
+            channel = self._channels.pop(address, None)
+            security = self._keys.pop(address, None)
+        if channel is None:
+            return False
+        if self._shared is not None:
+            self._shared.reset(address, security, channel)
+            return True
+        self._close_later([channel])
+        return True
+
+    def close(self) -> None:
+        """Close every channel now, including those lingering (shared ones are released: they
+        close when no reference holds them)."""
+        if self._shared is not None:
+            with self._lock:
+                held, self._channels = list(self._channels), {}
+                keys, self._keys = self._keys, {}
+            for address in held:
+                self._shared.release(address, keys.get(address), self)
+            return
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+            timers, self._closing = self._closing, []
+        for timer in timers:
+            timer.cancel()
+            if not timer.finished.is_set():
+                timer.function(*timer.args, **timer.kwargs)
+        for channel in channels:
+            channel.close()
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+
+def _primed(stream: Iterator[Any]) -> Iterator[Any]:
+    """Read the first response now so a dead provider fails here (where the cluster strategy
+    can still fail over), then hand back an iterator over every response."""
+    try:
+        first = next(stream)
+    except StopIteration:
+        return iter(())
+
+    def rest() -> Iterator[Any]:
+        yield first
+        yield from stream
+
+    return rest()
+
+
+class MethodInvoker(InvokerBase):
+    """Calls one method on whichever provider the cluster strategy picked.
+
+    Every call carries the Triple headers of the chosen provider (``tri-service-version``,
+    ``tri-service-group``, ``tri-consumer-appname``; see :mod:`dubbo_py.protocol.triple`): they are
+    bound into the cached callable of each provider, so a call plan calling it directly sends
+    them too. Call statistics are not kept here: a reference whose balancer reads them wraps
+    the invoker (:class:`~dubbo_py.consumer.filters.RecordStats`).
+    """
+
+    def __init__(
+        self,
+        pool: ChannelPool,
+        spec: StubMethod,
+        *,
+        caller: TripleCaller | None = None,
+        metadata: Iterable[tuple[str, str | bytes]] = (),
+        interceptors: Sequence[Any] = (),
+    ) -> None:
+        super().__init__(spec, caller)
+        self._pool = pool
+        #: gRPC client interceptors around every call on a provider's channel (``reference(...,
+        #: interceptors=)``), applied where the multicallable is made, once per provider.
+        self._interceptors = tuple(interceptors)
+        self._unary_response = not spec.response_streaming
+        self._metadata = tuple(metadata)
+        self._by_address = not self._caller.several_targets
+        #: What a call plan calls: the multicallable with the provider's headers bound.
+        self._callables: dict[str, Any] = {}
+        #: The bare multicallable and the provider's headers, by the same keys.
+        self._targets: dict[str, tuple[Any, Metadata]] = {}
+
+    @property
+    def multicallables(self) -> dict[str, Any]:
+        """The callables made so far (each with its provider's headers bound), by provider
+        address (read-only for callers: entries appear on a provider's first call and go when
+        its channel is dropped)."""
+        return self._callables
+
+    def no_responses(self) -> Iterator[Any]:
+        """No responses: what a blocking caller of a server-streaming method iterates over."""
+        return iter(())
+
+    def _target(self, provider: URL, key: str) -> tuple[Any, Metadata]:
+        address = provider.address
+        pooled = self._pool.channel(provider)
+        headers = self._caller.headers(provider) + self._metadata
+        if self._interceptors:
+            # The interceptors wrap this reference's calls only: nothing to share.
+            target, bound = self._make(grpc.intercept_channel(pooled, *self._interceptors), headers)
+        else:
+            # Every reference to the service calls a provider with the same multicallable and
+            # the same headers: made once per shared channel, not once per reference.
+            target, bound = self._pool.made_on(
+                provider, pooled, (self.spec, headers), partial(self._make, pooled, headers)
+            )
+        self._targets[key] = target
+        self._callables[key] = bound
+        if self._pool.current(address) is not pooled:
+            # The pool dropped or replaced this channel while the callable was being made, and
+            # may have forgotten the cached callables before this one went in: use it for this
+            # call only, or every later call would go to the stale channel.
+            self._callables.pop(key, None)
+            self._targets.pop(key, None)
+        return target
+
+    def _make(self, channel: Any, headers: Metadata) -> tuple[tuple[Any, Metadata], Any]:
+        """``((multicallable, headers), bound)``: the method's multicallable on ``channel``
+        with the headers it sends, and the multicallable with the headers bound (what a call
+        plan calls)."""
+        made = self.spec.multicallable(channel)
+        return (made, headers), partial(made, metadata=headers)
+
+    def forget(self, addresses: Iterable[str]) -> None:
+        """Drop cached callables for providers whose channels were closed."""
+        for address in addresses:
+            if self._by_address:
+                self._callables.pop(address, None)
+                self._targets.pop(address, None)
+                continue
+            prefix = address + "|"
+            for key in [k for k in self._targets if k.startswith(prefix)]:
+                self._callables.pop(key, None)
+                self._targets.pop(key, None)
+
+    def metadata_for(self, provider: URL, invocation: Invocation) -> Metadata:
+        """gRPC metadata of a call to ``provider``: its Triple headers, then the invocation's
+        attachments as Dubbo writes them (keys lower-cased with ``tri-header-convert``, ``-bin``
+        values as the bytes the caller sent; consumer-side controls such as ``dubbo.retries``
+        are not sent)."""
+        headers = self._caller.headers(provider) + self._metadata
+        if not invocation.attachments:
+            return headers
+        return headers + metadata_from_attachments(invocation.attachments)
+
+    def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        key = provider.address if self._by_address else self._caller.key(provider)
+        call, metadata = self._targets.get(key) or self._target(provider, key)
+        if invocation.attachments:
+            metadata = metadata + metadata_from_attachments(invocation.attachments)
+        try:
+            if self._unary_response and CALL_SINK.get() is None:
+                return call(invocation.request, timeout=timeout, metadata=metadata)
+            return self._send(call, invocation.request, timeout, metadata)
+        except ValueError as exc:
+            # grpc raises a bare ValueError for a call on a closed channel: the provider was
+            # dropped (or its channel replaced) after this call picked it. Nothing was sent, so
+            # it is a transport failure the strategy may retry elsewhere.
+            if not is_closed_channel(exc):
+                raise
+            self._callables.pop(key, None)
+            self._targets.pop(key, None)
+            raise ProviderUnavailable(provider.address, "channel closed") from exc
+
+    def _send(self, call: Any, request: Any, timeout: float | None, metadata: Metadata) -> Any:
+        if not self._unary_response:
+            return _primed(call(request, timeout=timeout, metadata=metadata))
+        # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
+        response, made = call.with_call(request, timeout=timeout, metadata=metadata)
+        sink = CALL_SINK.get()
+        if sink is not None:
+            sink.append(made)
+        return response

@@ -1,0 +1,1 @@
+"""The provider side: declaring services, serving them, dispatch, limits and reflection."""
