@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from dubbo_py.provider.dispatch import TripleContext
     from dubbo_py.provider.service import service
     from dubbo_py.registry.layout import config_path, rule_key
-    from dubbo_py.registry.store import Store
+    from dubbo_py.registry.store.base import Store
     from dubbo_py.registry.store.embedded import EmbeddedStore
     from dubbo_py.registry.store.etcd.store import EtcdStore
     from dubbo_py.registry.store.zookeeper import ZooKeeperStore
@@ -198,7 +198,7 @@ _LAZY: dict[str, str] = {
     "StoreError": "dubbo_py.errors",
     "TLSConfigError": "dubbo_py.errors",
     "URLError": "dubbo_py.errors",
-    "Store": "dubbo_py.registry.store",
+    "Store": "dubbo_py.registry.store.base",
     "EmbeddedStore": "dubbo_py.registry.store.embedded",
     "ZooKeeperStore": "dubbo_py.registry.store.zookeeper",
     "EtcdStore": "dubbo_py.registry.store.etcd.store",

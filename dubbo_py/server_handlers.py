@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeAlias, TypeVar, cast
 import grpc
 
 __all__ = [
-    "AioHandlerInterceptor",
+    "AsyncHandlerInterceptor",
     "Handler",
     "HandlerInterceptor",
     "Rewrap",
@@ -89,7 +89,7 @@ class HandlerInterceptor(grpc.ServerInterceptor):
         return self._rewrap(handler_call_details, continuation(handler_call_details))
 
 
-class AioHandlerInterceptor(grpc.aio.ServerInterceptor):
+class AsyncHandlerInterceptor(grpc.aio.ServerInterceptor):
     """A ``grpc.aio`` server's interceptor that hands every call's handler through ``rewrap``."""
 
     def __init__(self, rewrap: Rewrap) -> None:

@@ -40,9 +40,8 @@ from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.strategies.failback import FailbackQueue
 from dubbo_py.config.model import ApplicationConfig, ProtocolConfig, ReferenceConfig
 from dubbo_py.config.tls import ServerTLS
-from dubbo_py.consumer.aio_connections import AsyncSharedChannels
 from dubbo_py.consumer.assembly import AsyncAssembly, BlockingAssembly
-from dubbo_py.consumer.connections import SharedChannels
+from dubbo_py.consumer.connections import AsyncSharedChannels, SharedChannels
 from dubbo_py.consumer.filters import ConsumerFilters
 from dubbo_py.consumer.reference import Reference
 from dubbo_py.consumer.zone_channel import AsyncZoneAwareChannel, RegistryStack, ZoneAwareChannel
@@ -60,12 +59,12 @@ from dubbo_py.url import URL
 from dubbo_py.version import __version__
 
 if TYPE_CHECKING:
-    from dubbo_py.provider.aio_server import AsyncExportedServer
+    from dubbo_py.provider.server import AsyncExportedServer
 
 __all__ = ["ENV_AUTH", "Application", "Reference", "open_store"]
 
 # The name docs/observability.md promises for start-up and shutdown (the module was
-# dubbo_py/rpc/application.py).
+# dubbo_py/app/application.py).
 log = logging.getLogger("dubbo_py.rpc.application")
 
 #: Seconds :meth:`Application.close` waits for calls in flight before it closes the provider
@@ -150,7 +149,7 @@ class Application:
         self.channels = SharedChannels()
         #: The ``grpc.aio`` channels of :meth:`reference_async` references: one per event
         #: loop, provider address and security settings (see
-        #: :mod:`dubbo_py.consumer.aio_connections`).
+        #: :mod:`dubbo_py.consumer.connections`).
         self.aio_channels = AsyncSharedChannels()
         self._provider_registry: Registry | None = None
         self._servers: list[ExportedServer] = []
@@ -470,7 +469,7 @@ class Application:
     ) -> AsyncExportedServer:
         """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
         ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
-        from dubbo_py.provider.aio_server import export_async
+        from dubbo_py.provider.server import export_async
 
         listen = await asyncio.to_thread(self._listen, port, host, bind_host, tls)
         registry = await asyncio.to_thread(lambda: self.provider_registry)

@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -34,12 +34,14 @@ from dubbo_py.qos.server import ENV_QOS_PORT, QosServer
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
-    from dubbo_py.app.application import Application, Reference
+    from dubbo_py.consumer.reference import Reference
+    from dubbo_py.provider.server import AsyncExportedServer, ExportedServer
 
 __all__ = [
     "ENV_QOS_ACCEPT_FOREIGN_IP",
     "QOS_PORT_KEY",
     "ApplicationQos",
+    "QosSubject",
     "provider_labels",
     "qos_settings",
     "with_qos_port",
@@ -78,10 +80,29 @@ def qos_settings(
     return QosConfig(chosen_port, bool(foreign))
 
 
+class QosSubject(Protocol):
+    """What the QoS port reads of an application (an :class:`~dubbo_py.app.application.Application`
+    is one): a protocol rather than the class, so that this module does not import the module
+    that imports it."""
+
+    name: str
+
+    @property
+    def servers(self) -> tuple[ExportedServer | AsyncExportedServer, ...]: ...
+
+    @property
+    def references(self) -> tuple[Reference[Any], ...]: ...
+
+    @property
+    def registry_name(self) -> str: ...
+
+    def registry_connected(self) -> bool | None: ...
+
+
 class ApplicationQos:
     """The QoS endpoints of one application (see :class:`~dubbo_py.qos.server.QosEndpoints`)."""
 
-    def __init__(self, app: Application, metrics: Metrics, settings: QosConfig) -> None:
+    def __init__(self, app: QosSubject, metrics: Metrics, settings: QosConfig) -> None:
         self._app = app
         self.metrics = metrics
         self._lock = threading.Lock()

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 # The name docs/observability.md promises for start-up and shutdown, kept where the module
-# moved (it was dubbo_py/rpc/application.py).
+# moved (it was dubbo_py/app/application.py).
 log = logging.getLogger("dubbo_py.rpc.application")
 
 #: The level of dubbo-py's own log lines (DEBUG, INFO, WARNING, ERROR); default INFO under

@@ -40,11 +40,8 @@ from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.options import MethodOptions
-from dubbo_py.consumer.aio_channel import AsyncClusterChannel
-from dubbo_py.consumer.aio_connections import AsyncSharedChannels
-from dubbo_py.consumer.aio_invoker import AsyncChannelPool, AsyncMethodInvoker
-from dubbo_py.consumer.channel import ClusterChannel
-from dubbo_py.consumer.connections import SharedChannels
+from dubbo_py.consumer.channel import AsyncClusterChannel, ClusterChannel
+from dubbo_py.consumer.connections import AsyncSharedChannels, SharedChannels
 from dubbo_py.consumer.filters import (
     AsyncCall,
     AsyncMockFilter,
@@ -58,7 +55,12 @@ from dubbo_py.consumer.filters import (
     wrap_calls,
 )
 from dubbo_py.consumer.in_flight import CallsInFlight
-from dubbo_py.consumer.invoker import ChannelPool, MethodInvoker
+from dubbo_py.consumer.invoker import (
+    AsyncChannelPool,
+    AsyncMethodInvoker,
+    ChannelPool,
+    MethodInvoker,
+)
 from dubbo_py.consumer.method import BoundMethod, InvokerBase, StubMethod
 from dubbo_py.consumer.settings import base_parameters, check_method_options
 from dubbo_py.consumer.tuning import ReferenceTuning
@@ -393,7 +395,7 @@ class BlockingAssembly(ReferenceAssembly[Call]):
 
 class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     """The asyncio flavour: ``grpc.aio`` channels (they belong to the event loop that made
-    them), :class:`~dubbo_py.consumer.aio_channel.AsyncClusterChannel`, awaited strategies.
+    them), :class:`~dubbo_py.consumer.channel.AsyncClusterChannel`, awaited strategies.
 
     ``failback`` retries run on the queue's thread, so they go on whether or not the event loop
     still runs: a ``failback`` method also gets a blocking provider call (on a blocking pool

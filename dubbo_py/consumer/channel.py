@@ -7,27 +7,42 @@ builds an :class:`~dubbo_py.invocation.Invocation` per call and hands it to the 
 the cluster strategy, which routes, balances, calls and retries, inside the method's filters.
 Plain failover calls run a compiled call plan in the multicallable's own frame instead, with
 the plan hooks of the method's filters (metrics) around the call when every filter has one.
+
+Both flavours live here: the blocking ClusterChannel first, then the asyncio one.
+
+AsyncClusterChannel: the asyncio flavour of :mod:`dubbo_py.consumer.channel`.
+
+``await app.reference_async(GreeterStub)`` returns the generated stub bound to an
+:class:`AsyncClusterChannel`: ``await stub.SayHello(req)`` and ``async for r in
+stub.SayHelloStream(req)`` are routed, balanced and retried exactly as in the blocking flavour
+-- the same directory, router chain, load balancer, quarantine and retry budget, wired by the
+same :class:`~dubbo_py.consumer.assembly.ReferenceAssembly`; only the provider call, the strategy
+and the filters are awaited. Plain failover calls of unary methods run the method's compiled call
+plan, as in the blocking flavour (:mod:`dubbo_py.consumer.planned`), and await failover's first
+attempt on the provider it picks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
-from dubbo_py.cluster.strategies.failover import first_attempt
+from dubbo_py.cluster.plan import CallPlan
+from dubbo_py.cluster.strategies.failover import first_attempt, first_attempt_async
 from dubbo_py.cluster.support.pool import LazyPool
-from dubbo_py.consumer.filters import Call
+from dubbo_py.consumer.filters import AsyncCall, Call
 from dubbo_py.consumer.method import BoundMethod, StubChannel, StubMethod
 from dubbo_py.consumer.planned import PlannedSite
-from dubbo_py.protocol.triple import CALL_SINK, from_wire
-from dubbo_py.protocol.triple import Metadata as Metadata_
+from dubbo_py.invocation import Invocation
+from dubbo_py.protocol.triple import CALL_SINK, Metadata, from_wire
+from dubbo_py.url import URL
 
-__all__ = ["ClusterChannel"]
+__all__ = ["AsyncClusterChannel", "CallResult", "ClusterChannel"]
 
-Metadata = Sequence[tuple[str, str | bytes]] | None
 
 _futures = LazyPool(32, "dubbo-future")
 
@@ -46,10 +61,10 @@ class _Call:
     def details(self) -> str:
         return "" if self._call is None else str(self._call.details() or "")
 
-    def initial_metadata(self) -> Metadata_:
+    def initial_metadata(self) -> Metadata:
         return () if self._call is None else from_wire(self._call.initial_metadata())
 
-    def trailing_metadata(self) -> Metadata_:
+    def trailing_metadata(self) -> Metadata:
         return () if self._call is None else from_wire(self._call.trailing_metadata())
 
 
@@ -66,7 +81,7 @@ class _MultiCallable(PlannedSite):
         self,
         request: Any,
         timeout: float | None = None,
-        metadata: Metadata = None,
+        metadata: Metadata | None = None,
         credentials: grpc.CallCredentials | None = None,
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
@@ -116,7 +131,7 @@ class _MultiCallable(PlannedSite):
         finally:
             running.pop()
 
-    def _call(self, request: Any, timeout: float | None, metadata: Metadata) -> Any:
+    def _call(self, request: Any, timeout: float | None, metadata: Metadata | None) -> Any:
         """A call the plan does not cover: compile a plan first when the call is plain and
         none is current, then run the call through the method's stack."""
         self._replan(request, metadata)
@@ -126,7 +141,7 @@ class _MultiCallable(PlannedSite):
         self,
         request: Any,
         timeout: float | None = None,
-        metadata: Metadata = None,
+        metadata: Metadata | None = None,
         credentials: grpc.CallCredentials | None = None,
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
@@ -149,7 +164,7 @@ class _MultiCallable(PlannedSite):
         self,
         request: Any,
         timeout: float | None = None,
-        metadata: Metadata = None,
+        metadata: Metadata | None = None,
         credentials: grpc.CallCredentials | None = None,
         wait_for_ready: bool | None = None,
         compression: grpc.Compression | None = None,
@@ -183,3 +198,157 @@ class ClusterChannel(StubChannel[Call, _MultiCallable], grpc.Channel):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ----------------------------- the asyncio flavour -----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """What an asyncio ``with_call`` gives besides the response, read like ``grpc.Call``:
+    status and metadata of the provider call that answered (Dubbo's ``tri-header-convert``
+    undone); OK and empty when no provider answered (a mock)."""
+
+    _code: grpc.StatusCode = grpc.StatusCode.OK
+    _details: str = ""
+    _initial: Metadata = ()
+    _trailing: Metadata = ()
+
+    def code(self) -> grpc.StatusCode:
+        """The call's status code."""
+        return self._code
+
+    def details(self) -> str:
+        """The call's status details."""
+        return self._details
+
+    def initial_metadata(self) -> Metadata:
+        """The provider's initial metadata."""
+        return self._initial
+
+    def trailing_metadata(self) -> Metadata:
+        """The provider's trailing metadata (its attachments)."""
+        return self._trailing
+
+
+class _AsyncMultiCallable(PlannedSite):
+    """What a stub calls for one method: ``await stub.Method(request, timeout=...,
+    metadata=...)``, ``async for`` over a server-streaming one, ``await ....with_call``."""
+
+    def __init__(self, bound: BoundMethod[AsyncCall], attachments: Mapping[str, str]) -> None:
+        super().__init__(bound, attachments)
+        self._invoke = bound.call
+        self._in_flight = bound.in_flight
+
+    def __call__(
+        self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
+    ) -> Any:
+        if self._streaming:
+            return self._stream(self._invocation(request, timeout, metadata))
+        return self._counted(request, timeout, metadata)
+
+    async def _counted(self, request: Any, timeout: float | None, metadata: Any) -> Any:
+        # Counted while it runs, so that closing the application lets it finish
+        # (dubbo_py/consumer/in_flight.py), from when it is awaited (a coroutine starts then);
+        # written out, routing by the plan included: it runs on every call.
+        in_flight = self._in_flight
+        running = in_flight.running
+        running.append(None)
+        try:
+            if in_flight.closing:
+                raise in_flight.refused(self._service, self._method)
+            plan = self._plan
+            provider = self._provider(plan, request, metadata)
+            if provider is None:
+                self._replan(request, metadata)
+                return await self._invoke(self._invocation(request, timeout, metadata))
+            assert plan is not None
+            if timeout is None:
+                timeout = plan.timeout
+            direct = plan.multicallables.get(provider.address)
+            if plan.observers is None:
+                return await first_attempt_async(
+                    self._context, provider, self._method, request, timeout, direct=direct
+                )
+            return await self._observed(plan, provider, request, timeout, direct)
+        finally:
+            running.pop()
+
+    async def _observed(
+        self, plan: CallPlan, provider: URL, request: Any, timeout: float | None, direct: Any
+    ) -> Any:
+        # The filters' plan hooks record what the filters would (dubbo_py/cluster/plan.py),
+        # from when the call is awaited, as the filters do.
+        observers = plan.observers
+        assert observers is not None
+        token = observers.start(provider)
+        try:
+            response = await first_attempt_async(
+                self._context,
+                provider,
+                self._method,
+                request,
+                timeout,
+                direct=direct,
+                call=plan.plain_call,
+            )
+        except BaseException as error:
+            observers.finish(token, error)
+            raise
+        observers.finish(token, None)
+        return response
+
+    async def _stream(self, invocation: Invocation) -> AsyncIterator[Any]:
+        in_flight = self._in_flight
+        if not in_flight.enter():
+            raise in_flight.refused(self._service, self._method)
+        try:
+            responses = await self._invoke(invocation)
+        finally:
+            # Counted until the stream is open (see dubbo_py/consumer/in_flight.py).
+            in_flight.leave()
+        async for response in responses:
+            yield response
+
+    async def with_call(
+        self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
+    ) -> tuple[Any, CallResult]:
+        """``await stub.Method.with_call(request)``: the response and what the provider call
+        that answered sent besides it (:class:`CallResult`: its trailing metadata carries the
+        provider's attachments). For unary-response methods, as in blocking gRPC."""
+        if self._streaming:
+            raise TypeError("with_call is for methods answering with one response")
+        in_flight = self._in_flight
+        if not in_flight.enter():
+            raise in_flight.refused(self._service, self._method)
+        sink: list[Any] = []
+        token = CALL_SINK.set(sink)
+        try:
+            response = await self._invoke(self._invocation(request, timeout, metadata))
+        finally:
+            CALL_SINK.reset(token)
+            in_flight.leave()
+        if not sink:
+            return response, CallResult()
+        made = sink[-1]
+        return response, CallResult(
+            await made.code(),
+            str(await made.details() or ""),
+            from_wire(await made.initial_metadata()),
+            from_wire(await made.trailing_metadata()),
+        )
+
+
+class AsyncClusterChannel(StubChannel[AsyncCall, _AsyncMultiCallable]):
+    """A ``grpc.aio.Channel`` look-alike: generated stubs work unchanged, for all four kinds of
+    method (client-streaming ones fail fast, as in the blocking flavour). Built like
+    :class:`~dubbo_py.consumer.channel.ClusterChannel`: ``binder`` wires each method,
+    ``attachments`` go with every call, ``on_close`` closes the provider channels (awaited)."""
+
+    def _multicallable(self, method: StubMethod) -> _AsyncMultiCallable:
+        return _AsyncMultiCallable(self._binder.bind(method), self.attachments)
+
+    async def close(self) -> None:
+        """Close the provider channels behind this channel (its reference's pool)."""
+        if self._on_close is not None:
+            await self._on_close()

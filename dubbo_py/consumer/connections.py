@@ -20,18 +20,53 @@ for the channel to a provider and becomes one of its *holders*. The channel is:
   connection and reconnects on the next call.
 
 Five references to one service of 2 000 providers thus hold 2 000 connections, not 10 000.
+
+Both flavours live here: the blocking table first, then the per-event-loop one.
+
+One ``grpc.aio`` channel per (event loop, provider address, security settings) per
+application, shared by every asyncio reference of the application on that loop.
+
+A ``grpc.aio`` channel belongs to the event loop that made it, so the asyncio flavour of
+:mod:`dubbo_py.consumer.connections` keeps one :class:`LoopChannels` per loop. A reference's
+:class:`~dubbo_py.consumer.invoker.AsyncChannelPool` *joins* its loop's channels at its first
+call and asks them for the channel to a provider (:meth:`LoopChannels.acquire`), becoming one of
+its *holders*. A channel is:
+
+- opened on first use, by the first reference on the loop that calls the provider;
+- kept while any reference on the loop holds it: a reference whose directory no longer lists
+  the address releases it, and when the last holder did, it is closed ``linger`` seconds later
+  (calls in flight finish); a reference that picks the address up again meanwhile gets a new
+  channel (the provider was registered again, perhaps restarted), as in the blocking flavour;
+- replaced for every holder on the loop when one of them resets it (a quarantined provider
+  coming back);
+- idle-closed by gRPC after :data:`~dubbo_py.consumer.connections.IDLE_TIMEOUT_S` without a call;
+- closed with every other channel of the loop when the loop's last reference closes.
+
+Everything of one loop runs on that loop's thread (the pools call in from their channel look-ups
+and their sweeps, which run on the loop), so a :class:`LoopChannels` needs no lock; only the
+map from loop to channels is shared between threads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import grpc
 
-__all__ = ["IDLE_TIMEOUT_S", "ChannelHolder", "SharedChannels"]
+__all__ = [
+    "IDLE_TIMEOUT_S",
+    "AsyncChannelHolder",
+    "AsyncSharedChannels",
+    "ChannelHolder",
+    "LoopChannels",
+    "SharedChannels",
+]
+
 
 #: Seconds without a call after which gRPC closes a shared channel's connection (it reconnects
 #: at the next call).
@@ -199,3 +234,193 @@ class SharedChannels:
             timer.cancel()
             if not ran:
                 timer.function(*timer.args, **timer.kwargs)
+
+
+# ----------------------------- the asyncio flavour -----------------------------
+
+
+class AsyncChannelHolder(Protocol):
+    """A reference's asyncio pool, told when the shared channel to an address was replaced."""
+
+    def dropped(self, address: str) -> None:
+        """The channel to ``address`` this holder had is being replaced: forget it."""
+        ...
+
+
+@dataclass(eq=False)
+class _LoopEntry:
+    channel: grpc.aio.Channel
+    holders: set[AsyncChannelHolder] = field(default_factory=set)
+    #: What references made on the channel and share (see :meth:`LoopChannels.made_on`).
+    made: dict[Hashable, Any] = field(default_factory=dict)
+    #: Closes the channel once nobody held it for the linger period (None: held).
+    timer: asyncio.TimerHandle | None = None
+
+
+class LoopChannels:
+    """The channels of one event loop by ``(address, security key)``; used on that loop only."""
+
+    def __init__(self, owner: AsyncSharedChannels, loop: asyncio.AbstractEventLoop) -> None:
+        self._owner = owner
+        self.loop = loop
+        self._linger = owner.linger
+        self._entries: dict[tuple[str, Hashable], _LoopEntry] = {}
+        self._retiring: dict[grpc.aio.Channel, asyncio.TimerHandle] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        #: The pools on this loop that joined and have not left.
+        self.members: set[AsyncChannelHolder] = set()
+        self.closed = False
+
+    def acquire(
+        self,
+        address: str,
+        security: Hashable,
+        holder: AsyncChannelHolder,
+        open_channel: Callable[[], grpc.aio.Channel],
+    ) -> grpc.aio.Channel:
+        """The channel to ``address`` with these settings, opened with ``open_channel`` if
+        none is; ``holder`` holds it until it :meth:`release` s it."""
+        key = (address, security)
+        entry = self._entries.get(key)
+        if entry is not None and entry.timer is not None:
+            # Every reference had let the address go and it is back (a restart): a new channel,
+            # as the blocking flavour does; the old one finishes its calls, then closes.
+            entry.timer.cancel()
+            self._retire(entry.channel)
+            entry = None
+        if entry is None:
+            entry = self._entries[key] = _LoopEntry(open_channel())
+        entry.holders.add(holder)
+        return entry.channel
+
+    def release(self, address: str, security: Hashable, holder: AsyncChannelHolder) -> None:
+        """``holder`` no longer uses the channel to ``address``; the last holder's release
+        closes it ``linger`` seconds later."""
+        key = (address, security)
+        entry = self._entries.get(key)
+        if entry is None or holder not in entry.holders:
+            return
+        entry.holders.discard(holder)
+        if entry.holders or self.closed:
+            return
+        entry.timer = self.loop.call_later(self._linger, self._expire, key, entry)
+
+    def made_on(
+        self,
+        address: str,
+        security: Hashable,
+        channel: grpc.aio.Channel,
+        key: Hashable,
+        make: Callable[[], Any],
+    ) -> Any:
+        """What ``make`` makes on ``channel`` (a method's multicallable and headers), made
+        once per ``key`` and shared by the references holding the channel; made afresh, and
+        not kept, when ``channel`` is no longer the shared one."""
+        entry = self._entries.get((address, security))
+        if entry is None or entry.channel is not channel:
+            return make()
+        found = entry.made.get(key)
+        if found is None:
+            found = entry.made[key] = make()
+        return found
+
+    def _expire(self, key: tuple[str, Hashable], entry: _LoopEntry) -> None:
+        if self._entries.get(key) is not entry or entry.holders:
+            return
+        del self._entries[key]
+        self._close_soon(entry.channel)
+
+    def reset(self, address: str, security: Hashable, channel: grpc.aio.Channel) -> None:
+        """Replace the channel to ``address`` if it still is ``channel``: every holder is told
+        to drop it, the next :meth:`acquire` opens a new one, and the old one closes ``linger``
+        seconds later."""
+        key = (address, security)
+        entry = self._entries.get(key)
+        if entry is None or entry.channel is not channel:
+            return
+        del self._entries[key]
+        if entry.timer is not None:
+            entry.timer.cancel()
+        for holder in list(entry.holders):
+            holder.dropped(address)
+        self._retire(channel)
+
+    def open_count(self) -> int:
+        """Channels open on this loop now (held or lingering; replaced ones not counted)."""
+        return len(self._entries)
+
+    def _retire(self, channel: grpc.aio.Channel) -> None:
+        def close() -> None:
+            if self._retiring.pop(channel, None) is not None:
+                self._close_soon(channel)
+
+        self._retiring[channel] = self.loop.call_later(self._linger, close)
+
+    def _close_soon(self, channel: grpc.aio.Channel) -> None:
+        task = self.loop.create_task(channel.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def leave(self, holder: AsyncChannelHolder) -> None:
+        """``holder`` (which released its channels) closed: when it was the loop's last
+        reference, close every channel of the loop now, lingering ones included."""
+        self.members.discard(holder)
+        if self.members or not self._owner._forget(self):
+            return
+        self.closed = True
+        entries, self._entries = list(self._entries.values()), {}
+        retiring, self._retiring = self._retiring, {}
+        for entry in entries:
+            if entry.timer is not None:
+                entry.timer.cancel()
+        for timer in retiring.values():
+            timer.cancel()
+        for channel in [*(e.channel for e in entries), *retiring]:
+            await channel.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+class AsyncSharedChannels:
+    """The application's asyncio channels: one :class:`LoopChannels` per event loop, made when
+    the loop's first reference calls and dropped when its last reference closes."""
+
+    def __init__(self, *, linger: float = 30.0) -> None:
+        #: Seconds a channel nobody holds (or a replaced one) stays open for calls in flight.
+        self.linger = linger
+        self._lock = threading.Lock()
+        # Weak: a loop that ended without closing its references takes its channels with it.
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopChannels] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def join(self, holder: AsyncChannelHolder) -> LoopChannels:
+        """The running loop's channels, with ``holder`` one of its references (on the loop)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            channels = self._loops.get(loop)
+            if channels is None:
+                channels = self._loops[loop] = LoopChannels(self, loop)
+            channels.members.add(holder)
+        return channels
+
+    def _forget(self, channels: LoopChannels) -> bool:
+        """Drop ``channels`` from the map if no reference joined it meanwhile."""
+        with self._lock:
+            if channels.members:
+                return False
+            if self._loops.get(channels.loop) is channels:
+                del self._loops[channels.loop]
+            return True
+
+    def open_count(self, loop: asyncio.AbstractEventLoop | None = None) -> int:
+        """Channels open on ``loop`` (default: the running one)."""
+        loop = loop if loop is not None else asyncio.get_running_loop()
+        with self._lock:
+            channels = self._loops.get(loop)
+        return 0 if channels is None else channels.open_count()
+
+    def loops(self) -> int:
+        """Event loops with channels now."""
+        with self._lock:
+            return len(self._loops)

@@ -5,14 +5,14 @@ request_serializer, response_deserializer)`` and so on). :class:`StubMethod` is 
 a frozen value: the path split into service and method, the (de)serializers and the
 cardinality. :class:`InvokerBase` is what the blocking
 (:class:`~dubbo_py.consumer.invoker.MethodInvoker`) and asyncio
-(:class:`~dubbo_py.consumer.aio_invoker.AsyncMethodInvoker`) provider calls share: the spec, who
+(:class:`~dubbo_py.consumer.invoker.AsyncMethodInvoker`) provider calls share: the spec, who
 calls, and the method's empty answers. Only the calls themselves differ between the flavours
 (httpx's Client/AsyncClient split: one I/O-free core, two thin I/O shells).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from dubbo_py.consumer.in_flight import CallsInFlight
 from dubbo_py.invocation import Invocation
 from dubbo_py.protocol.attachments import attachments_from_metadata
-from dubbo_py.protocol.triple import TripleCaller
+from dubbo_py.protocol.triple import CallMetadata, TripleCaller
 
 if TYPE_CHECKING:
     from dubbo_py.cluster.plan import CallHook
@@ -41,7 +41,6 @@ C = TypeVar("C")
 #: What a channel hands a stub per method.
 M = TypeVar("M")
 #: Call metadata as gRPC takes it.
-Metadata = Sequence[tuple[str, str | bytes]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +239,7 @@ class CallSite:
         self._attachments = attachments
 
     def _invocation(
-        self, request: Any, timeout: float | None, metadata: Metadata | None
+        self, request: Any, timeout: float | None, metadata: CallMetadata
     ) -> Invocation:
         # Without call metadata the channel's read-only attachments go as they are (no copy);
         # with it, -bin values are decoded so they reach the provider unchanged.

@@ -6,7 +6,7 @@ instead of the strategy: :meth:`PlannedSite._provider` does that and names the p
 flavour's multicallable then makes failover's first attempt on it -- blocking
 (:func:`~dubbo_py.cluster.strategies.failover.first_attempt`, :mod:`dubbo_py.consumer.channel`) or
 awaited (:func:`~dubbo_py.cluster.strategies.failover.first_attempt_async`,
-:mod:`dubbo_py.consumer.aio_channel`). Any other call takes the method's stack, compiling a plan
+:mod:`dubbo_py.consumer.channel`). Any other call takes the method's stack, compiling a plan
 first when the call is plain and none is current (:meth:`PlannedSite._replan`).
 """
 

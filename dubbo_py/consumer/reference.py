@@ -14,8 +14,8 @@ from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.strategies.failback import FailbackQueue
 from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
-from dubbo_py.consumer.aio_channel import AsyncClusterChannel
 from dubbo_py.consumer.assembly import AsyncAssembly, BlockingAssembly
+from dubbo_py.consumer.channel import AsyncClusterChannel
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.url import URL
 

@@ -270,7 +270,7 @@ class _AsyncZoneMultiCallable(_ZoneSite):
         self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
     ) -> tuple[Any, Any]:
         """``await stub.Method.with_call(request)``: the response and the provider call's
-        status and metadata (see :class:`~dubbo_py.consumer.aio_channel.CallResult`)."""
+        status and metadata (see :class:`~dubbo_py.consumer.channel.CallResult`)."""
         index, zone, force = self._first(metadata)
         started = time.monotonic()
         tried = [index]

@@ -15,7 +15,7 @@ back. A ``bytes`` value travels under ``<key>-bin`` (gRPC's binary header), what
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final
@@ -30,6 +30,7 @@ __all__ = [
     "RESERVED_HEADERS",
     "SERVICE_GROUP",
     "SERVICE_VERSION",
+    "CallMetadata",
     "Metadata",
     "TripleCaller",
     "from_wire",
@@ -37,8 +38,11 @@ __all__ = [
     "to_wire",
 ]
 
-#: One call's metadata as gRPC Python takes and gives it.
+#: One call's metadata as dubbo-py builds it and gRPC Python gives it: (key, value) pairs.
 Metadata = tuple[tuple[str, str | bytes], ...]
+
+#: Metadata as a caller passes it to a stub (``metadata=``): any sequence of pairs, or none.
+CallMetadata = Sequence[tuple[str, str | bytes]] | None
 
 SERVICE_VERSION: Final = "tri-service-version"
 SERVICE_GROUP: Final = "tri-service-group"

@@ -20,7 +20,7 @@ trailing metadata ``dubbo-shed: <limit>`` (:data:`~dubbo_py.cluster.support.outc
 marker tells dubbo-py consumers the call did not run, so they retry it on another provider even
 for a method that is not idempotent, without quarantining this one (see
 ``docs/cluster.md``). The limits are a gRPC server interceptor (:func:`interceptor` for the
-blocking server, :func:`aio_interceptor` for ``grpc.aio``), installed only when a service has a
+blocking server, :func:`interceptor_async` for ``grpc.aio``), installed only when a service has a
 limit, so a provider without limits pays nothing.
 """
 
@@ -39,7 +39,7 @@ from dubbo_py.config.limits import DEFAULT_TPS_INTERVAL_MS, parse_limits
 from dubbo_py.protocol.introspect import service_of_servicer
 from dubbo_py.provider.service import ServiceOptions, options_of
 from dubbo_py.server_handlers import (
-    AioHandlerInterceptor,
+    AsyncHandlerInterceptor,
     Handler,
     HandlerInterceptor,
     WrappedHandlers,
@@ -54,9 +54,9 @@ __all__ = [
     "GradientLimit",
     "MethodGuard",
     "RateLimit",
-    "aio_interceptor",
     "guards_for",
     "interceptor",
+    "interceptor_async",
     "servicer_guards",
 ]
 
@@ -309,7 +309,7 @@ def _wrap_sync(guard: MethodGuard, handler: Handler) -> Handler:
     return rebuild(handler, streaming(inner) if handler.response_streaming else unary(inner))
 
 
-def _wrap_aio(guard: MethodGuard, handler: Handler) -> Handler:
+def _wrap_async(guard: MethodGuard, handler: Handler) -> Handler:
     clock = time.monotonic
 
     async def admit(context: Any) -> float:
@@ -374,9 +374,9 @@ def interceptor(guards: Mapping[str, MethodGuard]) -> grpc.ServerInterceptor | N
     return HandlerInterceptor(_GuardedHandlers(guards, _wrap_sync).rewrap) if guards else None
 
 
-def aio_interceptor(guards: Mapping[str, MethodGuard]) -> grpc.aio.ServerInterceptor | None:
+def interceptor_async(guards: Mapping[str, MethodGuard]) -> grpc.aio.ServerInterceptor | None:
     """The ``grpc.aio`` server's interceptor for these guards (None when there are none)."""
-    return AioHandlerInterceptor(_GuardedHandlers(guards, _wrap_aio).rewrap) if guards else None
+    return AsyncHandlerInterceptor(_GuardedHandlers(guards, _wrap_async).rewrap) if guards else None
 
 
 def servicer_guards(

@@ -3,10 +3,19 @@
 Shutdown is graceful in Dubbo's order: unregister first (consumers' watches drop the provider),
 wait long enough for them to notice, mark the health service NOT_SERVING, then stop the server
 with a grace period so calls in flight complete.
+
+Both flavours live here: the blocking server first, then the asyncio one.
+
+Exporting asyncio providers: the ``grpc.aio`` flavour of :mod:`dubbo_py.provider.server`.
+
+``await app.start_async(AsyncServicer())`` serves ``async def`` servicer methods on a
+``grpc.aio`` server and registers them like the blocking flavour, with the same provider URLs,
+overload limits, health service and graceful shutdown order.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -22,7 +31,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from dubbo_py.errors import RegistryUnreachableError, StoreError
 from dubbo_py.protocol.introspect import ServiceSpec, service_of_servicer
 from dubbo_py.provider.dispatch import HandlerWrap, add_servicers
-from dubbo_py.provider.limits import MethodGuard, interceptor, servicer_guards
+from dubbo_py.provider.limits import MethodGuard, interceptor, interceptor_async, servicer_guards
 from dubbo_py.provider.reflection import add_reflection, reflection_wanted
 from dubbo_py.provider.service import ServiceOptions, options_of
 from dubbo_py.registry.registry import Registry
@@ -31,16 +40,19 @@ from dubbo_py.version import __version__
 
 __all__ = [
     "DUBBO_PROTOCOL_VERSION",
+    "AsyncExportedServer",
     "ExportPlan",
     "ExportedServer",
     "bind_servicers",
     "export",
+    "export_async",
     "health_names",
     "provider_url",
     "provider_urls",
     "register_all",
     "unregister_all",
 ]
+
 
 log = logging.getLogger(__name__)
 
@@ -324,3 +336,82 @@ def unreachable(registry: str, application: str) -> RegistryUnreachableError:
         "ZooKeeper there (Debian/Ubuntu: sudo apt-get install zookeeperd), or leave the "
         "registry unset to use the embedded one (no server needed)"
     )
+
+
+# ----------------------------- the asyncio flavour -----------------------------
+
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AsyncExportedServer:
+    """A running ``grpc.aio`` server with its registered provider URLs."""
+
+    server: grpc.aio.Server
+    urls: list[URL]
+    registry: Registry | None
+    health: Any
+    port: int
+    host: str
+    unregister_wait: float = 0.5
+    #: Taken out of the registry by :meth:`offline` (still serving).
+    is_offline: bool = False
+
+    @property
+    def address(self) -> str:
+        """``host:port`` consumers use."""
+        return f"{self.host}:{self.port}"
+
+    def offline(self, urls: Sequence[URL] | None = None) -> list[URL]:
+        """Unregister ``urls`` (default: all) and keep serving (blocking: call it from a
+        thread, as the QoS port does)."""
+        chosen = list(self.urls if urls is None else urls)
+        unregister_all(self.registry, chosen)
+        self.is_offline = True
+        return chosen
+
+    def online(self, urls: Sequence[URL] | None = None) -> list[URL]:
+        """Register ``urls`` (default: all) again after :meth:`offline` (blocking)."""
+        chosen = list(self.urls if urls is None else urls)
+        register_all(self.registry, chosen)
+        self.is_offline = False
+        return chosen
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Unregister, wait for consumers to notice, then drain in-flight calls."""
+        if self.registry is not None:
+            for url in self.urls:
+                try:
+                    await asyncio.to_thread(self.registry.unregister, url)
+                except Exception as exc:  # keep shutting down whatever the registry says
+                    log.warning("could not unregister %s: %s", url, exc)
+            await asyncio.sleep(self.unregister_wait)
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+
+
+async def export_async(
+    plan: ExportPlan,
+    registry: Registry | None,
+    *,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> AsyncExportedServer:
+    """Serve ``plan``'s async servicers on one ``grpc.aio`` server and register their provider
+    URLs (the asyncio flavour of :func:`~dubbo_py.provider.server.export`); ``interceptors`` run
+    in order, outermost first, before the overload limits."""
+    shedder = interceptor_async(plan.guards())
+    chain = [*interceptors, *([shedder] if shedder is not None else [])]
+    server = grpc.aio.server(interceptors=chain or None)
+    health_servicer = health.aio.HealthServicer()
+    bound = plan.bind(server, health_servicer)
+    await server.start()
+    urls = plan.urls(bound)
+    for name in health_names(urls):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    try:
+        await asyncio.to_thread(register_all, registry, urls)
+    except BaseException:
+        await server.stop(0)  # a provider nobody can find must not keep a port
+        raise
+    return AsyncExportedServer(server, urls, registry, health_servicer, bound, plan.host)

@@ -23,7 +23,7 @@ import grpc
 from dubbo_py.qos import tracing
 from dubbo_py.qos.metrics import MethodKey, MethodStats, Metrics, failure_reason
 from dubbo_py.server_handlers import (
-    AioHandlerInterceptor,
+    AsyncHandlerInterceptor,
     Handler,
     HandlerInterceptor,
     WrappedHandlers,
@@ -167,7 +167,7 @@ def _wrap_sync(lazy: _LazyStats, service: str, method: str, handler: Handler) ->
     return rebuild(handler, streaming if handler.response_streaming else unary)
 
 
-def _wrap_aio(lazy: _LazyStats, service: str, method: str, handler: Handler) -> Handler:
+def _wrap_async(lazy: _LazyStats, service: str, method: str, handler: Handler) -> Handler:
     inner = behaviour_of(handler)
 
     async def unary(request: Any, context: Any) -> Any:
@@ -205,7 +205,7 @@ def handler_wrap(
     ``(service, method, version, group, handler) -> handler``. Only for a server where nothing
     else must run outside the metrics (no user interceptor, no overload limit) and every
     service is exported once (its labels are then known before any call)."""
-    wrap = _wrap_aio if aio else _wrap_sync
+    wrap = _wrap_async if aio else _wrap_sync
 
     def wrap_handler(
         service: str, method: str, version: str, group: str, handler: Handler
@@ -225,8 +225,8 @@ class ProviderObserver(HandlerInterceptor):
         super().__init__(_Calls(metrics, defaults, _wrap_sync).rewrap)
 
 
-class AsyncProviderObserver(AioHandlerInterceptor):
+class AsyncProviderObserver(AsyncHandlerInterceptor):
     """Counts and traces a ``grpc.aio`` server's calls (see :class:`ProviderObserver`)."""
 
     def __init__(self, metrics: Metrics, defaults: Mapping[str, tuple[str, str] | None]) -> None:
-        super().__init__(_Calls(metrics, defaults, _wrap_aio).rewrap)
+        super().__init__(_Calls(metrics, defaults, _wrap_async).rewrap)

@@ -28,10 +28,13 @@ from dubbo_py.cluster.method_settings import MethodSettings, SettingsTable
 from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.support.context import ClusterContext
-from dubbo_py.consumer.aio_channel import AsyncClusterChannel
-from dubbo_py.consumer.aio_invoker import AsyncChannelPool, AsyncMethodInvoker
-from dubbo_py.consumer.channel import ClusterChannel
-from dubbo_py.consumer.invoker import ChannelPool, MethodInvoker
+from dubbo_py.consumer.channel import AsyncClusterChannel, ClusterChannel
+from dubbo_py.consumer.invoker import (
+    AsyncChannelPool,
+    AsyncMethodInvoker,
+    ChannelPool,
+    MethodInvoker,
+)
 from dubbo_py.consumer.method import BoundMethod, StubMethod
 from dubbo_py.errors import ClusterError
 from dubbo_py.invocation import Invocation

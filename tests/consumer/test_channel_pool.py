@@ -11,8 +11,7 @@ import grpc
 import pytest
 from demo import greeter_pb2
 
-from dubbo_py.consumer.aio_invoker import AsyncChannelPool
-from dubbo_py.consumer.invoker import ChannelPool, MethodInvoker
+from dubbo_py.consumer.invoker import AsyncChannelPool, ChannelPool, MethodInvoker
 from dubbo_py.consumer.method import StubMethod
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL

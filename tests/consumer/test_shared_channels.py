@@ -16,8 +16,7 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.consumer.aio_connections import AsyncSharedChannels
-from dubbo_py.consumer.connections import SharedChannels
+from dubbo_py.consumer.connections import AsyncSharedChannels, SharedChannels
 
 
 class FakeChannel:

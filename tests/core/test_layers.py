@@ -220,7 +220,6 @@ def module_imports() -> dict[str, set[str]]:
     return edges
 
 
-@pytest.mark.xfail(strict=True, reason="app.application <-> app.observability: broken next")
 def test_modules_import_each_other_without_cycles() -> None:
     cycles = _cycles(module_imports())
     assert not cycles, "module import cycles (TYPE_CHECKING imports count):\n" + "\n".join(
@@ -237,7 +236,6 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
     assert not crowded, f"folders with more than 20 modules: {crowded}"
 
 
-@pytest.mark.xfail(strict=True, reason="the aio_* twins are joined next")
 def test_no_asyncio_twin_module_beside_its_blocking_module() -> None:
     """The asyncio flavour of a part lives in the same module as the blocking one."""
     twins = sorted(

@@ -225,7 +225,7 @@ def test_asyncio_server_sheds_over_executes_with_the_marker() -> None:
                 await release.wait()
                 return greeter_pb2.HelloReply(message="hi")
 
-        from dubbo_py.provider.aio_server import export_async
+        from dubbo_py.provider.server import export_async
 
         server = await export_async(ExportPlan((Greeter(),), "p"), None)
         try:
