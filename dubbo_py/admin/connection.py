@@ -40,35 +40,13 @@ def open_admin_store(
             f"{address} is a direct provider address, not a registry "
             "(use zookeeper://host:port, etcd://host:port or sqlite:///path)"
         )
-    # Imported here: each store pulls in its own dependencies (kazoo, sqlite3, etcd's API).
-    if address.kind == "sqlite":
-        from dubbo_py.registry.store.embedded import EmbeddedStore
-
-        if not create:
-            _check_embedded_exists(address)
-        embedded = EmbeddedStore(address.location)
-        embedded.start(timeout)
-        return embedded
-    if address.kind == "etcd":
-        from dubbo_py.registry.store.etcd.store import EtcdStore
-
-        if auth is not None:
-            raise StoreError(
-                f"{address}: --auth is a ZooKeeper digest identity; the etcd store does not "
-                "authenticate yet"
-            )
-        etcd = EtcdStore(address.location, address.chroot, connect_timeout=timeout)
-        if not etcd.start(timeout):
-            etcd.close()
-            raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
-        return etcd
-    from dubbo_py.registry.store.zookeeper import ZooKeeperStore
-
-    zk = ZooKeeperStore(address.location, address.chroot, connect_timeout=timeout, auth=auth)
-    if not zk.start(timeout):
-        zk.close()
+    if not create and address.kind == "sqlite":
+        _check_embedded_exists(address)
+    store = address.new_store(auth=auth, connect_timeout=timeout)
+    if not store.start(timeout) and address.networked:
+        store.close()
         raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
-    return zk
+    return store
 
 
 def _check_embedded_exists(address: RegistryAddress) -> None:

@@ -66,22 +66,7 @@ def open_store(
 
 def _own_store(address: RegistryAddress, auth: tuple[str, str] | None) -> Store:
     """A new store (a session of its own) on ``address``."""
-    if address.kind == "sqlite":
-        from dubbo_py.registry.store.embedded import EmbeddedStore
-
-        return EmbeddedStore(address.location)
-    if address.kind == "etcd":
-        from dubbo_py.registry.store.etcd.store import EtcdStore
-
-        if auth is not None:
-            raise StoreError(
-                f"{address}: registry identities (--auth, ${ENV_AUTH}) are ZooKeeper digest "
-                "identities; the etcd store does not authenticate yet"
-            )
-        return EtcdStore(address.location, address.chroot)
-    from dubbo_py.registry.store.zookeeper import ZooKeeperStore
-
-    return ZooKeeperStore(address.location, address.chroot, auth=auth)
+    return address.new_store(auth=auth)
 
 
 def parse_auth(text: str | None) -> tuple[str, str] | None:

@@ -55,8 +55,7 @@ from google.protobuf.message import Message
 from dubbo_py.cluster.mock import Mock, MockSpec, stream_of
 from dubbo_py.cluster.plan import AttemptHook
 from dubbo_py.cluster.stats import CallStats
-from dubbo_py.cluster.support.context import PlainCall
-from dubbo_py.consumer.invoker import ProviderCall
+from dubbo_py.cluster.support.context import PlainCall, ProviderCall
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 

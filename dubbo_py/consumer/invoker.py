@@ -42,12 +42,7 @@ __all__ = [
     "ChannelPool",
     "ChannelSecurity",
     "MethodInvoker",
-    "ProviderCall",
 ]
-
-
-#: What the cluster strategies call: (provider, invocation, timeout in s or None) -> response.
-ProviderCall = Callable[[URL, Invocation, float | None], Any]
 
 
 class ChannelSecurity:

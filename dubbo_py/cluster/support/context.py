@@ -32,7 +32,8 @@ __all__ = [
 ]
 
 #: What the cluster strategies call: ``(provider, invocation, timeout in s or None) ->
-#: response`` (awaitable for the asyncio flavour). The rpc layer's method invokers are these.
+#: response`` (awaitable for the asyncio flavour). The consumer's method invokers
+#: (:mod:`dubbo_py.consumer.invoker`) are these.
 ProviderCall = Callable[[URL, Invocation, float | None], Any]
 
 

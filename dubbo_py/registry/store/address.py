@@ -8,12 +8,15 @@ data directory, so the quick start needs no server.
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 from dubbo_py.errors import RegistryAddressError, URLError
+from dubbo_py.registry.store.base import Store
+from dubbo_py.registry.store.kinds import STORES
 from dubbo_py.url import URL
 
 __all__ = [
@@ -37,7 +40,9 @@ def default_registry_path() -> Path:
 class RegistryAddress:
     """A parsed registry address."""
 
-    kind: Literal["zookeeper", "etcd", "sqlite", "direct"]
+    #: A scheme of the store table (:data:`~dubbo_py.registry.store.kinds.STORES`), or
+    #: ``"direct"`` for provider addresses called without a registry.
+    kind: str
     #: zookeeper, etcd and direct: ``h:p,h:p``; sqlite: the database path.
     location: str
     #: zookeeper and etcd: the chroot (``""`` or ``/path``; for etcd a key prefix).
@@ -52,7 +57,25 @@ class RegistryAddress:
     def networked(self) -> bool:
         """Whether the registry is a server reached over the network (ZooKeeper, etcd): it may
         be down when an application starts, and routes to it tell this machine's address."""
-        return self.kind in ("zookeeper", "etcd")
+        kind = STORES.get(self.kind)
+        return kind is not None and kind.networked
+
+    def new_store(
+        self, *, auth: tuple[str, str] | None = None, connect_timeout: float | None = None
+    ) -> Store:
+        """A new, unstarted store (a session of its own) on this address, of the class the
+        store table (:data:`~dubbo_py.registry.store.kinds.STORES`) names for its kind.
+
+        ``auth`` is a registry identity (a ZooKeeper digest ``(user, password)``); a store that
+        cannot use one refuses it (StoreError) rather than connect without it.
+        """
+        kind = STORES.get(self.kind)
+        if kind is None:
+            raise RegistryAddressError(f"{self} is a direct provider address, not a registry")
+        module, _, name = kind.target.partition(":")
+        store_class: Any = getattr(importlib.import_module(module), name)
+        store: Store = store_class.from_address(self, auth=auth, connect_timeout=connect_timeout)
+        return store
 
     def __str__(self) -> str:
         if self.kind == "sqlite":
@@ -91,12 +114,11 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
             f"{text!r}: expected zookeeper://host:port, etcd://host:port, sqlite:///path or "
             "tri://host:port"
         )
-    if scheme in ("zookeeper", "etcd"):
+    kind = STORES.get(scheme)
+    if kind is not None and kind.default_port is not None:
         hosts, slash, chroot = rest.partition("/")
         chroot = f"/{chroot.strip('/')}" if slash and chroot.strip("/") else ""
-        if scheme == "zookeeper":
-            return RegistryAddress("zookeeper", _check_hosts(text, hosts, 2181), chroot)
-        return RegistryAddress("etcd", _check_hosts(text, hosts, 2379), chroot)
+        return RegistryAddress(kind.scheme, _check_hosts(text, hosts, kind.default_port), chroot)
     if scheme == "sqlite":
         if not rest.startswith("/"):
             raise RegistryAddressError(f"{text!r}: the embedded registry needs an absolute path")
@@ -104,5 +126,5 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
     if scheme in ("tri", "grpc"):
         return RegistryAddress("direct", _check_hosts(text, rest.rstrip("/"), None))
     raise RegistryAddressError(
-        f"{text!r}: unknown registry scheme {scheme!r} (zookeeper, etcd, sqlite or tri)"
+        f"{text!r}: unknown registry scheme {scheme!r} ({', '.join(STORES)} or tri)"
     )

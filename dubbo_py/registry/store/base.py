@@ -112,6 +112,12 @@ class Store(Protocol):
         """Be told of connection changes (called on a store-owned thread)."""
         ...
 
+    def start(self, timeout: float | None = None) -> bool:
+        """Open the session, waiting up to ``timeout`` seconds (the store's own default when
+        None) for it to connect; False if it has not (a networked store keeps trying in the
+        background)."""
+        ...
+
     def close(self) -> None:
         """Release the session: its ephemeral nodes disappear, watches stop."""
         ...

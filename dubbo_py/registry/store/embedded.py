@@ -123,6 +123,20 @@ class EmbeddedStore:
     SQLite's WAL mode needs shared memory, so not on a network share).
     """
 
+    @classmethod
+    def from_address(
+        cls,
+        address: RegistryAddress,
+        *,
+        auth: tuple[str, str] | None = None,
+        connect_timeout: float | None = None,
+    ) -> EmbeddedStore:
+        """The store of a ``sqlite://`` address (the store table's constructor). The embedded
+        registry is a file of this machine: it has no identities (``auth``) and no connection
+        to time out."""
+        del auth, connect_timeout
+        return cls(address.location)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -898,6 +912,8 @@ class EmbeddedStore:
 
 
 if TYPE_CHECKING:
+    from dubbo_py.registry.store.address import RegistryAddress
+
     # mypy proves here that the class satisfies the Store protocol.
     def _is_a_store(store: EmbeddedStore) -> Store:
         return store

@@ -179,6 +179,19 @@ class ZooKeeperStore:
     ``retry_max_delay`` caps the back-off between reconnection attempts, which never stop.
     """
 
+    @classmethod
+    def from_address(
+        cls,
+        address: RegistryAddress,
+        *,
+        auth: tuple[str, str] | None = None,
+        connect_timeout: float | None = None,
+    ) -> ZooKeeperStore:
+        """The store of a ``zookeeper://`` address (the store table's constructor)."""
+        if connect_timeout is None:
+            return cls(address.location, address.chroot, auth=auth)
+        return cls(address.location, address.chroot, auth=auth, connect_timeout=connect_timeout)
+
     def __init__(
         self,
         hosts: str,
@@ -584,6 +597,8 @@ class ZooKeeperStore:
 
 
 if TYPE_CHECKING:
+    from dubbo_py.registry.store.address import RegistryAddress
+
     # mypy proves here that the class satisfies the Store protocol.
     def _is_a_store(store: ZooKeeperStore) -> Store:
         return store

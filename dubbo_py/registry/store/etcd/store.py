@@ -201,6 +201,24 @@ class EtcdStore:
     the back-off between reconnection attempts, which never stop.
     """
 
+    @classmethod
+    def from_address(
+        cls,
+        address: RegistryAddress,
+        *,
+        auth: tuple[str, str] | None = None,
+        connect_timeout: float | None = None,
+    ) -> EtcdStore:
+        """The store of an ``etcd://`` address (the store table's constructor)."""
+        if auth is not None:
+            raise StoreError(
+                f"{address}: registry identities (--auth, $DUBBO_PY_REGISTRY_AUTH) are ZooKeeper "
+                "digest identities; the etcd store does not authenticate yet"
+            )
+        if connect_timeout is None:
+            return cls(address.location, address.chroot)
+        return cls(address.location, address.chroot, connect_timeout=connect_timeout)
+
     def __init__(
         self,
         hosts: str,
@@ -870,6 +888,8 @@ def _drain(requests: queue.SimpleQueue[Any]) -> Iterator[Any]:
 
 
 if TYPE_CHECKING:
+    from dubbo_py.registry.store.address import RegistryAddress
+
     # mypy proves here that the class satisfies the Store protocol.
     def _is_a_store(store: EtcdStore) -> Store:
         return store

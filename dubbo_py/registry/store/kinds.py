@@ -1,0 +1,46 @@
+"""The store kinds: one table from an address's scheme to its store class.
+
+The table is data (names, not imports): each backend pulls in its own dependencies (kazoo,
+sqlite3, etcd's API), so a store's module is imported only when an address of its kind is
+opened (:meth:`~dubbo_py.registry.store.address.RegistryAddress.new_store`). Address parsing,
+applications and the CLI all read this table: a new backend is one row here and a
+``from_address`` class method on its store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+__all__ = ["STORES", "StoreKind"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreKind:
+    """One kind of registry store."""
+
+    #: The address scheme (``zookeeper://``) and the kind's name.
+    scheme: str
+    #: Where the store class lives, as ``"module:Class"``.
+    target: str
+    #: The port a host without one gets; ``None`` for a store that is not a network server.
+    default_port: int | None
+
+    @property
+    def networked(self) -> bool:
+        """Whether the store is a server reached over the network (it may be down when an
+        application starts)."""
+        return self.default_port is not None
+
+
+STORES: Mapping[str, StoreKind] = MappingProxyType(
+    {
+        kind.scheme: kind
+        for kind in (
+            StoreKind("zookeeper", "dubbo_py.registry.store.zookeeper:ZooKeeperStore", 2181),
+            StoreKind("etcd", "dubbo_py.registry.store.etcd.store:EtcdStore", 2379),
+            StoreKind("sqlite", "dubbo_py.registry.store.embedded:EmbeddedStore", None),
+        )
+    }
+)
