@@ -21,13 +21,9 @@ for the channel to a provider and becomes one of its *holders*. The channel is:
 
 Five references to one service of 2 000 providers thus hold 2 000 connections, not 10 000.
 
-Both flavours live here: the blocking table first, then the per-event-loop one.
-
-One ``grpc.aio`` channel per (event loop, provider address, security settings) per
-application, shared by every asyncio reference of the application on that loop.
-
-A ``grpc.aio`` channel belongs to the event loop that made it, so the asyncio flavour of
-:mod:`dubbo_py.consumer.connections` keeps one :class:`LoopChannels` per loop. A reference's
+The asyncio flavour shares ``grpc.aio`` channels per (event loop, provider address, security
+settings): a ``grpc.aio`` channel belongs to the event loop that made it, so
+:class:`AsyncSharedChannels` keeps one :class:`LoopChannels` per loop. A reference's
 :class:`~dubbo_py.consumer.invoker.AsyncChannelPool` *joins* its loop's channels at its first
 call and asks them for the channel to a provider (:meth:`LoopChannels.acquire`), becoming one of
 its *holders*. A channel is:
@@ -45,6 +41,11 @@ its *holders*. A channel is:
 Everything of one loop runs on that loop's thread (the pools call in from their channel look-ups
 and their sweeps, which run on the loop), so a :class:`LoopChannels` needs no lock; only the
 map from loop to channels is shared between threads.
+
+Both flavours run one state machine, :class:`ChannelTable`: it does no I/O, holds no lock and
+starts no timer, and says what to close and when to schedule an expiry. Each flavour is a
+driver around it: :class:`SharedChannels` serialises it with a lock and closes with
+``threading.Timer``; :class:`LoopChannels` runs it on its loop and closes with ``call_later``.
 """
 
 from __future__ import annotations
@@ -54,15 +55,15 @@ import threading
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 
 __all__ = [
     "IDLE_TIMEOUT_S",
-    "AsyncChannelHolder",
     "AsyncSharedChannels",
     "ChannelHolder",
+    "ChannelTable",
     "LoopChannels",
     "SharedChannels",
 ]
@@ -72,23 +73,115 @@ __all__ = [
 #: at the next call).
 IDLE_TIMEOUT_S = 300.0
 
+#: A channel of either flavour (``grpc.Channel`` or ``grpc.aio.Channel``).
+C = TypeVar("C")
+
+#: What a table entry is keyed by: the provider address and the security settings.
+Key = tuple[str, Hashable]
+
 
 class ChannelHolder(Protocol):
-    """A reference's pool, told when the shared channel to an address was replaced."""
+    """A reference's pool (of either flavour), told when the shared channel to an address was
+    replaced."""
 
     def dropped(self, address: str) -> None:
         """The channel to ``address`` this holder had is being closed: forget it."""
         ...
 
 
+class Cancellable(Protocol):
+    """A scheduled expiry (``threading.Timer`` or ``asyncio.TimerHandle``)."""
+
+    def cancel(self) -> None: ...
+
+
 @dataclass(eq=False)
-class _Entry:
-    channel: grpc.Channel
+class Entry(Generic[C]):
+    """One shared channel and who holds it."""
+
+    channel: C
     holders: set[ChannelHolder] = field(default_factory=set)
-    #: What references made on the channel and share (see :meth:`SharedChannels.made_on`).
+    #: What references made on the channel and share (see :meth:`ChannelTable.made`).
     made: dict[Hashable, Any] = field(default_factory=dict)
     #: Closes the channel once nobody held it for the linger period (None: held).
-    timer: threading.Timer | None = None
+    timer: Cancellable | None = None
+
+
+class ChannelTable(Generic[C]):
+    """The shared-channel state machine of both flavours: no I/O, no lock, no timer.
+
+    The driver serialises the calls (a lock, or its event loop) and does what they return:
+    closes a replaced channel after the linger period, schedules the expiry of a channel its
+    last holder let go, tells the holders of a reset channel.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[Key, Entry[C]] = {}
+
+    def acquire(
+        self, key: Key, holder: ChannelHolder, open_channel: Callable[[], C]
+    ) -> tuple[C, C | None]:
+        """The channel for ``key`` (opened with ``open_channel`` if none is), now held by
+        ``holder``; and a stale channel to retire, if any."""
+        entry = self.entries.get(key)
+        stale: C | None = None
+        if entry is not None and entry.timer is not None:
+            # Every directory had dropped the address: the provider went away (a crash, a
+            # restart) and has been registered again. Its old channel may sit in gRPC's
+            # reconnect backoff, failing calls fast for seconds, so the new registration gets a
+            # new channel as Dubbo gives it a new invoker; the old one still finishes its calls
+            # in flight and is retired (closed after the linger period).
+            entry.timer.cancel()
+            stale = entry.channel
+            entry = None
+        if entry is None:
+            entry = self.entries[key] = Entry(open_channel())
+        entry.holders.add(holder)
+        return entry.channel, stale
+
+    def release(self, key: Key, holder: ChannelHolder) -> Entry[C] | None:
+        """``holder`` lets the channel go; the entry whose last holder this was (the driver
+        schedules its :meth:`expire`), else None."""
+        entry = self.entries.get(key)
+        if entry is None or holder not in entry.holders:
+            return None
+        entry.holders.discard(holder)
+        return None if entry.holders else entry
+
+    def made(self, key: Key, channel: C, made_key: Hashable) -> tuple[Entry[C] | None, Any]:
+        """The entry of ``channel`` if it still is the shared one (None: made things are not
+        kept), and what was made on it for ``made_key`` (None: not yet)."""
+        entry = self.entries.get(key)
+        if entry is None or entry.channel is not channel:
+            return None, None
+        return entry, entry.made.get(made_key)
+
+    def expire(self, key: Key, entry: Entry[C]) -> bool:
+        """The linger period of ``entry`` ended: True when the driver should close its channel
+        (nobody took it up again meanwhile)."""
+        if self.entries.get(key) is not entry or entry.holders:
+            return False
+        del self.entries[key]
+        return True
+
+    def reset(self, key: Key, channel: C) -> list[ChannelHolder] | None:
+        """Take ``channel`` out if it still is the one for ``key``: its holders (to tell, then
+        retire the channel), or None when it was replaced already."""
+        entry = self.entries.get(key)
+        if entry is None or entry.channel is not channel:
+            return None
+        del self.entries[key]
+        if entry.timer is not None:
+            entry.timer.cancel()
+        return list(entry.holders)
+
+    def clear(self) -> list[Entry[C]]:
+        """Every entry, taken out, their expiries cancelled (the driver closes the channels)."""
+        entries, self.entries = list(self.entries.values()), {}
+        for entry in entries:
+            if entry.timer is not None:
+                entry.timer.cancel()
+        return entries
 
 
 class SharedChannels:
@@ -97,7 +190,7 @@ class SharedChannels:
     def __init__(self, *, linger: float = 30.0) -> None:
         self._linger = linger
         self._lock = threading.Lock()
-        self._entries: dict[tuple[str, Hashable], _Entry] = {}
+        self._table: ChannelTable[grpc.Channel] = ChannelTable()
         self._retiring: list[threading.Timer] = []
         self._closed = False
 
@@ -110,23 +203,8 @@ class SharedChannels:
     ) -> grpc.Channel:
         """The channel to ``address`` with these security settings, opened with
         ``open_channel`` if none is; ``holder`` holds it until it :meth:`release` s it."""
-        key = (address, security)
         with self._lock:
-            entry = self._entries.get(key)
-            stale: grpc.Channel | None = None
-            if entry is not None and entry.timer is not None:
-                # Every directory had dropped the address: the provider went away (a crash, a
-                # restart) and has been registered again. Its old channel may sit in gRPC's
-                # reconnect backoff, failing calls fast for seconds, so the new registration
-                # gets a new channel as Dubbo gives it a new invoker; the old one still
-                # finishes its calls in flight and closes after the linger period.
-                entry.timer.cancel()
-                stale = entry.channel
-                entry = None
-            if entry is None:
-                entry = self._entries[key] = _Entry(open_channel())
-            entry.holders.add(holder)
-            channel = entry.channel
+            channel, stale = self._table.acquire((address, security), holder, open_channel)
         if stale is not None:
             self._close_later(stale)
         return channel
@@ -136,14 +214,11 @@ class SharedChannels:
         closes it ``linger`` seconds later."""
         key = (address, security)
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or holder not in entry.holders:
-                return
-            entry.holders.discard(holder)
-            if entry.holders or self._closed:
+            entry = self._table.release(key, holder)
+            if entry is None or self._closed:
                 return
             if self._linger <= 0:
-                del self._entries[key]
+                self._table.expire(key, entry)
                 entry.channel.close()
                 return
             timer = threading.Timer(self._linger, self._expire, args=(key, entry))
@@ -163,41 +238,30 @@ class SharedChannels:
         made once per ``key`` and shared by every reference holding the channel (a reference
         per balancer over 2 000 providers would otherwise keep 2 000 copies each). Made afresh,
         and not kept, when ``channel`` is no longer the shared one."""
-        entry_key = (address, security)
         with self._lock:
-            entry = self._entries.get(entry_key)
-            if entry is None or entry.channel is not channel:
-                entry = None
-            else:
-                found = entry.made.get(key)
-                if found is not None:
-                    return found
-        made = make()
+            entry, found = self._table.made((address, security), channel, key)
+        if found is not None:
+            return found
+        made = make()  # outside the lock: making a multicallable may take a while
         if entry is None:
             return made
         with self._lock:
             return entry.made.setdefault(key, made)
 
-    def _expire(self, key: tuple[str, Hashable], entry: _Entry) -> None:
+    def _expire(self, key: Key, entry: Entry[grpc.Channel]) -> None:
         with self._lock:
-            if self._entries.get(key) is not entry or entry.holders:
+            if not self._table.expire(key, entry):
                 return
-            del self._entries[key]
         entry.channel.close()
 
     def reset(self, address: str, security: Hashable, channel: grpc.Channel) -> bool:
         """Replace the channel to ``address`` if it still is ``channel``: every holder is told
         to drop it (:meth:`ChannelHolder.dropped`), the next :meth:`acquire` opens a new one,
         and the old one closes ``linger`` seconds later. False when it was replaced already."""
-        key = (address, security)
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry.channel is not channel:
-                return False
-            del self._entries[key]
-            holders = list(entry.holders)
-            if entry.timer is not None:
-                entry.timer.cancel()
+            holders = self._table.reset((address, security), channel)
+        if holders is None:
+            return False
         for holder in holders:
             holder.dropped(address)
         self._close_later(channel)
@@ -217,17 +281,15 @@ class SharedChannels:
     def open_count(self) -> int:
         """Channels open now (held or lingering; replaced ones not counted)."""
         with self._lock:
-            return len(self._entries)
+            return len(self._table.entries)
 
     def close(self) -> None:
         """Close every channel now, held or not (the application is closing)."""
         with self._lock:
             self._closed = True
-            entries, self._entries = list(self._entries.values()), {}
+            entries = self._table.clear()
             retiring, self._retiring = self._retiring, []
         for entry in entries:
-            if entry.timer is not None:
-                entry.timer.cancel()
             entry.channel.close()
         for timer in retiring:
             ran = timer.finished.is_set()
@@ -239,24 +301,6 @@ class SharedChannels:
 # ----------------------------- the asyncio flavour -----------------------------
 
 
-class AsyncChannelHolder(Protocol):
-    """A reference's asyncio pool, told when the shared channel to an address was replaced."""
-
-    def dropped(self, address: str) -> None:
-        """The channel to ``address`` this holder had is being replaced: forget it."""
-        ...
-
-
-@dataclass(eq=False)
-class _LoopEntry:
-    channel: grpc.aio.Channel
-    holders: set[AsyncChannelHolder] = field(default_factory=set)
-    #: What references made on the channel and share (see :meth:`LoopChannels.made_on`).
-    made: dict[Hashable, Any] = field(default_factory=dict)
-    #: Closes the channel once nobody held it for the linger period (None: held).
-    timer: asyncio.TimerHandle | None = None
-
-
 class LoopChannels:
     """The channels of one event loop by ``(address, security key)``; used on that loop only."""
 
@@ -264,44 +308,33 @@ class LoopChannels:
         self._owner = owner
         self.loop = loop
         self._linger = owner.linger
-        self._entries: dict[tuple[str, Hashable], _LoopEntry] = {}
+        self._table: ChannelTable[grpc.aio.Channel] = ChannelTable()
         self._retiring: dict[grpc.aio.Channel, asyncio.TimerHandle] = {}
         self._closing: set[asyncio.Task[None]] = set()
         #: The pools on this loop that joined and have not left.
-        self.members: set[AsyncChannelHolder] = set()
+        self.members: set[ChannelHolder] = set()
         self.closed = False
 
     def acquire(
         self,
         address: str,
         security: Hashable,
-        holder: AsyncChannelHolder,
+        holder: ChannelHolder,
         open_channel: Callable[[], grpc.aio.Channel],
     ) -> grpc.aio.Channel:
         """The channel to ``address`` with these settings, opened with ``open_channel`` if
         none is; ``holder`` holds it until it :meth:`release` s it."""
-        key = (address, security)
-        entry = self._entries.get(key)
-        if entry is not None and entry.timer is not None:
-            # Every reference had let the address go and it is back (a restart): a new channel,
-            # as the blocking flavour does; the old one finishes its calls, then closes.
-            entry.timer.cancel()
-            self._retire(entry.channel)
-            entry = None
-        if entry is None:
-            entry = self._entries[key] = _LoopEntry(open_channel())
-        entry.holders.add(holder)
-        return entry.channel
+        channel, stale = self._table.acquire((address, security), holder, open_channel)
+        if stale is not None:
+            self._retire(stale)
+        return channel
 
-    def release(self, address: str, security: Hashable, holder: AsyncChannelHolder) -> None:
+    def release(self, address: str, security: Hashable, holder: ChannelHolder) -> None:
         """``holder`` no longer uses the channel to ``address``; the last holder's release
         closes it ``linger`` seconds later."""
         key = (address, security)
-        entry = self._entries.get(key)
-        if entry is None or holder not in entry.holders:
-            return
-        entry.holders.discard(holder)
-        if entry.holders or self.closed:
+        entry = self._table.release(key, holder)
+        if entry is None or self.closed:
             return
         entry.timer = self.loop.call_later(self._linger, self._expire, key, entry)
 
@@ -316,38 +349,31 @@ class LoopChannels:
         """What ``make`` makes on ``channel`` (a method's multicallable and headers), made
         once per ``key`` and shared by the references holding the channel; made afresh, and
         not kept, when ``channel`` is no longer the shared one."""
-        entry = self._entries.get((address, security))
-        if entry is None or entry.channel is not channel:
+        entry, found = self._table.made((address, security), channel, key)
+        if entry is None:
             return make()
-        found = entry.made.get(key)
         if found is None:
             found = entry.made[key] = make()
         return found
 
-    def _expire(self, key: tuple[str, Hashable], entry: _LoopEntry) -> None:
-        if self._entries.get(key) is not entry or entry.holders:
-            return
-        del self._entries[key]
-        self._close_soon(entry.channel)
+    def _expire(self, key: Key, entry: Entry[grpc.aio.Channel]) -> None:
+        if self._table.expire(key, entry):
+            self._close_soon(entry.channel)
 
     def reset(self, address: str, security: Hashable, channel: grpc.aio.Channel) -> None:
         """Replace the channel to ``address`` if it still is ``channel``: every holder is told
         to drop it, the next :meth:`acquire` opens a new one, and the old one closes ``linger``
         seconds later."""
-        key = (address, security)
-        entry = self._entries.get(key)
-        if entry is None or entry.channel is not channel:
+        holders = self._table.reset((address, security), channel)
+        if holders is None:
             return
-        del self._entries[key]
-        if entry.timer is not None:
-            entry.timer.cancel()
-        for holder in list(entry.holders):
+        for holder in holders:
             holder.dropped(address)
         self._retire(channel)
 
     def open_count(self) -> int:
         """Channels open on this loop now (held or lingering; replaced ones not counted)."""
-        return len(self._entries)
+        return len(self._table.entries)
 
     def _retire(self, channel: grpc.aio.Channel) -> None:
         def close() -> None:
@@ -361,18 +387,15 @@ class LoopChannels:
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    async def leave(self, holder: AsyncChannelHolder) -> None:
+    async def leave(self, holder: ChannelHolder) -> None:
         """``holder`` (which released its channels) closed: when it was the loop's last
         reference, close every channel of the loop now, lingering ones included."""
         self.members.discard(holder)
         if self.members or not self._owner._forget(self):
             return
         self.closed = True
-        entries, self._entries = list(self._entries.values()), {}
+        entries = self._table.clear()
         retiring, self._retiring = self._retiring, {}
-        for entry in entries:
-            if entry.timer is not None:
-                entry.timer.cancel()
         for timer in retiring.values():
             timer.cancel()
         for channel in [*(e.channel for e in entries), *retiring]:
@@ -394,7 +417,7 @@ class AsyncSharedChannels:
             weakref.WeakKeyDictionary()
         )
 
-    def join(self, holder: AsyncChannelHolder) -> LoopChannels:
+    def join(self, holder: ChannelHolder) -> LoopChannels:
         """The running loop's channels, with ``holder`` one of its references (on the loop)."""
         loop = asyncio.get_running_loop()
         with self._lock:

@@ -243,11 +243,14 @@ def test_a_watch_never_goes_back_to_an_older_state(
     assert writer.start()
     client = store.kazoo_client
     sent: list[str] = []
+    answers: list[Any] = []
     plain_get = client.get_async
 
     def counted(path: str, watch: Any = None) -> Any:
         sent.append(path)
-        return plain_get(path, watch=watch)
+        answer = plain_get(path, watch=watch)
+        answers.append(answer)
+        return answer
 
     client.get_async = counted
     first, second = Recorder(), Recorder()
@@ -262,6 +265,10 @@ def test_a_watch_never_goes_back_to_an_older_state(
         writer.set("/rule", f"v{version}".encode())
         # The change's read went out from kazoo's event thread (collected later, in turn).
         wait_until(lambda before=before: len(sent) > before, what=f"the v{version} read")  # type: ignore[misc]
+        # ZooKeeper's watches fire once: the next write fires again only once this read (which
+        # sets the watch again) has been answered. Without this wait a busy machine could write
+        # v2 first, and the v1 read would read v2 with no second read sent.
+        wait_until(answers[-1].ready, what=f"the v{version} read's answer")
     gate.set()  # now the second watch's read is sent: it reads v2, before v1's is collected
     first.wait_last((b"v2", 2))
     second.wait_last((b"v2", 2))
