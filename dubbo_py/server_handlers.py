@@ -1,5 +1,5 @@
 """Wrapping a gRPC server's method handlers, as the provider interceptors do (overload limits in
-``rpc/limits.py``, metrics and tracing in ``qos/provider.py``).
+``provider/limits.py``, metrics and tracing in ``qos/provider.py``).
 
 An interceptor here is a function from (call details, the handler the server found) to the
 handler to use, wrapped in the blocking or ``grpc.aio`` interceptor class. Wrapping a handler

@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -150,7 +151,7 @@ class Application:
         #: The ``grpc.aio`` channels of :meth:`reference_async` references: one per event
         #: loop, provider address and security settings (see
         #: :mod:`dubbo_py.consumer.connections`).
-        self.aio_channels = AsyncSharedChannels()
+        self.async_channels = AsyncSharedChannels()
         self._provider_registry: Registry | None = None
         self._servers: list[ExportedServer] = []
         self._references: list[Reference[Any]] = []
@@ -213,6 +214,17 @@ class Application:
             auth=config.registry.auth,
             config=config,
         )
+
+    @property
+    def aio_channels(self) -> AsyncSharedChannels:
+        """Deprecated name of :attr:`async_channels` (the asyncio flavour's names are
+        ``Async*`` and ``*_async``); it goes in the next release."""
+        warnings.warn(
+            "Application.aio_channels is now Application.async_channels",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.async_channels
 
     # ----------------------------------------------------------------- registry
 
@@ -713,7 +725,7 @@ class Application:
             filters=filters,
             interceptors=tuple(interceptors),
             channels=self.channels,
-            aio_channels=self.aio_channels,
+            async_channels=self.async_channels,
             subscribe=(
                 level.subscriber(consumer) if level is not None and registry is not None else None
             ),

@@ -3,13 +3,13 @@
 A consumer is a stack (Finagle's ``Service``/``Filter``, Dubbo's cluster invoker)::
 
     stub.Method(request)                      generated stub, unchanged
-      -> multicallable                        rpc/channel.py | rpc/aio_channel.py
-        -> call filters: mock, then the application's and the reference's (rpc/filters.py)
+      -> multicallable                        consumer/channel.py (both flavours)
+        -> call filters: mock, then the application's and the reference's (consumer/filters.py)
           -> cluster strategy (failover ...)  cluster/strategies/ (both forms, one module each)
              routes with the directory's bound router chain   registry/directory.py
-             balances with the reference's balancer           rpc/tuning.py
+             balances with the reference's balancer           consumer/tuning.py
              -> attempt filters, then call statistics for the balancers that read them
-               -> provider call (MethodInvoker) on a pooled gRPC channel   rpc/invoker.py
+               -> provider call (MethodInvoker) on a pooled gRPC channel   consumer/invoker.py
 
 :class:`ReferenceAssembly` builds the parts both flavours share -- the method policies, the live
 settings and balancer (:class:`~dubbo_py.consumer.tuning.ReferenceTuning`), the registry directory,
@@ -133,7 +133,7 @@ class ReferenceAssembly(Generic[C]):
         failback: FailbackQueue | None = None,
         filters: ConsumerFilters | None = None,
         channels: SharedChannels | None = None,
-        aio_channels: AsyncSharedChannels | None = None,
+        async_channels: AsyncSharedChannels | None = None,
         interceptors: tuple[Any, ...] = (),
         subscribe: Subscribe | None = None,
     ) -> None:
@@ -141,7 +141,7 @@ class ReferenceAssembly(Generic[C]):
         #: The application's shared blocking channels (None: this reference opens its own).
         self.shared_channels = channels
         #: The application's shared asyncio channels, per event loop (None: its own).
-        self.shared_aio_channels = aio_channels
+        self.shared_async_channels = async_channels
         #: How the directory subscribes (None: the registry's own; application-level
         #: discovery passes one that also reads ``/services``).
         self._subscribe = subscribe
@@ -404,7 +404,7 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     def __init__(self, service: ServiceSpec, config: ReferenceConfig, consumer: URL, **parts: Any):
         super().__init__(service, config, consumer, **parts)
         self.pool = AsyncChannelPool(
-            config.client_tls, interceptors=self.interceptors, shared=self.shared_aio_channels
+            config.client_tls, interceptors=self.interceptors, shared=self.shared_async_channels
         )
         self.pool.on_dropped = self._forget
         self._invokers: list[AsyncMethodInvoker] = []

@@ -202,7 +202,7 @@ def test_asyncio_references_on_one_loop_share_one_channel_per_provider(
                 assert await say_hello(ref.stub, f"n{i}") == f"Hello, n{i}!"
         pools = [ref.assembly.pool for ref in refs]  # type: ignore[union-attr]
         # Every reference called both providers, yet the loop has one channel to each.
-        assert app.aio_channels.open_count() == 2
+        assert app.async_channels.open_count() == 2
         for provider in (address, second_address):
             held = {id(pool.current(provider)) for pool in pools if pool.current(provider)}
             assert len(held) == 1
@@ -219,13 +219,13 @@ def test_asyncio_references_on_one_loop_share_one_channel_per_provider(
         assert len(now) == 1 and id(old) not in now  # round robin called it at least
         # Closing one reference keeps the shared channels for the others...
         await refs[0].channel.close()  # type: ignore[misc]
-        assert app.aio_channels.open_count() == 2
+        assert app.async_channels.open_count() == 2
         assert await say_hello(refs[2].stub, "s") == "Hello, s!"
         # ...and the loop's last reference closes them all.
         channels = [pools[2].current(a) or pools[1].current(a) for a in (address, second_address)]
         for ref in refs[1:]:
             await ref.channel.close()  # type: ignore[misc]
-        assert app.aio_channels.loops() == 0
+        assert app.async_channels.loops() == 0
         assert all(
             c is not None and c.get_state() is grpc.ChannelConnectivity.SHUTDOWN for c in channels
         )
@@ -245,7 +245,7 @@ def test_a_second_event_loop_gets_its_own_channels(address: str) -> None:
         ref = await app.reference_handle_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
         assert await say_hello(ref.stub, name) == f"Hello, {name}!"
         seen[name] = ref.assembly.pool.current(address)  # type: ignore[union-attr]
-        seen[name + "-open"] = app.aio_channels.open_count()
+        seen[name + "-open"] = app.async_channels.open_count()
         if name == "first":
             first_loop_ready.set()
             await asyncio.to_thread(second_done.wait, 30)
@@ -268,7 +268,7 @@ def test_a_second_event_loop_gets_its_own_channels(address: str) -> None:
     assert seen["first"] is not None and seen["second"] is not None
     assert seen["first"] is not seen["second"]  # a grpc.aio channel belongs to its loop
     assert seen["first-open"] == seen["second-open"] == 1
-    assert app.aio_channels.loops() == 0
+    assert app.async_channels.loops() == 0
 
 
 def test_an_asyncio_channel_to_a_provider_that_left_every_directory_is_closed(
@@ -278,7 +278,7 @@ def test_an_asyncio_channel_to_a_provider_that_left_every_directory_is_closed(
     providers = [dubbo_py.Application(f"aio-leaving-{i}", registry) for i in range(2)]
     servers = [app.start(Greeter(), port=0, host="127.0.0.1") for app in providers]
     consumer = dubbo_py.Application("aio-leaving-shop", registry, cache_path=tmp_path / "c.json")
-    consumer.aio_channels = AsyncSharedChannels(linger=0.05)
+    consumer.async_channels = AsyncSharedChannels(linger=0.05)
     leaving = servers[1].address
 
     async def scenario() -> None:
@@ -309,7 +309,7 @@ def test_an_asyncio_channel_to_a_provider_that_left_every_directory_is_closed(
         await consumer.aclose()
 
     def app_channels() -> int:
-        return consumer.aio_channels.open_count()
+        return consumer.async_channels.open_count()
 
     try:
         asyncio.run(scenario())
