@@ -31,11 +31,14 @@ class Greeter(greeter_pb2_grpc.GreeterServicer):
     def SayHello(self, request, context):
         return greeter_pb2.HelloReply(message="hi")
 
-# Ctrl-C soon after start-up (registration is done by then: serve() registers first).
+# Ctrl-C soon after start-up (registration is done by then: serve() registers first). The
+# application's modules are imported before the timer starts: on a busy machine importing
+# them can take longer than the timer, and the ^C would then interrupt the import.
+Application = dubbo_py.Application
 ctrl_c = threading.Timer(float(sys.argv[2]), lambda: os.kill(os.getpid(), signal.SIGINT))
 ctrl_c.daemon = True
 ctrl_c.start()
-dubbo_py.Application("greeter", registry=sys.argv[1], connect_timeout=0.5).serve(Greeter())
+Application("greeter", registry=sys.argv[1], connect_timeout=0.5).serve(Greeter())
 print("served", flush=True)
 """
 
