@@ -165,7 +165,7 @@ class RegistryView:
                 rules = ServiceRules.for_consumer(consumer)
                 pairs = rules.static_keys()
                 for app in apps:
-                    pairs += ServiceRules.provider_app_keys(app)
+                    pairs += rules.provider_app_keys(app)
                 keys.update(w.key for w in pairs if w.kind.name == kind)
         return frozenset(keys)
 

@@ -22,7 +22,12 @@ import grpc
 
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.strategies.failback import FailbackQueue
-from dubbo_py.config.model import ApplicationConfig, ProtocolConfig, ReferenceConfig
+from dubbo_py.config.model import (
+    ApplicationConfig,
+    ProtocolConfig,
+    ReferenceConfig,
+    application_parameters,
+)
 from dubbo_py.config.tls import ServerTLS
 from dubbo_py.errors import ConfigError, StoreError
 from dubbo_py.qos import tracing
@@ -113,6 +118,10 @@ class Application:
     ``/startup``, ``/offline``, ``/online``, ``/ls`` (docs/observability.md), on 127.0.0.1
     unless ``qos_accept_foreign_ip``. Registered URLs then carry ``qos.port``. ``metrics``
     records Dubbo's call metrics (default: when the QoS port is on).
+
+    ``parameters`` (else the file's ``application.parameters``) are the application's own URL
+    parameters, ``{"region": "x"}``: its consumer URLs carry them, so condition rules read
+    them as ``$region`` and affinity rules compare providers with them (docs/routing.md).
     """
 
     def __init__(
@@ -131,9 +140,18 @@ class Application:
         register_mode: str | None = None,
         migration_step: str | None = None,
         zone: str | None = None,
+        parameters: Mapping[str, object] | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
+        #: The application's own URL parameters (code, else the file's
+        #: ``application.parameters``): every consumer URL carries them, for condition rules'
+        #: ``$name`` and affinity rules (docs/configuration.md).
+        self.parameters: Mapping[str, str] = (
+            application_parameters(parameters)
+            if parameters is not None
+            else (config.parameters if config else {})
+        )
         #: The configuration file's contents, when the application came from one.
         self.config = config
         #: ZooKeeper digest identity; when set, what this application registers is protected.
@@ -811,6 +829,9 @@ class Application:
             "dubbo": "2.0.2",
             "timestamp": str(int(time.time() * 1000)),
         }
+        # The application's parameters under the keys dubbo-py sets (they cannot name those),
+        # a reference's own parameters over them.
+        params.update(self.parameters)
         if retries is not None:
             params["retries"] = str(retries)
         params.update(self._qos_parameters() or {})

@@ -42,8 +42,10 @@ from dubbo_py.yaml_loader import YamlDocument, compile_yaml, key_node, value_nod
 
 __all__ = [
     "APPLICATION_SCOPE_PRIORITY",
+    "PROVIDER_APPLICATION_PRIORITY",
     "SERVICE_SCOPE_PRIORITY",
     "application_routers_from_yaml",
+    "provider_application_routers_from_yaml",
     "router_from_url",
     "routers_from_yaml",
     "service_routers_from_yaml",
@@ -55,8 +57,14 @@ __all__ = [
 SERVICE_SCOPE_PRIORITY = 140
 #: Chain priority of an application-scope YAML rule (Dubbo's AppStateRouter).
 APPLICATION_SCOPE_PRIORITY = 150
+#: Chain priority of a rule read from the key of the providers' application when that is not
+#: the consumer's own (Dubbo's ProviderAppStateRouter, ``@Activate(order = 145)``).
+PROVIDER_APPLICATION_PRIORITY = 145
 
 _SCOPES = {"service": SERVICE_SCOPE_PRIORITY, "application": APPLICATION_SCOPE_PRIORITY}
+#: Where a document can be read: the two scopes a document may declare, and the providers'
+#: application (a place, never a declared scope).
+_PLACES = {**_SCOPES, "provider-application": PROVIDER_APPLICATION_PRIORITY}
 _DOCUMENT_FIELDS = frozenset(
     {
         "configVersion",
@@ -120,8 +128,8 @@ def routers_from_yaml(text: str, source: str, scope: str | None = None) -> list[
     that applies the document's conditions in order, at its scope's priority). ``scope`` is
     where the document was read (``service`` or ``application`` key); ``None`` lets the
     document's own ``scope`` field say, defaulting to ``service``."""
-    if scope is not None and scope not in _SCOPES:
-        raise ValueError(f"scope must be one of {sorted(_SCOPES)}, not {scope!r}")
+    if scope is not None and scope not in _PLACES:
+        raise ValueError(f"scope must be one of {sorted(_PLACES)}, not {scope!r}")
     return [_compiled_document(text, source, scope)]
 
 
@@ -150,6 +158,12 @@ def service_routers_from_yaml(text: str, source: str) -> list[Router]:
 def application_routers_from_yaml(text: str, source: str) -> list[Router]:
     """A document read from an application key (``<application>.condition-router``)."""
     return routers_from_yaml(text, source, "application")
+
+
+def provider_application_routers_from_yaml(text: str, source: str) -> list[Router]:
+    """A document read from the providers' application key (``<provider-app>.condition-router``)
+    by a consumer of another application: priority 145, as Dubbo's ProviderAppStateRouter."""
+    return routers_from_yaml(text, source, "provider-application")
 
 
 def validate_yaml(text: str, source: str) -> None:
@@ -236,7 +250,7 @@ class _Document:
                 self.single(item, item_node, i, label, force, enabled)
                 for i, (item, item_node) in enumerate(items)
             ]
-        return ConditionRuleSet(f"condition({label})", _SCOPES[scope], tuple(members))
+        return ConditionRuleSet(f"condition({label})", _PLACES[scope], tuple(members))
 
     def version(self, data: Mapping[str, Any], node: yaml.Node) -> str:
         # Dubbo's ConditionRuleParser: v3.1 when the version starts with it, the v3.0 list
