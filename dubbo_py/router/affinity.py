@@ -32,10 +32,10 @@ field, so the last good document stays in force (Dubbo logs the document and dro
 consumer's value is compared as a value, where Dubbo reads it as a glob pattern (a consumer
 parameter ``region=bei*`` would match every ``bei...`` provider there).
 
-Fields Dubbo reads but that change nothing here (``scope``, ``key``, ``runtime``, ``force``,
-``priority``, ``dynamic``) and fields neither knows are accepted, as Dubbo accepts them, and
-named: :attr:`AffinityRule.ignored` lists them, consumers log them once per document version,
-``rules validate``/``push`` warn about them.
+Fields Dubbo reads but that change nothing here (``runtime``, ``force``, ``priority``,
+``dynamic``) and fields neither knows are accepted, as Dubbo accepts them, and named:
+:attr:`AffinityRule.ignored` lists them, consumers log them once per document version (Dubbo's
+own fields at info, unknown ones as warnings), ``rules validate``/``push`` warn about them.
 """
 
 from __future__ import annotations
@@ -78,14 +78,14 @@ AFFINITY_PROVIDER_APPLICATION_PRIORITY = 135
 
 #: Fields Dubbo's AbstractRouterRule reads that have no effect on an affinity rule here.
 _NOT_ACTED_ON = {
-    "scope": "the key the document is stored at decides, as in Dubbo",
-    "key": "the key the document is stored at decides, as in Dubbo",
     "runtime": "dubbo-py computes the affinity set when providers or rules change",
     "force": "Dubbo's affinity router is never forced",
     "priority": "the key the document is stored at sets the priority (130 or 135)",
     "dynamic": "Dubbo reads it and does nothing with it",
 }
-_ACTED_ON = frozenset({"configVersion", "enabled", "valid", "affinityAware"})
+#: ``scope`` and ``key`` tell the CLI where a document goes; consumers, like Dubbo's, go by
+#: the key the document is stored at.
+_ACTED_ON = frozenset({"configVersion", "enabled", "valid", "affinityAware", "scope", "key"})
 _AWARE_FIELDS = frozenset({"key", "ratio"})
 
 
@@ -181,12 +181,17 @@ def _parse(text: str, source: str) -> AffinityRule:
         error=RuleError,
         empty="the document is empty",
     )
-    if rule.ignored:
-        log.warning(
-            "%s: affinity rule fields with no effect in dubbo-py: %s",
-            source,
-            "; ".join(f"{name} ({why})" for name, why in rule.ignored),
-        )
+    # Dubbo's own fields at info (most documents carry scope and key), unknown ones warned.
+    known = [(n, why) for n, why in rule.ignored if n in _NOT_ACTED_ON]
+    unknown = [(n, why) for n, why in rule.ignored if n not in _NOT_ACTED_ON]
+    for level, fields in ((logging.INFO, known), (logging.WARNING, unknown)):
+        if fields:
+            log.log(
+                level,
+                "%s: affinity rule fields with no effect in dubbo-py: %s",
+                source,
+                "; ".join(f"{name} ({why})" for name, why in fields),
+            )
     return rule
 
 

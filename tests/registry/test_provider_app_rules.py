@@ -174,3 +174,27 @@ def test_provider_app_affinity_rule(world: World) -> None:
     assert _ports(directory, "Any") == [1, 2]  # the service's rule
     world.admin.delete_config(f"{SERVICE}::.affinity-router")
     assert _ports(directory, "Any") == [1, 2, 3]
+
+
+def test_route_test_reads_an_application_document_of_another_application_at_145() -> None:
+    kind = rule_kinds.kind_named("condition-router")
+    assert kind is not None
+    doc = {"scope": "application", "key": "greeter"}
+    target = rule_kinds.target_for_document
+    assert target(kind, doc, "shop") is rule_kinds.Target.PROVIDER_APPLICATION
+    assert target(kind, doc, "greeter") is rule_kinds.Target.APPLICATION
+    assert target(kind, doc) is rule_kinds.Target.APPLICATION
+    [router] = kind.compile(rule_kinds.Target.PROVIDER_APPLICATION, "conditions: ['=> a=b']", "s")
+    assert router.priority == 145
+
+
+def test_a_document_marked_invalid_routes_nothing(world: World) -> None:
+    # Dubbo's ListenableStateRouter builds no router from a rule with valid: false.
+    for port, zone in ((1, "a"), (2, "b")):
+        world.admin.register(_provider("127.0.0.1", port, "bars-provider", f"&zone={zone}"))
+    directory = world.consumer("shop")
+    rule = "force: true\nconditions: ['=> zone = b']\n"
+    world.admin.put_config("bars-provider.condition-router", rule)
+    assert _ports(directory, "Any") == [2]
+    world.admin.put_config("bars-provider.condition-router", "valid: false\n" + rule)
+    assert _ports(directory, "Any") == [1, 2]

@@ -21,6 +21,7 @@ line and column when the fault is in YAML syntax or in rule text.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "PROVIDER_APPLICATION_PRIORITY",
     "SERVICE_SCOPE_PRIORITY",
     "application_routers_from_yaml",
+    "fields_without_effect",
     "provider_application_routers_from_yaml",
     "router_from_url",
     "routers_from_yaml",
@@ -80,6 +82,18 @@ _DOCUMENT_FIELDS = frozenset(
     }
 )
 _V31_CONDITION_FIELDS = frozenset({"from", "to", "priority", "force", "ratio", "trafficDisable"})
+#: Document fields Dubbo's AbstractRouterRule reads that change nothing in dubbo-py, with why
+#: (``scope`` and ``key`` are not among them: they tell the CLI where a document goes, and
+#: consumers, like Dubbo's, go by the key the document is stored at).
+_NO_EFFECT = {
+    "runtime": "Dubbo's route cache switch; dubbo-py routes every call from masks computed "
+    "when providers or rules change",
+    "dynamic": "Dubbo reads it and does nothing with it",
+    "priority": "the key the document is stored at sets its priority (140, 145 or 150), as in "
+    "Dubbo; a v3.1 condition's own priority orders the conditions",
+}
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- registry URLs
@@ -141,13 +155,29 @@ def _compiled_document(text: str, source: str, scope: str | None) -> Router:
     applications in a process applied a push ten times over. A document that fails raises each
     time (errors are not kept)."""
     # Every consumer reads every push: libyaml first, the reference parser for errors.
-    return compile_yaml(
-        text,
-        source,
-        lambda doc: _Document(doc, scope).build(),
-        error=RuleError,
-        empty="the document is empty",
-    )
+    ignored: list[tuple[str, str]] = []
+
+    def build(doc: YamlDocument) -> Router:
+        ignored[:] = fields_without_effect(doc.data)
+        return _Document(doc, scope).build()
+
+    router = compile_yaml(text, source, build, error=RuleError, empty="the document is empty")
+    # Once per document version and process (this cache), so that no field goes unnamed.
+    if ignored:
+        log.info(
+            "%s: condition rule fields with no effect in dubbo-py: %s",
+            source,
+            "; ".join(f"{name} ({why})" for name, why in ignored),
+        )
+    return router
+
+
+def fields_without_effect(data: object) -> list[tuple[str, str]]:
+    """``(field, why)`` for each field of a condition document that dubbo-py reads and that
+    changes nothing (``rules validate``/``push`` warn about them)."""
+    if not isinstance(data, Mapping):
+        return []
+    return [(name, why) for name, why in _NO_EFFECT.items() if name in data]
 
 
 def service_routers_from_yaml(text: str, source: str) -> list[Router]:
@@ -230,7 +260,8 @@ class _Document:
         force = self.boolean(data, node, "force", False)
         self.boolean(data, node, "runtime", True)
         self.boolean(data, node, "dynamic", False)
-        self.boolean(data, node, "valid", True)
+        # Dubbo's ListenableStateRouter builds no router from a document with valid: false.
+        valid = self.boolean(data, node, "valid", True)
         self.integer(data, node, "priority", 0)
         conditions = data.get("conditions")
         conditions_node = value_node(node, "conditions")
@@ -250,6 +281,8 @@ class _Document:
                 self.single(item, item_node, i, label, force, enabled)
                 for i, (item, item_node) in enumerate(items)
             ]
+        if not valid:
+            members = []
         return ConditionRuleSet(f"condition({label})", _PLACES[scope], tuple(members))
 
     def version(self, data: Mapping[str, Any], node: yaml.Node) -> str:
