@@ -18,6 +18,7 @@ Deliberate differences (docs/routing.md, "Where dubbo-py differs"):
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -177,3 +178,11 @@ def test_fields_with_no_effect_are_named_once_per_document_version(
     assert [level for level, _ in logged] == [logging.INFO, logging.WARNING]
     assert all(name in logged[0][1] for name in names[:-1])
     assert "owner" in logged[1][1] and "owner" not in logged[0][1]
+
+
+def test_the_example_in_the_routing_docs_is_valid() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "routing.md").read_text("utf-8")
+    doc = doc[doc.index("## Affinity router") : doc.index("## Mock selector")]
+    [text] = [b.removeprefix("yaml\n") for b in doc.split("```")[1::2] if b.startswith("yaml\n")]
+    rule = affinity.parse_affinity_rule(text, "docs/routing.md")
+    assert (rule.affinity_key, rule.ratio, rule.enabled, rule.ignored) == ("region", 20, True, ())
