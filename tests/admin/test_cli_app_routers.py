@@ -116,3 +116,16 @@ def test_route_test_runs_affinity_and_provider_application_condition_rules(cli: 
 
 def _host(url: str) -> str:
     return url.split("//", 1)[1].split(":", 1)[0]
+
+
+def test_reach_counts_the_provider_application_rule_for_other_applications(cli: Cli) -> None:
+    # Providers of application greeter, a consumer of application shop: shop's consumers read
+    # greeter.condition-router (at 145), so a forced rule matching no provider starves them.
+    registry = ("--registry", "zookeeper://127.0.0.1:1")
+    text = "scope: application\nkey: greeter\nforce: true\nconditions:\n  - '=> host = 10.9.9.9'\n"
+    path = cli.file("cond.yaml", text)
+    result = cli(*registry, "rules", "validate", path)
+    assert result.exit_code == 0, result.output
+    starved = [w for w in _warnings(result.stderr) if "no provider" in w]
+    assert starved and "shop" in starved[0], _warnings(result.stderr)
+    assert cli(*registry, "rules", "validate", path, "--strict").exit_code != 0

@@ -6,7 +6,9 @@ to, not when that application is its own (it reads its own application's documen
 application rule at 150), and switches when the providers' application changes. The first test
 is Dubbo's ProviderAppConditionStateRouterTest as a vector (dubbo-cluster, router/condition/
 config); the store is the in-memory one, the end-to-end tests on ZooKeeper are in
-tests/e2e/test_app_routers_e2e.py.
+tests/e2e/test_app_routers_e2e.py. dubbo-go's TestApplicationRouter is the second vector (its
+ApplicationRouter runs both the consumer's and the providers' application rules at 145;
+dubbo-py follows Dubbo's 150 and 145, docs/routing.md).
 """
 
 from __future__ import annotations
@@ -71,18 +73,53 @@ def _ports(directory: RegistryDirectory, method: str) -> list[int]:
     return sorted(p.port for p in directory.chain.route(Invocation(SERVICE, method)))
 
 
-def test_dubbo_provider_app_condition_vector(world: World) -> None:
-    # Dubbo's providers carry remote.application (URLs merged the Dubbo 2.7 way).
-    for port, extra in ((20880, ""), (20881, "&region=hangzhou"), (20882, "")):
-        world.admin.register(
-            _provider("127.0.0.1", port, "demo-provider", extra, key="remote.application")
-        )
-    world.admin.put_config("demo-provider.condition-router", DUBBO_RULE)
-    directory = world.consumer("shop")
-    assert _ports(directory, "sayHello") == [20881]
-    assert _ports(directory, "sayHi") == [20880, 20881, 20882]
-    stages = [name for name, _ in directory.chain.stages]
-    assert any("demo-provider.condition-router" in name for name in stages)
+#: (name, provider URL parameters by port, the key naming their application, rule, consumer
+#: application, method -> ports expected)
+PROVIDER_APP_VECTORS = [
+    # Dubbo's ProviderAppConditionStateRouterTest: providers merged the Dubbo 2.7 way carry
+    # remote.application.
+    (
+        "dubbo ProviderAppConditionStateRouterTest",
+        {20880: "", 20881: "&region=hangzhou", 20882: ""},
+        "remote.application",
+        DUBBO_RULE,
+        "shop",
+        {"sayHello": [20881], "sayHi": [20880, 20881, 20882]},
+    ),
+    # dubbo-go's TestApplicationRouter: application=demo-provider, configVersion 'V3.0'.
+    (
+        "dubbo-go TestApplicationRouter",
+        {20880: "", 20881: "&region=hangzhou", 20882: ""},
+        "application",
+        DUBBO_RULE.replace("v3.0", "V3.0"),
+        "shop",
+        {"sayHello": [20881], "sayHi": [20880, 20881, 20882]},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "providers", "app_key", "rule", "consumer_app", "expected"),
+    PROVIDER_APP_VECTORS,
+    ids=[v[0] for v in PROVIDER_APP_VECTORS],
+)
+def test_provider_app_condition_vectors(
+    world: World,
+    name: str,
+    providers: dict[int, str],
+    app_key: str,
+    rule: str,
+    consumer_app: str,
+    expected: dict[str, list[int]],
+) -> None:
+    for port, extra in providers.items():
+        world.admin.register(_provider("127.0.0.1", port, "demo-provider", extra, key=app_key))
+    world.admin.put_config("demo-provider.condition-router", rule)
+    directory = world.consumer(consumer_app)
+    for method, ports in expected.items():
+        assert _ports(directory, method) == ports, method
+    stages = [n for n, _ in directory.chain.stages]
+    assert any("demo-provider.condition-router" in n for n in stages)
 
 
 def test_rule_runs_at_145_between_service_and_application_rules(world: World) -> None:
