@@ -308,8 +308,13 @@ class RegistryDirectory:
         Called before the providers' rebuild, which applies the dropped rules."""
         if not providers or not self._provider_apps:
             return
-        present = {_provider_application(p) for p in providers}
-        gone = [app for app in self._provider_apps if app not in present]
+        # Most notifications keep every application: stop at the first provider of each one
+        # (one provider read when the service has one application) instead of reading all.
+        gone = set(self._provider_apps)
+        for provider in providers:
+            gone.discard(_provider_application(provider))
+            if not gone:
+                return
         for app in gone:
             for cancel in self._provider_apps.pop(app):
                 cancel()
