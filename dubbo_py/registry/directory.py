@@ -348,7 +348,7 @@ class RegistryDirectory:
                 return  # the registry answered meanwhile: it wins
             watched = self.rules.static_keys()
             for provider in urls[layout.PROVIDERS]:
-                app = provider.get_str("application")
+                app = _provider_application(provider)
                 if app:
                     watched += self.rules.provider_app_keys(app)
             by_key = {w.key: w for w in watched}
