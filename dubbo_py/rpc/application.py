@@ -121,7 +121,8 @@ class Application:
 
     ``parameters`` (else the file's ``application.parameters``) are the application's own URL
     parameters, ``{"region": "x"}``: its consumer URLs carry them, so condition rules read
-    them as ``$region`` and affinity rules compare providers with them (docs/routing.md).
+    them as ``$region`` and affinity rules compare providers with them (docs/routing.md), and
+    so do its provider URLs, under each service's own options, as in Dubbo.
     """
 
     def __init__(
@@ -145,8 +146,8 @@ class Application:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
         #: The application's own URL parameters (code, else the file's
-        #: ``application.parameters``): every consumer URL carries them, for condition rules'
-        #: ``$name`` and affinity rules (docs/configuration.md).
+        #: ``application.parameters``): every consumer and provider URL carries them, for
+        #: condition rules' ``$name`` and affinity rules (docs/configuration.md).
         self.parameters: Mapping[str, str] = (
             application_parameters(parameters)
             if parameters is not None
@@ -394,6 +395,7 @@ class Application:
             credentials=listen.tls.credentials() if listen.tls else credentials,
             url_parameters=self._qos_parameters(),
             service_options=self.config.services if self.config else None,
+            application_parameters=self.parameters,
             reflection=reflection,
         )
 

@@ -59,3 +59,23 @@ def test_from_config_and_code(tmp_path: Path) -> None:
     )
     with dubbo_py.Application.from_config(path) as app:
         assert dict(app.parameters) == {"region": "x"}
+
+
+def test_provider_urls_carry_them_under_each_services_own() -> None:
+    from demo import greeter_pb2_grpc
+
+    @dubbo_py.service(version="1.0.0", tags={"rack": "r2"})
+    class Greeter(greeter_pb2_grpc.GreeterServicer):
+        pass
+
+    with dubbo_py.Application(
+        "bars-provider", "tri://127.0.0.1:1", parameters={"region": "x", "rack": "r1"}
+    ) as app:
+        server = app.start(Greeter(), port=0, host="127.0.0.1")
+        try:
+            [url] = server.urls
+            assert url.parameters["region"] == "x"
+            assert url.parameters["rack"] == "r2"  # the service's own parameter wins
+            assert url.parameters["application"] == "bars-provider"
+        finally:
+            server.stop(0)
