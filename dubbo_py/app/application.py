@@ -37,7 +37,7 @@ from dubbo_py.app.registries import (
 )
 from dubbo_py.app.serving import Serving
 from dubbo_py.cluster.strategies.failback import FailbackQueue
-from dubbo_py.config.model import ApplicationConfig, ReferenceConfig
+from dubbo_py.config.model import ApplicationConfig, ReferenceConfig, application_parameters
 from dubbo_py.config.tls import ServerTLS
 from dubbo_py.consumer.connections import AsyncSharedChannels, SharedChannels
 from dubbo_py.consumer.filters import ConsumerFilters
@@ -88,6 +88,11 @@ class Application:
     ``/startup``, ``/offline``, ``/online``, ``/ls`` (docs/observability.md), on 127.0.0.1
     unless ``qos_accept_foreign_ip``. Registered URLs then carry ``qos.port``. ``metrics``
     records Dubbo's call metrics (default: when the QoS port is on).
+
+    ``parameters`` (else the file's ``application.parameters``) are the application's own URL
+    parameters, ``{"region": "x"}``: its consumer URLs carry them, so condition rules read
+    them as ``$region`` and affinity rules compare providers with them (docs/routing.md), and
+    so do its provider URLs, under each service's own options, as in Dubbo.
     """
 
     def __init__(
@@ -106,9 +111,18 @@ class Application:
         register_mode: str | None = None,
         migration_step: str | None = None,
         zone: str | None = None,
+        parameters: Mapping[str, object] | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
+        #: The application's own URL parameters (code, else the file's
+        #: ``application.parameters``): every consumer and provider URL carries them, for
+        #: condition rules' ``$name`` and affinity rules (docs/configuration.md).
+        self.parameters: Mapping[str, str] = (
+            application_parameters(parameters)
+            if parameters is not None
+            else (config.parameters if config else {})
+        )
         #: The configuration file's contents, when the application came from one.
         self.config = config
         #: ZooKeeper digest identity; when set, what this application registers is protected.
@@ -147,7 +161,13 @@ class Application:
         #: The first registry's address (the only one of most applications).
         self.address = self.bindings[0].address
         self._context = AppContext(
-            name, config, self.bindings, self.zone, self.metrics, filters or ConsumerFilters()
+            name,
+            config,
+            self.bindings,
+            self.zone,
+            self.metrics,
+            filters or ConsumerFilters(),
+            self.parameters,
         )
         # The two halves this application delegates to: providers, and references.
         self._serving = Serving(self._context, self.close)

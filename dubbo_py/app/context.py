@@ -5,6 +5,7 @@ provider half (:mod:`dubbo_py.app.serving`) and its consumer half
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dubbo_py.app.observability import QOS_PORT_KEY, ApplicationQos
@@ -33,6 +34,8 @@ class AppContext:
     metrics: Metrics | None
     #: Wrappers around every reference's calls (the application's ``filters``).
     filters: ConsumerFilters
+    #: The application's own URL parameters, carried by every URL it registers.
+    parameters: Mapping[str, str]
     #: The QoS port's endpoints (None when the port is off); set once both halves exist.
     qos: ApplicationQos | None = None
 

@@ -305,6 +305,9 @@ class Referencing:
             "dubbo": "2.0.2",
             "timestamp": str(int(time.time() * 1000)),
         }
+        # The application's parameters under the keys dubbo-py sets (they cannot name those),
+        # a reference's own parameters over them.
+        params.update(self._app.parameters)
         if retries is not None:
             params["retries"] = str(retries)
         params.update(self._app.qos_parameters() or {})

@@ -180,6 +180,7 @@ class Serving:
             credentials=listen.tls.credentials() if listen.tls else credentials,
             url_parameters=self._app.qos_parameters(),
             service_options=self._app.config.services if self._app.config else None,
+            application_parameters=self._app.parameters,
             reflection=reflection,
         )
 

@@ -39,6 +39,7 @@ from dubbo_py.config.model import (
     QosConfig,
     ReferenceConfig,
     RegistryConfig,
+    application_parameters,
     method_options,
 )
 from dubbo_py.config.options import ServiceOptions
@@ -396,12 +397,19 @@ def parse_config(
     )
     app = top.get("application")
     zone = None
+    app_parameters: Mapping[str, str] = {}
     if isinstance(app, dict):
-        app_raw = reader.mapping(app, "application", ("name", "zone"))
+        app_raw = reader.mapping(app, "application", ("name", "zone", "parameters"))
         app = app_raw.get("name")
         zone = app_raw.get("zone")
         if zone is not None and (not isinstance(zone, str) or not zone.strip()):
             raise reader.fail("application.zone", f"expected a zone name, got {zone!r}")
+        try:
+            app_parameters = application_parameters(
+                app_raw.get("parameters"), "application.parameters"
+            )
+        except ConfigError as exc:
+            raise reader.fail(exc.path, exc.problem) from None
     name = env.get("DUBBO_PY_APPLICATION") or (str(app) if app else "")
     if not name:
         raise reader.fail("application", "required: the application's name")
@@ -482,6 +490,7 @@ def parse_config(
         qos,
         registries=registries,
         zone=None if zone is None else zone.strip(),
+        parameters=app_parameters,
     )
 
 

@@ -23,8 +23,57 @@ __all__ = [
     "ReferenceConfig",
     "RegistryConfig",
     "ServiceOptions",
+    "application_parameters",
     "method_options",
 ]
+
+
+#: Consumer URL keys dubbo-py sets itself: an application parameter may not replace them (the
+#: URL would then name another application, service or side).
+_RESERVED_PARAMETERS = frozenset(
+    {
+        "application",
+        "category",
+        "check",
+        "dubbo",
+        "group",
+        "interface",
+        "pid",
+        "release",
+        "side",
+        "timestamp",
+        "version",
+    }
+)
+
+
+def application_parameters(value: object, path: str = "parameters") -> Mapping[str, str]:
+    """An application's own URL parameters (``region: x``), checked: a mapping of names to
+    strings (numbers and booleans are written as YAML spells them, ``true``/``false``); a
+    name empty, with spaces, ``&``/``=``, or one dubbo-py sets itself is a ConfigError naming
+    it. Consumer URLs carry them, so condition rules (``$region``) and affinity rules read
+    them, as Dubbo's ``ApplicationConfig.parameters``."""
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise ConfigError(path, f"expected a mapping of names to values, got {value!r}")
+    out: dict[str, str] = {}
+    for name, raw in value.items():
+        where = f"{path}.{name}"
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            raise ConfigError(path, f"{name!r} is not a parameter name")
+        if any(c in name for c in "&=?# "):
+            raise ConfigError(where, "a parameter name has no '&', '=', '?', '#' or space")
+        if name in _RESERVED_PARAMETERS:
+            raise ConfigError(where, "dubbo-py sets this key itself; choose another name")
+        if isinstance(raw, bool):
+            text = "true" if raw else "false"
+        elif isinstance(raw, int | float | str):
+            text = str(raw)
+        else:
+            raise ConfigError(where, f"expected a string, number or boolean, got {raw!r}")
+        out[name] = text
+    return MappingProxyType(out)
 
 
 #: A registry's weight when none is given (Dubbo's ``DEFAULT_WEIGHT`` for registries).
@@ -236,3 +285,6 @@ class ApplicationConfig:
     #: The application's zone (``application.zone``): calls without a ``registry_zone``
     #: attachment prefer the registry of this zone.
     zone: str | None = None
+    #: The application's own URL parameters (``application.parameters``): every consumer URL
+    #: carries them (see :func:`application_parameters`).
+    parameters: Mapping[str, str] = field(default_factory=dict)

@@ -70,11 +70,15 @@ def provider_url(
     timestamp_ms: int | None = None,
     extra: dict[str, str] | None = None,
     options: ServiceOptions | None = None,
+    base: Mapping[str, str] | None = None,
 ) -> URL:
     """The URL a provider registers (docs/design.md §3), as Apache Dubbo writes it for a triple
     provider: methods sorted, side=provider, start timestamp for warmup, pid and release.
-    ``options`` (from configuration) replace the servicer's ``@service`` options."""
-    params = {
+    ``options`` (from configuration) replace the servicer's ``@service`` options. ``base``
+    (the application's own parameters) goes under everything else, as Dubbo appends
+    ``ApplicationConfig.parameters`` before the service's."""
+    params = dict(base or {})
+    params |= {
         "anyhost": "false",
         "application": application,
         "interface": spec.name,
@@ -162,6 +166,8 @@ class ExportPlan:
     credentials: grpc.ServerCredentials | None = None
     url_parameters: Mapping[str, str] | None = None
     service_options: Mapping[str, ServiceOptions] | None = None
+    #: The application's own parameters, under each service's (``Application(parameters=)``).
+    application_parameters: Mapping[str, str] | None = None
     #: Serve gRPC server reflection (None: ``$DUBBO_PY_REFLECTION``, default on).
     reflection: bool | None = None
     #: Wraps each servicer method's handler once when it is added (the provider metrics when
@@ -196,6 +202,7 @@ class ExportPlan:
             self.credentials,
             dict(self.url_parameters or {}),
             self.service_options,
+            self.application_parameters,
         )
 
 
@@ -280,6 +287,7 @@ def provider_urls(
     credentials: grpc.ServerCredentials | None,
     url_parameters: dict[str, str] | None,
     service_options: Mapping[str, ServiceOptions] | None = None,
+    base: Mapping[str, str] | None = None,
 ) -> list[URL]:
     """One provider URL per servicer (``tls=true`` and ``ssl-enabled=true`` when the server is
     secure); a service named
@@ -301,6 +309,7 @@ def provider_urls(
                 port=port,
                 extra=extra,
                 options=(service_options or {}).get(spec.name),
+                base=base,
             )
         )
     return urls

@@ -58,6 +58,13 @@ def _version_group(version: str, group: str) -> str:
 _SUBSCRIBED = (layout.PROVIDERS, layout.ROUTERS, layout.CONFIGURATORS)
 
 
+def _provider_application(provider: URL) -> str | None:
+    """The provider's application: ``remote.application`` on a URL merged the Dubbo 2.7 way
+    (Dubbo's ``getRemoteApplication``), else its ``application``."""
+    params = provider.parameters
+    return params.get("remote.application") or params.get("application")
+
+
 def _category_source(category: str) -> str:
     # Config-center keys never start with "/", so the two kinds of source never collide.
     return f"/{category}"
@@ -87,10 +94,10 @@ class ServiceRules:
         """Keys known before any provider is seen (the service's and the application's)."""
         return rule_kinds.service_keys(self.rule_prefix, self.application)
 
-    @staticmethod
-    def provider_app_keys(application: str) -> list[WatchedKey]:
-        """Keys watched for each provider application seen."""
-        return rule_kinds.provider_application_keys(application)
+    def provider_app_keys(self, application: str) -> list[WatchedKey]:
+        """Keys watched for each provider application seen (those Dubbo skips for the
+        consumer's own application left out)."""
+        return rule_kinds.provider_application_keys(application, self.application)
 
 
 class RegistryDirectory:
@@ -137,7 +144,8 @@ class RegistryDirectory:
         self._provider_list = ProviderList(ProviderFilter(consumer, self.rules.service), configure)
         self._configurator_urls: list[URL] = []
         self._configurator_docs: dict[str, str] = {}
-        self._provider_apps: set[str] = set()
+        #: Provider applications whose keys are watched, with the cancels of those watches.
+        self._provider_apps: dict[str, list[Cancel]] = {}
         self._cancels: list[Cancel] = []
         self._listeners: list[Callable[[BoundChain], None]] = []
         self._providers_seen = threading.Event()
@@ -196,6 +204,9 @@ class RegistryDirectory:
         """Stop watching."""
         with self._lock:
             cancels, self._cancels = self._cancels, []
+            for app_cancels in self._provider_apps.values():
+                cancels += app_cancels
+            self._provider_apps = {}
         for cancel in cancels:
             cancel()
 
@@ -209,14 +220,15 @@ class RegistryDirectory:
 
     # ----------------------------------------------------------------- notifications
 
-    def _watch(self, watched: WatchedKey) -> None:
+    def _watch(self, watched: WatchedKey, cancels: list[Cancel] | None = None) -> None:
         assert self.registry is not None
 
         def on_document(text: str | None) -> None:
             self._on_document(watched, text)
 
         self._first_reads.expect(watched.key, layout.config_path(watched.key))
-        self._cancels.append(self.registry.watch_config(watched.key, on_document))
+        cancel = self.registry.watch_config(watched.key, on_document)
+        (self._cancels if cancels is None else cancels).append(cancel)
 
     def _on_category(self, category: str, urls: list[URL]) -> None:
         real = [] if is_empty(urls) else urls
@@ -234,6 +246,7 @@ class RegistryDirectory:
                 self._providers_seen.set()
                 # Only the providers that arrived can bring an application not seen yet.
                 self._watch_provider_apps(self._provider_list.arrivals(real))
+                self._unwatch_gone_apps(real)
                 self._rebuild(providers_changed=True, overrides_changed=False)
             elif category == layout.ROUTERS:
                 if self._rulebook.set_urls(
@@ -280,12 +293,43 @@ class RegistryDirectory:
 
     def _watch_provider_apps(self, providers: list[URL]) -> None:
         # Distinct applications first: a fleet has thousands of providers and a few apps.
-        apps = {p.parameters["application"] for p in providers if "application" in p.parameters}
+        apps = {app for p in providers if (app := _provider_application(p))}
         for app in apps:
             if app and app not in self._provider_apps and self.registry is not None:
-                self._provider_apps.add(app)
-                for watched in ServiceRules.provider_app_keys(app):
-                    self._watch(watched)
+                cancels: list[Cancel] = []
+                self._provider_apps[app] = cancels
+                for watched in self.rules.provider_app_keys(app):
+                    self._watch(watched, cancels)
+
+    def _unwatch_gone_apps(self, providers: list[URL]) -> None:
+        """Stop reading the rules of provider applications no provider belongs to any more
+        (Dubbo's provider-application routers switch to the new providers' application). An
+        empty provider list changes nothing, as in Dubbo, which keeps its subscription then.
+        Called before the providers' rebuild, which applies the dropped rules."""
+        if not providers or not self._provider_apps:
+            return
+        # Most notifications keep every application: stop at the first provider of each one
+        # (one provider read when the service has one application) instead of reading all.
+        gone = set(self._provider_apps)
+        for provider in providers:
+            gone.discard(_provider_application(provider))
+            if not gone:
+                return
+        for app in gone:
+            for cancel in self._provider_apps.pop(app):
+                cancel()
+            for watched in self.rules.provider_app_keys(app):
+                self._first_reads.read(watched.key)  # no longer awaited
+                if not watched.kind.overrides:
+                    path = layout.config_path(watched.key)
+                    if self._rulebook.set_document(path, None, watched.compile):
+                        log.info(
+                            "%s: no provider of %s left: %s no longer applies (the caller "
+                            "rebuilds the chain)",
+                            self.rules.service,
+                            app,
+                            path,
+                        )
 
     def _load_cache(self) -> None:
         if self._cache is None:
@@ -304,9 +348,9 @@ class RegistryDirectory:
                 return  # the registry answered meanwhile: it wins
             watched = self.rules.static_keys()
             for provider in urls[layout.PROVIDERS]:
-                app = provider.get_str("application")
+                app = _provider_application(provider)
                 if app:
-                    watched += ServiceRules.provider_app_keys(app)
+                    watched += self.rules.provider_app_keys(app)
             by_key = {w.key: w for w in watched}
             for key, text in configs.items():
                 found = by_key.get(key)

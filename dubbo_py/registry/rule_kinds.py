@@ -80,6 +80,10 @@ class RuleKind:
     #: False when the document's ``scope``/``key`` fields do not name its key (a shard rule):
     #: pushing one needs ``--key``.
     names_its_key: bool = True
+    #: False when a consumer does not read the provider-application key of its own
+    #: application (Dubbo's ProviderAppStateRouter and AffinityProviderAppStateRouter skip it:
+    #: a consumer's own application's condition rule is read once, as an application rule).
+    own_application_as_provider: bool = True
 
     @property
     def targets(self) -> frozenset[Target]:
@@ -133,6 +137,24 @@ def _condition_application(text: str, source: str) -> list[Router]:
     return carriers.application_routers_from_yaml(text, source)
 
 
+def _condition_provider_application(text: str, source: str) -> list[Router]:
+    from dubbo_py.router.condition import carriers
+
+    return carriers.provider_application_routers_from_yaml(text, source)
+
+
+def _affinity_service(text: str, source: str) -> list[Router]:
+    from dubbo_py.router import affinity
+
+    return list(affinity.service_routers(text, source))
+
+
+def _affinity_provider_application(text: str, source: str) -> list[Router]:
+    from dubbo_py.router import affinity
+
+    return list(affinity.provider_application_routers(text, source))
+
+
 def _tag_router(text: str, source: str) -> list[Router]:
     from dubbo_py.router.tag import TagRouter, parse_tag_rule
 
@@ -164,11 +186,24 @@ RULE_KINDS: tuple[RuleKind, ...] = (
         "condition-router",
         {
             # Where a condition document is stored sets its priority (Dubbo's
-            # ServiceStateRouter and AppStateRouter), whatever its scope field says.
+            # ServiceStateRouter 140, AppStateRouter 150, ProviderAppStateRouter 145),
+            # whatever its scope field says.
             Target.SERVICE: _condition_service,
             Target.APPLICATION: _condition_application,
+            Target.PROVIDER_APPLICATION: _condition_provider_application,
         },
         fields=("conditions",),
+        own_application_as_provider=False,
+    ),
+    RuleKind(
+        "affinity-router",
+        {
+            # Dubbo 3.3's AffinityServiceStateRouter (130), AffinityProviderAppStateRouter (135).
+            Target.SERVICE: _affinity_service,
+            Target.PROVIDER_APPLICATION: _affinity_provider_application,
+        },
+        fields=("affinityAware",),
+        own_application_as_provider=False,
     ),
     RuleKind("tag-router", {Target.PROVIDER_APPLICATION: _tag_router}, fields=("tags",)),
     RuleKind("script-router", {Target.PROVIDER_APPLICATION: _script_router}, fields=("script",)),
@@ -227,24 +262,40 @@ def service_keys(rule_prefix: str, application: str) -> list[WatchedKey]:
     return keys
 
 
-def provider_application_keys(application: str) -> list[WatchedKey]:
-    """The keys a consumer watches for each provider application it sees."""
+def provider_application_keys(application: str, consumer_application: str = "") -> list[WatchedKey]:
+    """The keys a consumer of ``consumer_application`` watches for each provider application it
+    sees: every provider-application kind, but not those that skip the consumer's own
+    application (:attr:`RuleKind.own_application_as_provider`) when it is that one."""
+    own = application == consumer_application
     return [
         WatchedKey(k, Target.PROVIDER_APPLICATION, k.key(application))
         for k in _kinds()
         if Target.PROVIDER_APPLICATION in k.compilers
+        and not (own and not k.own_application_as_provider)
     ]
 
 
-def target_for_document(kind: RuleKind, data: object) -> Target:
+def target_for_document(kind: RuleKind, data: object, consumer_application: str = "") -> Target:
     """How to read a document of ``kind`` that is not stored at a key (a ``route test``
     scenario, a file checked without ``--key``): at an application key when the kind is read
-    only there or the document says ``scope: application``, else at a service key."""
+    only there or the document says ``scope: application``, else at a service key. Given the
+    consumer's application, an application document whose ``key`` names another application
+    is read as that provider application's (a condition rule at priority 145, not 150)."""
     application = kind.application_target
     if application is None:
         return Target.SERVICE
     if Target.SERVICE not in kind.targets:
         return application
     if isinstance(data, Mapping) and data.get("scope") == "application":
+        key = data.get("key")
+        if (
+            application is Target.APPLICATION
+            and Target.PROVIDER_APPLICATION in kind.targets
+            and consumer_application
+            and isinstance(key, str)
+            and key.strip()
+            and key.strip() != consumer_application
+        ):
+            return Target.PROVIDER_APPLICATION
         return application
     return Target.SERVICE

@@ -49,13 +49,15 @@ def make_greeter(
     weight: int = 100,
     delay: float = 0.0,
     executes: int | None = None,
+    parameters: dict[str, str] | None = None,
 ) -> Any:
     """A Greeter servicer class declared as a dubbo-py provider with these options; ``record``
     names a file that gets one line per call (see :class:`CallLog`); ``warmup`` is the ms over
     which the provider's weight ramps up after it starts; ``weight`` is its load-balancing
     weight; ``delay`` seconds are spent in every ``SayHello`` (a slow provider, to watch
     ``leastactive`` and ``shortestresponse`` steer around it); ``executes`` caps the calls of
-    each method running at once (more are shed with RESOURCE_EXHAUSTED)."""
+    each method running at once (more are shed with RESOURCE_EXHAUSTED); ``parameters`` are
+    extra URL parameters (``zone=a``) that rules can match."""
     calls = CallLog(record)
     limits = {} if executes is None else {"executes": executes}
 
@@ -63,7 +65,7 @@ def make_greeter(
         version=version,
         shard=shard,
         shards=shards,
-        tags={"dubbo.tag": tag} if tag else None,
+        tags={**(parameters or {}), **({"dubbo.tag": tag} if tag else {})} or None,
         warmup=warmup,
         weight=weight,
         **limits,
@@ -123,7 +125,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--executes", type=int, default=None, help="calls of each method at once (more are shed)"
     )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra URL parameter rules can match (zone=a); repeat it for several",
+    )
     args = parser.parse_args(argv)
+    parameters = dict(p.split("=", 1) for p in args.param)
     logging.basicConfig(level=logging.WARNING, format="provider %(levelname)s %(message)s")
 
     greeter = make_greeter(
@@ -136,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         weight=args.weight,
         delay=args.delay,
         executes=args.executes,
+        parameters=parameters,
     )
     registries = args.registry or [None]
     if len(registries) == 1:

@@ -89,6 +89,7 @@ def test_application_keys(app: str, kind: str) -> None:
         "configurators": Target.APPLICATION,
         "tag-router": Target.PROVIDER_APPLICATION,
         "script-router": Target.PROVIDER_APPLICATION,
+        "affinity-router": Target.PROVIDER_APPLICATION,
     }[kind]
     assert parsed.read_as is expected
 

@@ -4,6 +4,7 @@ registry selection, --help everywhere, suggestions, exit codes, one-line errors.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 import pytest
@@ -337,6 +338,11 @@ def test_zookeeper_auth_comes_from_the_option_or_the_environment(
     class Recorder:
         def __init__(self, hosts: str, chroot: str, **options: object) -> None:
             seen.append((hosts, chroot, options.get("auth")))
+
+        @classmethod
+        def from_address(cls, address: Any, **options: object) -> Recorder:
+            # The store table's constructor, as ZooKeeperStore.from_address calls __init__.
+            return cls(address.location, address.chroot, auth=options.get("auth"))
 
         def start(self, timeout: float) -> bool:
             return False

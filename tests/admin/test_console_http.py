@@ -225,3 +225,18 @@ def test_the_service_page_shows_a_provider_once_with_its_levels(
     write_java_provider(registry[0].store, "java-only", "10.0.0.8", 50071, java)
     status, body = browser.get(f"/service/{java}")
     assert status == 200 and '<td class="levels">application</td>' in body
+
+
+def test_affinity_rules_in_the_editor(browser: Browser, registry: tuple[Registry, History]) -> None:
+    app = f"app{uuid.uuid4().hex[:6]}"
+    key = f"{app}.affinity-router"
+    status, page = browser.get(f"/rule?key={key}")
+    assert status == 200 and "affinityAware" in page and f"key: {app}" in page
+    good = f"configVersion: v3.1\nscope: application\nkey: {app}\naffinityAware:\n  key: region\n"
+    bad = good + "  ratio: 150\n"
+    status, body = browser.post("/rule/validate", {"key": key, "text": bad, "version": "-1"})
+    assert status == 200 and "affinityAware.ratio must be within 0..100" in body
+    status, body = browser.post("/rule/push", {"key": key, "text": good, "version": "-1"})
+    assert status == 200 and f"pushed {key}" in body
+    doc = registry[0].get_config(key)
+    assert doc is not None and doc.text == good

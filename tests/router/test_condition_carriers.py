@@ -667,7 +667,7 @@ def test_chain_names_the_condition_router_that_emptied_the_list() -> None:
 def test_examples_in_the_routing_docs_are_valid() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "routing.md").read_text("utf-8")
     # The condition router's section; the other routers' examples are checked by their tests.
-    doc = doc[doc.index("## Condition router") : doc.index("## Mock selector")]
+    doc = doc[doc.index("## Condition router") : doc.index("## Affinity router")]
     blocks = doc.split("```")[1::2]
     yaml_docs = [b.removeprefix("yaml\n") for b in blocks if b.startswith("yaml\n")]
     assert len(yaml_docs) == 2

@@ -16,7 +16,7 @@ from dubbo_py.admin.rules.history import History, HistoryEntry
 from dubbo_py.admin.rules.reach import ConsumerReach, reach_now
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance.base import effective_weight
-from dubbo_py.registry import layout
+from dubbo_py.registry import layout, rule_kinds
 from dubbo_py.registry.directory import ServiceRules
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
@@ -155,10 +155,15 @@ def _rules_of(
     """Rule keys that the service's consumers watch (as their directories do), or that name
     the service."""
     watched: set[str] = set()
+    apps = {p.get_str("application") for p in providers} - {""}
     for consumer in consumers:
-        watched.update(w.key for w in ServiceRules.for_consumer(consumer).static_keys())
-    for app in {p.get_str("application") for p in providers} - {""}:
-        watched.update(w.key for w in ServiceRules.provider_app_keys(app))
+        rules_of_consumer = ServiceRules.for_consumer(consumer)
+        watched.update(w.key for w in rules_of_consumer.static_keys())
+        for app in apps:
+            watched.update(w.key for w in rules_of_consumer.provider_app_keys(app))
+    if not consumers:  # no consumer yet: the keys a consumer of another application watches
+        for app in apps:
+            watched.update(w.key for w in rule_kinds.provider_application_keys(app))
     return tuple(sorted(k for k, rule in keys.items() if k in watched or rule.interface == service))
 
 

@@ -38,6 +38,10 @@ NEW_RULE_TEMPLATES = {
         "configVersion: v3.0\nkey: {target}\nenabled: true\nforce: false\n"
         "tags:\n  - name: gray\n    addresses: [127.0.0.1:50051]\n"
     ),
+    "affinity-router": (
+        "configVersion: v3.1\nscope: {scope}\nkey: {target}\nenabled: true\n"
+        "affinityAware:\n  key: region\n  ratio: 20\n"
+    ),
     "configurators": (
         "configVersion: v3.0\nscope: service\nkey: {interface}\nenabled: true\n"
         "configs:\n  - addresses: [127.0.0.1:50051]\n    side: provider\n"
@@ -67,7 +71,11 @@ def rule_view(web: Web, request: Request) -> Response:
     doc = web.state.env.registry.get_config(key)
     if doc is None:
         template = NEW_RULE_TEMPLATES.get(rule.kind, "configVersion: v3.0\nenabled: true\n")
-        text = template.format(interface=rule.interface or rule.target, target=rule.target)
+        text = template.format(
+            interface=rule.interface or rule.target,
+            target=rule.target,
+            scope="application" if rule.application_scoped else "service",
+        )
     else:
         text = doc.text
     return web.render(

@@ -76,7 +76,7 @@ def _watched(consumer: URL, providers: Sequence[URL]) -> list[WatchedKey]:
     rules = ServiceRules.for_consumer(consumer)
     keys = rules.static_keys()
     for app in sorted({p.get_str("application") for p in providers} - {""}):
-        keys += ServiceRules.provider_app_keys(app)
+        keys += rules.provider_app_keys(app)
     return keys
 
 

@@ -427,7 +427,9 @@ def _rules(
                 raise reader.error(
                     f"{what}.yaml must be the rule document (text)", text_node or rule_node
                 )
-            target = rule_kinds.target_for_document(rule_kind, peek_yaml(text))
+            target = rule_kinds.target_for_document(
+                rule_kind, peek_yaml(text), consumer.get_str("application")
+            )
             try:
                 compiled = rule_kind.compile(target, text, what)
             except RuleError as exc:

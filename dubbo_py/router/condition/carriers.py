@@ -21,6 +21,7 @@ line and column when the fault is in YAML syntax or in rule text.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,8 +43,11 @@ from dubbo_py.yaml_loader import YamlDocument, compile_yaml, key_node, value_nod
 
 __all__ = [
     "APPLICATION_SCOPE_PRIORITY",
+    "PROVIDER_APPLICATION_PRIORITY",
     "SERVICE_SCOPE_PRIORITY",
     "application_routers_from_yaml",
+    "fields_without_effect",
+    "provider_application_routers_from_yaml",
     "router_from_url",
     "routers_from_yaml",
     "service_routers_from_yaml",
@@ -55,8 +59,14 @@ __all__ = [
 SERVICE_SCOPE_PRIORITY = 140
 #: Chain priority of an application-scope YAML rule (Dubbo's AppStateRouter).
 APPLICATION_SCOPE_PRIORITY = 150
+#: Chain priority of a rule read from the key of the providers' application when that is not
+#: the consumer's own (Dubbo's ProviderAppStateRouter, ``@Activate(order = 145)``).
+PROVIDER_APPLICATION_PRIORITY = 145
 
 _SCOPES = {"service": SERVICE_SCOPE_PRIORITY, "application": APPLICATION_SCOPE_PRIORITY}
+#: Where a document can be read: the two scopes a document may declare, and the providers'
+#: application (a place, never a declared scope).
+_PLACES = {**_SCOPES, "provider-application": PROVIDER_APPLICATION_PRIORITY}
 _DOCUMENT_FIELDS = frozenset(
     {
         "configVersion",
@@ -72,6 +82,18 @@ _DOCUMENT_FIELDS = frozenset(
     }
 )
 _V31_CONDITION_FIELDS = frozenset({"from", "to", "priority", "force", "ratio", "trafficDisable"})
+#: Document fields Dubbo's AbstractRouterRule reads that change nothing in dubbo-py, with why
+#: (``scope`` and ``key`` are not among them: they tell the CLI where a document goes, and
+#: consumers, like Dubbo's, go by the key the document is stored at).
+_NO_EFFECT = {
+    "runtime": "Dubbo's route cache switch; dubbo-py routes every call from masks computed "
+    "when providers or rules change",
+    "dynamic": "Dubbo reads it and does nothing with it",
+    "priority": "the key the document is stored at sets its priority (140, 145 or 150), as in "
+    "Dubbo; a v3.1 condition's own priority orders the conditions",
+}
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- registry URLs
@@ -120,8 +142,8 @@ def routers_from_yaml(text: str, source: str, scope: str | None = None) -> list[
     that applies the document's conditions in order, at its scope's priority). ``scope`` is
     where the document was read (``service`` or ``application`` key); ``None`` lets the
     document's own ``scope`` field say, defaulting to ``service``."""
-    if scope is not None and scope not in _SCOPES:
-        raise ValueError(f"scope must be one of {sorted(_SCOPES)}, not {scope!r}")
+    if scope is not None and scope not in _PLACES:
+        raise ValueError(f"scope must be one of {sorted(_PLACES)}, not {scope!r}")
     return [_compiled_document(text, source, scope)]
 
 
@@ -133,13 +155,29 @@ def _compiled_document(text: str, source: str, scope: str | None) -> Router:
     applications in a process applied a push ten times over. A document that fails raises each
     time (errors are not kept)."""
     # Every consumer reads every push: libyaml first, the reference parser for errors.
-    return compile_yaml(
-        text,
-        source,
-        lambda doc: _Document(doc, scope).build(),
-        error=RuleError,
-        empty="the document is empty",
-    )
+    ignored: list[tuple[str, str]] = []
+
+    def build(doc: YamlDocument) -> Router:
+        ignored[:] = fields_without_effect(doc.data)
+        return _Document(doc, scope).build()
+
+    router = compile_yaml(text, source, build, error=RuleError, empty="the document is empty")
+    # Once per document version and process (this cache), so that no field goes unnamed.
+    if ignored:
+        log.info(
+            "%s: condition rule fields with no effect in dubbo-py: %s",
+            source,
+            "; ".join(f"{name} ({why})" for name, why in ignored),
+        )
+    return router
+
+
+def fields_without_effect(data: object) -> list[tuple[str, str]]:
+    """``(field, why)`` for each field of a condition document that dubbo-py reads and that
+    changes nothing (``rules validate``/``push`` warn about them)."""
+    if not isinstance(data, Mapping):
+        return []
+    return [(name, why) for name, why in _NO_EFFECT.items() if name in data]
 
 
 def service_routers_from_yaml(text: str, source: str) -> list[Router]:
@@ -150,6 +188,12 @@ def service_routers_from_yaml(text: str, source: str) -> list[Router]:
 def application_routers_from_yaml(text: str, source: str) -> list[Router]:
     """A document read from an application key (``<application>.condition-router``)."""
     return routers_from_yaml(text, source, "application")
+
+
+def provider_application_routers_from_yaml(text: str, source: str) -> list[Router]:
+    """A document read from the providers' application key (``<provider-app>.condition-router``)
+    by a consumer of another application: priority 145, as Dubbo's ProviderAppStateRouter."""
+    return routers_from_yaml(text, source, "provider-application")
 
 
 def validate_yaml(text: str, source: str) -> None:
@@ -216,7 +260,8 @@ class _Document:
         force = self.boolean(data, node, "force", False)
         self.boolean(data, node, "runtime", True)
         self.boolean(data, node, "dynamic", False)
-        self.boolean(data, node, "valid", True)
+        # Dubbo's ListenableStateRouter builds no router from a document with valid: false.
+        valid = self.boolean(data, node, "valid", True)
         self.integer(data, node, "priority", 0)
         conditions = data.get("conditions")
         conditions_node = value_node(node, "conditions")
@@ -236,7 +281,9 @@ class _Document:
                 self.single(item, item_node, i, label, force, enabled)
                 for i, (item, item_node) in enumerate(items)
             ]
-        return ConditionRuleSet(f"condition({label})", _SCOPES[scope], tuple(members))
+        if not valid:
+            members = []
+        return ConditionRuleSet(f"condition({label})", _PLACES[scope], tuple(members))
 
     def version(self, data: Mapping[str, Any], node: yaml.Node) -> str:
         # Dubbo's ConditionRuleParser: v3.1 when the version starts with it, the v3.0 list
