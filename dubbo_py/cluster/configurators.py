@@ -15,17 +15,39 @@ Two carriers, as in Apache Dubbo:
       configs:
         - addresses: ["10.0.0.5:50051"]     # or 0.0.0.0 / omitted: every provider
           side: provider
+          match:                             # v3.0: narrow further (configurator_match.py)
+            param: [{key: zone, value: {exact: a}}]
           parameters: {weight: 0}
 
+Which items apply to a URL follows Dubbo 3.3's ``AbstractConfigurator`` and ``ConfigParser``:
+
+* the document's ``enabled`` switches every item of type ``general`` (or no type) on or off; an
+  item of another ``type`` (Dubbo Admin's ``weight``, ``balancing``, ``disabled``) is on only
+  with its own ``enabled: true``;
+* ``addresses``: hosts (``host`` or ``host:port``; ``0.0.0.0`` or none: every one) of the
+  providers, or for a ``side: consumer`` item of the consumers;
+* ``providerAddresses`` (provider side): ``host:port``, ``host``, ``0.0.0.0``, ``0.0.0.0:*`` or
+  ``0.0.0.0:<port>`` entries, one of which must cover the provider;
+* ``applications`` (service scope): the URL's application must be one of them;
+  ``services`` (application scope): the URL's service key (``group/interface:version``) must be
+  one of them, ``*`` for any;
+* ``match`` when ``configVersion`` starts with ``v3.0`` (as Dubbo compares it), the v2.7
+  ``~key`` conditions (``parameters: {"~zone": a}``: the URL's ``zone`` must be ``a``) when it
+  does not -- override URLs included.
+
 Matching overrides are applied in order (URLs first, then documents by key), each setting its
-parameters on the provider URL; ``enabled: false`` turns a rule off. What providers carry is then
-what load balancers (``weight``), the directory (``disabled``) and strategies read.
+parameters on the provider URL. What providers carry is then what load balancers (``weight``),
+the directory (``disabled``) and strategies read.
 
 An override that says ``side: consumer`` (``&side=consumer`` on a URL) changes consumers
 instead: its addresses are consumer hosts (``0.0.0.0`` or none: every consumer) and its
-applications consumer applications; :func:`consumer_parameters` gives what it sets
-(``timeout`` in ms, ``retries``, ``loadbalance``, or ``<method>.timeout`` and the like), which a
-reference merges over its own options. An override without ``side`` is a provider override.
+``match`` reads the consumer's own URL; :func:`consumer_parameters` gives what it sets
+(``timeout`` in ms, ``retries``, ``loadbalance``, ``cluster``, ``mock``, ``actives``, or
+``<method>.timeout`` and the like), which a reference merges over its own options. An override
+without ``side`` is a provider override.
+
+Whatever a document says that this module does not act on is named by :func:`unacted_fields`
+(``rules validate`` warns, consumers and providers log it once per document version).
 """
 
 from __future__ import annotations
@@ -35,6 +57,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dubbo_py.cluster.configurator_match import ConditionMatch, MatchError, parse_condition_match
 from dubbo_py.errors import RuleError
 from dubbo_py.url import URL
 
@@ -47,6 +70,8 @@ __all__ = [
     "consumer_parameters",
     "parse_configurators_yaml",
     "parse_override_url",
+    "unacted_fields",
+    "validate_document",
 ]
 
 log = logging.getLogger(__name__)
@@ -68,36 +93,86 @@ CONTROL_KEYS = frozenset(
         "configVersion",
         "compatible_config",
         "providerAddresses",
+        "interfaces",
     }
 )
 ANYHOST = "0.0.0.0"
+#: Item types whose ``enabled`` is the document's (Dubbo's ``ConfigItem.GENERAL_TYPE``).
+GENERAL_TYPE = "general"
+#: The fields of a document and of an item that Dubbo 3.3 reads.
+DOCUMENT_FIELDS = frozenset({"configVersion", "scope", "key", "enabled", "configs"})
+ITEM_FIELDS = frozenset(
+    {
+        "type",
+        "enabled",
+        "addresses",
+        "providerAddresses",
+        "services",
+        "applications",
+        "parameters",
+        "match",
+        "side",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Override:
-    """One override: which providers (addresses, applications) and what parameters to set."""
+    """One override: which URLs it applies to and what parameters it sets."""
 
     parameters: Mapping[str, str]
-    #: ``host`` or ``host:port`` entries; empty or containing 0.0.0.0 matches every provider.
+    #: ``host`` or ``host:port`` entries; empty or containing 0.0.0.0 matches every host.
     addresses: tuple[str, ...] = ()
     applications: tuple[str, ...] = ()
     side: str = "provider"
     enabled: bool = True
     source: str = field(default="", compare=False)
+    #: Dubbo's ``providerAddresses``: one must cover the provider's address (empty: any).
+    provider_addresses: tuple[str, ...] = ()
+    #: Service keys (application scope; empty or ``*``: any service).
+    services: tuple[str, ...] = ()
+    #: The v3.0 ``match`` (read only when :attr:`config_version` starts with ``v3.0``).
+    match: ConditionMatch | None = None
+    config_version: str = ""
+    #: v2.7 ``~key`` conditions: URL parameter -> required value (``*``: any).
+    conditions: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def v3(self) -> bool:
+        """Whether Dubbo reads this override's ``match`` (``configVersion`` v3.0...)."""
+        return self.config_version.startswith("v3.0")
 
     def matches(self, provider: URL) -> bool:
         """Whether this override applies to ``provider``."""
-        return self.side == "provider" and self._matches(provider, by_port=True)
+        return (
+            self.side == "provider"
+            and self._addressed(provider, by_port=True)
+            and self._provider_addressed(provider)
+            and self._conditions_hold(provider, provider.host)
+        )
 
     def matches_consumer(self, consumer: URL) -> bool:
         """Whether this (``side: consumer``) override applies to ``consumer`` (matched by host
-        and application; a consumer has no port)."""
-        return self.side == "consumer" and self._matches(consumer, by_port=False)
+        and application; a consumer has no port). An item narrowed to some providers
+        (``providerAddresses``, ``match.providerAddress``) sets per-provider consumer
+        parameters in Dubbo, which dubbo-py does not have: it applies to no consumer (and
+        :func:`unacted_fields` says so) rather than to every provider."""
+        if self.side != "consumer" or self.provider_addresses:
+            return False
+        if self.v3 and self.match is not None and self.match.provider_address is not None:
+            return False
+        return self._addressed(consumer, by_port=False) and self._conditions_hold(
+            consumer, consumer.host
+        )
 
-    def _matches(self, url: URL, *, by_port: bool) -> bool:
+    def _addressed(self, url: URL, *, by_port: bool) -> bool:
         if not self.enabled:
             return False
         if self.applications and url.get_str("application") not in self.applications:
+            return False
+        if self.services and not any(
+            s == "*" or _service_key(s) == url.service_key for s in self.services
+        ):
             return False
         if not self.addresses:
             return True
@@ -109,14 +184,52 @@ class Override:
                 return True
         return False
 
+    def _provider_addressed(self, url: URL) -> bool:
+        if not self.provider_addresses:
+            return True
+        any_port = (ANYHOST, f"{ANYHOST}:*", f"{ANYHOST}:{url.port}")
+        return any(a in any_port or a in (url.address, url.host) for a in self.provider_addresses)
+
+    def _conditions_hold(self, url: URL, host: str) -> bool:
+        if self.v3:
+            match = self.match
+            return match is None or match.matches(
+                host, url.address, url.service_key, url.get("application"), url.parameters
+            )
+        return all(v == "*" or url.get(k) == v for k, v in self.conditions.items())
+
+
+def _service_key(text: str) -> str:
+    """A service of an application-scope item as Dubbo's ``ConfigParser.appendService`` reads
+    it (``group/interface:version``), as a URL's service key: empty parts left out."""
+    group, _, rest = text.partition("/") if text.find("/") > 0 else ("", "", text)
+    interface, _, version = rest.partition(":") if rest.find(":") > 0 else (rest, "", "")
+    key = f"{group}/{interface}" if group else interface
+    return f"{key}:{version}" if version else key
+
+
+def _split_parameters(params: Mapping[str, str], v3: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """(parameters to set, ``~key`` conditions): the conditions only before v3.0; in a v3.0
+    rule a ``~key`` is neither (:func:`unacted_fields` names it)."""
+    values, conditions = {}, {}
+    for key, value in params.items():
+        if key.startswith("~"):
+            if not v3:
+                conditions[key[1:]] = value
+        elif key not in CONTROL_KEYS:
+            values[key] = value
+    return values, conditions
+
 
 def parse_override_url(url: URL, source: str = "") -> Override | None:
     """An override from an ``override://`` URL (None for ``empty://`` or other protocols)."""
     if url.protocol != "override":
         return None
-    params = {k: v for k, v in url.parameters.items() if k not in CONTROL_KEYS}
+    version = url.get_str("configVersion")
+    params, conditions = _split_parameters(url.parameters, version.startswith("v3.0"))
     address = url.host if not url.port else f"{url.host}:{url.port}"
     app = url.get_str("application")
+    providers = url.get_str("providerAddresses")
     return Override(
         parameters=params,
         addresses=(address,) if url.host else (),
@@ -124,6 +237,9 @@ def parse_override_url(url: URL, source: str = "") -> Override | None:
         side=url.get_str("side", "provider"),
         enabled=url.get_bool("enabled", True),
         source=source,
+        provider_addresses=tuple(a for a in providers.split(",") if a) if providers else (),
+        config_version=version,
+        conditions=conditions,
     )
 
 
@@ -145,6 +261,11 @@ def _has(doc: YamlDocument, path: Path) -> bool:
     return isinstance(parent, dict) and path[-1] in parent
 
 
+def _truthy(value: object) -> bool:
+    """Java's ``Boolean.parseBoolean(value.toString())``, which Dubbo reads ``enabled`` with."""
+    return str(value).lower() == "true" if not isinstance(value, bool) else value
+
+
 def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
     """Overrides from a Dubbo 3 ``configurators`` document; RuleError naming what is wrong,
     where (``configs[1].parameters``) and at which line and column."""
@@ -155,43 +276,186 @@ def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
     return compile_yaml(text, source, _configurators, error=RuleError, empty="rule is empty")
 
 
+def unacted_fields(text: str, source: str = "") -> list[str]:
+    """What a valid configurators document says that neither Dubbo 3.3 nor dubbo-py acts on,
+    each with its place (``configs[0].match.zone``) and why: ``rules validate`` warns about
+    each, consumers log them. RuleError when the document is not valid."""
+    from dubbo_py.yaml_loader import compile_yaml
+
+    return compile_yaml(text, source, _unacted, error=RuleError, empty="rule is empty")
+
+
+#: (source, text) of the document versions whose unacted fields were logged (bounded).
+_LOGGED: dict[tuple[str, str], None] = {}
+_LOGGED_MAX = 256
+
+
+def validate_document(text: str, source: str = "") -> list[Override]:
+    """What a consumer or provider runs on each document version it receives:
+    :func:`parse_configurators_yaml` (RuleError for an invalid one), and a warning naming each
+    field not acted on (:func:`unacted_fields`), once per document version."""
+    from dubbo_py.yaml_loader import compile_yaml
+
+    overrides, unacted = compile_yaml(text, source, _read, error=RuleError, empty="rule is empty")
+    if unacted and (source, text) not in _LOGGED:
+        if len(_LOGGED) >= _LOGGED_MAX:
+            _LOGGED.pop(next(iter(_LOGGED)))
+        _LOGGED[(source, text)] = None
+        log.warning(
+            "override rule %s: not acted on: %s", source or "<document>", "; ".join(unacted)
+        )
+    return overrides
+
+
 def _configurators(doc: YamlDocument) -> list[Override]:
+    return _read(doc)[0]
+
+
+def _unacted(doc: YamlDocument) -> list[str]:
+    return _read(doc)[1]
+
+
+def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
     source = doc.source
+    if isinstance(doc.data, list):
+        return _url_list(doc), []
     if not isinstance(doc.data, dict):
         raise doc.error((), "a configurators document must be a mapping")
-    configs = doc.data.get("configs")
+    data = doc.data
+    configs = data.get("configs")
     if not isinstance(configs, list):
-        where: Path = ("configs",) if "configs" in doc.data else ()
+        where: Path = ("configs",) if "configs" in data else ()
         raise doc.error(where, "'configs' must be a list of override entries")
-    enabled_all = doc.data.get("enabled", True) is not False
+    unacted = [
+        f"{k}: not a field of a configurators document" for k in data if k not in DOCUMENT_FIELDS
+    ]
+    version = str(data.get("configVersion") or "")
+    v3 = version.startswith("v3.0")
+    application_scope = data.get("scope") == "application"
+    enabled_all = _truthy(data["enabled"]) if data.get("enabled") is not None else True
     overrides = []
     for i, entry in enumerate(configs):
         at: Path = ("configs", i)
+        place = f"configs[{i}]"
         if not isinstance(entry, dict):
             raise doc.error(at, "must be a mapping")
         params = entry.get("parameters", {})
         if not isinstance(params, dict) or not params:
-            place = (*at, "parameters") if "parameters" in entry else at
-            raise doc.error(place, "must be a non-empty mapping")
+            where = (*at, "parameters") if "parameters" in entry else at
+            raise doc.error(where, "must be a non-empty mapping")
         side = str(entry.get("side", "provider"))
         if side not in ("provider", "consumer"):
             raise doc.error((*at, "side"), "must be provider or consumer")
+        if "side" not in entry:
+            unacted.append(
+                f"{place}: no side: dubbo-py applies it to providers, Dubbo 3.3 to nothing "
+                "(write side: provider)"
+            )
+        unacted += [
+            f"{place}.{k}: not a field of a configurators item"
+            for k in entry
+            if k not in ITEM_FIELDS
+        ]
+        kind = entry.get("type")
+        if kind is None or str(kind) == GENERAL_TYPE:
+            enabled = enabled_all
+            if "enabled" in entry:
+                unacted.append(
+                    f"{place}.enabled: an item's enabled is read only with a type other than "
+                    "general (as Dubbo does); the document's enabled decides"
+                )
+        else:
+            enabled = _truthy(entry.get("enabled"))
+            if "enabled" not in entry:
+                unacted.append(
+                    f"{place}: an item of type {kind!r} without enabled: true is off (as in Dubbo)"
+                )
+        values, conditions = _split_parameters({str(k): _text(v) for k, v in params.items()}, v3)
+        for key in params:
+            key = str(key)
+            if key.startswith("~") and v3:
+                unacted.append(
+                    f"{place}.parameters.{key}: a ~key condition is read only before "
+                    "configVersion v3.0 (use match.param)"
+                )
+            elif key in CONTROL_KEYS:
+                unacted.append(f"{place}.parameters.{key}: steers the rule, never set on a URL")
+        provider_addresses = _strings(doc, (*at, "providerAddresses"))
         addresses = _strings(doc, (*at, "addresses"))
-        addresses += _strings(doc, (*at, "providerAddresses"))
+        services = _strings(doc, (*at, "services"))
+        applications = _strings(doc, (*at, "applications"))
+        if application_scope and applications:
+            unacted.append(f"{place}.applications: read only in service scope (as Dubbo does)")
+            applications = ()
+        if not application_scope and services:
+            unacted.append(f"{place}.services: read only in application scope (as Dubbo does)")
+            services = ()
+        match = None
+        if "match" in entry and entry["match"] is not None:
+            try:
+                match = parse_condition_match(entry["match"])
+            except MatchError as exc:
+                raise doc.error((*at, "match", *exc.where), exc.message) from None
+            if not v3:
+                unacted.append(
+                    f"{place}.match: read only with configVersion v3.0 (this document says "
+                    f"{version or 'none'}), as Dubbo does"
+                )
+                match = None
+            else:
+                unacted += [f"{place}.{u}: not acted on" for u in match.unacted]
+                address = match.address
+                if address is not None and address.kind != "cird" and ":" in address.pattern:
+                    unacted.append(
+                        f"{place}.match.address: compared with a host, never host:port (as "
+                        "Dubbo does): a pattern with a port matches no host"
+                    )
+        if side == "consumer":
+            narrowed = provider_addresses or (
+                match is not None and match.provider_address is not None
+            )
+            if narrowed:
+                unacted.append(
+                    f"{place}: a consumer-side item for some providers only (providerAddresses, "
+                    "match.providerAddress) is not applied: dubbo-py has no per-provider "
+                    "consumer parameters"
+                )
         overrides.append(
             Override(
-                parameters={
-                    str(k): ("true" if v is True else "false" if v is False else str(v))
-                    for k, v in params.items()
-                },
+                parameters=values,
                 addresses=addresses,
-                applications=_strings(doc, (*at, "applications")),
+                applications=applications,
                 side=side,
-                enabled=enabled_all and entry.get("enabled", True) is not False,
+                enabled=enabled,
                 source=source,
+                provider_addresses=provider_addresses,
+                services=services,
+                match=match,
+                config_version=version,
+                conditions=conditions,
             )
         )
-    return overrides
+    return overrides, unacted
+
+
+def _url_list(doc: YamlDocument) -> list[Override]:
+    """Dubbo's other document shape: a JSON array of ``override://`` URLs."""
+    out = []
+    for i, item in enumerate(doc.data):
+        if not isinstance(item, str):
+            raise doc.error((i,), "an override URL list holds override:// URL strings")
+        try:
+            override = parse_override_url(URL.parse(item), doc.source)
+        except ValueError as exc:
+            raise doc.error((i,), str(exc)) from None
+        if override is None:
+            raise doc.error((i,), "not an override:// URL")
+        out.append(override)
+    return out
+
+
+def _text(value: object) -> str:
+    return "true" if value is True else "false" if value is False else str(value)
 
 
 def _overrides(urls: list[URL], documents: Mapping[str, str]) -> list[Override]:

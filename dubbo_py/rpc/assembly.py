@@ -191,7 +191,7 @@ class ReferenceAssembly(Generic[C]):
             assemble=factory.chain_routers,
             configure=configurators.apply,
             configure_consumer=configurators.consumer_parameters,
-            validate_configurators=configurators.parse_configurators_yaml,
+            validate_configurators=configurators.validate_document,
             cache=cache,
             static_providers=list(static),
             subscribe=self._subscribe,
