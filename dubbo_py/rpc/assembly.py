@@ -22,15 +22,16 @@ pool, the invoker, the strategy and the filters of their flavour. Nothing runs u
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.health_probe import grpc_health_probe
-from dubbo_py.cluster.mock import parse_mock
+from dubbo_py.cluster.mock import MockSpec, parse_mock
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
@@ -40,11 +41,13 @@ from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.options import MethodOptions
+from dubbo_py.errors import MockSpecError
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.directory import RegistryDirectory, Subscribe
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router import factory
 from dubbo_py.router.chain import BoundChain
+from dubbo_py.rpc.actives import ActiveLimit, ActiveLimits, AsyncActiveLimit
 from dubbo_py.rpc.aio_channel import AsyncClusterChannel
 from dubbo_py.rpc.aio_invoker import AsyncChannelPool, AsyncMethodInvoker
 from dubbo_py.rpc.aio_shared_channels import AsyncSharedChannels
@@ -68,12 +71,14 @@ from dubbo_py.rpc.method import BoundMethod, InvokerBase, StubMethod
 from dubbo_py.rpc.settings import base_parameters, check_method_options
 from dubbo_py.rpc.shared_channels import SharedChannels
 from dubbo_py.rpc.triple import TripleCaller
-from dubbo_py.rpc.tuning import ReferenceTuning
+from dubbo_py.rpc.tuning import CallOverride, ReferenceTuning
 from dubbo_py.url import URL
 
 __all__ = ["AsyncAssembly", "BlockingAssembly", "ReferenceAssembly", "method_policies"]
 
 _NO_OPTIONS = MethodOptions()
+
+log = logging.getLogger(__name__)
 
 #: The call a bound method runs: :data:`~dubbo_py.rpc.filters.Call` or ``AsyncCall``.
 C = TypeVar("C")
@@ -105,6 +110,37 @@ class _Wired:
         self.context = context
         self.invoker = invoker
         self.wrap = wrap
+
+
+class _Switch:
+    """A bound method's call, switchable: the stack the reference's own options build, or one
+    a consumer override of ``cluster``/``mock`` builds in its place (one assignment swaps it;
+    a call in flight keeps the stack it started on)."""
+
+    __slots__ = ("base", "current", "override")
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.current = base
+        #: The override the current stack was built for (None: the base stack).
+        self.override: CallOverride | None = None
+
+    def __call__(self, invocation: Any) -> Any:
+        return self.current(invocation)
+
+
+class _Bound:
+    """What rebuilding one bound method's stack needs."""
+
+    __slots__ = ("context", "method", "policy", "switch")
+
+    def __init__(
+        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext, switch: _Switch
+    ) -> None:
+        self.method = method
+        self.policy = policy
+        self.context = context
+        self.switch = switch
 
 
 class ReferenceAssembly(Generic[C]):
@@ -147,7 +183,13 @@ class ReferenceAssembly(Generic[C]):
         self.config = config
         self.consumer = consumer
         self.policies = method_policies(service, config)
+        #: Each bound method's stack, by name (rebuilt when a cluster/mock override changes).
+        self._bound: dict[str, _Bound] = {}
         self.tuning = self._tuning()
+        #: Consumer-side ``actives`` slot counts (the limit wraps provider calls only while
+        #: some method has one: :attr:`_limited`).
+        self.actives = ActiveLimits(self.tuning.settings)
+        self._limited = False
         self.directory = self._directory(registry, cache, static_providers)
         self.budget = budget if budget is not None else RetryBudget()
         self.failback = failback if failback is not None else FailbackQueue()
@@ -162,7 +204,7 @@ class ReferenceAssembly(Generic[C]):
         #: The stub's calls in flight (closing the application waits for them).
         self.in_flight = CallsInFlight()
         self._wired: list[_Wired] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered: rebuilding a stack may wire a context
         self._idempotent = config.idempotent | frozenset(
             m for m, o in config.methods.items() if o.idempotent
         )
@@ -179,7 +221,16 @@ class ReferenceAssembly(Generic[C]):
             loadbalance=config.loadbalance,
             methods=config.methods,
         )
-        return ReferenceTuning(self.service.method_names, base, config.loadbalance)
+        return ReferenceTuning(
+            self.service.method_names, base, config.loadbalance, check_mock=self._check_mock
+        )
+
+    def _check_mock(self, method: str, spec: MockSpec) -> None:
+        """MockSpecError when an override's mock cannot answer ``method`` (checked against the
+        response type once the method is bound; a method bound later is checked then)."""
+        bound = self._bound.get(method)
+        if bound is not None:
+            spec.check(method, bound.method.response_type())
 
     def _directory(
         self, registry: Registry | None, cache: NotifyCache | None, static: tuple[URL, ...]
@@ -247,25 +298,65 @@ class ReferenceAssembly(Generic[C]):
         invoker = self._invoker(method)
         context = self._wire(invoker, self._attempt_call)
         policy = self.policies.get(method.name, MethodPolicy(self.config.cluster))
+        if policy.mock is not None:
+            policy.mock.check(method.name, method.response_type())
+        call, plannable, filters = self._stack(method, policy, context)
+        self.contexts[method.name] = context
+        switch = _Switch(call)
+        with self._lock:
+            self._bound[method.name] = _Bound(method, policy, context, switch)
+            self._switch(method.name)
+        # A plan stands for the whole stack: it is kept when every call filter has a plan
+        # hook (the consumer's metrics), which it then runs around the call.
+        hooks = plan_hooks(filters, method.name)
+        # The switch calls what it holds, a call of this flavour: it is one.
+        switched = cast(C, switch)
+        if hooks is None:
+            return BoundMethod(method, context, switched, False, in_flight=self.in_flight)
+        return BoundMethod(method, context, switched, plannable, hooks, self.in_flight)
+
+    def _stack(
+        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+    ) -> tuple[Any, bool, list[Any]]:
+        """The method's call under ``policy``: its strategy inside its call filters (the mock
+        outermost); whether it is plain failover; the filters."""
         if method.request_streaming:
             # A request stream can be consumed only once, so it is never replayed on another
             # provider: client-streaming calls are fail-fast whatever the reference says.
-            policy = MethodPolicy("failfast")
+            policy = MethodPolicy("failfast", policy.mock)
         strategy, plannable = self._strategy(method, policy, context)
         filters = list(self.filters.around_calls(self._asyncio))
         if policy.mock is not None:
             response_type = method.response_type()
-            policy.mock.check(method.name, response_type)
             mock = self._mock(policy.mock, response_type, streaming=method.response_streaming)
             filters.insert(0, mock)
-        self.contexts[method.name] = context
-        call = wrap_calls(filters, strategy)
-        # A plan stands for the whole stack: it is kept when every call filter has a plan
-        # hook (the consumer's metrics), which it then runs around the call.
-        hooks = plan_hooks(filters, method.name)
-        if hooks is None:
-            return BoundMethod(method, context, call, False, in_flight=self.in_flight)
-        return BoundMethod(method, context, call, plannable, hooks, self.in_flight)
+        return wrap_calls(filters, strategy), plannable, filters
+
+    def _switch(self, name: str) -> None:
+        """Put the stack the method's cluster/mock override asks for in force (the base stack
+        when there is none). Called under the lock."""
+        bound = self._bound.get(name)
+        if bound is None:
+            return
+        override = self.tuning.calls.get(name)
+        if override == bound.switch.override:
+            return
+        if override is None:
+            bound.switch.current, bound.switch.override = bound.switch.base, None
+            return
+        policy = MethodPolicy(
+            override.cluster or bound.policy.cluster,
+            override.mock if override.mock_text is not None else bound.policy.mock,
+        )
+        try:
+            if policy.mock is not None:
+                policy.mock.check(name, bound.method.response_type())
+            call, _, _ = self._stack(bound.method, policy, bound.context)
+        except (MockSpecError, ValueError) as exc:
+            # The last good stack stays in force.
+            log.error("ignoring cluster/mock override for %s.%s: %s", self.service.name, name, exc)
+            return
+        bound.switch.current, bound.switch.override = call, override
 
     def _attempt_call(self, invoker: InvokerBase) -> Any:
         return self._attempts_around(
@@ -278,6 +369,9 @@ class ReferenceAssembly(Generic[C]):
         """``invoker`` inside ``filters``, and inside the call statistics (``record``) when the
         balancer reads them."""
         stats = self.tuning.stats
+        if self._limited:
+            limit = AsyncActiveLimit if self._asyncio else ActiveLimit
+            filters = (*filters, limit(self.actives))
         if stats is not None:
             filters = (*filters, record(stats, invoker.spec.path))
         return wrap_attempts(filters, invoker)
@@ -290,9 +384,16 @@ class ReferenceAssembly(Generic[C]):
         self._retain(providers)
         with self._lock:
             stats = self.tuning.stats
-            if not self.tuning.update(self.directory.consumer_overrides, providers):
+            calls = self.tuning.calls
+            balancer_changed = self.tuning.update(self.directory.consumer_overrides, providers)
+            if self.tuning.calls is not calls:
+                for name in self._bound:
+                    self._switch(name)
+            limited = any(s.actives > 0 for s in self.tuning.settings.values())
+            rewrap = self.tuning.stats is not stats or limited != self._limited
+            self._limited = limited
+            if not (balancer_changed or rewrap):
                 return
-            rewrap = self.tuning.stats is not stats
             for wired in self._wired:
                 if rewrap:
                     wired.context.call = wired.wrap(wired.invoker)

@@ -216,5 +216,6 @@ def resolve_settings(
             timeout=_timeout(params, method, old.timeout, given),
             forks=_int(params, method, "forks", old.forks, 1),
             sticky=old.sticky if sticky is None else sticky.strip().lower() == "true",
+            actives=_int(params, method, "actives", old.actives, 0),
         )
     return out
