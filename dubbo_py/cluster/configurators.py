@@ -99,6 +99,11 @@ CONTROL_KEYS = frozenset(
 ANYHOST = "0.0.0.0"
 #: Item types whose ``enabled`` is the document's (Dubbo's ``ConfigItem.GENERAL_TYPE``).
 GENERAL_TYPE = "general"
+#: What a consumer-side override sets that dubbo-py consumers act on (service level, or
+#: ``<method>.<key>``); any other parameter of a consumer-side item is named as not acted on.
+CONSUMER_KEYS = frozenset(
+    {"timeout", "retries", "loadbalance", "forks", "sticky", "cluster", "mock", "actives"}
+)
 #: The fields of a document and of an item that Dubbo 3.3 reads.
 DOCUMENT_FIELDS = frozenset({"configVersion", "scope", "key", "enabled", "configs"})
 ITEM_FIELDS = frozenset(
@@ -411,6 +416,7 @@ def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
                         "Dubbo does): a pattern with a port matches no host"
                     )
         if side == "consumer":
+            unacted += _consumer_unacted(place, values)
             narrowed = provider_addresses or (
                 match is not None and match.provider_address is not None
             )
@@ -436,6 +442,35 @@ def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
             )
         )
     return overrides, unacted
+
+
+def _consumer_unacted(place: str, values: Mapping[str, str]) -> list[str]:
+    """Parameters of a consumer-side item that consumers do not act on, and mock specs they
+    will ignore (a consumer logs a bad spec and keeps what was in force)."""
+    from dubbo_py.cluster.mock import parse_mock
+    from dubbo_py.errors import MockSpecError
+
+    out = []
+    for key, value in values.items():
+        name = key.rsplit(".", 1)[-1]
+        if name not in CONSUMER_KEYS:
+            out.append(
+                f"{place}.parameters.{key}: dubbo-py consumers have no {name!r} setting "
+                f"(they act on {', '.join(sorted(CONSUMER_KEYS))})"
+            )
+        elif name == "mock":
+            try:
+                parse_mock(value)
+            except MockSpecError as exc:
+                out.append(f"{place}.parameters.{key}: {exc}; consumers ignore it")
+        elif name == "cluster":
+            from dubbo_py.cluster.strategies import STRATEGIES
+
+            if value.strip().lower() not in STRATEGIES:
+                out.append(
+                    f"{place}.parameters.{key}: unknown strategy {value!r}; consumers ignore it"
+                )
+    return out
 
 
 def _url_list(doc: YamlDocument) -> list[Override]:

@@ -70,8 +70,9 @@ class ActivesExceeded(grpc.RpcError):
 class _Waiter:
     __slots__ = ("granted", "wake")
 
-    def __init__(self, wake: Callable[[], None]) -> None:
+    def __init__(self, wake: Callable[[], bool]) -> None:
         self.granted = False
+        #: Wakes the waiting call; False when it cannot be woken (its event loop closed).
         self.wake = wake
 
 
@@ -85,7 +86,7 @@ class _Slots:
         self.active = 0
         self.waiters: deque[_Waiter] = deque()
 
-    def try_take(self, limit: int, wake: Callable[[], None]) -> _Waiter | None:
+    def try_take(self, limit: int, wake: Callable[[], bool]) -> _Waiter | None:
         """Take a slot (None) or queue a waiter to be woken with one."""
         with self.lock:
             if self.active < limit and not self.waiters:
@@ -106,11 +107,11 @@ class _Slots:
     def release(self) -> None:
         """A call ended: its slot goes to the longest waiter, else back to the pool."""
         with self.lock:
-            if self.waiters:
+            while self.waiters:
                 waiter = self.waiters.popleft()
                 waiter.granted = True
-                waiter.wake()
-                return
+                if waiter.wake():
+                    return
             self.active -= 1
 
 
@@ -163,7 +164,12 @@ class ActiveLimit:
         slots = self.limits.slots(provider.address, invocation.method)
         started = time.monotonic()
         event = threading.Event()
-        waiter = slots.try_take(limit, event.set)
+
+        def wake() -> bool:
+            event.set()
+            return True
+
+        waiter = slots.try_take(limit, wake)
         if waiter is not None:
             event.wait(timeout)
             if not slots.give_up(waiter):
@@ -200,9 +206,13 @@ class AsyncActiveLimit:
         loop = asyncio.get_running_loop()
         woken: asyncio.Future[None] = loop.create_future()
 
-        def wake() -> None:
+        def wake() -> bool:
             # Called under the slots' lock from whichever thread ended a call.
-            loop.call_soon_threadsafe(_resolve, woken)
+            try:
+                loop.call_soon_threadsafe(_resolve, woken)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                return False
+            return True
 
         waiter = slots.try_take(limit, wake)
         if waiter is not None:

@@ -676,3 +676,18 @@ def test_document_level_fields_not_acted_on_are_named() -> None:
         assert named in found
     # A ~key before v3.0 is a condition, acted on.
     assert "~zone" not in found
+
+
+def test_consumer_parameters_without_a_meaning_here_are_named() -> None:
+    text = (
+        "configVersion: v3.0\nscope: service\nkey: k\nconfigs:\n  - side: consumer\n"
+        "    parameters: {accesslog: 'true', SayHello.timeout: 5, mock: 'force:retrun x',"
+        " cluster: nope, actives: 3}\n"
+    )
+    found = "\n".join(configurators.unacted_fields(text, "k"))
+    assert "parameters.accesslog: dubbo-py consumers have no 'accesslog' setting" in found
+    assert "parameters.mock: mock 'force:retrun x'" in found
+    assert "parameters.cluster: unknown strategy 'nope'" in found
+    named = [line.split(":")[0] for line in found.splitlines()]
+    assert "configs[0].parameters.SayHello.timeout" not in named
+    assert "configs[0].parameters.actives" not in named
