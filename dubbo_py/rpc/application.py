@@ -563,7 +563,8 @@ class Application:
         every method; left unset, the providers' registered ``retries`` and ``timeout`` apply
         (Dubbo's order: see ``docs/configuration.md``), else 2 retries and no deadline.
         ``methods`` overrides options per method, e.g. ``{"SayHello": {"retries": 0,
-        "timeout": 0.5}}`` (keys: retries, timeout, cluster, mock, forks, idempotent, sticky);
+        "timeout": 0.5}}`` (keys: retries, timeout, cluster, mock, forks, idempotent, sticky,
+        actives);
         ``idempotent`` names methods whose DEADLINE_EXCEEDED may be retried; ``attachments`` go
         with every call (``dubbo.tag`` selects tagged providers); ``check`` waits up to that
         many seconds for the first provider list and every rule the reference watches
@@ -572,6 +573,8 @@ class Application:
         degrades the service (``"fail:return {\"message\": \"busy\"}"``, ``"force:throw"``; see
         :mod:`dubbo_py.cluster.mock`), also settable per method. ``sticky`` keeps calling the
         same provider while it works; ``forks`` is how many providers ``forking`` calls;
+        ``actives`` (Dubbo's consumer-side limit; 0: none) is how many calls of a method may be
+        in flight to one provider, a call over it waiting for a slot up to its timeout;
         ``quarantine_interval`` is how often (s) quarantined providers are probed;
         ``outlier_failures`` (default 3; 0: off) consecutive timeouts or UNAVAILABLE from one
         provider eject it into the quarantine, never more than ``outlier_max_share`` (default
@@ -584,7 +587,8 @@ class Application:
         ``interceptors`` (not a configuration field) are gRPC client interceptors run around
         every attempt on a provider's channel (``grpc.aio`` ones for :meth:`reference_async`).
         Consumer-side override rules in the registry change ``timeout``, ``retries``,
-        ``forks``, ``sticky`` and ``loadbalance`` at runtime. An unknown option is a TypeError
+        ``forks``, ``sticky``, ``loadbalance``, ``cluster``, ``mock`` and ``actives`` at
+        runtime (deleting them restores these options). An unknown option is a TypeError
         and a bad value a ConfigError naming it.
         """
         stub: S = self.reference_handle(stub_class, **options).stub

@@ -189,7 +189,7 @@ class ReferenceAssembly(Generic[C]):
         #: Consumer-side ``actives`` slot counts (the limit wraps provider calls only while
         #: some method has one: :attr:`_limited`).
         self.actives = ActiveLimits(self.tuning.settings)
-        self._limited = False
+        self._limited = any(s.actives > 0 for s in self.tuning.settings.values())
         self.directory = self._directory(registry, cache, static_providers)
         self.budget = budget if budget is not None else RetryBudget()
         self.failback = failback if failback is not None else FailbackQueue()
@@ -220,6 +220,7 @@ class ReferenceAssembly(Generic[C]):
             sticky=config.sticky,
             loadbalance=config.loadbalance,
             methods=config.methods,
+            actives=config.actives,
         )
         return ReferenceTuning(
             self.service.method_names, base, config.loadbalance, check_mock=self._check_mock

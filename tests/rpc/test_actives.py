@@ -112,3 +112,24 @@ def test_asyncio_calls_wait_without_blocking_the_loop_and_a_cancelled_wait_frees
         assert limits.in_flight(P1.address, "SayHello") == 0
 
     asyncio.run(scenario())
+
+
+def test_a_reference_option_and_a_method_option_set_the_limit() -> None:
+    from dubbo_py.config.model import ReferenceConfig
+    from dubbo_py.config.options import MethodOptions
+    from dubbo_py.errors import ConfigError
+    from dubbo_py.rpc.settings import base_parameters, resolve_settings
+
+    params = base_parameters(
+        retries=None,
+        timeout=None,
+        forks=2,
+        sticky=False,
+        loadbalance="random",
+        methods={"SayHelloStream": MethodOptions.of("SayHelloStream", {"actives": 3})},
+        actives=5,
+    )
+    settings = resolve_settings(("SayHello", "SayHelloStream"), params)
+    assert (settings["SayHello"].actives, settings["SayHelloStream"].actives) == (5, 3)
+    with pytest.raises(ConfigError, match="actives"):
+        ReferenceConfig(actives=-1)
