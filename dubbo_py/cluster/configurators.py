@@ -129,6 +129,8 @@ class Override:
     #: ``host`` or ``host:port`` entries; empty or containing 0.0.0.0 matches every host.
     addresses: tuple[str, ...] = ()
     applications: tuple[str, ...] = ()
+    #: ``provider``, ``consumer``, or ``""`` for a Dubbo 2.6 override URL that names no side
+    #: (Dubbo's deprecated matching: providers, and without a port consumers too).
     side: str = "provider"
     enabled: bool = True
     source: str = field(default="", compare=False)
@@ -150,7 +152,7 @@ class Override:
     def matches(self, provider: URL) -> bool:
         """Whether this override applies to ``provider``."""
         return (
-            self.side == "provider"
+            self.side in ("provider", "")
             and self._addressed(provider, by_port=True)
             and self._provider_addressed(provider)
             and self._conditions_hold(provider, provider.host)
@@ -162,7 +164,9 @@ class Override:
         (``providerAddresses``, ``match.providerAddress``) sets per-provider consumer
         parameters in Dubbo, which dubbo-py does not have: it applies to no consumer (and
         :func:`unacted_fields` says so) rather than to every provider."""
-        if self.side != "consumer" or self.provider_addresses:
+        if self.side == "" and any(":" in a and not a.endswith(":0") for a in self.addresses):
+            return False  # a 2.6 URL with a port names a provider (Dubbo's configureDeprecated)
+        if self.side not in ("consumer", "") or self.provider_addresses:
             return False
         if self.v3 and self.match is not None and self.match.provider_address is not None:
             return False
@@ -232,6 +236,10 @@ def parse_override_url(url: URL, source: str = "") -> Override | None:
         return None
     version = url.get_str("configVersion")
     params, conditions = _split_parameters(url.parameters, version.startswith("v3.0"))
+    # Without configVersion Dubbo matches a URL as 2.6 did: no side means providers and, for
+    # a URL without a port, consumers too (Dubbo Admin 2.6's service downgrade writes
+    # override://0.0.0.0/<service>?mock=force:return+null). With one, no side is provider here.
+    side = url.get_str("side") or ("provider" if version else "")
     address = url.host if not url.port else f"{url.host}:{url.port}"
     app = url.get_str("application")
     providers = url.get_str("providerAddresses")
@@ -239,7 +247,7 @@ def parse_override_url(url: URL, source: str = "") -> Override | None:
         parameters=params,
         addresses=(address,) if url.host else (),
         applications=(app,) if app and app != "*" else (),
-        side=url.get_str("side", "provider"),
+        side=side,
         enabled=url.get_bool("enabled", True),
         source=source,
         provider_addresses=tuple(a for a in providers.split(",") if a) if providers else (),
@@ -496,7 +504,13 @@ def _text(value: object) -> str:
 def _overrides(urls: list[URL], documents: Mapping[str, str]) -> list[Override]:
     """Every override in force, in application order (URLs, then documents by key). An invalid
     document is logged with its key and skipped; the others still apply."""
-    overrides = [o for u in urls if (o := parse_override_url(u)) is not None]
+    # A URL Dubbo Admin writes next to a document for 2.6 clients (compatible_config) is read
+    # as Dubbo 3's RegistryDirectory reads it: not at all (the document says the same).
+    overrides = [
+        o
+        for u in urls
+        if not u.get("compatible_config") and (o := parse_override_url(u)) is not None
+    ]
     for key in sorted(documents):
         try:
             overrides.extend(parse_configurators_yaml(documents[key], key))
@@ -520,7 +534,7 @@ def consumer_parameters(
 def apply(providers: list[URL], urls: list[URL], documents: Mapping[str, str]) -> list[URL]:
     """Providers with every matching provider-side override applied (the directory's
     ``configure`` hook)."""
-    overrides = [o for o in _overrides(urls, documents) if o.side == "provider"]
+    overrides = [o for o in _overrides(urls, documents) if o.side != "consumer"]
     if not overrides:
         return providers
     out = []

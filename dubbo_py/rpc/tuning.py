@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from urllib.parse import unquote_plus
 
 from dubbo_py.cluster.loadbalance import STATS_LOADBALANCES, LoadBalance, get_loadbalance
 from dubbo_py.cluster.method_settings import SettingsTable
@@ -129,6 +130,9 @@ class ReferenceTuning:
                     )
                     cluster = before.cluster
             text = _method_value(overrides, method, "mock")
+            if text is not None:
+                # As Dubbo reads a mock (URL.decode): an override URL writes return+null.
+                text = unquote_plus(text)
             mock, mock_text = None, text
             if text is not None and text != before.mock_text:
                 try:

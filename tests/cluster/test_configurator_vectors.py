@@ -691,3 +691,40 @@ def test_consumer_parameters_without_a_meaning_here_are_named() -> None:
     named = [line.split(":")[0] for line in found.splitlines()]
     assert "configs[0].parameters.SayHello.timeout" not in named
     assert "configs[0].parameters.actives" not in named
+
+
+# Dubbo 2.6 override URLs without configVersion (AbstractConfigurator.configureDeprecated).
+DEPRECATED_VECTORS = [
+    # The service-downgrade URL of Dubbo's 2.7 docs: no side, no port -> consumers of app foo.
+    (
+        "override://0.0.0.0/com.foo.BarService?category=configurators&dynamic=false"
+        "&application=foo&mock=force:return+null",
+        "foo",
+        "force:return+null",
+    ),
+    (
+        "override://0.0.0.0/com.foo.BarService?category=configurators&application=foo"
+        "&mock=force:return+null",
+        "bar",
+        None,
+    ),
+    # A port names a provider: consumers never match it.
+    ("override://0.0.0.0:20880/com.foo.BarService?mock=force:return+null", "foo", None),
+    # With a configVersion and no side, dubbo-py reads it as a provider override.
+    ("override://0.0.0.0/com.foo.BarService?configVersion=v2.7&mock=x", "foo", None),
+    # Written by Dubbo Admin for 2.6 clients next to a document: Dubbo 3 ignores it.
+    (
+        "override://0.0.0.0/com.foo.BarService?side=consumer&compatible_config=true&mock=x",
+        "foo",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "app", "expected"), DEPRECATED_VECTORS)
+def test_deprecated_override_url_vectors(override: str, app: str, expected: str | None) -> None:
+    consumer = URL.parse(
+        f"consumer://172.24.160.179/com.foo.BarService?application={app}&side=consumer"
+    )
+    params = configurators.consumer_parameters(consumer, [URL.parse(override)], {})
+    assert params.get("mock") == expected

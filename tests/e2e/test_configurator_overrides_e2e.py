@@ -280,3 +280,27 @@ def test_an_actives_override_limits_asyncio_calls_too(
             await app.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_dubbo_26_downgrade_url_answers_with_the_mock_until_removed(
+    registry: str, started: list[Provider]
+) -> None:
+    from dubbo_py.url import URL
+
+    started += [Provider(registry, "a")]
+    with dubbo_py.Application("shop", registry) as app:
+        ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=5.0)
+        wait_until(lambda: len(ref.directory.providers) == 1, 10, "the provider")
+        request = greeter_pb2.HelloRequest(name="x")
+        # What Dubbo's docs (and Dubbo Admin 2.6) write for service downgrade: no side, no port.
+        downgrade = URL.parse(
+            "override://0.0.0.0/demo.Greeter?category=configurators&dynamic=false"
+            "&application=shop&mock=force:return+null"
+        )
+        _rules(app).register(downgrade)
+        wait_until(lambda: ref.stub.SayHello(request).message == "", 10, "the downgrade")
+        calls = started[0].seen.calls
+        assert {ref.stub.SayHello(request).message for _ in range(10)} == {""}
+        assert started[0].seen.calls == calls
+        _rules(app).unregister(downgrade)
+        wait_until(lambda: ref.stub.SayHello(request).message == "Hello, x!", 10, "restored")
