@@ -423,6 +423,11 @@ def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
                         f"{place}.match.address: compared with a host, never host:port (as "
                         "Dubbo does): a pattern with a port matches no host"
                     )
+        if side == "provider" and "accesslog" in values:
+            unacted.append(
+                f"{place}.parameters.accesslog: set on the provider URL, but dubbo-py providers "
+                "keep no access log"
+            )
         if side == "consumer":
             unacted += _consumer_unacted(place, values)
             narrowed = provider_addresses or (
@@ -465,6 +470,11 @@ def _consumer_unacted(place: str, values: Mapping[str, str]) -> list[str]:
             out.append(
                 f"{place}.parameters.{key}: dubbo-py consumers have no {name!r} setting "
                 f"(they act on {', '.join(sorted(CONSUMER_KEYS))})"
+            )
+        elif name == "loadbalance" and key != name:
+            out.append(
+                f"{place}.parameters.{key}: a balancer per method; dubbo-py has one per "
+                "reference (set loadbalance)"
             )
         elif name == "mock":
             try:

@@ -688,6 +688,10 @@ def test_consumer_parameters_without_a_meaning_here_are_named() -> None:
     assert "parameters.accesslog: dubbo-py consumers have no 'accesslog' setting" in found
     assert "parameters.mock: mock 'force:retrun x'" in found
     assert "parameters.cluster: unknown strategy 'nope'" in found
+    per_method = text.replace("actives: 3", "SayHello.loadbalance: random")
+    assert "SayHello.loadbalance: a balancer per method" in "\n".join(
+        configurators.unacted_fields(per_method, "k")
+    )
     named = [line.split(":")[0] for line in found.splitlines()]
     assert "configs[0].parameters.SayHello.timeout" not in named
     assert "configs[0].parameters.actives" not in named
@@ -728,3 +732,22 @@ def test_deprecated_override_url_vectors(override: str, app: str, expected: str 
     )
     params = configurators.consumer_parameters(consumer, [URL.parse(override)], {})
     assert params.get("mock") == expected
+
+
+def test_a_provider_side_access_log_is_named() -> None:
+    text = _match_rule("{}").replace("{timeout: 7}", "{accesslog: 'true'}")
+    assert any("accesslog" in f for f in configurators.unacted_fields(text, "k"))
+
+
+def test_consumers_log_fields_not_acted_on_once_per_document_version(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = _match_rule("{params: [{key: zone, value: {exact: a}}]}")
+    source = "/dubbo/config/dubbo/once.configurators"
+    with caplog.at_level("WARNING", logger="dubbo_py.cluster.configurators"):
+        for _ in range(3):
+            configurators.validate_document(text, source)
+        configurators.validate_document(text.replace("timeout: 7", "timeout: 8"), source)
+    logged = [r.getMessage() for r in caplog.records if "not acted on" in r.getMessage()]
+    assert len(logged) == 2
+    assert all("configs[0].match.params" in m and source in m for m in logged)
