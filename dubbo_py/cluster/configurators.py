@@ -358,7 +358,16 @@ def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
             raise doc.error(where, "must be a non-empty mapping")
         side = str(entry.get("side", "provider"))
         if side not in ("provider", "consumer"):
-            raise doc.error((*at, "side"), "must be provider or consumer")
+            # Dubbo accepts the document and the item applies to nothing: so here.
+            unacted.append(
+                f"{place}.side: {side!r} is neither provider nor consumer: applies to nothing"
+            )
+        for name in ("addresses", "providerAddresses", "services", "applications"):
+            if isinstance(entry.get(name), str):
+                unacted.append(
+                    f"{place}.{name}: a string, read here as a list of one; Dubbo reads only a "
+                    "list and ignores it (the item then applies to every one)"
+                )
         if "side" not in entry:
             unacted.append(
                 f"{place}: no side: dubbo-py applies it to providers, Dubbo 3.3 to nothing "

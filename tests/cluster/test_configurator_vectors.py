@@ -751,3 +751,12 @@ def test_consumers_log_fields_not_acted_on_once_per_document_version(
     logged = [r.getMessage() for r in caplog.records if "not acted on" in r.getMessage()]
     assert len(logged) == 2
     assert all("configs[0].match.params" in m and source in m for m in logged)
+
+
+def test_an_unknown_side_is_accepted_applies_to_nothing_and_is_named() -> None:
+    text = _match_rule("{}", side="both")
+    provider = _provider("1.1.1.1:1")
+    assert configurators.apply([provider], [], {"k": text}) == [provider]
+    consumer = URL.parse("consumer://1.1.1.1/demo.Greeter?application=a")
+    assert configurators.consumer_parameters(consumer, [], {"k": text}) == {}
+    assert any("'both' is neither" in f for f in configurators.unacted_fields(text, "k"))
