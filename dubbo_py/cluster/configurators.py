@@ -143,6 +143,19 @@ class Override:
     config_version: str = ""
     #: v2.7 ``~key`` conditions: URL parameter -> required value (``*``: any).
     conditions: Mapping[str, str] = field(default_factory=dict)
+    #: An ``absent://`` URL (Dubbo's AbsentConfigurator): sets only what the URL lacks.
+    absent: bool = False
+
+    def set_on(self, present: Mapping[str, str], params: dict[str, str]) -> None:
+        """Add what this override sets to ``params`` (what earlier overrides set on a URL
+        whose own parameters are ``present``); an absent override adds only keys neither
+        has."""
+        if not self.absent:
+            params.update(self.parameters)
+            return
+        for key, value in self.parameters.items():
+            if key not in present and key not in params:
+                params[key] = value
 
     @property
     def v3(self) -> bool:
@@ -231,8 +244,10 @@ def _split_parameters(params: Mapping[str, str], v3: bool) -> tuple[dict[str, st
 
 
 def parse_override_url(url: URL, source: str = "") -> Override | None:
-    """An override from an ``override://`` URL (None for ``empty://`` or other protocols)."""
-    if url.protocol != "override":
+    """An override from an ``override://`` or ``absent://`` URL (None for ``empty://`` or other
+    protocols). The application is the ``application`` parameter, else the URL's user name
+    (``override://shop@0.0.0.0/...``), as Dubbo reads it."""
+    if url.protocol not in ("override", "absent"):
         return None
     version = url.get_str("configVersion")
     params, conditions = _split_parameters(url.parameters, version.startswith("v3.0"))
@@ -241,7 +256,7 @@ def parse_override_url(url: URL, source: str = "") -> Override | None:
     # override://0.0.0.0/<service>?mock=force:return+null). With one, no side is provider here.
     side = url.get_str("side") or ("provider" if version else "")
     address = url.host if not url.port else f"{url.host}:{url.port}"
-    app = url.get_str("application")
+    app = url.get_str("application") or url.username
     providers = url.get_str("providerAddresses")
     return Override(
         parameters=params,
@@ -253,6 +268,7 @@ def parse_override_url(url: URL, source: str = "") -> Override | None:
         provider_addresses=tuple(a for a in providers.split(",") if a) if providers else (),
         config_version=version,
         conditions=conditions,
+        absent=url.protocol == "absent",
     )
 
 
@@ -546,7 +562,7 @@ def consumer_parameters(
     params: dict[str, str] = {}
     for override in _overrides(urls, documents):
         if override.matches_consumer(consumer):
-            params.update(override.parameters)
+            override.set_on(consumer.parameters, params)
     return params
 
 
@@ -561,6 +577,6 @@ def apply(providers: list[URL], urls: list[URL], documents: Mapping[str, str]) -
         params: dict[str, str] = {}
         for override in overrides:
             if override.matches(provider):
-                params.update(override.parameters)
+                override.set_on(provider.parameters, params)
         out.append(provider.with_parameter_map(params) if params else provider)
     return out

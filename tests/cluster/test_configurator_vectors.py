@@ -760,3 +760,47 @@ def test_an_unknown_side_is_accepted_applies_to_nothing_and_is_named() -> None:
     consumer = URL.parse("consumer://1.1.1.1/demo.Greeter?application=a")
     assert configurators.consumer_parameters(consumer, [], {"k": text}) == {}
     assert any("'both' is neither" in f for f in configurators.unacted_fields(text, "k"))
+
+
+# OverrideConfiguratorTest / AbsentConfiguratorTest (UrlConstant URLs; the consumer's host is
+# its URL's host here, Dubbo's NetUtils.getLocalHost() in Dubbo's tests).
+URL_ONE = "dubbo://10.20.153.10:20880/com.foo.BarService?application=foo&timeout=1000&side=consumer"
+URL_CONSUMER = "dubbo://10.20.153.10:20880/com.foo.BarService?application=foo&side=consumer"
+BAR_11 = "dubbo://10.20.153.11:20880/com.foo.BarService?application=bar&side=consumer"
+BAR_11_TIMEOUT = BAR_11 + "&timeout=1000"
+CONFIGURATOR_VECTORS = [
+    ("override://foo@0.0.0.0/com.foo.BarService?timeout=200", URL_CONSUMER, "200"),
+    ("override://foo@0.0.0.0/com.foo.BarService?timeout=200", URL_ONE, "200"),
+    ("override://foo@0.0.0.0/com.foo.BarService?timeout=200", BAR_11, None),
+    ("override://foo@0.0.0.0/com.foo.BarService?timeout=200", BAR_11_TIMEOUT, None),
+    ("override://10.20.153.10/com.foo.BarService?timeout=200", URL_CONSUMER, "200"),
+    ("override://10.20.153.10/com.foo.BarService?timeout=200", BAR_11, None),
+    ("absent://foo@0.0.0.0/com.foo.BarService?timeout=200", URL_CONSUMER, "200"),
+    ("absent://foo@0.0.0.0/com.foo.BarService?timeout=200", URL_ONE, None),  # keeps its 1000
+    ("absent://foo@0.0.0.0/com.foo.BarService?timeout=200", BAR_11, None),
+    (
+        "absent://0.0.0.0/com.foo.BarService?side=consumer&configVersion=2.7&application=foo"
+        "&timeout=10000",
+        "dubbo://172.24.160.179/com.foo.BarService?application=foo&side=consumer&timeout=100",
+        None,  # AbsentConfiguratorTest.testAbsentForVersion27: the consumer keeps 100
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "consumer", "expected"), CONFIGURATOR_VECTORS)
+def test_configurator_test_vectors(override: str, consumer: str, expected: str | None) -> None:
+    params = configurators.consumer_parameters(URL.parse(consumer), [URL.parse(override)], {})
+    assert params.get("timeout") == expected
+
+
+def test_absent_for_version_27_provider() -> None:
+    # AbsentConfiguratorTest.testAbsentForVersion27, provider half: timeout set, weight kept.
+    override = URL.parse(
+        "absent://172.24.160.179:21880/com.foo.BarService?side=provider&configVersion=2.7"
+        "&application=foo&timeout=20000&weight=200"
+    )
+    provider = URL.parse(
+        "dubbo://172.24.160.179:21880/com.foo.BarService?application=foo&side=provider&weight=100"
+    )
+    [configured] = configurators.apply([provider], [override], {})
+    assert (configured.get("timeout"), configured.get("weight")) == ("20000", "100")
