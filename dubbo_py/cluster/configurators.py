@@ -145,6 +145,10 @@ class Override:
     conditions: Mapping[str, str] = field(default_factory=dict)
     #: An ``absent://`` URL (Dubbo's AbsentConfigurator): sets only what the URL lacks.
     absent: bool = False
+    #: ``version`` and ``group`` an override URL names (its service key): only URLs of that
+    #: version / group match ("": not named, any).
+    version: str = ""
+    group: str = ""
 
     def set_on(self, present: Mapping[str, str], params: dict[str, str]) -> None:
         """Add what this override sets to ``params`` (what earlier overrides set on a URL
@@ -191,6 +195,10 @@ class Override:
         if not self.enabled:
             return False
         if self.applications and url.get_str("application") not in self.applications:
+            return False
+        if self.version and self.version != url.get_str("version"):
+            return False
+        if self.group and self.group != url.get_str("group"):
             return False
         if self.services and not any(
             s == "*" or _service_key(s) == url.service_key for s in self.services
@@ -269,7 +277,13 @@ def parse_override_url(url: URL, source: str = "") -> Override | None:
         config_version=version,
         conditions=conditions,
         absent=url.protocol == "absent",
+        version=_named(url.get_str("version")),
+        group=_named(url.get_str("group")),
     )
+
+
+def _named(value: str) -> str:
+    return "" if value == "*" else value
 
 
 def _strings(doc: YamlDocument, path: Path) -> tuple[str, ...]:

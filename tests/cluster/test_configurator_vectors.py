@@ -804,3 +804,21 @@ def test_absent_for_version_27_provider() -> None:
     )
     [configured] = configurators.apply([provider], [override], {})
     assert (configured.get("timeout"), configured.get("weight")) == ("20000", "100")
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("override://0.0.0.0/demo.Greeter?version=1.0.0&weight=5", "5"),
+        ("override://0.0.0.0/demo.Greeter?version=2.0.0&weight=5", None),
+        ("override://0.0.0.0/demo.Greeter?version=*&weight=5", "5"),
+        ("override://0.0.0.0/demo.Greeter?group=g&weight=5", None),
+        ("override://0.0.0.0/demo.Greeter?weight=5", "5"),  # names none: every version
+    ],
+)
+def test_an_override_url_naming_a_version_or_group_changes_only_those(
+    override: str, expected: str | None
+) -> None:
+    provider = URL.parse("tri://1.1.1.1:1/demo.Greeter?version=1.0.0&side=provider")
+    [configured] = configurators.apply([provider], [URL.parse(override)], {})
+    assert configured.get("weight") == expected
