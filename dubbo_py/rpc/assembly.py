@@ -510,6 +510,9 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         #: Blocking channels and invokers for ``failback`` retries (opened on first need).
         self._retry_pool: ChannelPool | None = None
         self._retry_invokers: list[MethodInvoker] = []
+        #: Each method's retry context, made once (a stack rebuilt for a cluster override of
+        #: failback reuses it).
+        self._retry_contexts: dict[str, ClusterContext] = {}
 
     def channel(self) -> AsyncClusterChannel:
         """The channel a stub is built on (await its ``close`` on the same loop)."""
@@ -535,12 +538,17 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     def _retry_context(self, method: StubMethod) -> ClusterContext:
         """The blocking context ``failback`` retries of ``method`` go through."""
         with self._lock:
+            known = self._retry_contexts.get(method.name)
+            if known is not None:
+                return known
             if self._retry_pool is None:
                 self._retry_pool = ChannelPool(self.config.client_tls, shared=self.shared_channels)
                 self._retry_pool.on_dropped = self._forget_retry
             invoker = MethodInvoker(self._retry_pool, method, caller=self.caller)
             self._retry_invokers.append(invoker)
-        return self._wire(invoker, self._retry_attempt_call)
+            context = self._wire(invoker, self._retry_attempt_call)
+            self._retry_contexts[method.name] = context
+        return context
 
     def _retry_attempt_call(self, invoker: InvokerBase) -> Any:
         return self._attempts_around(invoker, self.filters.attempts, RecordStats)
