@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Generic, TypeVar, cast
 
@@ -190,6 +190,9 @@ class ReferenceAssembly(Generic[C]):
         #: some method has one: :attr:`_limited`).
         self.actives = ActiveLimits(self.tuning.settings)
         self._limited = any(s.actives > 0 for s in self.tuning.settings.values())
+        #: The consumer overrides every call made from now on runs under (set once the
+        #: settings, balancer, strategies, mocks and limits they ask for are in place).
+        self.applied_overrides: Mapping[str, str] = {}
         self.directory = self._directory(registry, cache, static_providers)
         self.budget = budget if budget is not None else RetryBudget()
         self.failback = failback if failback is not None else FailbackQueue()
@@ -386,19 +389,20 @@ class ReferenceAssembly(Generic[C]):
         with self._lock:
             stats = self.tuning.stats
             calls = self.tuning.calls
-            balancer_changed = self.tuning.update(self.directory.consumer_overrides, providers)
+            overrides = self.directory.consumer_overrides
+            balancer_changed = self.tuning.update(overrides, providers)
             if self.tuning.calls is not calls:
                 for name in self._bound:
                     self._switch(name)
             limited = any(s.actives > 0 for s in self.tuning.settings.values())
             rewrap = self.tuning.stats is not stats or limited != self._limited
             self._limited = limited
-            if not (balancer_changed or rewrap):
-                return
-            for wired in self._wired:
-                if rewrap:
-                    wired.context.call = wired.wrap(wired.invoker)
-                wired.context.balancer = self.tuning.balancer
+            if balancer_changed or rewrap:
+                for wired in self._wired:
+                    if rewrap:
+                        wired.context.call = wired.wrap(wired.invoker)
+                    wired.context.balancer = self.tuning.balancer
+            self.applied_overrides = overrides
 
     def start(self) -> None:
         """Watch the registry (waiting up to ``check`` s for providers and rules), then start

@@ -159,7 +159,7 @@ def test_a_consumer_side_mock_answers_without_calling_providers(
             KEY, HEAD + "  - side: consumer\n    parameters: {mock: 'force:retrun x'}\n"
         )
         wait_until(
-            lambda: ref.directory.consumer_overrides.get("mock") == "force:retrun x",
+            lambda: ref.assembly.applied_overrides.get("mock") == "force:retrun x",
             10,
             "the bad spec read",
         )
@@ -232,14 +232,14 @@ def test_an_actives_override_limits_calls_in_flight_per_provider(
         wait_until(lambda: len(ref.directory.providers) == 1, 10, "the provider")
         request = greeter_pb2.HelloRequest(name="x")
         _rules(app).put_config(KEY, _actives(1))
-        wait_until(lambda: ref.directory.consumer_overrides.get("actives") == "1", 10, "actives")
+        wait_until(lambda: ref.assembly.applied_overrides.get("actives") == "1", 10, "actives")
         _concurrent(lambda: ref.stub.SayHello(request), 4)
         # Every call waited for its turn and succeeded; never two at once on the provider.
         assert provider.seen.most == 1
         assert provider.seen.calls == 4
 
         _rules(app).delete_config(KEY)
-        wait_until(lambda: "actives" not in ref.directory.consumer_overrides, 10, "removed")
+        wait_until(lambda: "actives" not in ref.assembly.applied_overrides, 10, "removed")
         _concurrent(lambda: ref.stub.SayHello(request), 4)
         assert provider.seen.most > 1
 
@@ -257,6 +257,7 @@ def test_an_actives_override_limits_asyncio_calls_too(
                 greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=20.0
             )
             directory = app.references[-1].directory
+            applied = app.references[-1].assembly
             await asyncio.to_thread(
                 wait_until, lambda: len(directory.providers) == 1, 10, "the provider"
             )
@@ -264,7 +265,7 @@ def test_an_actives_override_limits_asyncio_calls_too(
             _rules(app).put_config(KEY, _actives(1))
             await asyncio.to_thread(
                 wait_until,
-                lambda: directory.consumer_overrides.get("actives") == "1",
+                lambda: applied.applied_overrides.get("actives") == "1",
                 10,
                 "actives",
             )
@@ -272,7 +273,7 @@ def test_an_actives_override_limits_asyncio_calls_too(
             assert provider.seen.most == 1
             _rules(app).delete_config(KEY)
             await asyncio.to_thread(
-                wait_until, lambda: "actives" not in directory.consumer_overrides, 10, "removed"
+                wait_until, lambda: "actives" not in applied.applied_overrides, 10, "removed"
             )
             await asyncio.gather(*(stub.SayHello(request) for _ in range(4)))
             assert provider.seen.most > 1
@@ -304,3 +305,48 @@ def test_a_dubbo_26_downgrade_url_answers_with_the_mock_until_removed(
         assert started[0].seen.calls == calls
         _rules(app).unregister(downgrade)
         wait_until(lambda: ref.stub.SayHello(request).message == "Hello, x!", 10, "restored")
+
+
+def test_mock_and_cluster_overrides_on_asyncio_stubs(
+    registry: str, started: list[Provider]
+) -> None:
+    started += [Provider(registry, "a")]
+
+    async def scenario() -> None:
+        app = dubbo_py.Application("shop", registry)
+        try:
+            stub = await app.reference_async(
+                greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=5.0
+            )
+            directory = app.references[-1].directory
+            applied = app.references[-1].assembly
+            await asyncio.to_thread(
+                wait_until, lambda: len(directory.providers) == 1, 10, "the provider"
+            )
+            request = greeter_pb2.HelloRequest(name="x")
+            text = HEAD + "  - side: consumer\n    parameters: {mock: 'force:return null'}\n"
+            _rules(app).put_config(KEY, text)
+            await asyncio.to_thread(
+                wait_until, lambda: "mock" in applied.applied_overrides, 10, "the mock"
+            )
+            calls = started[0].seen.calls
+            assert (await stub.SayHello(request)).message == ""
+            assert started[0].seen.calls == calls
+            _rules(app).put_config(
+                KEY, HEAD + "  - side: consumer\n    parameters: {cluster: failsafe}\n"
+            )
+            await asyncio.to_thread(
+                wait_until, lambda: "mock" not in applied.applied_overrides, 10, "failsafe"
+            )
+            assert (await stub.SayHello(greeter_pb2.HelloRequest(name="fail"))).message == ""
+            _rules(app).delete_config(KEY)
+            await asyncio.to_thread(
+                wait_until, lambda: not applied.applied_overrides, 10, "removed"
+            )
+            with pytest.raises(grpc.RpcError):
+                await stub.SayHello(greeter_pb2.HelloRequest(name="fail"))
+            assert (await stub.SayHello(request)).message == "Hello, x!"
+        finally:
+            await app.aclose()
+
+    asyncio.run(scenario())
