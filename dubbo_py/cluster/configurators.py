@@ -384,8 +384,9 @@ def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
             raise doc.error(at, "must be a mapping")
         params = entry.get("parameters", {})
         if not isinstance(params, dict) or not params:
-            where = (*at, "parameters") if "parameters" in entry else at
-            raise doc.error(where, "must be a non-empty mapping")
+            if "parameters" not in entry:
+                raise doc.error(at, "needs parameters: a non-empty mapping of what to set")
+            raise doc.error((*at, "parameters"), "must be a non-empty mapping")
         side = str(entry.get("side", "provider"))
         if side not in ("provider", "consumer"):
             # Dubbo accepts the document and the item applies to nothing: so here.

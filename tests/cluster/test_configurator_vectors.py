@@ -552,7 +552,7 @@ def test_parse_url_json_array() -> None:
 
 def test_a_document_without_parameters_is_refused() -> None:
     # ConfigParserTest.parseConfiguratorsServiceNoRuleTest
-    with pytest.raises(RuleError, match="non-empty mapping"):
+    with pytest.raises(RuleError, match="needs parameters"):
         configurators.parse_configurators_yaml(
             "configVersion: v2.7\nscope: service\nkey: k\nconfigs:\n"
             "- addresses: [127.0.0.1]\n  applications: [app1]\n",
