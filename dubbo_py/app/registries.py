@@ -205,7 +205,7 @@ class RegistryBinding:
                 interface_level = ProviderRegistry(
                     registry,
                     configurators.apply,
-                    validate=configurators.parse_configurators_yaml,
+                    validate=configurators.validate_document,
                 )
                 assert self._app_level is not None
                 self._provider_registry = self._app_level.provider_registry(interface_level)

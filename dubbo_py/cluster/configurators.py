@@ -15,31 +15,52 @@ Two carriers, as in Apache Dubbo:
       configs:
         - addresses: ["10.0.0.5:50051"]     # or 0.0.0.0 / omitted: every provider
           side: provider
+          match:                             # v3.0: narrow further (configurator_match.py)
+            param: [{key: zone, value: {exact: a}}]
           parameters: {weight: 0}
 
+Which items apply to a URL follows Dubbo 3.3's ``AbstractConfigurator`` and ``ConfigParser``:
+
+* the document's ``enabled`` switches every item of type ``general`` (or no type) on or off; an
+  item of another ``type`` (Dubbo Admin's ``weight``, ``balancing``, ``disabled``) is on only
+  with its own ``enabled: true``;
+* ``addresses``: hosts (``host`` or ``host:port``; ``0.0.0.0`` or none: every one) of the
+  providers, or for a ``side: consumer`` item of the consumers;
+* ``providerAddresses`` (provider side): ``host:port``, ``host``, ``0.0.0.0``, ``0.0.0.0:*`` or
+  ``0.0.0.0:<port>`` entries, one of which must cover the provider;
+* ``applications`` (service scope): the URL's application must be one of them;
+  ``services`` (application scope): the URL's service key (``group/interface:version``) must be
+  one of them, ``*`` for any;
+* ``match`` when ``configVersion`` starts with ``v3.0`` (as Dubbo compares it), the v2.7
+  ``~key`` conditions (``parameters: {"~zone": a}``: the URL's ``zone`` must be ``a``) when it
+  does not -- override URLs included.
+
 Matching overrides are applied in order (URLs first, then documents by key), each setting its
-parameters on the provider URL; ``enabled: false`` turns a rule off. What providers carry is then
-what load balancers (``weight``), the directory (``disabled``) and strategies read.
+parameters on the provider URL. What providers carry is then what load balancers (``weight``),
+the directory (``disabled``) and strategies read.
 
 An override that says ``side: consumer`` (``&side=consumer`` on a URL) changes consumers
 instead: its addresses are consumer hosts (``0.0.0.0`` or none: every consumer) and its
-applications consumer applications; :func:`consumer_parameters` gives what it sets
-(``timeout`` in ms, ``retries``, ``loadbalance``, or ``<method>.timeout`` and the like), which a
-reference merges over its own options. An override without ``side`` is a provider override.
+``match`` reads the consumer's own URL; :func:`consumer_parameters` gives what it sets
+(``timeout`` in ms, ``retries``, ``loadbalance``, ``cluster``, ``mock``, ``actives``, or
+``<method>.timeout`` and the like), which a reference merges over its own options. An override
+without ``side`` is a provider override.
+
+Whatever a document says that this module does not act on is named by :func:`unacted_fields`
+(``rules validate`` warns, consumers and providers log it once per document version).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from dubbo_py.cluster.override import (
+    Override,
+    parse_override_url,
+)
 from dubbo_py.errors import RuleError
 from dubbo_py.url import URL
-
-if TYPE_CHECKING:
-    from dubbo_py.yaml_loader import Path, YamlDocument
 
 __all__ = [
     "Override",
@@ -47,157 +68,51 @@ __all__ = [
     "consumer_parameters",
     "parse_configurators_yaml",
     "parse_override_url",
+    "unacted_fields",
+    "validate_document",
 ]
 
 log = logging.getLogger(__name__)
 
-#: URL parameters that steer the rule itself and are never copied onto providers.
-CONTROL_KEYS = frozenset(
-    {
-        "category",
-        "dynamic",
-        "enabled",
-        "check",
-        "side",
-        "application",
-        "interface",
-        "version",
-        "group",
-        "anyhost",
-        "timestamp",
-        "configVersion",
-        "compatible_config",
-        "providerAddresses",
-    }
-)
-ANYHOST = "0.0.0.0"
-
-
-@dataclass(frozen=True, slots=True)
-class Override:
-    """One override: which providers (addresses, applications) and what parameters to set."""
-
-    parameters: Mapping[str, str]
-    #: ``host`` or ``host:port`` entries; empty or containing 0.0.0.0 matches every provider.
-    addresses: tuple[str, ...] = ()
-    applications: tuple[str, ...] = ()
-    side: str = "provider"
-    enabled: bool = True
-    source: str = field(default="", compare=False)
-
-    def matches(self, provider: URL) -> bool:
-        """Whether this override applies to ``provider``."""
-        return self.side == "provider" and self._matches(provider, by_port=True)
-
-    def matches_consumer(self, consumer: URL) -> bool:
-        """Whether this (``side: consumer``) override applies to ``consumer`` (matched by host
-        and application; a consumer has no port)."""
-        return self.side == "consumer" and self._matches(consumer, by_port=False)
-
-    def _matches(self, url: URL, *, by_port: bool) -> bool:
-        if not self.enabled:
-            return False
-        if self.applications and url.get_str("application") not in self.applications:
-            return False
-        if not self.addresses:
-            return True
-        for address in self.addresses:
-            host, _, port = address.partition(":")
-            host_ok = host in (ANYHOST, "*") or host == url.host
-            any_port = not by_port or not port or port in ("0", "*")
-            if host_ok and (any_port or port == str(url.port)):
-                return True
-        return False
-
-
-def parse_override_url(url: URL, source: str = "") -> Override | None:
-    """An override from an ``override://`` URL (None for ``empty://`` or other protocols)."""
-    if url.protocol != "override":
-        return None
-    params = {k: v for k, v in url.parameters.items() if k not in CONTROL_KEYS}
-    address = url.host if not url.port else f"{url.host}:{url.port}"
-    app = url.get_str("application")
-    return Override(
-        parameters=params,
-        addresses=(address,) if url.host else (),
-        applications=(app,) if app and app != "*" else (),
-        side=url.get_str("side", "provider"),
-        enabled=url.get_bool("enabled", True),
-        source=source,
-    )
-
-
-def _strings(doc: YamlDocument, path: Path) -> tuple[str, ...]:
-    value = doc.at(path) if _has(doc, path) else None
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(
-        isinstance(v, str | int) and not isinstance(v, bool) for v in value
-    ):
-        return tuple(str(v) for v in value)
-    raise doc.error(path, "must be a string or a list of strings")
-
-
-def _has(doc: YamlDocument, path: Path) -> bool:
-    parent = doc.at(path[:-1])
-    return isinstance(parent, dict) and path[-1] in parent
-
 
 def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:
     """Overrides from a Dubbo 3 ``configurators`` document; RuleError naming what is wrong,
-    where (``configs[1].parameters``) and at which line and column."""
-    # YAML is loaded with the first document: applying override URLs, or no override at all,
-    # is what most consumers do, and needs no YAML parser in the process.
-    from dubbo_py.yaml_loader import compile_yaml
+    where (``configs[1].parameters``) and at which line and column
+    (:mod:`dubbo_py.cluster.configurator_documents`)."""
+    # Loaded with the first document: applying override URLs, or no override at all, is what
+    # most consumers do, and needs no YAML parser in the process.
+    from dubbo_py.cluster import configurator_documents
 
-    return compile_yaml(text, source, _configurators, error=RuleError, empty="rule is empty")
+    return configurator_documents.parse_configurators_yaml(text, source)
 
 
-def _configurators(doc: YamlDocument) -> list[Override]:
-    source = doc.source
-    if not isinstance(doc.data, dict):
-        raise doc.error((), "a configurators document must be a mapping")
-    configs = doc.data.get("configs")
-    if not isinstance(configs, list):
-        where: Path = ("configs",) if "configs" in doc.data else ()
-        raise doc.error(where, "'configs' must be a list of override entries")
-    enabled_all = doc.data.get("enabled", True) is not False
-    overrides = []
-    for i, entry in enumerate(configs):
-        at: Path = ("configs", i)
-        if not isinstance(entry, dict):
-            raise doc.error(at, "must be a mapping")
-        params = entry.get("parameters", {})
-        if not isinstance(params, dict) or not params:
-            place = (*at, "parameters") if "parameters" in entry else at
-            raise doc.error(place, "must be a non-empty mapping")
-        side = str(entry.get("side", "provider"))
-        if side not in ("provider", "consumer"):
-            raise doc.error((*at, "side"), "must be provider or consumer")
-        addresses = _strings(doc, (*at, "addresses"))
-        addresses += _strings(doc, (*at, "providerAddresses"))
-        overrides.append(
-            Override(
-                parameters={
-                    str(k): ("true" if v is True else "false" if v is False else str(v))
-                    for k, v in params.items()
-                },
-                addresses=addresses,
-                applications=_strings(doc, (*at, "applications")),
-                side=side,
-                enabled=enabled_all and entry.get("enabled", True) is not False,
-                source=source,
-            )
-        )
-    return overrides
+def unacted_fields(text: str, source: str = "") -> list[str]:
+    """What a valid configurators document says that neither Dubbo 3.3 nor dubbo-py acts on,
+    each with its place and why (``rules validate`` warns about each)."""
+    from dubbo_py.cluster import configurator_documents
+
+    return configurator_documents.unacted_fields(text, source)
+
+
+def validate_document(text: str, source: str = "") -> list[Override]:
+    """What a consumer or provider runs on each document version it receives: the overrides
+    (RuleError for an invalid document), and a warning naming each field not acted on, once
+    per document version."""
+    from dubbo_py.cluster import configurator_documents
+
+    return configurator_documents.validate_document(text, source)
 
 
 def _overrides(urls: list[URL], documents: Mapping[str, str]) -> list[Override]:
     """Every override in force, in application order (URLs, then documents by key). An invalid
     document is logged with its key and skipped; the others still apply."""
-    overrides = [o for u in urls if (o := parse_override_url(u)) is not None]
+    # A URL Dubbo Admin writes next to a document for 2.6 clients (compatible_config) is read
+    # as Dubbo 3's RegistryDirectory reads it: not at all (the document says the same).
+    overrides = [
+        o
+        for u in urls
+        if not u.get("compatible_config") and (o := parse_override_url(u)) is not None
+    ]
     for key in sorted(documents):
         try:
             overrides.extend(parse_configurators_yaml(documents[key], key))
@@ -214,14 +129,14 @@ def consumer_parameters(
     params: dict[str, str] = {}
     for override in _overrides(urls, documents):
         if override.matches_consumer(consumer):
-            params.update(override.parameters)
+            override.set_on(consumer.parameters, params)
     return params
 
 
 def apply(providers: list[URL], urls: list[URL], documents: Mapping[str, str]) -> list[URL]:
     """Providers with every matching provider-side override applied (the directory's
     ``configure`` hook)."""
-    overrides = [o for o in _overrides(urls, documents) if o.side == "provider"]
+    overrides = [o for o in _overrides(urls, documents) if o.side != "consumer"]
     if not overrides:
         return providers
     out = []
@@ -229,6 +144,6 @@ def apply(providers: list[URL], urls: list[URL], documents: Mapping[str, str]) -
         params: dict[str, str] = {}
         for override in overrides:
             if override.matches(provider):
-                params.update(override.parameters)
+                override.set_on(provider.parameters, params)
         out.append(provider.with_parameter_map(params) if params else provider)
     return out

@@ -17,6 +17,12 @@ class MethodSettings:
     timeout: float | None = None
     forks: int = 2
     sticky: bool = False
+    #: Dubbo's consumer-side ``actives``: calls of the method in flight to one provider at most
+    #: (0: no limit); a call over it waits for a slot (:mod:`dubbo_py.consumer.actives`).
+    actives: int = 0
+    #: A consumer override replaces the method's cluster strategy or mock: its calls take the
+    #: method's stack, never a compiled plan (:mod:`dubbo_py.cluster.plan`).
+    switched: bool = False
 
 
 class SettingsTable(dict[str, MethodSettings]):

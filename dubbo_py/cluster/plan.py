@@ -240,7 +240,9 @@ def compile_plan(
     :class:`PlanObservers`)."""
     settings = ctx.settings[method]
     invoker = ctx.call
-    if settings.sticky or not isinstance(invoker, PlainCall) or not invoker.plain:
+    if settings.sticky or settings.switched or not isinstance(invoker, PlainCall):
+        return None
+    if not invoker.plain:
         return None
     chain = ctx.routes.chain
     routing = chain.plan(Invocation(ctx.service, method))

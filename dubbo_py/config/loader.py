@@ -301,6 +301,7 @@ class _Reader:
             "tls",
             "sticky",
             "forks",
+            "actives",
             "quarantine_interval",
             "outlier_failures",
             "outlier_max_share",
@@ -350,6 +351,7 @@ class _Reader:
                 tls=self.client_tls(raw.get("tls"), f"{path}.tls"),
                 sticky=self.typed(raw.get("sticky", False), f"{path}.sticky", bool, _boolean),
                 forks=self.typed(raw.get("forks", 2), f"{path}.forks", int, int),
+                actives=self.typed(raw.get("actives", 0), f"{path}.actives", int, int),
                 quarantine_interval=self.typed(
                     raw.get("quarantine_interval", 1.0),
                     f"{path}.quarantine_interval",

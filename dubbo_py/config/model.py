@@ -190,6 +190,9 @@ class ReferenceConfig:
     sticky: bool = False
     #: How many providers ``forking`` calls at once.
     forks: int = 2
+    #: Dubbo's consumer-side ``actives``: calls of a method in flight to one provider at most
+    #: (0: no limit; a call over it waits for a slot up to its timeout).
+    actives: int = 0
     #: How often (s) quarantined providers are probed for revival.
     quarantine_interval: float = 1.0
     #: Consecutive timeouts / UNAVAILABLE after which a provider is ejected into the
@@ -218,6 +221,8 @@ class ReferenceConfig:
             raise ConfigError("timeout", f"must be > 0 seconds, got {self.timeout}")
         if self.forks < 1:
             raise ConfigError("forks", f"must be >= 1, got {self.forks}")
+        if self.actives < 0:
+            raise ConfigError("actives", f"must be >= 0, got {self.actives}")
         if self.quarantine_interval <= 0:
             raise ConfigError(
                 "quarantine_interval", f"must be > 0 seconds, got {self.quarantine_interval}"

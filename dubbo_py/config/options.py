@@ -121,6 +121,8 @@ class MethodOptions:
     idempotent: bool = False
     #: Keep calling the same provider while it works.
     sticky: bool | None = None
+    #: Calls of the method in flight to one provider at most (0: no limit).
+    actives: int | None = None
 
     @classmethod
     def of(cls, method: str, options: Mapping[str, Any] | MethodOptions) -> MethodOptions:
@@ -151,6 +153,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "forks": _count(1),
     "idempotent": _flag,
     "sticky": _flag,
+    "actives": _count(0),
 }
 
 #: What ``methods={name: {...}}`` accepts per method.

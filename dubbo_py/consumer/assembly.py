@@ -22,15 +22,16 @@ pool, the invoker, the strategy and the filters of their flavour. Nothing runs u
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.health_probe import grpc_health_probe
-from dubbo_py.cluster.mock import parse_mock
+from dubbo_py.cluster.mock import MockSpec, parse_mock
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
@@ -40,6 +41,7 @@ from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.options import MethodOptions
+from dubbo_py.consumer.actives import ActiveLimit, ActiveLimits, AsyncActiveLimit
 from dubbo_py.consumer.channel import AsyncClusterChannel, ClusterChannel
 from dubbo_py.consumer.connections import AsyncSharedChannels, SharedChannels
 from dubbo_py.consumer.filters import (
@@ -63,7 +65,8 @@ from dubbo_py.consumer.invoker import (
 )
 from dubbo_py.consumer.method import BoundMethod, InvokerBase, StubMethod
 from dubbo_py.consumer.settings import base_parameters, check_method_options
-from dubbo_py.consumer.tuning import ReferenceTuning
+from dubbo_py.consumer.tuning import CallOverride, ReferenceTuning
+from dubbo_py.errors import MockSpecError
 from dubbo_py.protocol.introspect import ServiceSpec
 from dubbo_py.protocol.triple import TripleCaller
 from dubbo_py.registry.cache import NotifyCache
@@ -76,6 +79,8 @@ from dubbo_py.url import URL
 __all__ = ["AsyncAssembly", "BlockingAssembly", "ReferenceAssembly", "method_policies"]
 
 _NO_OPTIONS = MethodOptions()
+
+log = logging.getLogger(__name__)
 
 #: The call a bound method runs: :data:`~dubbo_py.consumer.filters.Call` or ``AsyncCall``.
 C = TypeVar("C")
@@ -107,6 +112,37 @@ class _Wired:
         self.context = context
         self.invoker = invoker
         self.wrap = wrap
+
+
+class _Switch:
+    """A bound method's call, switchable: the stack the reference's own options build, or one
+    a consumer override of ``cluster``/``mock`` builds in its place (one assignment swaps it;
+    a call in flight keeps the stack it started on)."""
+
+    __slots__ = ("base", "current", "override")
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.current = base
+        #: The override the current stack was built for (None: the base stack).
+        self.override: CallOverride | None = None
+
+    def __call__(self, invocation: Any) -> Any:
+        return self.current(invocation)
+
+
+class _Bound:
+    """What rebuilding one bound method's stack needs."""
+
+    __slots__ = ("context", "method", "policy", "switch")
+
+    def __init__(
+        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext, switch: _Switch
+    ) -> None:
+        self.method = method
+        self.policy = policy
+        self.context = context
+        self.switch = switch
 
 
 class ReferenceAssembly(Generic[C]):
@@ -149,7 +185,16 @@ class ReferenceAssembly(Generic[C]):
         self.config = config
         self.consumer = consumer
         self.policies = method_policies(service, config)
+        #: Each bound method's stack, by name (rebuilt when a cluster/mock override changes).
+        self._bound: dict[str, _Bound] = {}
         self.tuning = self._tuning()
+        #: Consumer-side ``actives`` slot counts (the limit wraps provider calls only while
+        #: some method has one: :attr:`_limited`).
+        self.actives = ActiveLimits(self.tuning.settings)
+        self._limited = any(s.actives > 0 for s in self.tuning.settings.values())
+        #: The consumer overrides every call made from now on runs under (set once the
+        #: settings, balancer, strategies, mocks and limits they ask for are in place).
+        self.applied_overrides: Mapping[str, str] = {}
         self.directory = self._directory(registry, cache, static_providers)
         self.budget = budget if budget is not None else RetryBudget()
         self.failback = failback if failback is not None else FailbackQueue()
@@ -164,7 +209,7 @@ class ReferenceAssembly(Generic[C]):
         #: The stub's calls in flight (closing the application waits for them).
         self.in_flight = CallsInFlight()
         self._wired: list[_Wired] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered: rebuilding a stack may wire a context
         self._idempotent = config.idempotent | frozenset(
             m for m, o in config.methods.items() if o.idempotent
         )
@@ -180,8 +225,18 @@ class ReferenceAssembly(Generic[C]):
             sticky=config.sticky,
             loadbalance=config.loadbalance,
             methods=config.methods,
+            actives=config.actives,
         )
-        return ReferenceTuning(self.service.method_names, base, config.loadbalance)
+        return ReferenceTuning(
+            self.service.method_names, base, config.loadbalance, check_mock=self._check_mock
+        )
+
+    def _check_mock(self, method: str, spec: MockSpec) -> None:
+        """MockSpecError when an override's mock cannot answer ``method`` (checked against the
+        response type once the method is bound; a method bound later is checked then)."""
+        bound = self._bound.get(method)
+        if bound is not None:
+            spec.check(method, bound.method.response_type())
 
     def _directory(
         self, registry: Registry | None, cache: NotifyCache | None, static: tuple[URL, ...]
@@ -193,7 +248,7 @@ class ReferenceAssembly(Generic[C]):
             assemble=factory.chain_routers,
             configure=configurators.apply,
             configure_consumer=configurators.consumer_parameters,
-            validate_configurators=configurators.parse_configurators_yaml,
+            validate_configurators=configurators.validate_document,
             cache=cache,
             static_providers=list(static),
             subscribe=self._subscribe,
@@ -249,25 +304,65 @@ class ReferenceAssembly(Generic[C]):
         invoker = self._invoker(method)
         context = self._wire(invoker, self._attempt_call)
         policy = self.policies.get(method.name, MethodPolicy(self.config.cluster))
+        if policy.mock is not None:
+            policy.mock.check(method.name, method.response_type())
+        call, plannable, filters = self._stack(method, policy, context)
+        self.contexts[method.name] = context
+        switch = _Switch(call)
+        with self._lock:
+            self._bound[method.name] = _Bound(method, policy, context, switch)
+            self._switch(method.name)
+        # A plan stands for the whole stack: it is kept when every call filter has a plan
+        # hook (the consumer's metrics), which it then runs around the call.
+        hooks = plan_hooks(filters, method.name)
+        # The switch calls what it holds, a call of this flavour: it is one.
+        switched = cast(C, switch)
+        if hooks is None:
+            return BoundMethod(method, context, switched, False, in_flight=self.in_flight)
+        return BoundMethod(method, context, switched, plannable, hooks, self.in_flight)
+
+    def _stack(
+        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+    ) -> tuple[Any, bool, list[Any]]:
+        """The method's call under ``policy``: its strategy inside its call filters (the mock
+        outermost); whether it is plain failover; the filters."""
         if method.request_streaming:
             # A request stream can be consumed only once, so it is never replayed on another
             # provider: client-streaming calls are fail-fast whatever the reference says.
-            policy = MethodPolicy("failfast")
+            policy = MethodPolicy("failfast", policy.mock)
         strategy, plannable = self._strategy(method, policy, context)
         filters = list(self.filters.around_calls(self._asyncio))
         if policy.mock is not None:
             response_type = method.response_type()
-            policy.mock.check(method.name, response_type)
             mock = self._mock(policy.mock, response_type, streaming=method.response_streaming)
             filters.insert(0, mock)
-        self.contexts[method.name] = context
-        call = wrap_calls(filters, strategy)
-        # A plan stands for the whole stack: it is kept when every call filter has a plan
-        # hook (the consumer's metrics), which it then runs around the call.
-        hooks = plan_hooks(filters, method.name)
-        if hooks is None:
-            return BoundMethod(method, context, call, False, in_flight=self.in_flight)
-        return BoundMethod(method, context, call, plannable, hooks, self.in_flight)
+        return wrap_calls(filters, strategy), plannable, filters
+
+    def _switch(self, name: str) -> None:
+        """Put the stack the method's cluster/mock override asks for in force (the base stack
+        when there is none). Called under the lock."""
+        bound = self._bound.get(name)
+        if bound is None:
+            return
+        override = self.tuning.calls.get(name)
+        if override == bound.switch.override:
+            return
+        if override is None:
+            bound.switch.current, bound.switch.override = bound.switch.base, None
+            return
+        policy = MethodPolicy(
+            override.cluster or bound.policy.cluster,
+            override.mock if override.mock_text is not None else bound.policy.mock,
+        )
+        try:
+            if policy.mock is not None:
+                policy.mock.check(name, bound.method.response_type())
+            call, _, _ = self._stack(bound.method, policy, bound.context)
+        except (MockSpecError, ValueError) as exc:
+            # The last good stack stays in force.
+            log.error("ignoring cluster/mock override for %s.%s: %s", self.service.name, name, exc)
+            return
+        bound.switch.current, bound.switch.override = call, override
 
     def _attempt_call(self, invoker: InvokerBase) -> Any:
         return self._attempts_around(
@@ -280,6 +375,9 @@ class ReferenceAssembly(Generic[C]):
         """``invoker`` inside ``filters``, and inside the call statistics (``record``) when the
         balancer reads them."""
         stats = self.tuning.stats
+        if self._limited:
+            limit = AsyncActiveLimit if self._asyncio else ActiveLimit
+            filters = (*filters, limit(self.actives))
         if stats is not None:
             filters = (*filters, record(stats, invoker.spec.path))
         return wrap_attempts(filters, invoker)
@@ -292,13 +390,21 @@ class ReferenceAssembly(Generic[C]):
         self._retain(providers)
         with self._lock:
             stats = self.tuning.stats
-            if not self.tuning.update(self.directory.consumer_overrides, providers):
-                return
-            rewrap = self.tuning.stats is not stats
-            for wired in self._wired:
-                if rewrap:
-                    wired.context.call = wired.wrap(wired.invoker)
-                wired.context.balancer = self.tuning.balancer
+            calls = self.tuning.calls
+            overrides = self.directory.consumer_overrides
+            balancer_changed = self.tuning.update(overrides, providers)
+            if self.tuning.calls is not calls:
+                for name in self._bound:
+                    self._switch(name)
+            limited = any(s.actives > 0 for s in self.tuning.settings.values())
+            rewrap = self.tuning.stats is not stats or limited != self._limited
+            self._limited = limited
+            if balancer_changed or rewrap:
+                for wired in self._wired:
+                    if rewrap:
+                        wired.context.call = wired.wrap(wired.invoker)
+                    wired.context.balancer = self.tuning.balancer
+            self.applied_overrides = overrides
 
     def start(self) -> None:
         """Watch the registry (waiting up to ``check`` s for providers and rules), then start
@@ -411,6 +517,9 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         #: Blocking channels and invokers for ``failback`` retries (opened on first need).
         self._retry_pool: ChannelPool | None = None
         self._retry_invokers: list[MethodInvoker] = []
+        #: Each method's retry context, made once (a stack rebuilt for a cluster override of
+        #: failback reuses it).
+        self._retry_contexts: dict[str, ClusterContext] = {}
 
     def channel(self) -> AsyncClusterChannel:
         """The channel a stub is built on (await its ``close`` on the same loop)."""
@@ -436,12 +545,17 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     def _retry_context(self, method: StubMethod) -> ClusterContext:
         """The blocking context ``failback`` retries of ``method`` go through."""
         with self._lock:
+            known = self._retry_contexts.get(method.name)
+            if known is not None:
+                return known
             if self._retry_pool is None:
                 self._retry_pool = ChannelPool(self.config.client_tls, shared=self.shared_channels)
                 self._retry_pool.on_dropped = self._forget_retry
             invoker = MethodInvoker(self._retry_pool, method, caller=self.caller)
             self._retry_invokers.append(invoker)
-        return self._wire(invoker, self._retry_attempt_call)
+            context = self._wire(invoker, self._retry_attempt_call)
+            self._retry_contexts[method.name] = context
+        return context
 
     def _retry_attempt_call(self, invoker: InvokerBase) -> Any:
         return self._attempts_around(invoker, self.filters.attempts, RecordStats)

@@ -57,6 +57,7 @@ def base_parameters(
     sticky: bool,
     loadbalance: str,
     methods: Mapping[str, MethodOptions],
+    actives: int = 0,
 ) -> dict[str, str]:
     """The reference's options as a Dubbo-style parameter map (timeouts in ms). ``retries`` and
     ``timeout`` of None are left out: not set by the consumer, so the providers' apply."""
@@ -65,6 +66,8 @@ def base_parameters(
         "sticky": "true" if sticky else "false",
         "loadbalance": loadbalance,
     }
+    if actives:
+        params["actives"] = str(int(actives))
     if retries is not None:
         params["retries"] = str(int(retries))
     if timeout is not None:
@@ -78,6 +81,8 @@ def base_parameters(
             params[f"{method}.timeout"] = _timeout_ms(opts.timeout)
         if opts.sticky is not None:
             params[f"{method}.sticky"] = "true" if opts.sticky else "false"
+        if opts.actives is not None:
+            params[f"{method}.actives"] = str(opts.actives)
     return params
 
 
@@ -216,5 +221,6 @@ def resolve_settings(
             timeout=_timeout(params, method, old.timeout, given),
             forks=_int(params, method, "forks", old.forks, 1),
             sticky=old.sticky if sticky is None else sticky.strip().lower() == "true",
+            actives=_int(params, method, "actives", old.actives, 0),
         )
     return out

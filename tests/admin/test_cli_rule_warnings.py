@@ -175,3 +175,24 @@ def test_validate_with_a_named_registry_that_cannot_be_read_still_validates(
     assert result.exit_code == 0, result.output
     assert "note: registry checks skipped" in result.stderr
     assert not (tmp_path / "absent.db").exists()  # nothing created
+
+
+def test_configurator_fields_not_acted_on_are_warnings_and_strict_refuses(cli: Cli) -> None:
+    # A typo in match (params for param) would widen the rule to every provider, and a v3.0
+    # match in a v2.7 document is not read (as in Dubbo): both named, refused with --strict.
+    text = (
+        "configVersion: v2.7\nscope: service\nkey: demo.Greeter:1.0.0\nconfigs:\n"
+        "  - side: provider\n    match: {param: [{key: zone, value: {exact: a}}]}\n"
+        "    parameters: {disabled: true}\n"
+        "  - side: provider\n    parameters: {weight: 5}\n    priority: 2\n"
+    )
+    path = cli.file("overrides.yaml", text)
+    key = "demo.Greeter:1.0.0:.configurators"
+    result = cli(*REGISTRY, "rules", "validate", path, "--key", key)
+    assert result.exit_code == 0, result.output
+    found = warnings_of(result.stderr)
+    assert any("configs[0].match: read only with configVersion v3.0" in w for w in found)
+    assert any("configs[1].priority: not a field" in w for w in found)
+    strict = cli("rules", "push", path, "--key", key, "--strict")
+    assert strict.exit_code == 1
+    assert cli.text(key) is None

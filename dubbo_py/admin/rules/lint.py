@@ -215,6 +215,13 @@ def lint_offline(rule: RuleKey, text: str, source: str) -> list[LintWarning]:
                 )
             )
     out += _no_effect_warnings(rule.kind, text, source)
+    if rule.kind == "configurators":
+        from dubbo_py.cluster.configurators import unacted_fields
+
+        out += [
+            LintWarning("not-acted-on", f"{source}: {field}")
+            for field in unacted_fields(text, source)
+        ]
     if rule.kind == "condition-router" and rule.key:
         data = peek_yaml(text)
         scope = data.get("scope") if isinstance(data, Mapping) else None
