@@ -29,6 +29,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,8 +42,10 @@ __all__ = [
     "MAX_QUEUED",
     "AccessEntry",
     "AccessLogWriter",
+    "AccessSwitch",
     "AsyncConsumerAccessLog",
     "ConsumerAccessLog",
+    "ProviderAccessLogs",
     "access_log_target",
     "format_line",
     "writer",
@@ -309,3 +312,198 @@ class AsyncConsumerAccessLog(_ConsumerLog):
             raise
         self._log(provider, invocation, started, began, None)
         return response
+
+
+# ---------------------------------------------------------------------------- provider side
+
+
+class AccessSwitch:
+    """Whether one exported service (service, version, group) logs its calls, and where:
+    ``target`` None (off), ``""`` (the logger) or a file path; ``callee`` is the provider's
+    registered address."""
+
+    __slots__ = ("applied", "callee", "target")
+
+    def __init__(self) -> None:
+        self.target: str | None = None
+        self.callee = ""
+        #: Whether a registration has set it (else the exported URL does, once served).
+        self.applied = False
+
+
+def _peer(context: Any) -> str:
+    try:
+        peer = str(context.peer())
+    except Exception:  # a context without a peer: unknown caller
+        return "?"
+    for prefix in ("ipv4:", "ipv6:", "unix:"):
+        if peer.startswith(prefix):
+            return peer[len(prefix) :]
+    return peer
+
+
+def _status(context: Any, error: BaseException | None) -> str:
+    try:
+        code = context.code()
+    except Exception:  # a context without code(): judge by the error
+        code = None
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    return _outcome(error)
+
+
+class _ProviderCall:
+    """What one logged provider call keeps until it ends."""
+
+    __slots__ = ("began", "context", "request", "started", "switch")
+
+    def __init__(self, switch: AccessSwitch, request: Any, context: Any) -> None:
+        self.switch = switch
+        self.request = request
+        self.context = context
+        self.started = time.time()
+        self.began = time.perf_counter()
+
+    def end(self, target: str, key: tuple[str, str, str, str], error: BaseException | None) -> None:
+        service, method, version, group = key
+        _writer.put(
+            target,
+            AccessEntry(
+                self.started,
+                time.time(),
+                _peer(self.context),
+                self.switch.callee,
+                service,
+                version,
+                group,
+                method,
+                self.request,
+                _status(self.context, error),
+                (time.perf_counter() - self.began) * 1000.0,
+            ),
+        )
+
+
+def _logged_sync(switch: AccessSwitch, key: tuple[str, str, str, str], handler: Any) -> Any:
+    from dubbo_py.server_handlers import behaviour_of, rebuild
+
+    behaviour = behaviour_of(handler)
+    streaming_request = handler.request_streaming
+
+    def unary(request: Any, context: Any) -> Any:
+        target = switch.target
+        if target is None:
+            return behaviour(request, context)
+        call = _ProviderCall(switch, None if streaming_request else request, context)
+        try:
+            response = behaviour(request, context)
+        except BaseException as exc:
+            call.end(target, key, exc)
+            raise
+        call.end(target, key, None)
+        return response
+
+    def streaming(request: Any, context: Any) -> Any:
+        target = switch.target
+        if target is None:
+            return behaviour(request, context)
+        call = _ProviderCall(switch, None if streaming_request else request, context)
+        return _logged_stream(behaviour(request, context), call, target, key)
+
+    return rebuild(handler, streaming if handler.response_streaming else unary)
+
+
+def _logged_stream(
+    responses: Any, call: _ProviderCall, target: str, key: tuple[str, str, str, str]
+) -> Any:
+    try:
+        yield from responses
+    except BaseException as exc:
+        call.end(target, key, exc)
+        raise
+    call.end(target, key, None)
+
+
+def _logged_async(switch: AccessSwitch, key: tuple[str, str, str, str], handler: Any) -> Any:
+    from dubbo_py.server_handlers import behaviour_of, rebuild
+
+    if handler.response_streaming:
+        # grpc.aio tells a streaming handler by its function's kind (an async generator):
+        # wrapping it would cost every message of every stream. Not logged (docs say so).
+        return handler
+    behaviour = behaviour_of(handler)
+    streaming_request = handler.request_streaming
+
+    async def unary(request: Any, context: Any) -> Any:
+        target = switch.target
+        if target is None:
+            return await behaviour(request, context)
+        call = _ProviderCall(switch, None if streaming_request else request, context)
+        try:
+            response = await behaviour(request, context)
+        except BaseException as exc:
+            call.end(target, key, exc)
+            raise
+        call.end(target, key, None)
+        return response
+
+    return rebuild(handler, unary)
+
+
+#: ``(service, method, version, group, handler) -> handler``, as the provider's export plan
+#: takes it (:data:`dubbo_py.provider.dispatch.HandlerWrap`).
+HandlerWrap = Any
+
+
+class ProviderAccessLogs:
+    """The provider side of an application's access log: one :class:`AccessSwitch` per exported
+    service, set from its registered URL -- the ``accesslog`` parameter the service was
+    exported with (code, ``dubbo.yaml``), or the one a provider-side override rule gives it
+    (the provider registers again with it: :mod:`dubbo_py.registry.provider_overrides`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._switches: dict[tuple[str, str, str], AccessSwitch] = {}
+
+    def switch(self, service: str, version: str, group: str) -> AccessSwitch:
+        """The switch of one exported service (made off when first asked)."""
+        key = (service, version, group)
+        with self._lock:
+            found = self._switches.get(key)
+            if found is None:
+                found = self._switches[key] = AccessSwitch()
+            return found
+
+    def apply(self, original: Any, current: Any) -> None:
+        """A provider URL as exported (``original``) and as registered now with its override
+        rules (``current``, the same without any): switch its service's access log."""
+        switch = self.switch(original.path, original.get_str("version"), original.get_str("group"))
+        value = current.get_str(ACCESSLOG_KEY)
+        from_rule = value != original.get_str(ACCESSLOG_KEY)
+        switch.callee = original.address
+        switch.applied = True
+        target = access_log_target(value, from_rule=from_rule)
+        if target != switch.target:
+            switch.target = target
+            state = "off" if target is None else (target or ACCESS_LOGGER)
+            log.info("access log of %s: %s", original.service_key, state)
+
+    def served(self, urls: Iterable[Any]) -> None:
+        """Provider URLs now served: those no registration has switched yet (no registry, or
+        one that registers instances only) take their own ``accesslog`` parameter."""
+        for url in urls:
+            if not self.switch(url.path, url.get_str("version"), url.get_str("group")).applied:
+                self.apply(url, url)
+
+    def wrap(self, inner: HandlerWrap | None, *, aio: bool) -> HandlerWrap:
+        """A handler wrap that logs calls while their service's switch is on, around
+        ``inner`` (the metrics' wrap, or None)."""
+        logged = _logged_async if aio else _logged_sync
+
+        def wrap_handler(service: str, method: str, version: str, group: str, handler: Any) -> Any:
+            if inner is not None:
+                handler = inner(service, method, version, group, handler)
+            switch = self.switch(service, version, group)
+            return logged(switch, (service, method, version, group), handler)
+
+        return wrap_handler
