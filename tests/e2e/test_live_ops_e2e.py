@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.app.test_qos_port import get
+from tests.support.console_process import ConsoleProcess
 from tests.support.processes import ROOT, ProviderProcess
 from tests.support.waiting import wait_until
 
@@ -84,6 +87,14 @@ class Consumer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def get_url(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 def cli(registry: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -184,6 +195,14 @@ def test_recent_router_snapshot_names_the_condition_rule_and_each_provider(
     assert shown["calls"][0]["application"] == "shop"
     table = ok(registry, "snapshot", "recent", KEY)
     assert "condition" in table and dropped.address in table
+
+    # The console's service page shows the same, read from the consumer's QoS port.
+    with ConsoleProcess(registry) as console:
+        status, page = get_url(console.url + "/service/demo.Greeter/snapshot")
+    assert status == 200, page
+    assert "recording calls" in page and "condition" in page
+    assert page.count(f"removed <code>{dropped.address}</code>") == 5
+    assert f"@{version}" in page
 
     # Disabled: later calls are not recorded.
     assert consumer.qos_json("/disableRouterSnapshot?service=demo.Greeter.*")["services"] == [KEY]
