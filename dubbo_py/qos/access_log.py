@@ -498,6 +498,11 @@ class ProviderAccessLogs:
     def wrap(self, inner: HandlerWrap | None, *, aio: bool) -> HandlerWrap:
         """A handler wrap that logs calls while their service's switch is on, around
         ``inner`` (the metrics' wrap, or None)."""
+        # Always in place, since a provider-side override may switch it on at any time (as
+        # Dubbo's AccessLogFilter is always in the provider's chain): while off it costs one
+        # frame and one attribute read per call, ~50 ns (timeit of a wrapped handler against
+        # the bare one, this machine), against ~300 µs of provider CPU per call in
+        # bench/bench_full_path.py.
         logged = _logged_async if aio else _logged_sync
 
         def wrap_handler(service: str, method: str, version: str, group: str, handler: Any) -> Any:
