@@ -110,7 +110,13 @@ def fetch_json(endpoint: Endpoint, path: str, timeout: float = 5.0) -> Any:
     except QosUnreachableError as exc:
         if endpoint.host == LOOPBACK or " 400 " in str(exc):
             raise
-        return qos_json(f"{LOOPBACK}:{endpoint.port}", path, timeout)
+        local = f"{LOOPBACK}:{endpoint.port}"
+        # Only when the application listening there is the one registered: a command such as
+        # enableRouterSnapshot must not reach another process that happens to use the port.
+        listing = qos_json(local, "/ls", timeout)
+        if not isinstance(listing, dict) or listing.get("application") != endpoint.application:
+            raise
+        return qos_json(local, path, timeout)
 
 
 def read_all(endpoints: Iterable[Endpoint]) -> tuple[list[QosReading], list[dict[str, str]]]:
