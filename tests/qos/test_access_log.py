@@ -196,6 +196,31 @@ def test_a_path_set_in_code_appends_to_that_file_and_one_from_a_rule_does_not(
         provider.close()
 
 
+def test_a_path_in_dubbo_yaml_appends_to_that_file(
+    registry: str, tmp_path: Path, lines: Lines
+) -> None:
+    config = tmp_path / "dubbo.yaml"
+    config.write_text(
+        f"application: shop\nregistry: {registry}\n"
+        "references:\n  demo.Greeter:\n    version: 1.0.0\n"
+        f"    parameters: {{accesslog: '{tmp_path / 'access.log'}'}}\n",
+        encoding="utf-8",
+    )
+    provider = dubbo_py.Application("greeter", registry)
+    consumer = dubbo_py.Application.from_config(config)
+    try:
+        provider.start(Greeter(), port=0)
+        stub: Any = consumer.reference(greeter_pb2_grpc.GreeterStub)
+        stub.SayHello(greeter_pb2.HelloRequest(name="yaml"))
+        writer().flush()
+        written = (tmp_path / "access.log").read_text(encoding="utf-8")
+        assert "[name: 'yaml'] OK " in written
+        assert lines.messages() == []
+    finally:
+        consumer.close()
+        provider.close()
+
+
 def test_both_sides_of_the_asyncio_flavour_log_from_code_options(
     registry: str, tmp_path: Path, lines: Lines
 ) -> None:
