@@ -203,7 +203,7 @@ class QosServer:
 
 
 def _as_json(value: dict[str, Any]) -> tuple[int, str, bytes]:
-    return 200, "application/json", json.dumps(value, indent=2, default=str).encode()
+    return 200, "application/json", json.dumps(value, default=str).encode()
 
 
 def _handler_class(routes: dict[str, _Route]) -> type[BaseHTTPRequestHandler]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import logging.handlers
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -242,3 +244,22 @@ def test_both_sides_of_the_asyncio_flavour_log_from_code_options(
     logged = lines.messages()
     assert len(logged) == 2, logged
     assert all("SayHello(demo.HelloRequest) [name: 'ada'] OK " in line for line in logged)
+
+
+def test_a_file_is_rotated_at_midnight_under_dubbos_name(tmp_path: Path) -> None:
+    from dubbo_py.qos.access_log import _file_handler
+
+    path = tmp_path / "access.log"
+    handler = _file_handler(str(path))
+    try:
+        handler.emit(logging.LogRecord("x", logging.INFO, "", 0, "first", None, None))
+        assert isinstance(handler, logging.handlers.TimedRotatingFileHandler)
+        assert handler.when == "MIDNIGHT"
+        handler.doRollover()  # what midnight does
+        handler.emit(logging.LogRecord("x", logging.INFO, "", 0, "second", None, None))
+    finally:
+        handler.close()
+    rotated = [p.name for p in tmp_path.iterdir() if p.name != "access.log"]
+    assert len(rotated) == 1 and re.fullmatch(r"access\.log\.\d{8}", rotated[0])
+    assert (tmp_path / rotated[0]).read_text(encoding="utf-8") == "first\n"
+    assert path.read_text(encoding="utf-8") == "second\n"
