@@ -195,6 +195,11 @@ def test_recent_router_snapshot_names_the_condition_rule_and_each_provider(
     assert shown["calls"][0]["application"] == "shop"
     table = ok(registry, "snapshot", "recent", KEY)
     assert "condition" in table and dropped.address in table
+    chain = json.loads(ok(registry, "snapshot", "show", "demo.Greeter", "--json"))
+    (shop,) = chain["consumers"]
+    assert shop["application"] == "shop" and shop["references"][0]["recording"] is True
+    shown_condition = [r for r in shop["references"][0]["routers"] if r["version"] == version]
+    assert shown_condition[0]["excluded"] == {"SayHello": [dropped.address]}
 
     # The console's service page shows the same, read from the consumer's QoS port.
     with ConsoleProcess(registry) as console:
@@ -260,6 +265,11 @@ def test_switch_log_level_sets_the_dubbo_py_logger(estate: Callable[..., Any]) -
     status, body = get(consumer.qos, "/switchLogLevel?level=LOUD")
     assert status == 400 and "LOUD" in body
     assert consumer.send("level", "LEVEL") == "LEVEL DEBUG"
+
+    listed = json.loads(ok(registry, "log-level", "--json"))
+    assert [(r["application"], r["level"]) for r in listed["applications"]] == [("shop", "DEBUG")]
+    refused = cli(registry, "log-level", "LOUD")
+    assert refused.returncode == 1 and "'LOUD' is not a log level" in refused.stderr
 
     # dubbo-py log-level finds the consumer in the registry and switches it back.
     shown = json.loads(ok(registry, "log-level", "INFO", "--service", "demo.Greeter", "--json"))
