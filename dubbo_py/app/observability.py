@@ -132,8 +132,15 @@ class ApplicationQos:
 
     def watch_reference(self, ref: Reference[Any]) -> None:
         """Count the reference's quarantine ejections and revivals, and time its registry
-        notifications."""
+        notifications; record its calls when router snapshots are on for its service (as
+        Dubbo's switch is by service key, a reference built later is recorded too)."""
         service = ref.consumer.service_interface
+        key = ref.consumer.service_key
+        if key in self.route_snapshots.enabled():
+            for assembly in ref.assemblies:
+                assembly.record_routes(
+                    self.route_snapshots.recorder(key, partial(_router_rules, assembly.directory))
+                )
 
         def on_change(event: Any) -> None:
             with self._lock:

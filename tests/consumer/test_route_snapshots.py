@@ -137,3 +137,17 @@ def test_unavailable_without_snapshots_still_fails_as_before(provider: str) -> N
         assert call["attempts"] == [{"provider": dead, "retry": False, "outcome": "UNAVAILABLE"}]
     finally:
         app.close()
+
+
+def test_a_reference_built_after_enabling_its_service_is_recorded(provider: str) -> None:
+    app = dubbo_py.Application("shop", f"tri://{provider}", qos_port=0)
+    try:
+        first: Any = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        qos(app, "/enableRouterSnapshot?service=demo.Greeter")
+        later: Any = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        first.SayHello(greeter_pb2.HelloRequest(name="first"))
+        later.SayHello(greeter_pb2.HelloRequest(name="later"))
+        recorded = qos(app, "/getRecentRouterSnapshot")["calls"]
+        assert sorted(c["arguments"][0] for c in recorded) == ["'first'", "'later'"]
+    finally:
+        app.close()
