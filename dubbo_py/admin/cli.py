@@ -44,6 +44,8 @@ COMMANDS: Mapping[str, str] = {
     "call": "dubbo_py.admin.commands.call:call",
     "console": "dubbo_py.admin.console.command:console_command",
     "top": "dubbo_py.admin.top:top",
+    "snapshot": "dubbo_py.admin.commands.snapshot:snapshot_group",
+    "log-level": "dubbo_py.admin.commands.log_level:log_level",
     # The shard tools (dubbo_py/admin/commands/shard.py, written on its own branch).
     "shard": "dubbo_py.admin.commands.shard:shard",
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -29,12 +29,18 @@ from dubbo_py.admin.common import (
     env_of,
     json_option,
 )
-from dubbo_py.qos.client import MethodCounts, QosReading, QosUnreachableError, read_qos
+from dubbo_py.qos.client import (
+    MethodCounts,
+    QosReading,
+    QosUnreachableError,
+    qos_json,
+    read_qos,
+)
 from dubbo_py.registry import layout
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
 
-__all__ = ["Endpoint", "discover", "top", "view"]
+__all__ = ["Endpoint", "discover", "fetch_json", "top", "view"]
 
 QOS_PORT_KEY = "qos.port"
 LOOPBACK = "127.0.0.1"
@@ -54,15 +60,23 @@ class Endpoint:
         return f"{self.host}:{self.port}"
 
 
-def discover(registry: Registry, service: str | None) -> tuple[list[Endpoint], dict[str, URL]]:
-    """The QoS endpoints of every application registered for ``service`` (or any service),
-    and the provider URLs by address (for weights)."""
+def discover(
+    registry: Registry,
+    service: str | None,
+    categories: tuple[str, ...] = (layout.PROVIDERS, layout.CONSUMERS),
+    matches: Callable[[str], bool] | None = None,
+) -> tuple[list[Endpoint], dict[str, URL]]:
+    """The QoS endpoints of every application registered for ``service`` (or any service;
+    ``matches`` chooses the services instead when given) in ``categories``, and the provider
+    URLs by address (for weights)."""
     endpoints: dict[tuple[str, int], Endpoint] = {}
     providers: dict[str, URL] = {}
     for name in registry.services():
         if service is not None and name != service:
             continue
-        for category in (layout.PROVIDERS, layout.CONSUMERS):
+        if matches is not None and not matches(name):
+            continue
+        for category in categories:
             for url in registry.lookup(name, category):
                 if category == layout.PROVIDERS:
                     providers[f"{url.service_key}@{url.address}"] = url
@@ -86,6 +100,23 @@ def _read(endpoint: Endpoint) -> QosReading:
         if reading.application != endpoint.application:
             raise
         return reading
+
+
+def fetch_json(endpoint: Endpoint, path: str, timeout: float = 5.0) -> Any:
+    """GET ``path`` of the endpoint's QoS port as JSON: at its registered host, else on
+    loopback (as :func:`_read`); raises :class:`QosUnreachableError`."""
+    try:
+        return qos_json(endpoint.address, path, timeout)
+    except QosUnreachableError as exc:
+        if endpoint.host == LOOPBACK or " 400 " in str(exc):
+            raise
+        local = f"{LOOPBACK}:{endpoint.port}"
+        # Only when the application listening there is the one registered: a command such as
+        # enableRouterSnapshot must not reach another process that happens to use the port.
+        listing = qos_json(local, "/ls", timeout)
+        if not isinstance(listing, dict) or listing.get("application") != endpoint.application:
+            raise
+        return qos_json(local, path, timeout)
 
 
 def read_all(endpoints: Iterable[Endpoint]) -> tuple[list[QosReading], list[dict[str, str]]]:

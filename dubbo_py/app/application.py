@@ -43,6 +43,7 @@ from dubbo_py.consumer.connections import AsyncSharedChannels, SharedChannels
 from dubbo_py.consumer.filters import ConsumerFilters
 from dubbo_py.consumer.reference import Reference
 from dubbo_py.provider.server import ExportedServer
+from dubbo_py.qos.access_log import ProviderAccessLogs
 from dubbo_py.qos.metrics import Metrics
 from dubbo_py.registry.application.wiring import ApplicationLevel
 from dubbo_py.registry.registry import Registry
@@ -298,6 +299,12 @@ class Application:
             reflection=reflection,
             interceptors=interceptors,
         )
+
+    @property
+    def access_logs(self) -> ProviderAccessLogs:
+        """The provider side's access log switches, one per exported service (the
+        ``accesslog`` parameter; see docs/observability.md)."""
+        return self._serving.access_logs
 
     @property
     def servers(self) -> tuple[ExportedServer | AsyncExportedServer, ...]:

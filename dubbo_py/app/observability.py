@@ -13,12 +13,14 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from dubbo_py.config.model import QosConfig
 from dubbo_py.consumer.filters import ConsumerFilters
+from dubbo_py.consumer.route_snapshots import RouterRule, RouteSnapshots
 from dubbo_py.invocation import Invocation
 from dubbo_py.protocol.introspect import service_of_servicer
 from dubbo_py.provider.service import ServiceOptions, options_of
@@ -114,6 +116,8 @@ class ApplicationQos:
         #: consumer applying the notification that brought it, for the last one that came.
         self._notify_delay: dict[str, float] = {}
         metrics.add_source(self._governance)
+        #: Which services' calls are recorded for router snapshots, and the recent records.
+        self.route_snapshots = RouteSnapshots()
         assert settings.port is not None
         self.server = QosServer(self, metrics, host=settings.host, port=settings.port).start()
 
@@ -128,8 +132,15 @@ class ApplicationQos:
 
     def watch_reference(self, ref: Reference[Any]) -> None:
         """Count the reference's quarantine ejections and revivals, and time its registry
-        notifications."""
+        notifications; record its calls when router snapshots are on for its service (as
+        Dubbo's switch is by service key, a reference built later is recorded too)."""
         service = ref.consumer.service_interface
+        key = ref.consumer.service_key
+        if key in self.route_snapshots.enabled():
+            for assembly in ref.assemblies:
+                assembly.record_routes(
+                    self.route_snapshots.recorder(key, partial(_router_rules, assembly.directory))
+                )
 
         def on_change(event: Any) -> None:
             with self._lock:
@@ -242,6 +253,68 @@ class ApplicationQos:
             "time": time.time(),
         }
 
+    # ----------------------------------------------------------------- router snapshots
+
+    def _matching(self, pattern: re.Pattern[str] | None) -> list[Reference[Any]]:
+        """The references whose service key, interface or proto service ``pattern`` matches
+        in full (Dubbo matches the service key or its display form); None: every one."""
+        return [
+            ref
+            for ref in self._app.references
+            if pattern is None
+            or any(
+                pattern.fullmatch(name)
+                for name in (ref.consumer.service_key, ref.consumer.service_interface, ref.service)
+            )
+        ]
+
+    def enable_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[str]:
+        """Record the routing of each call of the matching references (every registry
+        stack); the service keys switched on."""
+        changed: list[str] = []
+        for ref in self._matching(pattern):
+            key = ref.consumer.service_key
+            for assembly in ref.assemblies:
+                if assembly.recording_routes:
+                    continue
+                directory = assembly.directory
+                assembly.record_routes(
+                    self.route_snapshots.recorder(key, partial(_router_rules, directory))
+                )
+            if self.route_snapshots.enable(key):
+                changed.append(key)
+        return changed
+
+    def disable_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[str]:
+        """Stop recording the matching references; the service keys switched off."""
+        changed: list[str] = []
+        for ref in self._matching(pattern):
+            for assembly in ref.assemblies:
+                assembly.record_routes(None)
+            if self.route_snapshots.disable(ref.consumer.service_key):
+                changed.append(ref.consumer.service_key)
+        return changed
+
+    def enabled_router_snapshot(self) -> list[str]:
+        """The service keys recorded now."""
+        return self.route_snapshots.enabled()
+
+    def router_snapshot(self, pattern: re.Pattern[str] | None) -> list[dict[str, Any]]:
+        """The chain in force on each matching reference (one entry per registry stack)."""
+        out = []
+        for ref in self._matching(pattern):
+            for assembly in ref.assemblies:
+                out.append(_chain_listing(ref, assembly))
+        return out
+
+    def recent_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[dict[str, Any]]:
+        """The last calls recorded of the services ``pattern`` matches (their service keys,
+        interfaces or proto names), oldest first."""
+        if pattern is None:
+            return self.route_snapshots.recent()
+        keys = {ref.consumer.service_key for ref in self._matching(pattern)}
+        return [r for r in self.route_snapshots.recent() if r["service"] in keys]
+
     # ----------------------------------------------------------------- governance metrics
 
     def _governance(self) -> Iterator[Metric]:
@@ -316,6 +389,55 @@ class ApplicationQos:
         yield registry
 
 
+def _router_rules(directory: Any) -> list[RouterRule]:
+    return [
+        (r.name, r.priority, _rule_key(r.source) if r.source else None, r.version)
+        for r in directory.routers_in_force()
+    ]
+
+
+def _chain_listing(ref: Reference[Any], assembly: Any) -> dict[str, Any]:
+    """``/getRouterSnapshot``'s entry for one stack: its providers, and per router what it
+    keeps out of the full list for a plain call of each method."""
+    directory = assembly.directory
+    chain = directory.chain
+    snapshot = chain.snapshot
+    rules = {
+        name: (priority, key, version) for name, priority, key, version in _router_rules(directory)
+    }
+    quarantined = {e.address for e in assembly.quarantine.entries()}
+    methods = assembly.service.method_names
+    routers = []
+    for name, bound in chain.stages:
+        priority, key, version = rules.get(name, (None, None, None))
+        excluded: dict[str, list[str]] = {}
+        for method in methods:
+            try:
+                kept = bound.route(snapshot.all, Invocation(ref.service, method))
+            except Exception as exc:  # a router that needs the request: say so
+                excluded[method] = [f"(needs the call: {exc})"]
+                continue
+            out = snapshot.all & ~kept
+            if out:
+                excluded[method] = [p.address for p in snapshot.select(out)]
+        routers.append(
+            {
+                "router": name,
+                "priority": priority,
+                "rule": key,
+                "version": version,
+                "excluded": excluded,
+            }
+        )
+    return {
+        "service": ref.consumer.service_key,
+        "recording": assembly.recording_routes,
+        "providers": [p.address for p in snapshot.providers],
+        "valid": [p.address for p in snapshot.providers if p.address not in quarantined],
+        "routers": routers,
+    }
+
+
 def _survivors(chain: Any, ref: Reference[Any], method: str) -> int:
     try:
         return len(chain.route(Invocation(ref.service, method)))
@@ -357,6 +479,9 @@ def _reference_listing(ref: Reference[Any]) -> dict[str, Any]:
             for source, (version, at) in sorted(directory.rules_in_force.items())
         ],
         "rule_errors": directory.rule_errors,
+        # Where the access log goes (None: off; "": the dubbo.accesslog logger; a path).
+        "accesslog": ref.assembly.access_log,
+        "router_snapshot": ref.assembly.recording_routes,
     }
 
 

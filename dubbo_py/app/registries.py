@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dubbo_py.cluster import configurators
@@ -29,6 +29,7 @@ from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store.address import RegistryAddress, parse_registry_address
 from dubbo_py.registry.store.base import Store
 from dubbo_py.registry.store.shared import process_stores
+from dubbo_py.url import URL
 
 __all__ = [
     "RegistryBinding",
@@ -156,6 +157,9 @@ class RegistryBinding:
         self._store: Store | None = None
         self._registry: Registry | None = None
         self._provider_registry: Registry | None = None
+        #: Told (URL as exported, URL as registered with its override rules) at each
+        #: provider registration (the application's provider access logs follow it).
+        self.on_provider_registered: Callable[[URL, URL], None] | None = None
         self._app_level: ApplicationLevel | None = None
         self._cache: NotifyCache | None = None
 
@@ -206,6 +210,7 @@ class RegistryBinding:
                     registry,
                     configurators.apply,
                     validate=configurators.validate_document,
+                    on_registered=self.on_provider_registered,
                 )
                 assert self._app_level is not None
                 self._provider_registry = self._app_level.provider_registry(interface_level)

@@ -25,6 +25,7 @@ from dubbo_py.config.model import ProtocolConfig
 from dubbo_py.config.tls import ServerTLS
 from dubbo_py.provider.server import AsyncExportedServer, ExportedServer, ExportPlan, export
 from dubbo_py.qos import tracing
+from dubbo_py.qos.access_log import ProviderAccessLogs
 from dubbo_py.qos.metrics import Metrics
 from dubbo_py.qos.provider import AsyncProviderObserver, ProviderObserver, handler_wrap
 from dubbo_py.registry.fanout import FanOutRegistry
@@ -59,6 +60,11 @@ class Serving:
         self._async_servers: list[AsyncExportedServer] = []
         #: Set by a signal or by closing the application: :meth:`wait` returns.
         self.stop_requested = threading.Event()
+        #: The access log switches, one per exported service: set by the ``accesslog``
+        #: parameter as exported, or as an override rule registers it.
+        self.access_logs = ProviderAccessLogs()
+        for binding in app.bindings:
+            binding.on_provider_registered = self.access_logs.apply
 
     @property
     def provider_registry(self) -> Registry | None:
@@ -114,6 +120,7 @@ class Serving:
         listen = self._listen(port, host, bind_host, tls)
         plan = self._export_plan(servicers, listen, credentials, reflection)
         plan, observers = self._observe(plan, ProviderObserver, bool(interceptors), aio=False)
+        plan = replace(plan, wrap=self.access_logs.wrap(plan.wrap, aio=False))
         try:
             with self._batch():
                 exported = export(
@@ -131,6 +138,7 @@ class Serving:
         return exported
 
     def _provider_ready(self, address: str, urls: list[URL]) -> None:
+        self.access_logs.served(urls)
         if self._app.qos is not None:
             self._app.qos.mark_started()
         qos = self._app.qos.server.address if self._app.qos is not None else None
@@ -267,6 +275,7 @@ class Serving:
         registry = await asyncio.to_thread(lambda: self.provider_registry)
         plan = self._export_plan(servicers, listen, credentials)
         plan, observers = self._observe(plan, AsyncProviderObserver, bool(interceptors), aio=True)
+        plan = replace(plan, wrap=self.access_logs.wrap(plan.wrap, aio=True))
         try:
             with self._batch():
                 exported = await export_async(

@@ -48,7 +48,17 @@ GENERAL_TYPE = "general"
 #: What a consumer-side override sets that dubbo-py consumers act on (service level, or
 #: ``<method>.<key>``); any other parameter of a consumer-side item is named as not acted on.
 CONSUMER_KEYS = frozenset(
-    {"timeout", "retries", "loadbalance", "forks", "sticky", "cluster", "mock", "actives"}
+    {
+        "timeout",
+        "retries",
+        "loadbalance",
+        "forks",
+        "sticky",
+        "cluster",
+        "mock",
+        "actives",
+        "accesslog",
+    }
 )
 #: The fields of a document and of an item that Dubbo 3.3 reads.
 DOCUMENT_FIELDS = frozenset({"configVersion", "scope", "key", "enabled", "configs"})
@@ -244,11 +254,19 @@ def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
                         f"{place}.match.address: compared with a host, never host:port (as "
                         "Dubbo does): a pattern with a port matches no host"
                     )
-        if side == "provider" and "accesslog" in values:
+        accesslog = values.get("accesslog", "").strip().lower()
+        if accesslog not in ("", "true", "false", "default"):
             unacted.append(
-                f"{place}.parameters.accesslog: set on the provider URL, but dubbo-py providers "
-                "keep no access log"
+                f"{place}.parameters.accesslog: a rule may not choose a file to write; calls are "
+                "logged on the dubbo.accesslog logger instead (set a path in code or dubbo.yaml)"
             )
+        if side == "provider":
+            unacted += [
+                f"{place}.parameters.{key}: an access log per method; dubbo-py switches it per "
+                "service (set accesslog)"
+                for key in values
+                if key.endswith(".accesslog")
+            ]
         if side == "consumer":
             unacted += _consumer_unacted(place, values)
             narrowed = provider_addresses or (
@@ -292,10 +310,10 @@ def _consumer_unacted(place: str, values: Mapping[str, str]) -> list[str]:
                 f"{place}.parameters.{key}: dubbo-py consumers have no {name!r} setting "
                 f"(they act on {', '.join(sorted(CONSUMER_KEYS))})"
             )
-        elif name == "loadbalance" and key != name:
+        elif name in ("loadbalance", "accesslog") and key != name:
             out.append(
-                f"{place}.parameters.{key}: a balancer per method; dubbo-py has one per "
-                "reference (set loadbalance)"
+                f"{place}.parameters.{key}: per method; dubbo-py sets {name} per reference "
+                f"(set {name})"
             )
         elif name == "mock":
             try:

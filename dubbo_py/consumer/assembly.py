@@ -64,11 +64,18 @@ from dubbo_py.consumer.invoker import (
     MethodInvoker,
 )
 from dubbo_py.consumer.method import BoundMethod, InvokerBase, StubMethod
+from dubbo_py.consumer.route_snapshots import RouteRecorder
 from dubbo_py.consumer.settings import base_parameters, check_method_options
 from dubbo_py.consumer.tuning import CallOverride, ReferenceTuning
 from dubbo_py.errors import MockSpecError
 from dubbo_py.protocol.introspect import ServiceSpec
 from dubbo_py.protocol.triple import TripleCaller
+from dubbo_py.qos.access_log import (
+    ACCESSLOG_KEY,
+    AsyncConsumerAccessLog,
+    ConsumerAccessLog,
+    access_log_target,
+)
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.directory import RegistryDirectory, Subscribe
 from dubbo_py.registry.registry import Registry
@@ -213,6 +220,12 @@ class ReferenceAssembly(Generic[C]):
         self._idempotent = config.idempotent | frozenset(
             m for m, o in config.methods.items() if o.idempotent
         )
+        #: Switched on at runtime, around each attempt: the router snapshot recorder
+        #: (:mod:`dubbo_py.consumer.route_snapshots`) and the access log's target
+        #: (:mod:`dubbo_py.qos.access_log`). Both off by default: the call path is the plain
+        #: one, call plans included.
+        self._recorder: RouteRecorder | None = None
+        self._accesslog: str | None = access_log_target(config.parameters.get(ACCESSLOG_KEY))
 
     # ------------------------------------------------------------------ shared parts
 
@@ -272,9 +285,10 @@ class ReferenceAssembly(Generic[C]):
             self.outliers.forget(event.entry.address)
 
     def _context(self, call: Any, invoker: InvokerBase) -> ClusterContext:
+        recorder = self._recorder
         return ClusterContext(
             service=self.service.name,
-            routes=self.directory,
+            routes=self.directory if recorder is None else recorder.routes(self.directory),
             balancer=self.tuning.balancer,
             call=call,
             settings=self.tuning.settings,
@@ -291,7 +305,7 @@ class ReferenceAssembly(Generic[C]):
         provider call is re-wrapped (call statistics on or off) before the new balancer goes
         in, so a call plan compiled for the new balancer sees whether calls are recorded."""
         with self._lock:
-            context = self._context(wrap(invoker), invoker)
+            context = self._context(self._live(wrap(invoker)), invoker)
             self._wired.append(_Wired(context, invoker, wrap))
         return context
 
@@ -382,6 +396,51 @@ class ReferenceAssembly(Generic[C]):
             filters = (*filters, record(stats, invoker.spec.path))
         return wrap_attempts(filters, invoker)
 
+    def _live(self, call: Any) -> Any:
+        """``call`` inside what is switched on at runtime: the access log, then the router
+        snapshot recorder outside it. Called under :attr:`_lock`."""
+        if self._accesslog is not None:
+            kind = AsyncConsumerAccessLog if self._asyncio else ConsumerAccessLog
+            consumer = self.consumer
+            call = kind(
+                call,
+                self._accesslog,
+                consumer.host,
+                consumer.service_interface,
+                consumer.get_str("version"),
+                consumer.get_str("group"),
+            )
+        if self._recorder is not None:
+            call = self._recorder.call(call, self._asyncio)
+        return call
+
+    def _rewire(self) -> None:
+        """Put each context's routes and provider call back in line with what is switched on
+        (a context's plan then no longer matches it, and is compiled again or not at all).
+        Called under :attr:`_lock`."""
+        recorder = self._recorder
+        routes = self.directory if recorder is None else recorder.routes(self.directory)
+        for wired in self._wired:
+            wired.context.routes = routes
+            wired.context.call = self._live(wired.wrap(wired.invoker))
+
+    def record_routes(self, recorder: RouteRecorder | None) -> None:
+        """Record how each call is routed and attempted (None: stop recording)."""
+        with self._lock:
+            self._recorder = recorder
+            self._rewire()
+
+    @property
+    def recording_routes(self) -> bool:
+        """Whether calls are recorded for router snapshots now."""
+        return self._recorder is not None
+
+    @property
+    def access_log(self) -> str | None:
+        """Where the access log goes now: None (off), ``""`` (the ``dubbo.accesslog`` logger)
+        or a file path."""
+        return self._accesslog
+
     # ------------------------------------------------------------------ keeping it current
 
     def _on_chain(self, bound: BoundChain) -> None:
@@ -389,9 +448,16 @@ class ReferenceAssembly(Generic[C]):
         self.quarantine.retain(providers)
         self._retain(providers)
         with self._lock:
+            overrides = self.directory.consumer_overrides
+            if ACCESSLOG_KEY in overrides:
+                accesslog = access_log_target(overrides[ACCESSLOG_KEY], from_rule=True)
+            else:
+                accesslog = access_log_target(self.config.parameters.get(ACCESSLOG_KEY))
+            if accesslog != self._accesslog:
+                self._accesslog = accesslog
+                self._rewire()
             stats = self.tuning.stats
             calls = self.tuning.calls
-            overrides = self.directory.consumer_overrides
             balancer_changed = self.tuning.update(overrides, providers)
             if self.tuning.calls is not calls:
                 for name in self._bound:
@@ -402,7 +468,7 @@ class ReferenceAssembly(Generic[C]):
             if balancer_changed or rewrap:
                 for wired in self._wired:
                     if rewrap:
-                        wired.context.call = wired.wrap(wired.invoker)
+                        wired.context.call = self._live(wired.wrap(wired.invoker))
                     wired.context.balancer = self.tuning.balancer
             self.applied_overrides = overrides
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["MethodCounts", "QosReading", "QosUnreachableError", "read_qos"]
+__all__ = ["MethodCounts", "QosReading", "QosUnreachableError", "qos_json", "read_qos"]
 
 _COUNTERS = {
     "requests_total": "total",
@@ -77,6 +77,25 @@ def _get(address: str, path: str, timeout: float) -> bytes:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise QosUnreachableError(f"QoS port {address}{path}: {reason}") from None
+
+
+def qos_json(address: str, path: str, timeout: float = 3.0) -> Any:
+    """GET ``path`` (with its query) of the QoS port at ``host:port``, as JSON; an answer
+    other than 200 is a :class:`QosUnreachableError` carrying the port's message (a 400
+    names the bad parameter)."""
+    try:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=timeout) as answer:
+            body: bytes = answer.read()
+    except urllib.error.HTTPError as exc:
+        text = exc.read().decode("utf-8", "replace").strip()
+        raise QosUnreachableError(f"QoS port {address}{path}: {exc.code} {text}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise QosUnreachableError(f"QoS port {address}{path}: {reason}") from None
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise QosUnreachableError(f"QoS port {address}{path}: not JSON ({exc})") from None
 
 
 def parse_metrics(text: str) -> tuple[list[MethodCounts], dict[Any, float]]:

@@ -15,6 +15,20 @@ GET endpoints:
     The answer is JSON: the services changed.
 ``/ls``
     JSON: services provided and consumed, providers of each consumed service, rules in force.
+``/enableRouterSnapshot?service=PATTERN``, ``/disableRouterSnapshot?service=PATTERN``
+    start or stop recording how the matching references route each call (Dubbo's commands of
+    the same names; PATTERN a regular expression matching the service key or interface in
+    full). JSON: the services switched.
+``/getEnabledRouterSnapshot``
+    JSON: the services whose calls are recorded.
+``/getRouterSnapshot?service=PATTERN``
+    JSON: each router of the chain in force on the matching references -- name, priority,
+    rule key and version, the providers it keeps out of the full list.
+``/getRecentRouterSnapshot?service=PATTERN``
+    JSON: the last calls recorded (see :mod:`dubbo_py.consumer.route_snapshots`).
+``/switchLogLevel?level=LEVEL[&logger=NAME]``, ``/loggerInfo``
+    the level of the ``dubbo_py`` loggers, switched and shown at runtime
+    (:mod:`dubbo_py.qos.log_levels`).
 
 The port listens on 127.0.0.1 unless the application accepts foreign addresses (Dubbo's
 ``qos.accept.foreign.ip``). Anything else is 404; the server never raises into the application.
@@ -33,6 +47,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from dubbo_py.qos.log_levels import ROOT_LOGGER, LogLevelError, logger_info, switch_log_level
 from dubbo_py.qos.metrics import Metrics, MetricsCollector
 
 __all__ = ["ENV_QOS_PORT", "QosEndpoints", "QosServer"]
@@ -68,6 +83,21 @@ class QosEndpoints(Protocol):
     def listing(self) -> dict[str, Any]:
         """What ``/ls`` shows."""
 
+    def enable_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[str]:
+        """Record the routing of matching references' calls; the services switched."""
+
+    def disable_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[str]:
+        """Stop recording them; the services switched."""
+
+    def enabled_router_snapshot(self) -> list[str]:
+        """The services whose calls are recorded."""
+
+    def router_snapshot(self, pattern: re.Pattern[str] | None) -> list[dict[str, Any]]:
+        """The router chains in force on matching references."""
+
+    def recent_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[dict[str, Any]]:
+        """The last calls recorded of matching services, oldest first."""
+
 
 class QosServer:
     """A small threaded HTTP server answering the QoS endpoints of one application."""
@@ -86,6 +116,19 @@ class QosServer:
             "/offline": self._switch(endpoints.offline),
             "/online": self._switch(endpoints.online),
             "/ls": self._ls,
+            "/enableRouterSnapshot": self._switch(endpoints.enable_router_snapshot),
+            "/disableRouterSnapshot": self._switch(endpoints.disable_router_snapshot),
+            "/getEnabledRouterSnapshot": self._json(
+                lambda _pattern: {"services": endpoints.enabled_router_snapshot()}
+            ),
+            "/getRouterSnapshot": self._json(
+                lambda pattern: {"references": endpoints.router_snapshot(pattern)}
+            ),
+            "/getRecentRouterSnapshot": self._json(
+                lambda pattern: {"calls": endpoints.recent_router_snapshot(pattern)}
+            ),
+            "/switchLogLevel": self._switch_log_level,
+            "/loggerInfo": lambda _query: _as_json(logger_info()),
         }
         self._httpd = ThreadingHTTPServer((host, port), _handler_class(routes))
         self._httpd.daemon_threads = True
@@ -126,20 +169,41 @@ class QosServer:
 
     @staticmethod
     def _switch(action: Callable[[re.Pattern[str] | None], list[str]]) -> _Route:
+        return QosServer._json(lambda pattern: {"services": action(pattern)})
+
+    @staticmethod
+    def _json(action: Callable[[re.Pattern[str] | None], dict[str, Any]]) -> _Route:
+        """An endpoint taking ``?service=PATTERN`` (a regular expression; none: every
+        service) and answering JSON."""
+
         def answer(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
             text = (query.get("service") or [""])[0]
             try:
                 pattern = re.compile(text) if text else None
             except re.error as exc:
                 return 400, "text/plain", f"service: not a regular expression: {exc}".encode()
-            changed = action(pattern)
-            return 200, "application/json", json.dumps({"services": changed}).encode()
+            return _as_json(action(pattern))
 
         return answer
+
+    @staticmethod
+    def _switch_log_level(query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        level = (query.get("level") or [""])[0]
+        if not level:
+            return 400, "text/plain", b"level: missing (e.g. /switchLogLevel?level=DEBUG)"
+        logger = (query.get("logger") or [ROOT_LOGGER])[0]
+        try:
+            return _as_json(switch_log_level(level, logger))
+        except LogLevelError as exc:
+            return 400, "text/plain", str(exc).encode()
 
     def _ls(self, _query: dict[str, list[str]]) -> tuple[int, str, bytes]:
         body = json.dumps(self.endpoints.listing(), indent=2, sort_keys=True, default=str)
         return 200, "application/json", body.encode()
+
+
+def _as_json(value: dict[str, Any]) -> tuple[int, str, bytes]:
+    return 200, "application/json", json.dumps(value, default=str).encode()
 
 
 def _handler_class(routes: dict[str, _Route]) -> type[BaseHTTPRequestHandler]:

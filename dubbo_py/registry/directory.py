@@ -33,6 +33,7 @@ __all__ = [
     "Configure",
     "ConfigureConsumer",
     "RegistryDirectory",
+    "RouterInForce",
     "ServiceRules",
 ]
 
@@ -100,6 +101,17 @@ class ServiceRules:
         return rule_kinds.provider_application_keys(application, self.application)
 
 
+@dataclass(frozen=True, slots=True)
+class RouterInForce:
+    """One router of a directory's chain: its name and priority, and the rule source and
+    version it was compiled from (None for the built-in routers)."""
+
+    name: str
+    priority: int
+    source: str | None
+    version: str | None
+
+
 class RegistryDirectory:
     """Providers and routing of one service for one consumer.
 
@@ -155,6 +167,8 @@ class RegistryDirectory:
         self._version = 0
         self.providers: tuple[URL, ...] = ()
         self.chain: BoundChain = RouterChain().bind(Snapshot(()), consumer)
+        #: The routers :attr:`chain` was bound from, in its order.
+        self._routers: RouterChain = RouterChain()
         # A rule switched off while in force (a script over its budget call after call) is
         # reported from a call's thread: rebuild off that thread, the call goes on.
         rulebook.add_listener(self._rebuild_soon)
@@ -429,14 +443,15 @@ class RegistryDirectory:
         while True:
             rules = self._rulebook.routers()
             chain = RouterChain(self._assemble(rules))
+            self._routers = chain
             try:
                 return chain.bind(snapshot, self.consumer, budget, budgeted=rules)
             except RuleBudgetError as exc:
                 if exc.router is None or not self._rulebook.revoke(exc.router, exc.reason):
                     # Not in the book any more (replaced meanwhile): bind what is there now.
-                    return RouterChain(self._assemble(self._rulebook.routers())).bind(
-                        snapshot, self.consumer
-                    )
+                    chain = RouterChain(self._assemble(self._rulebook.routers()))
+                    self._routers = chain
+                    return chain.bind(snapshot, self.consumer)
 
     def _why_no_provider(self) -> str | None:
         """What an operator should know when no provider is usable: the registry is down, or
@@ -474,6 +489,16 @@ class RegistryDirectory:
     def rule_errors(self) -> dict[str, str]:
         """Rules currently refused (source -> reason); the last good ones stay in force."""
         return dict(self._rulebook.errors)
+
+    def routers_in_force(self) -> list[RouterInForce]:
+        """Each router of the chain in force, in its order: name, priority, and the rule
+        source and version it came from (None for a built-in router)."""
+        out = []
+        for router in self._routers.routers:
+            rule = self._rulebook.source_of(router)
+            source, version = rule if rule is not None else (None, None)
+            out.append(RouterInForce(router.name, router.priority, source, version))
+        return out
 
     @property
     def rules_in_force(self) -> dict[str, tuple[str, float]]:

@@ -95,6 +95,7 @@ class _Export:
             target = self._configured()
             self.owner.base_register(target)
             self.current = target
+        self.owner.registered_as(self.original, target)
 
     def _document_listener(self, key: str) -> Callable[[str | None], None]:
         def on_document(text: str | None) -> None:
@@ -146,6 +147,7 @@ class _Export:
             log.warning("could not register %s with its new overrides: %s", target, exc)
             return
         self.current = target
+        self.owner.registered_as(self.original, target)
         try:
             self.owner.base_unregister(old)
         except StoreError as exc:
@@ -175,9 +177,13 @@ class ProviderRegistry(Registry):
         *,
         validate: Validate | None = None,
         wait: float = RULES_WAIT,
+        on_registered: Callable[[URL, URL], None] | None = None,
     ) -> None:
         super().__init__(base.store, protect=base.protect)
         self.configure = configure
+        #: Told (URL as given, URL as registered with its overrides) at each registration
+        #: of a provider URL, the first and each after an override changed it.
+        self.on_registered = on_registered
         self.validate = validate
         self.wait = wait
         self._exports: dict[URL, _Export] = {}
@@ -221,6 +227,16 @@ class ProviderRegistry(Registry):
         with self._exports_lock:
             export = self._exports.get(url)
         return None if export is None else export.current
+
+    def registered_as(self, original: URL, current: URL) -> None:
+        """Tell :attr:`on_registered` that ``original`` is registered as ``current`` (a
+        listener that raises is logged: the registration stands)."""
+        if self.on_registered is None:
+            return
+        try:
+            self.on_registered(original, current)
+        except Exception:
+            log.exception("a provider registration listener failed for %s", current)
 
     def base_register(self, url: URL) -> None:
         """Register exactly ``url`` (no overrides applied)."""

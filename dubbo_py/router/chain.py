@@ -24,6 +24,10 @@ class TraceStep:
     count_in: int
     count_out: int
     reason: str | None = None
+    #: The providers that went in and came out, as masks of the chain's snapshot (what a
+    #: router snapshot of a live call lists by address).
+    mask_in: int = field(default=0, compare=False)
+    mask_out: int = field(default=0, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """``{"router", "in", "out"}``, and ``"reason"`` when the router said why it left none."""
@@ -137,7 +141,7 @@ class BoundChain:
             candidates = mask
             mask = router.route(mask, invocation)
             reason = None if mask else _explain(router, candidates, invocation)
-            steps.append(TraceStep(name, before, mask.bit_count(), reason))
+            steps.append(TraceStep(name, before, mask.bit_count(), reason, candidates, mask))
         return self.snapshot.select(mask), steps
 
 

@@ -155,6 +155,15 @@ class RuleBook:
         log.info("routing rule applied from %s: %s", source, [r.name for r in routers])
         return True
 
+    def source_of(self, router: Router) -> tuple[str, str] | None:
+        """The source that produced ``router`` and its version (None: not from this book,
+        as the built-in routers)."""
+        with self._lock:
+            for source, (payload, routers) in self._by_source.items():
+                if any(r is router for r in routers):
+                    return source, rule_version(payload)
+        return None
+
     def revoke(self, router: Router, reason: str) -> bool:
         """Refuse the rule that produced ``router`` as if it were invalid: log once, record
         ``reason`` in ``errors``, put the source's previous rules back (or none) and keep

@@ -681,15 +681,15 @@ def test_document_level_fields_not_acted_on_are_named() -> None:
 def test_consumer_parameters_without_a_meaning_here_are_named() -> None:
     text = (
         "configVersion: v3.0\nscope: service\nkey: k\nconfigs:\n  - side: consumer\n"
-        "    parameters: {accesslog: 'true', SayHello.timeout: 5, mock: 'force:retrun x',"
+        "    parameters: {validation: 'true', SayHello.timeout: 5, mock: 'force:retrun x',"
         " cluster: nope, actives: 3}\n"
     )
     found = "\n".join(configurators.unacted_fields(text, "k"))
-    assert "parameters.accesslog: dubbo-py consumers have no 'accesslog' setting" in found
+    assert "parameters.validation: dubbo-py consumers have no 'validation' setting" in found
     assert "parameters.mock: mock 'force:retrun x'" in found
     assert "parameters.cluster: unknown strategy 'nope'" in found
     per_method = text.replace("actives: 3", "SayHello.loadbalance: random")
-    assert "SayHello.loadbalance: a balancer per method" in "\n".join(
+    assert "SayHello.loadbalance: per method; dubbo-py sets loadbalance per reference" in "\n".join(
         configurators.unacted_fields(per_method, "k")
     )
     named = [line.split(":")[0] for line in found.splitlines()]
@@ -734,9 +734,13 @@ def test_deprecated_override_url_vectors(override: str, app: str, expected: str 
     assert params.get("mock") == expected
 
 
-def test_a_provider_side_access_log_is_named() -> None:
+def test_an_access_log_is_acted_on_per_service_and_named_per_method() -> None:
     text = _match_rule("{}").replace("{timeout: 7}", "{accesslog: 'true'}")
-    assert any("accesslog" in f for f in configurators.unacted_fields(text, "k"))
+    assert not any("accesslog" in f for f in configurators.unacted_fields(text, "k"))
+    per_method = text.replace("accesslog:", "SayHello.accesslog:")
+    assert any("SayHello.accesslog" in f for f in configurators.unacted_fields(per_method, "k"))
+    a_path = text.replace("'true'", "/tmp/calls.log")
+    assert any("may not choose a file" in f for f in configurators.unacted_fields(a_path, "k"))
 
 
 def test_consumers_log_fields_not_acted_on_once_per_document_version(

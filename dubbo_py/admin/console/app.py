@@ -40,6 +40,7 @@ def create_app(state: ConsoleState) -> Starlette:
         Route("/service/{name}", page(service_pages.service_view)),
         Route("/service/{name}/provider", page(service_pages.provider_change), methods=post),
         Route("/service/{name}/live", page(service_pages.service_live)),
+        Route("/service/{name}/snapshot", page(service_pages.service_snapshot)),
         Route("/rules", page(rule_pages.rules_page)),
         Route("/rule", page(rule_pages.rule_view)),
         Route("/rule/validate", page(rule_pages.rule_check), methods=post),

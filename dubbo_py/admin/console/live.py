@@ -9,17 +9,34 @@ live figures, so calls/s shows from the second poll on.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
-from dubbo_py.admin.top import discover, read_all, view
-from dubbo_py.qos.client import QosReading
+from dubbo_py.admin.top import discover, fetch_json, read_all, view
+from dubbo_py.qos.client import QosReading, QosUnreachableError
+from dubbo_py.registry import layout
 from dubbo_py.registry.registry import Registry
 
-__all__ = ["LiveProvider", "LiveReader", "merge_rows"]
+__all__ = ["ConsumerSnapshot", "LiveProvider", "LiveReader", "merge_rows"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSnapshot:
+    """One live consumer's router snapshot of a service: the chains in force (one per
+    registry stack) and its recent recorded calls (``/getRouterSnapshot`` and
+    ``/getRecentRouterSnapshot``)."""
+
+    application: str
+    qos: str
+    references: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
+    #: Whether it records calls now.
+    recording: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +88,38 @@ class LiveReader:
         self.registry = registry
         self._lock = threading.Lock()
         self._last: dict[str, tuple[float, QosReading]] = {}
+
+    def snapshots(self, service: str) -> tuple[list[ConsumerSnapshot], list[dict[str, str]]]:
+        """The router snapshots of the service's consumers that registered a QoS port, and
+        those that did not answer (with why)."""
+        endpoints, _ = discover(self.registry, service, (layout.CONSUMERS,))
+        pattern = quote(re.escape(service))
+        found: list[ConsumerSnapshot] = []
+        failures: list[dict[str, str]] = []
+        for endpoint in endpoints:
+            try:
+                chains = fetch_json(endpoint, f"/getRouterSnapshot?service={pattern}")
+                recent = fetch_json(endpoint, f"/getRecentRouterSnapshot?service={pattern}")
+            except QosUnreachableError as exc:
+                failures.append(
+                    {
+                        "application": endpoint.application,
+                        "qos": endpoint.address,
+                        "error": str(exc),
+                    }
+                )
+                continue
+            references = list(chains.get("references", []))
+            found.append(
+                ConsumerSnapshot(
+                    endpoint.application,
+                    endpoint.address,
+                    references,
+                    list(recent.get("calls", []))[::-1],
+                    any(r.get("recording") for r in references),
+                )
+            )
+        return found, failures
 
     def read(self, service: str) -> tuple[dict[str, LiveProvider], list[dict[str, str]]]:
         """Figures by provider address, and the QoS ports that did not answer (with why)."""

@@ -13,7 +13,13 @@ from dubbo_py.admin.rules import override_documents
 from dubbo_py.admin.rules.operations import RuleOps, WriteResult
 from dubbo_py.registry.application import lookup as app_level
 
-__all__ = ["provider_change", "service_live", "service_view", "services_page"]
+__all__ = [
+    "provider_change",
+    "service_live",
+    "service_snapshot",
+    "service_view",
+    "services_page",
+]
 
 
 def services_page(web: Web, request: Request) -> Response:
@@ -42,6 +48,18 @@ def service_live(web: Web, request: Request) -> Response:
         return web.render(request, "live.html", figures={}, failures=[])
     figures, failures = web.state.live.read(request.path_params["name"])
     return web.render(request, "live.html", figures=figures, failures=failures)
+
+
+def service_snapshot(web: Web, request: Request) -> Response:
+    """The router snapshots of the service's live consumers: each router of the chain in
+    force and what it keeps out, and the calls recorded since ``dubbo-py snapshot enable``."""
+    name = request.path_params["name"]
+    if web.state.live is None:
+        return web.render(request, "snapshot.html", service=name, consumers=[], failures=[])
+    consumers, failures = web.state.live.snapshots(name)
+    return web.render(
+        request, "snapshot.html", service=name, consumers=consumers, failures=failures
+    )
 
 
 def provider_change(web: Web, request: Request) -> Response:
