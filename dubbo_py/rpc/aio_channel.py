@@ -21,6 +21,7 @@ import grpc
 from dubbo_py.cluster.plan import CallPlan
 from dubbo_py.cluster.strategies.failover import first_attempt_async
 from dubbo_py.invocation import Invocation
+from dubbo_py.router.script.offloop import settle_scripts
 from dubbo_py.rpc.filters import AsyncCall
 from dubbo_py.rpc.method import BoundMethod, StubChannel, StubMethod
 from dubbo_py.rpc.planned import PlannedSite
@@ -64,8 +65,15 @@ class _AsyncMultiCallable(PlannedSite):
 
     def __init__(self, bound: BoundMethod[AsyncCall], attachments: Mapping[str, str]) -> None:
         super().__init__(bound, attachments)
-        self._invoke = bound.call
         self._in_flight = bound.in_flight
+        call, context = bound.call, self._context
+
+        async def invoke(invocation: Invocation) -> Any:
+            # A script rule's run waits for the sandbox: never on the loop (see settle_scripts).
+            await settle_scripts(context.routes.chain, invocation)
+            return await call(invocation)
+
+        self._invoke = invoke
 
     def __call__(
         self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any

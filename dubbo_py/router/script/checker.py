@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-__all__ = ["StackThread"]
+__all__ = ["CHECKING", "CHECK_STACK_SIZE", "StackThread"]
 
 _T = TypeVar("_T")
 
@@ -71,3 +71,14 @@ class StackThread:
                 future.set_result(task())
             except BaseException as exc:  # handed to the caller, who raises it
                 future.set_exception(exc)
+
+
+#: The stack of the thread scripts are parsed and compiled on in this process. The nesting
+#: limits of :mod:`~dubbo_py.router.script.rule` keep starlark-rust's recursive parser and
+#: compiler (which crashed the process at 2000-4000 levels on 8 MiB) far from this; a
+#: caller's thread (an event thread, an executor with a small stack) would not be.
+CHECK_STACK_SIZE = 8 * 1024 * 1024
+
+#: The thread that parses (and, for :class:`~dubbo_py.router.script.InlineSandbox`,
+#: compiles) scripts in this process.
+CHECKING = StackThread("dubbo-script-check", CHECK_STACK_SIZE)

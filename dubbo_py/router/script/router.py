@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dubbo_py.invocation import Invocation
+from dubbo_py.router.script.offloop import WouldBlock, runs_forbidden
 from dubbo_py.router.script.rule import ScriptRule, parse_script_url
 from dubbo_py.router.script.sandbox import (
     CRASH,
@@ -242,6 +243,8 @@ class BoundScriptRouter:
         cached = self._cache.get(cache_key)
         if cached is not None:
             return cached
+        if runs_forbidden():
+            raise WouldBlock(self.router.name)  # an event loop's probe: run it off the loop
         outcome = self.router.sandbox.run(
             self.program, _indices(candidates), view, self.router.budget
         )

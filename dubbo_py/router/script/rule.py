@@ -44,7 +44,7 @@ import starlark
 
 from dubbo_py.errors import RuleError, URLError
 from dubbo_py.router.script import engine
-from dubbo_py.router.script.checker import StackThread
+from dubbo_py.router.script.checker import CHECKING
 from dubbo_py.router.script.sandbox import SCRIPT, UNAVAILABLE, Sandbox, default_sandbox
 from dubbo_py.url import URL, decode_component
 from dubbo_py.yaml_loader import YamlDocument, compile_yaml
@@ -67,11 +67,6 @@ MAX_BRACKET_DEPTH = 64
 MAX_INDENT_DEPTH = 32
 #: Indentation plus the elif levels of every if-statement open around a line.
 MAX_BLOCK_DEPTH = 64
-#: The stack of the thread the in-process checks run on. The nesting limits above keep
-#: starlark-rust's recursive parser (which crashed the process at 2000-4000 levels on 8 MiB)
-#: far from this; a thread of the caller's (an event thread, an executor with a small stack)
-#: would not be.
-CHECK_STACK_SIZE = 8 * 1024 * 1024
 MAX_STATEMENT_TOKENS = 500
 
 #: The file name Python's parser gives a script in the top-level check. What it warns about --
@@ -84,8 +79,6 @@ _PYTHON_READING = "<starlark script, read as Python>"
 warnings.filterwarnings("ignore", module=re.escape(_PYTHON_READING))
 
 logger = logging.getLogger("dubbo_py.router.script")
-
-_CHECKER = StackThread("dubbo-script-check", CHECK_STACK_SIZE)
 
 _SPAN = re.compile(r"-->\s*[^\n]*?:(\d+):(\d+)")
 
@@ -219,7 +212,7 @@ def check_script(script: str, source: str, *, sandbox: Sandbox | None = None) ->
             f"script is {len(script)} characters, more than the {MAX_SCRIPT_CHARS} allowed",
             source=source,
         )
-    _CHECKER.call(lambda: _check_text(script, source))
+    CHECKING.call(lambda: _check_text(script, source))
     # Compile (resolves names: "Variable `x` not found" with its span). Not in this process:
     # starlark-rust folds constants while compiling, so `"a" * 2147483647` inside a def
     # allocates 2 GiB right here. The sandbox compiles it under its memory cap instead.

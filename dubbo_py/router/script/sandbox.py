@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import starlark
 
 from dubbo_py.router.script import engine
+from dubbo_py.router.script.checker import CHECKING
 
 __all__ = [
     "CRASH",
@@ -160,7 +161,7 @@ class InlineSandbox:
     def check(self, source: str) -> Outcome:
         """Compile in this process (see the class warning)."""
         try:
-            engine.check_source(source)
+            CHECKING.call(lambda: engine.check_source(source))  # a stack sized for the limits
         except engine.EvalFailure as failure:
             return Outcome(None, failure.kind, failure.message)
         return Outcome(())
@@ -177,11 +178,13 @@ class InlineSandbox:
             built = self._programs.get(program.key)
             if built is None:
                 try:
-                    built = engine.Program.build(
-                        program.source,
-                        program.invokers,
-                        program.context,
-                        max_callstack=program.max_callstack,
+                    built = CHECKING.call(
+                        lambda: engine.Program.build(
+                            program.source,
+                            program.invokers,
+                            program.context,
+                            max_callstack=program.max_callstack,
+                        )
                     )
                 except engine.EvalFailure as failure:
                     built = failure
@@ -371,8 +374,9 @@ class ProcessSandbox:
                     self._settle(worker)
                 except _WorkerGone:
                     # The run cut at its budget never ended: the worker was killed at its hard
-                    # deadline (that run already counted as a timeout).
-                    self._discard(lane, worker, failed=backoff)
+                    # deadline. That run already counted as a timeout (toward the switch-off),
+                    # so a fresh worker serves this one without a back-off.
+                    self._discard(lane, worker, failed=False)
                     worker = self._ensure_worker(lane)
         except _WorkerGone as gone:
             return Outcome(None, UNAVAILABLE, gone.message)
