@@ -302,6 +302,8 @@ def serve(
 ) -> None:
     """Answer requests until the parent closes the pipe.
 
+    Every reply carries ``cpu``, the CPU seconds its request took here.
+
     ``check`` {source} compiles a script without keeping it; ``load`` {id, source, invokers,
     context, max_callstack} builds and keeps a program (the ``max_programs`` most recently used
     are kept); ``route`` {id, candidates, invocation, budget} runs one; a route for an unknown id
@@ -321,6 +323,7 @@ def serve(
         deadline = float(request.get("deadline", 0) or 0)
         if deadline > 0:
             signal.setitimer(signal.ITIMER_REAL, deadline)
+        cpu = time.process_time()
         reply: dict[str, Any]
         try:
             if request["op"] == "check":
@@ -349,6 +352,7 @@ def serve(
         except EvalFailure as failure:
             reply = {"ok": False, "kind": failure.kind, "error": failure.message}
         signal.setitimer(signal.ITIMER_REAL, 0)
+        reply["cpu"] = time.process_time() - cpu  # what the parent accounts to the rule
         write_frame(replies, reply)
         if not reply["ok"] and reply["kind"] == FAULT:
             on_fault()
@@ -368,10 +372,20 @@ def _limit_resources(memory_limit: int) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Worker entry point: ``engine.py --memory-limit BYTES --max-programs N``."""
+    """Worker entry point: ``engine.py --memory-limit BYTES --max-programs N --nice N``."""
     args = dict(zip(argv[0::2], argv[1::2], strict=False))
     memory_limit = int(args.get("--memory-limit", str(256 * 1024 * 1024)))
     max_programs = int(args.get("--max-programs", "32"))
+    niceness = int(args.get("--nice", "0"))
+    if niceness > 0:
+        # Below the router process (a worker whose rule hogs it is started so): it yields
+        # the CPU to the consumer and to other rules' workers. This process leads a session
+        # of its own, so where the kernel schedules sessions as groups (sched_autogroup) the
+        # group's niceness is the one that counts.
+        with contextlib.suppress(OSError):
+            os.nice(niceness)
+        with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+            group.write(str(niceness))
     # The protocol owns private copies of the pipes; fds 0/1 point at /dev/null so nothing
     # else in this process (a warning, a library) can write into the protocol stream.
     requests = os.fdopen(os.dup(0), "rb", buffering=0)

@@ -226,6 +226,12 @@ class _Lane:
     worker: _Worker | None = None
     retry_at: float = 0.0
     used_at: float = 0.0
+    #: CPU seconds of runs, decaying by half each second: about the share of a CPU this
+    #: lane's worker has used lately.
+    busy: float = 0.0
+    busy_at: float = 0.0
+    #: The lane's worker runs at the lowest priority (its rule keeps its worker busy).
+    demoted: bool = False
 
 
 #: The lane that compiles scripts for the checks made when a rule is read.
@@ -266,6 +272,8 @@ class ProcessSandbox:
         max_workers: int = 16,
         check_timeout: float = 10.0,
         slack: float = 0.02,
+        nice: int = 0,
+        hog_share: float = 0.25,
     ) -> None:
         self.memory_limit = memory_limit
         self.grace = grace
@@ -275,6 +283,12 @@ class ProcessSandbox:
         self.max_workers = max(1, max_workers)
         self.check_timeout = check_timeout
         self.slack = slack
+        #: The workers' niceness. A lane whose runs use more than ``hog_share`` of a CPU
+        #: lately (an expensive rule called often) has its worker moved to
+        #: the lowest priority (niceness 19): it then gets the CPU that the router process and
+        #: the other rules' workers leave, so it cannot slow them down.
+        self.nice = nice
+        self.hog_share = hog_share
         self._lanes_lock = threading.Lock()
         self._lanes: dict[str, _Lane] = {}
         self._checked: dict[str, Outcome] = {}
@@ -330,6 +344,11 @@ class ProcessSandbox:
                 lane,
                 lambda worker: self._exchange(worker, program, candidates, invocation, budget),
             )
+            if isinstance(reply, dict):
+                cpu = reply.get("cpu")
+                self._account(lane, cpu if isinstance(cpu, int | float) else 0.0)
+            elif reply.kind == TIMEOUT:
+                self._account(lane, budget)  # cut at the budget: it spent at least that
         if isinstance(reply, Outcome):
             return reply
         if reply.get("ok"):
@@ -349,6 +368,24 @@ class ProcessSandbox:
             for lane in lanes
             if lane.worker is not None and lane.worker.process.poll() is None
         }
+
+    def _account(self, lane: _Lane, cpu: float) -> None:
+        """Add a run's CPU seconds (as its worker measured them) to its lane's busy time;
+        demote the worker of a lane over its share."""
+        now = time.monotonic()
+        cpu = min(max(float(cpu), 0.0), 60.0)  # the worker's figure, not trusted beyond that
+        lane.busy = lane.busy * 0.5 ** (now - lane.busy_at) + cpu
+        lane.busy_at = now
+        # busy decays by half a second, so a steady share s of the time sums to about 1.44 s.
+        hogging = lane.busy > self.hog_share * 1.44
+        if hogging != lane.demoted:
+            lane.demoted = hogging
+            worker = lane.worker
+            if worker is not None:
+                _set_niceness(worker.process.pid, self._niceness(lane))
+
+    def _niceness(self, lane: _Lane) -> int:
+        return 19 if lane.demoted else self.nice
 
     def _lane(self, name: str) -> _Lane:
         with self._lanes_lock:
@@ -456,6 +493,8 @@ class ProcessSandbox:
             str(self.memory_limit),
             "--max-programs",
             str(self.max_programs),
+            "--nice",
+            str(self._niceness(lane)),
         ]
         try:
             process = subprocess.Popen(
@@ -636,6 +675,17 @@ class ProcessSandbox:
 
 class _BudgetSpent(Exception):
     """The run's budget passed with no answer begun: the parent stops waiting."""
+
+
+def _set_niceness(pid: int, niceness: int) -> None:
+    """Set a worker's niceness, and its autogroup's: a worker leads a session of its own, and
+    where the kernel groups sessions for scheduling (``sched_autogroup``) the group's niceness
+    is what weighs against other processes. Raising a priority may need privileges: errors
+    are ignored (the worker then keeps its priority)."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, niceness)
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as group:
+        group.write(str(niceness))
 
 
 def _load_request(program: ProgramSpec, deadline: float) -> dict[str, Any]:
