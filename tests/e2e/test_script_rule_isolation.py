@@ -13,6 +13,10 @@ one again when its text changes. Sizes are calibrated to this machine when the t
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -221,3 +225,72 @@ def run_attack(
     print(f"victim calls alone {alone:.0f}, beside {attack}: {beside:.0f} (3 x {WINDOW} s each)")
     assert beside >= alone / 2, (alone, beside)
     assert len(attackers.samples) > 0  # the attacker did run
+
+
+BOMB_RULE = rule(
+    ROUTE + '    s = "a" * 2147483647\n    return invokers\n', "shop-bomb"
+)  # the docs' bomb: starlark-rust folds the constant while compiling
+
+
+def admin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real ``dubbo-py`` CLI, in a process of its own, with default settings."""
+    return subprocess.run(
+        [sys.executable, "-m", "dubbo_py.admin", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_the_bomb_is_refused_by_the_cli_and_by_consumers(
+    registry_address: str, providers: Callable[..., ProviderProcess], tmp_path: Path
+) -> None:
+    (tmp_path / "bomb.yaml").write_text(BOMB_RULE)
+    validated = admin("rules", "validate", "bomb.yaml", "--kind", "script-router", cwd=tmp_path)
+    assert validated.returncode == 1, validated.stdout + validated.stderr
+    assert "compiling the script failed in the sandbox" in validated.stderr
+    pushed = admin("rules", "push", "bomb.yaml", "--registry", registry_address, cwd=tmp_path)
+    assert pushed.returncode == 1 and "compiling the script failed" in pushed.stderr
+
+    keep = ROUTE + "    return [i for i in invokers if i.host == '10.0.0.5']\n"
+    scenario = textwrap.dedent(
+        """\
+        consumer: consumer://10.0.0.1/demo.Greeter?application=shop
+        invocation: {method: SayHello}
+        providers:
+          - tri://10.0.0.5:50051/demo.Greeter?application=shop-bomb
+          - tri://10.0.0.6:50051/demo.Greeter?application=shop-bomb
+        rules:
+        """
+    )
+    entry = "  - config: script-router\n    yaml: |\n{}"
+    bomb_entry = entry.format(textwrap.indent(BOMB_RULE, "      "))
+    keep_entry = entry.format(textwrap.indent(rule(keep, "shop-bomb"), "      "))
+    (tmp_path / "both.yaml").write_text(scenario + bomb_entry + keep_entry)
+    (tmp_path / "keep.yaml").write_text(scenario + keep_entry)
+    both = admin("route", "test", "both.yaml", "--json", cwd=tmp_path)
+    assert both.returncode == 1 and "compiling the script failed" in both.stdout + both.stderr
+    kept_only = admin("route", "test", "keep.yaml", "--json", cwd=tmp_path)
+    assert kept_only.returncode == 0, kept_only.stderr
+    assert json.loads(kept_only.stdout)["providers"] == [
+        "tri://10.0.0.5:50051/demo.Greeter?application=shop-bomb"
+    ]
+
+    # A consumer reading the bomb refuses it; a good rule written next keeps its meaning.
+    kept, _other = (providers("--application", "shop-bomb", "--warmup", "0") for _ in range(2))
+    with dubbo_py.Application("shop", registry_address, cache_path=tmp_path / "c.json") as app:
+        ref = victim_reference(app)
+        registry = app.registry
+        assert isinstance(registry, Registry)
+        registry.put_config("shop-bomb.script-router", BOMB_RULE)
+        wait_until(lambda: bool(ref.directory.rule_errors), 15, "the bomb refused")
+        (reason,) = ref.directory.rule_errors.values()
+        assert "compiling the script failed in the sandbox" in reason
+        assert not applied(ref, "script:shop-bomb")
+        good = ROUTE + f"    return [i for i in invokers if i.port == {kept.port}]\n"
+        registry.put_config("shop-bomb.script-router", rule(good, "shop-bomb"))
+        wait_until(lambda: applied(ref, "script:shop-bomb"), 15, "the good rule applied")
+        call = victim_caller(ref)
+        assert {call() for _ in range(20)} == {kept.address}
