@@ -210,13 +210,16 @@ class Program:
         self, candidates: Sequence[int], invocation: Mapping[str, Any], budget: float
     ) -> list[int]:
         """Run ``route`` for these candidate indices; the chosen indices (a subset of
-        ``candidates``), or :class:`EvalFailure`."""
-        deadline = time.monotonic() + budget
+        ``candidates``), or :class:`EvalFailure`.
+
+        ``budget`` is CPU time of this thread, not wall time: a run that waited for a CPU on a
+        loaded machine has not used its budget (a short script would time out there)."""
+        deadline = time.thread_time() + budget
         expired = False
 
         def check_cancelled() -> bool:
             nonlocal expired
-            if time.monotonic() > deadline:
+            if time.thread_time() > deadline:
                 expired = True
             return expired
 
@@ -235,7 +238,7 @@ class Program:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
             raise EvalFailure(FAULT, f"{type(exc).__name__}: {first_line(str(exc))}") from None
-        if expired or time.monotonic() > deadline:
+        if expired or time.thread_time() > deadline:
             # One last step overran the budget (a native builtin, no step check inside): the
             # answer came too late and is discarded, as the parent would have.
             raise EvalFailure(TIMEOUT, f"time budget of {budget * 1000:.0f} ms exceeded")
@@ -302,7 +305,8 @@ def serve(
 ) -> None:
     """Answer requests until the parent closes the pipe.
 
-    Every reply carries ``cpu``, the CPU seconds its request took here.
+    Every reply carries ``cpu``, the CPU seconds its request took here, and ``cpu_total``, this
+    process's CPU seconds so far.
 
     ``check`` {source} compiles a script without keeping it; ``load`` {id, source, invokers,
     context, max_callstack} builds and keeps a program (the ``max_programs`` most recently used
@@ -315,7 +319,9 @@ def serve(
     one Starlark step never returns and even if the parent is gone - no orphan keeps spinning.
     """
     programs: OrderedDict[str, Program] = OrderedDict()
-    write_frame(replies, {"ok": True, "ready": True, "pid": os.getpid()})
+    write_frame(
+        replies, {"ok": True, "ready": True, "pid": os.getpid(), "cpu_total": time.process_time()}
+    )
     while True:
         request = read_frame(requests, MAX_REQUEST)
         if request is None:
@@ -352,7 +358,9 @@ def serve(
         except EvalFailure as failure:
             reply = {"ok": False, "kind": failure.kind, "error": failure.message}
         signal.setitimer(signal.ITIMER_REAL, 0)
-        reply["cpu"] = time.process_time() - cpu  # what the parent accounts to the rule
+        now = time.process_time()
+        reply["cpu"] = now - cpu  # what the parent accounts to the rule
+        reply["cpu_total"] = now  # where the parent starts counting this process's next run
         write_frame(replies, reply)
         if not reply["ok"] and reply["kind"] == FAULT:
             on_fault()

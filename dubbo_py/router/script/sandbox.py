@@ -214,6 +214,9 @@ class _Worker:
     #: A reply the worker still owes for a run the parent cut at its budget, and the time by
     #: which it must come (the worker's own hard deadline); drained before the next request.
     owed_until: float | None = None
+    #: The worker's CPU seconds when it last answered (it is idle between requests): where
+    #: the CPU a run has used is counted from.
+    cpu_seen: float = 0.0
 
 
 @dataclass
@@ -584,7 +587,9 @@ class ProcessSandbox:
             self._write(worker, request)
             sent = time.monotonic()
             try:
-                reply = self._read(worker, sent + budget + self.slack, cut=True)
+                reply = self._read(
+                    worker, sent + budget + self.slack, cut=budget, hard=sent + budget + self.grace
+                )
             except _BudgetSpent:
                 # Cut at the budget: the caller gets TIMEOUT now; the worker stops the script
                 # at its next step and its (discarded) answer is read before the next request.
@@ -613,9 +618,17 @@ class ProcessSandbox:
         except (BrokenPipeError, OSError):
             raise _WorkerGone(self._death_message(worker)) from None
 
-    def _read(self, worker: _Worker, deadline: float, *, cut: bool = False) -> dict[str, Any]:
-        """One reply; past ``deadline`` _BudgetSpent when ``cut`` (nothing read yet) and
-        _WorkerGone otherwise."""
+    def _read(
+        self,
+        worker: _Worker,
+        deadline: float,
+        *,
+        cut: float | None = None,
+        hard: float = 0.0,
+    ) -> dict[str, Any]:
+        """One reply; past ``deadline`` _WorkerGone, or, for a run (``cut``: its budget of CPU
+        seconds), _BudgetSpent once the worker has used that much CPU since its last answer
+        (a worker still short of it was waiting for a CPU: it is waited for, until ``hard``)."""
         stream = worker.process.stdout
         assert stream is not None
         fd = stream.fileno()
@@ -625,7 +638,13 @@ class ProcessSandbox:
         while len(buffer) < needed:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                if cut and not buffer:
+                if cut is not None and not buffer:
+                    used = _cpu_seconds(worker.process.pid)
+                    short = cut - (used - worker.cpu_seen) if used is not None else 0.0
+                    if short > _CPU_TICK and time.monotonic() < hard:
+                        # Starved, not overrunning: wait for the rest of its budget to be used.
+                        deadline = min(time.monotonic() + short, hard)
+                        continue
                     raise _BudgetSpent
                 raise _WorkerGone(
                     "script overran its time budget inside one operation; worker killed"
@@ -651,6 +670,9 @@ class ProcessSandbox:
             raise _WorkerGone("sandbox worker sent malformed data") from None
         if not isinstance(reply, dict):
             raise _WorkerGone("sandbox worker sent malformed data")
+        total = reply.get("cpu_total")
+        if isinstance(total, int | float):
+            worker.cpu_seen = float(total)
         return reply
 
     def _death_message(self, worker: _Worker) -> str:
@@ -671,6 +693,24 @@ class ProcessSandbox:
             )
             return f"sandbox worker died of {name}{hint}"
         return f"sandbox worker exited with status {code}"
+
+
+#: The resolution of a process's CPU time in /proc/<pid>/stat (clock ticks).
+_CPU_TICK = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used, from /proc; None where there is
+    no /proc (the run is then cut by wall time alone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    try:
+        return (int(fields[11]) + int(fields[12])) * _CPU_TICK  # utime, stime
+    except (IndexError, ValueError):
+        return None
 
 
 class _BudgetSpent(Exception):
