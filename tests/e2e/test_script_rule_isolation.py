@@ -12,6 +12,7 @@ one again when its text changes. Sizes are calibrated to this machine when the t
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -23,12 +24,14 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from demo import chat_pb2, chat_pb2_grpc, greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.registry.registry import Registry
+from dubbo_py.router.script import default_sandbox
 from dubbo_py.rpc.application import Reference
 from tests.e2e.conftest import wait_until
 from tests.router.test_script_isolation import CRASHER, ROUTE, calibrated
@@ -55,6 +58,15 @@ ATTACKS = {
 def registry_address(zookeeper: ZooKeeperServer) -> str:
     """Rules are written to ZooKeeper directly: a real ZooKeeper only."""
     return f"zookeeper://{zookeeper.address}/isolation-{uuid.uuid4().hex[:8]}"
+
+
+def asyncio_running() -> bool:
+    """True on a thread where an event loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def rule(script: str, application: str) -> str:
@@ -300,3 +312,42 @@ def test_the_bomb_is_refused_by_the_cli_and_by_consumers(
         wait_until(lambda: applied(ref, "script:shop-bomb"), 15, "the good rule applied")
         call = victim_caller(ref)
         assert {call() for _ in range(20)} == {kept.address}
+
+
+def test_an_asyncio_consumer_never_runs_a_script_on_its_loop(
+    registry_address: str,
+    providers: Callable[..., ProviderProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kept, _other = (providers("--application", "aio-greeter", "--warmup", "0") for _ in range(2))
+    sandbox = default_sandbox()
+    runs: list[bool] = []  # per script run: was an event loop running on its thread?
+    real_run = sandbox.run
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        runs.append(asyncio_running())
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox, "run", run)
+    good = ROUTE + f"    return [i for i in invokers if i.port == {kept.port}]\n"
+
+    async def scenario() -> set[str]:
+        consumer = dubbo_py.Application("aio-shop", registry_address, cache_path=tmp_path / "c")
+        try:
+            assert isinstance(consumer.registry, Registry)
+            consumer.registry.put_config("aio-greeter.script-router", rule(good, "aio-greeter"))
+            stub = await consumer.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            ref = consumer.references[-1]
+            await asyncio.to_thread(
+                wait_until, lambda: applied(ref, "script:aio-greeter"), 15, "the rule applied"
+            )
+            replies = await asyncio.gather(
+                *(stub.SayHello(greeter_pb2.HelloRequest(name=f"n{i}")) for i in range(20))
+            )
+            return {reply.provider for reply in replies}
+        finally:
+            await consumer.aclose()
+
+    assert asyncio.run(scenario()) == {kept.address}
+    assert runs and not any(runs), runs  # every run happened off the loop

@@ -196,6 +196,21 @@ def test_callbacks_from_builtins_count_toward_the_budget(
     assert router.switched_off
 
 
+def test_the_engine_itself_stops_key_callbacks_at_the_budget() -> None:
+    # No parent to cut the run here (InlineSandbox): the engine's step check must see the
+    # callbacks (the old engine answered after 17 budgets, uncancelled).
+    script = calibrated(ROUTE + "    x = max(range({n}), key = lambda v: -v)\n    return []\n", 10)
+    sandbox = InlineSandbox()
+    router = ScriptRouter(parse_script_rule(rule_text(script), "/inline"), sandbox=sandbox)
+    program = router.bind(SNAPSHOT, CONSUMER).program
+    invocation = {"service": "s", "method": "m", "arguments": [], "attachments": {}}
+    sandbox.run(program, [0, 1], invocation, 600.0)  # builds the program
+    started = time.thread_time()
+    assert sandbox.run(program, [0, 1], invocation, BUDGET).kind == TIMEOUT
+    # Stopped at the budget (CPU time, as the budget is), not after the 10 budgets it asks for.
+    assert time.thread_time() - started < 5 * BUDGET
+
+
 def test_builtins_with_a_key_answer_as_the_builtins_do(box: ProcessSandbox) -> None:
     script = ROUTE + (
         "    pairs = [(1, 'a'), (0, 'b'), (1, 'c'), (0, 'd')]\n"
