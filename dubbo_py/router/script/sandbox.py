@@ -6,10 +6,12 @@ bound is a *single* builtin operation: ``"a" * 2147483647``, ``[0] * 2147483647`
 ``sorted(range(2147483647))``, ``s.replace("a", s)`` or comparing/printing a structure doubled
 sixty times each allocate gigabytes or run for minutes inside one step, and starlark-rust answers
 an allocation failure by aborting the process. Compiling is no safer: constants are folded at
-compile time. So :class:`ProcessSandbox` compiles and runs scripts in a child process under
-``RLIMIT_AS`` (memory), ``RLIMIT_FSIZE=0`` and ``RLIMIT_CORE=0``; a run that overshoots its
-budget by more than ``grace`` seconds ends the child (its own SIGALRM, and the parent kills it
-too). The router process only ever reads length-limited JSON from it and checks every index it
+compile time. So :class:`ProcessSandbox` compiles and runs scripts in child processes under
+``RLIMIT_AS`` (memory), ``RLIMIT_FSIZE=0`` and ``RLIMIT_CORE=0``, one per rule (a *lane*), so
+that no rule's cost, crash or restart reaches another's calls. A run is answered as a timeout
+once it has used its budget of CPU time, whatever it is doing; one that overshoots its budget
+by more than ``grace`` seconds ends its child (its own SIGALRM, and the parent kills it too).
+The router process only ever reads length-limited JSON from a worker and checks every index it
 returns.
 
 :class:`InlineSandbox` runs the same engine in this process: faster, but a hostile or buggy
