@@ -311,6 +311,7 @@ class ProcessSandbox:
             return known
         lane = self._lane(_CHECK_LANE)
         give_up = time.monotonic() + self.check_timeout
+        crashes = 0
         while True:
             with lane.lock:
                 # A crash while compiling is the script's doing, not the machine's: the next
@@ -318,21 +319,26 @@ class ProcessSandbox:
                 reply = self._guarded(
                     lane, lambda worker: self._check(worker, source), backoff=False
                 )
-            if not (isinstance(reply, Outcome) and reply.kind == UNAVAILABLE):
+            if isinstance(reply, Outcome) and reply.kind == UNAVAILABLE:
+                wait = min(lane.retry_at, give_up) - time.monotonic()
+                if time.monotonic() >= give_up:
+                    return Outcome(None, UNAVAILABLE, f"{reply.message}; gave up after waiting")
+                time.sleep(max(wait, 0.01))
+                continue
+            outcome = reply if isinstance(reply, Outcome) else self._checked_outcome(reply)
+            crashes += outcome.kind == CRASH
+            # A crash is kept only when a fresh worker crashes again: something else (a kill
+            # from outside, the machine out of memory) must not refuse a script for good.
+            if outcome.kind != CRASH or crashes > 1:
                 break
-            wait = min(lane.retry_at, give_up) - time.monotonic()
-            if time.monotonic() >= give_up:
-                return Outcome(None, UNAVAILABLE, f"{reply.message}; gave up after waiting")
-            time.sleep(max(wait, 0.01))
-        if isinstance(reply, Outcome):
-            outcome = reply
-        else:
-            outcome = Outcome(()) if reply.get("ok") else self._failure(reply)
         with self._lanes_lock:
             self._checked[digest] = outcome
             while len(self._checked) > _CHECK_CACHE:
                 self._checked.pop(next(iter(self._checked)))
         return outcome
+
+    def _checked_outcome(self, reply: Mapping[str, Any]) -> Outcome:
+        return Outcome(()) if reply.get("ok") else self._failure(reply)
 
     def run(
         self,
