@@ -21,7 +21,7 @@ import grpc
 from dubbo_py.cluster.plan import CallPlan
 from dubbo_py.cluster.strategies.failover import first_attempt_async
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.script.offloop import settle_scripts
+from dubbo_py.router.offloop import settle_scripts
 from dubbo_py.rpc.filters import AsyncCall
 from dubbo_py.rpc.method import BoundMethod, StubChannel, StubMethod
 from dubbo_py.rpc.planned import PlannedSite

@@ -22,6 +22,7 @@ import pytest
 from dubbo_py import URL, Invocation
 from dubbo_py.errors import RuleError
 from dubbo_py.router.chain import RouterChain
+from dubbo_py.router.offloop import settle_scripts
 from dubbo_py.router.script import (
     InlineSandbox,
     Outcome,
@@ -31,7 +32,6 @@ from dubbo_py.router.script import (
     check_script,
     parse_script_rule,
 )
-from dubbo_py.router.script.offloop import settle_scripts
 from dubbo_py.router.script.router import Strikes
 from dubbo_py.router.script.sandbox import CRASH, TIMEOUT, UNAVAILABLE
 from dubbo_py.router.snapshot import Snapshot

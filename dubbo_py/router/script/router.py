@@ -47,10 +47,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.script.offloop import WouldBlock, runs_forbidden
+from dubbo_py.router.offloop import WouldBlock, runs_forbidden
 from dubbo_py.router.script.rule import ScriptRule, parse_script_url
 from dubbo_py.router.script.sandbox import (
     CRASH,
@@ -231,6 +231,8 @@ class BoundScriptRouter:
     router: ScriptRouter
     program: ProgramSpec
     switch_off_after: int = DEFAULT_SWITCH_OFF_AFTER
+    #: Its ``route`` may run a script (see :mod:`dubbo_py.router.offloop`).
+    runs_scripts: ClassVar[bool] = True
     _cache: dict[tuple[Any, ...], int] = field(default_factory=dict, repr=False)
 
     def route(self, candidates: int, invocation: Invocation) -> int:

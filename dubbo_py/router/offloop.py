@@ -1,5 +1,8 @@
 """Routing from an event loop without running a script on it.
 
+(Here, not in :mod:`dubbo_py.router.script`: every asyncio consumer imports this, and the
+script package loads Starlark and the rule readers.)
+
 A script run takes up to its budget (50 ms by default) in the sandbox worker; the routing
 thread waits for the answer. On an asyncio consumer that thread is the event loop's, and every
 other call of the process would wait too. :func:`settle_scripts` routes the call once on the
@@ -35,7 +38,8 @@ class _Chain(Protocol):
 
 def runs_forbidden() -> bool:
     """True while :func:`settle_scripts` probes a chain (a script router then raises
-    :class:`WouldBlock` instead of running its script)."""
+    :class:`WouldBlock` instead of running its script). A bound router whose ``route`` may run
+    a script says so with a true ``runs_scripts`` attribute."""
     return _FORBIDDEN.get()
 
 
@@ -56,9 +60,7 @@ def forbidding_runs(chain: _Chain, invocation: Invocation) -> bool:
 async def settle_scripts(chain: _Chain, invocation: Invocation) -> None:
     """Before an asyncio call is routed on the loop: run the scripts it needs, if any, on a
     worker thread (their answers are then cached for the routing that follows)."""
-    from dubbo_py.router.script.router import BoundScriptRouter
-
-    if not any(isinstance(router, BoundScriptRouter) for _, router in chain.active):
+    if not any(getattr(router, "runs_scripts", False) for _, router in chain.active):
         return
     if forbidding_runs(chain, invocation):
         return
