@@ -2,6 +2,7 @@
 
     python bench/bench_full_path.py [--seconds 1] [--rounds 20] [--threads 1 8] [--providers 3]
                                     [--side-rounds 15] [--side-threads 1 8] [--registries 2]
+                                    [--script]
 
 The full path: a ZooKeeper registry directory (a real server, started here from Debian's jars),
 three condition rules in the chain (two that read the call -- method and arguments[0] -- and one
@@ -23,7 +24,9 @@ provider registered in both, the consumer subscribed to both (one stack per regi
 zone-aware channel; no zone, so each call is a weighted pick between them), the rules pushed to
 both.
 
-``--overhead`` instead times the client path alone (the gRPC call replaced by a canned reply);
+``--script`` adds a script rule of the providers' application to the chain (a
+one-line filter; the repeated request is answered from the bound router's cache after its first
+run). ``--overhead`` instead times the client path alone (the gRPC call replaced by a canned reply);
 ``--profile FILE`` runs the dubbo-py client alone under cProfile for ``--seconds`` and
 writes the stats (``python -m pstats FILE``).
 """
@@ -66,6 +69,17 @@ conditions:
   - 'method = SayHelloStream => shard = 1'
   - 'arguments[0] = vip => region = gold'
   - 'application = reporting => port = 1'
+"""
+
+#: ``--script``: a script rule of the providers' application that keeps every provider (each is
+#: looked at); the benchmark's calls repeat one request, so after the first call of each
+#: snapshot its answer is the bound router's cached one, as for any steady repeated call.
+SCRIPT_RULE = """\
+type: starlark
+key: greeter-provider
+script: |
+  def route(invokers, invocation, context):
+      return [i for i in invokers if i.parameters.get("application") != "nobody"]
 """
 
 
@@ -134,6 +148,11 @@ def main() -> None:
         action="store_true",
         help="time the client path alone: the provider call replaced by a canned reply",
     )
+    parser.add_argument(
+        "--script",
+        action="store_true",
+        help="also a script rule (greeter-provider.script-router) in the chain",
+    )
     args = parser.parse_args()
 
     request = greeter_pb2.HelloRequest(name="bench")
@@ -160,6 +179,8 @@ def main() -> None:
         for binding in app.bindings:
             assert binding.registry is not None
             binding.registry.put_config(f"{SERVICE}:1.0.0:.condition-router", CONDITION_RULES)
+            if args.script:
+                binding.registry.put_config("greeter-provider.script-router", SCRIPT_RULE)
         ref = app.reference_handle(
             greeter_pb2_grpc.GreeterStub,
             version="1.0.0",
@@ -169,7 +190,9 @@ def main() -> None:
         )
         deadline = time.monotonic() + 30
         while any(
-            len(a.directory.providers) < args.providers or "condition" not in chain_description(a)
+            len(a.directory.providers) < args.providers
+            or "condition" not in chain_description(a)
+            or (args.script and "script" not in chain_description(a))
             for a in ref.assemblies
         ):
             if time.monotonic() > deadline:

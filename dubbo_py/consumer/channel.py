@@ -39,6 +39,7 @@ from dubbo_py.consumer.method import BoundMethod, StubChannel, StubMethod
 from dubbo_py.consumer.planned import PlannedSite
 from dubbo_py.invocation import Invocation
 from dubbo_py.protocol.triple import CALL_SINK, Metadata, from_wire
+from dubbo_py.router.offloop import settle_scripts
 from dubbo_py.url import URL
 
 __all__ = ["AsyncClusterChannel", "CallResult", "ClusterChannel"]
@@ -237,8 +238,15 @@ class _AsyncMultiCallable(PlannedSite):
 
     def __init__(self, bound: BoundMethod[AsyncCall], attachments: Mapping[str, str]) -> None:
         super().__init__(bound, attachments)
-        self._invoke = bound.call
         self._in_flight = bound.in_flight
+        call, context = bound.call, self._context
+
+        async def invoke(invocation: Invocation) -> Any:
+            # A script rule's run waits for the sandbox: never on the loop (see settle_scripts).
+            await settle_scripts(context.routes.chain, invocation)
+            return await call(invocation)
+
+        self._invoke = invoke
 
     def __call__(
         self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any

@@ -20,15 +20,25 @@ class Load:
     """Steady calls from ``threads`` threads, each recording when it started, where it landed
     and any error."""
 
-    def __init__(self, call: Callable[[], str], threads: int, pause: float = 0.002) -> None:
+    def __init__(
+        self,
+        call: Callable[[], str],
+        threads: int,
+        pause: float = 0.002,
+        gate: threading.Event | None = None,
+    ) -> None:
         self.samples: list[Sample] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._pause = pause
+        #: Calls are made only while ``gate`` is set (None: always).
+        self._gate = gate
         self._threads = [threading.Thread(target=self._run, args=(call,)) for _ in range(threads)]
 
     def _run(self, call: Callable[[], str]) -> None:
         while not self._stop.is_set():
+            if self._gate is not None and not self._gate.wait(0.05):
+                continue
             started = time.monotonic()
             try:
                 sample = Sample(started, call())

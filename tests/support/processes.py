@@ -16,7 +16,16 @@ PROVIDER = ROOT / "examples" / "quickstart" / "provider.py"
 class ProviderProcess:
     """One Greeter provider in its own process; ``address`` is known once it printed READY."""
 
-    def __init__(self, registry: str, *args: str, port: int = 0, log_dir: Path | None = None):
+    def __init__(
+        self,
+        registry: str,
+        *args: str,
+        port: int = 0,
+        log_dir: Path | None = None,
+        script: Path = PROVIDER,
+    ):
+        #: The provider program (default: the quick start's Greeter provider).
+        self.script = script
         self.registry = registry
         self.args = list(args)
         self.port = port
@@ -25,7 +34,14 @@ class ProviderProcess:
         self.address = ""
 
     def start(self, timeout: float = 30.0) -> ProviderProcess:
-        cmd = [sys.executable, str(PROVIDER), "--registry", self.registry, "--port", str(self.port)]
+        cmd = [
+            sys.executable,
+            str(self.script),
+            "--registry",
+            self.registry,
+            "--port",
+            str(self.port),
+        ]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [*cmd, *self.args],

@@ -25,11 +25,17 @@ new combination runs the script: about 50 us inline plus about 80 us for the rou
 sandbox worker, plus whatever the script does (bounded by the budget, 50 ms by default), and
 building the candidate list is linear in the number of candidates.
 
-A rule that exhausts its time budget on :data:`DEFAULT_SWITCH_OFF_AFTER` calls in a row (the
-consumer URL parameter ``script.switch-off-after`` changes that; 0 never switches off) is
-switched off: from then on it passes every candidate through at no cost, one error is logged,
-and the rule book treats it as invalid (the previous rules of its source come back) until the
-rule's text changes. A call that runs the script to an answer resets the count.
+A rule that exhausts its time budget (or crashes its worker) on :data:`DEFAULT_SWITCH_OFF_AFTER`
+calls in a row (the consumer URL parameter ``script.switch-off-after`` changes that; 0 never
+switches off) is switched off: from then on it passes every candidate through at no cost, one
+error is logged, and the rule book treats it as invalid (the previous rules of its source come
+back) until the rule's text changes. The count belongs to the rule's identity (its source), not
+to its text: a new text starts where the old one left off, so a rule that was switched off is
+switched off again at its first overrun, and only a call that runs the script to an answer
+resets the count.
+
+Each rule runs in a worker of its own (the sandbox lane is the rule's identity): another rule's
+cost, crash or restart never delays this rule's calls or lets them through unrouted.
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ import contextlib
 import itertools
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from dubbo_py.invocation import Invocation
+from dubbo_py.router.offloop import WouldBlock, runs_forbidden
 from dubbo_py.router.script.rule import ScriptRule, parse_script_url
 from dubbo_py.router.script.sandbox import (
     CRASH,
@@ -58,9 +66,11 @@ from dubbo_py.url import URL
 
 __all__ = [
     "DEFAULT_SWITCH_OFF_AFTER",
+    "STRIKES",
     "SWITCH_OFF_KEY",
     "BoundScriptRouter",
     "ScriptRouter",
+    "Strikes",
     "invocation_view",
     "router_from_url",
     "url_record",
@@ -80,6 +90,41 @@ _OVER_BUDGET = frozenset({TIMEOUT, CRASH})
 _bind_ids = itertools.count(1)
 
 
+class Strikes:
+    """Runs over budget in a row, per rule identity, kept across the rule's versions (so a
+    rule cannot escape its switch-off by changing its text). Thread-safe; the
+    ``capacity`` identities seen most recently are kept."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def add(self, identity: str) -> int:
+        """One more run over budget; the count in a row now."""
+        with self._lock:
+            count = self._counts.pop(identity, 0) + 1
+            self._counts[identity] = count
+            while len(self._counts) > self.capacity:
+                self._counts.popitem(last=False)
+            return count
+
+    def clear(self, identity: str) -> None:
+        """The rule answered: its count starts again."""
+        if identity in self._counts:
+            with self._lock:
+                self._counts.pop(identity, None)
+
+    def count(self, identity: str) -> int:
+        """The count in a row for ``identity`` (0 when none)."""
+        with self._lock:
+            return self._counts.get(identity, 0)
+
+
+#: The process-wide count (every consumer of a rule shares it: the rule misbehaves for all).
+STRIKES = Strikes()
+
+
 class ScriptRouter:
     """A router for one script rule version. Thread-safe; bind it to each new snapshot."""
 
@@ -92,13 +137,14 @@ class ScriptRouter:
         cache_size: int = DEFAULT_CACHE_SIZE,
         max_callstack: int = 64,
         switch_off_after: int = DEFAULT_SWITCH_OFF_AFTER,
+        strikes: Strikes | None = None,
     ) -> None:
         self.rule = rule
         self.switch_off_after = switch_off_after
         #: Set once the rule is switched off (see the module docstring); it then passes
         #: everything through.
         self.switched_off = False
-        self._over_budget_in_a_row = 0
+        self.strikes = strikes if strikes is not None else STRIKES
         self._switch_off_callbacks: list[Callable[[str], None]] = []
         self.sandbox: Sandbox = sandbox if sandbox is not None else default_sandbox()
         self.budget = budget
@@ -126,6 +172,7 @@ class ScriptRouter:
             invokers=snapshot.column("script.record", url_record),
             context=url_record(consumer),
             max_callstack=self.max_callstack,
+            lane=self.rule.identity,
         )
         limit = consumer.get_int(SWITCH_OFF_KEY, self.switch_off_after)
         return BoundScriptRouter(self, program, limit)
@@ -137,19 +184,21 @@ class ScriptRouter:
     def record(self, outcome: Outcome, limit: int) -> None:
         """Count runs over budget in a row; switch the rule off at ``limit`` (0: never)."""
         if outcome.kind == UNAVAILABLE:
-            return  # the script did not run: says nothing about it
+            return  # the script did not run (its worker is restarting): says nothing about it
+        identity = self.rule.identity
         if outcome.kind not in _OVER_BUDGET:
-            self._over_budget_in_a_row = 0
+            self.strikes.clear(identity)
             return
+        in_a_row = self.strikes.add(identity)
         with self._report_lock:
-            self._over_budget_in_a_row += 1
-            if self.switched_off or limit <= 0 or self._over_budget_in_a_row < limit:
+            if self.switched_off or limit <= 0 or in_a_row < limit:
                 return
             self.switched_off = True
             callbacks = list(self._switch_off_callbacks)
         reason = (
             f"script rule {self.name} exhausted its time budget of {self.budget * 1000:g} ms "
-            f"on {limit} calls in a row; switched off until the rule changes"
+            f"(or crashed its worker) on {in_a_row} calls in a row; switched off until the "
+            "rule changes (a new text is switched off again at its first overrun)"
         )
         if not callbacks:  # nobody to refuse it (route test, a bare router): say it here
             # A warning: the rule's first timeout was already logged as an error.
@@ -182,6 +231,8 @@ class BoundScriptRouter:
     router: ScriptRouter
     program: ProgramSpec
     switch_off_after: int = DEFAULT_SWITCH_OFF_AFTER
+    #: Its ``route`` may run a script (see :mod:`dubbo_py.router.offloop`).
+    runs_scripts: ClassVar[bool] = True
     _cache: dict[tuple[Any, ...], int] = field(default_factory=dict, repr=False)
 
     def route(self, candidates: int, invocation: Invocation) -> int:
@@ -194,6 +245,8 @@ class BoundScriptRouter:
         cached = self._cache.get(cache_key)
         if cached is not None:
             return cached
+        if runs_forbidden():
+            raise WouldBlock(self.router.name)  # an event loop's probe: run it off the loop
         outcome = self.router.sandbox.run(
             self.program, _indices(candidates), view, self.router.budget
         )

@@ -44,6 +44,7 @@ import starlark
 
 from dubbo_py.errors import RuleError, URLError
 from dubbo_py.router.script import engine
+from dubbo_py.router.script.checker import CHECKING
 from dubbo_py.router.script.sandbox import SCRIPT, UNAVAILABLE, Sandbox, default_sandbox
 from dubbo_py.url import URL, decode_component
 from dubbo_py.yaml_loader import YamlDocument, compile_yaml
@@ -64,6 +65,8 @@ DEFAULT_SCRIPT_PRIORITY = 200
 MAX_SCRIPT_CHARS = 64 * 1024
 MAX_BRACKET_DEPTH = 64
 MAX_INDENT_DEPTH = 32
+#: Indentation plus the elif levels of every if-statement open around a line.
+MAX_BLOCK_DEPTH = 64
 MAX_STATEMENT_TOKENS = 500
 
 #: The file name Python's parser gives a script in the top-level check. What it warns about --
@@ -92,8 +95,14 @@ class ScriptRule:
     runtime: bool = True
     source: str = ""
     digest: str = field(default="", compare=False)
+    #: Who the rule is, across its versions: its source (the registry path it is stored at)
+    #: for a document, ``script://<service>`` for a registry URL (whose source is its text).
+    #: The rule's worker and its count of runs over budget belong to this, not to its text.
+    identity: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        if not self.identity:
+            object.__setattr__(self, "identity", self.source or f"script:{self.key}")
         if not self.digest:
             settings = (self.script, self.key, self.enabled, self.force, self.priority)
             text = "\0".join(map(str, settings))
@@ -188,36 +197,33 @@ def parse_script_url(url: URL | str, source: str, *, sandbox: Sandbox | None = N
         priority=priority,
         runtime=parsed.get_bool("runtime", True),
         source=source,
+        identity=f"script://{parsed.service_key}",
     )
 
 
 def check_script(script: str, source: str, *, sandbox: Sandbox | None = None) -> None:
     """All checks on a script's text (see the module docstring); RuleError with the script's
     own line/column on the first problem. The last check compiles the script in ``sandbox``
-    (default: the process-wide :class:`ProcessSandbox`); if that sandbox is restarting, the
-    compile is skipped with a warning and happens when the router first runs the script."""
+    (default: the process-wide :class:`ProcessSandbox`). The checks fail closed: a script
+    whose compile check could not run (no worker could be started in time) is refused, with
+    that reason, never accepted unchecked."""
     if len(script) > MAX_SCRIPT_CHARS:
         raise RuleError(
             f"script is {len(script)} characters, more than the {MAX_SCRIPT_CHARS} allowed",
             source=source,
         )
-    _check_shape(script, source)
-    try:
-        starlark.parse(engine.SCRIPT_FILE, script, engine.dialect())  # parsing folds nothing
-    except starlark.StarlarkError as exc:
-        raise _starlark_error(exc, source) from None
-    _check_top_level(script, source)
+    CHECKING.call(lambda: _check_text(script, source))
     # Compile (resolves names: "Variable `x` not found" with its span). Not in this process:
     # starlark-rust folds constants while compiling, so `"a" * 2147483647` inside a def
     # allocates 2 GiB right here. The sandbox compiles it under its memory cap instead.
     outcome = (sandbox if sandbox is not None else default_sandbox()).check(script)
     if outcome.kind == UNAVAILABLE:
-        logger.warning(
-            "%s: sandbox unavailable (%s); the script will be compiled when first used",
-            source,
-            outcome.message,
+        raise RuleError(
+            f"the script could not be checked: {outcome.message}; refused (retry when the "
+            "script sandbox can start)",
+            source=source,
         )
-    elif not outcome.ok:
+    if not outcome.ok:
         if outcome.kind == SCRIPT:
             raise _message_error(outcome.message, source)
         raise RuleError(
@@ -226,15 +232,31 @@ def check_script(script: str, source: str, *, sandbox: Sandbox | None = None) ->
         )
 
 
+def _check_text(script: str, source: str) -> None:
+    """The checks made in this process, in order: shape, Starlark's parse, the top level."""
+    _check_shape(script, source)
+    try:
+        starlark.parse(engine.SCRIPT_FILE, script, engine.dialect())  # parsing folds nothing
+    except starlark.StarlarkError as exc:
+        raise _starlark_error(exc, source) from None
+    _check_top_level(script, source)
+
+
 def _check_shape(script: str, source: str) -> None:
-    """Bracket nesting, indentation depth and statement length, from Python's tokenizer
-    (Starlark's lexical syntax is Python's)."""
+    """Bracket nesting, block nesting and statement length, from Python's tokenizer
+    (Starlark's lexical syntax is Python's). Each ``elif`` is one more level of nesting, as the
+    parsers read it (``if a: .. elif b: ..`` is ``if a: .. else: (if b: ..)``): a chain of
+    5000 ``elif`` at one indentation drove starlark-rust's parser 5000 levels deep."""
     depth = indent = statement = 0
+    # The elif count of the if-statement open at each indentation level (index 0: the top).
+    chains = [0]
+    starting = True  # the next token starts a statement
     try:
         for token in tokenize.generate_tokens(io.StringIO(script).readline):
             line, column = token.start[0], token.start[1] + 1
             if token.type == tokenize.INDENT:
                 indent += 1
+                chains.append(0)
                 if indent > MAX_INDENT_DEPTH:
                     raise RuleError(
                         f"blocks nested deeper than {MAX_INDENT_DEPTH} levels",
@@ -244,9 +266,25 @@ def _check_shape(script: str, source: str) -> None:
                     )
             elif token.type == tokenize.DEDENT:
                 indent -= 1
+                chains.pop()
             elif token.type == tokenize.NEWLINE:
                 statement = 0
+                starting = True
             elif token.type not in (tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER):
+                if starting:
+                    starting = False
+                    if token.type == tokenize.NAME and token.string == "elif":
+                        chains[-1] += 1
+                        if indent + sum(chains) > MAX_BLOCK_DEPTH:
+                            raise RuleError(
+                                f"blocks nested deeper than {MAX_BLOCK_DEPTH} levels "
+                                "(each elif counts as one level)",
+                                source=source,
+                                line=line,
+                                column=column,
+                            )
+                    elif not (token.type == tokenize.NAME and token.string == "else"):
+                        chains[-1] = 0
                 statement += 1
                 if statement > MAX_STATEMENT_TOKENS:
                     raise RuleError(
@@ -291,6 +329,12 @@ def _check_top_level(script: str, source: str) -> None:
             line=line,
             column=column,
         ) from None
+    for node in ast.walk(module):
+        # Not even read: the engine's own names include the builtins' unguarded originals.
+        if isinstance(node, ast.Name):
+            _check_name(node.id, node, source)
+        elif isinstance(node, ast.arg):
+            _check_name(node.arg, node, source)
     route: ast.FunctionDef | None = None
     for node in module.body:
         if isinstance(node, ast.FunctionDef):
