@@ -30,9 +30,9 @@ import pytest
 from demo import chat_pb2, chat_pb2_grpc, greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py.app.application import Reference
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router.script import default_sandbox
-from dubbo_py.rpc.application import Reference
 from tests.e2e.conftest import wait_until
 from tests.router.test_script_isolation import CRASHER, ROUTE, calibrated
 from tests.support.load import Load
