@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dubbo_py.cluster.hedging_policy import HedgingPolicy, hedging_policy
 from dubbo_py.errors import OptionError
 
 __all__ = ["METHOD_OPTION_KEYS", "MethodOptions", "ServiceOptions"]
@@ -121,6 +122,8 @@ class MethodOptions:
     idempotent: bool = False
     #: Keep calling the same provider while it works.
     sticky: bool | None = None
+    #: Hedged requests (``True``, ``False`` or a mapping; see ``docs/cluster.md``).
+    hedging: HedgingPolicy | None = None
 
     @classmethod
     def of(cls, method: str, options: Mapping[str, Any] | MethodOptions) -> MethodOptions:
@@ -151,6 +154,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "forks": _count(1),
     "idempotent": _flag,
     "sticky": _flag,
+    "hedging": hedging_policy,
 }
 
 #: What ``methods={name: {...}}`` accepts per method.

@@ -22,6 +22,7 @@ pool, the invoker, the strategy and the filters of their flavour. Nothing runs u
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from functools import partial
@@ -30,6 +31,8 @@ from typing import Any, Generic, TypeVar
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.health_probe import grpc_health_probe
+from dubbo_py.cluster.hedging import AsyncHedgedCall, HedgeCounts, HedgedCall, Hedging
+from dubbo_py.cluster.hedging_policy import HEDGING_OFF
 from dubbo_py.cluster.mock import parse_mock
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.policy import MethodPolicy
@@ -77,6 +80,8 @@ __all__ = ["AsyncAssembly", "BlockingAssembly", "ReferenceAssembly", "method_pol
 
 _NO_OPTIONS = MethodOptions()
 
+log = logging.getLogger(__name__)
+
 #: The call a bound method runs: :data:`~dubbo_py.consumer.filters.Call` or ``AsyncCall``.
 C = TypeVar("C")
 
@@ -96,17 +101,24 @@ def method_policies(service: ServiceSpec, config: ReferenceConfig) -> dict[str, 
 
 
 class _Wired:
-    """One provider call the assembly keeps current: its context, and how to wrap its invoker
-    (with or without call statistics, as the balancer needs)."""
+    """One provider call the assembly keeps current: its context, how to wrap its invoker
+    (with or without call statistics, as the balancer needs), and, for a method that may hedge
+    (``method`` set), its hedging in force (None: off)."""
 
-    __slots__ = ("context", "invoker", "wrap")
+    __slots__ = ("context", "hedging", "invoker", "method", "wrap")
 
     def __init__(
-        self, context: ClusterContext, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any]
+        self,
+        context: ClusterContext,
+        invoker: InvokerBase,
+        wrap: Callable[[InvokerBase], Any],
+        method: str | None = None,
     ) -> None:
         self.context = context
         self.invoker = invoker
         self.wrap = wrap
+        self.method = method
+        self.hedging: Hedging | None = None
 
 
 class ReferenceAssembly(Generic[C]):
@@ -168,6 +180,10 @@ class ReferenceAssembly(Generic[C]):
         self._idempotent = config.idempotent | frozenset(
             m for m, o in config.methods.items() if o.idempotent
         )
+        #: What each method's hedging did, by method name (metrics; kept across changes).
+        self.hedge_counts: dict[str, HedgeCounts] = {}
+        #: Each hedging method's hedging in force, by method name.
+        self.hedging: dict[str, Hedging] = {}
 
     # ------------------------------------------------------------------ shared parts
 
@@ -180,6 +196,7 @@ class ReferenceAssembly(Generic[C]):
             sticky=config.sticky,
             loadbalance=config.loadbalance,
             methods=config.methods,
+            hedging=config.hedging,
         )
         return ReferenceTuning(self.service.method_names, base, config.loadbalance)
 
@@ -231,14 +248,59 @@ class ReferenceAssembly(Generic[C]):
             failback=self.failback,
         )
 
-    def _wire(self, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any]) -> ClusterContext:
+    def _wire(
+        self, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any], method: str | None = None
+    ) -> ClusterContext:
         """A context for ``invoker``, kept current from now on: when the balancer changes, its
         provider call is re-wrapped (call statistics on or off) before the new balancer goes
-        in, so a call plan compiled for the new balancer sees whether calls are recorded."""
+        in, so a call plan compiled for the new balancer sees whether calls are recorded; when
+        ``method`` may hedge and its hedging changes, the hedging wrapper goes on or off."""
         with self._lock:
-            context = self._context(wrap(invoker), invoker)
-            self._wired.append(_Wired(context, invoker, wrap))
-        return context
+            wired = _Wired(self._context(wrap(invoker), invoker), invoker, wrap, method)
+            wired.context.call = self._provider_call(wired)
+            self._wired.append(wired)
+        return wired.context
+
+    def _provider_call(self, wired: _Wired) -> Any:
+        """The provider call of ``wired``: its invoker in its wrappers, inside hedging when
+        its method hedges now (:mod:`dubbo_py.cluster.hedging`; Finagle's
+        ``BackupRequestFilter``). A method that does not hedge gets the plain call: hedging off
+        costs its calls nothing."""
+        call = wired.wrap(wired.invoker)
+        method = wired.method
+        policy = None if method is None else self.tuning.hedging.get(method)
+        if method is None or policy is None or not policy.enabled:
+            if method is not None:
+                self.hedging.pop(method, None)
+            wired.hedging = None
+            return call
+        hedging = wired.hedging
+        if hedging is None or hedging.policy != policy:
+            counts = self.hedge_counts.setdefault(method, HedgeCounts())
+            hedging = wired.hedging = Hedging(policy, counts)
+        self.hedging[method] = hedging
+        hedged = self._hedged(call, hedging)
+        hedged.ctx = wired.context
+        return hedged
+
+    def _may_hedge(self, method: StubMethod, policy: MethodPolicy) -> bool:
+        """Whether ``method`` can hedge at all: not a request stream (it can be sent once),
+        not ``forking`` (it races already) nor ``broadcast`` (it calls everyone). Hedging
+        asked of such a method by its own options is a ValueError now; asked by the reference
+        or an override, the method is left out (logged)."""
+        own = self.config.methods.get(method.name, _NO_OPTIONS).hedging
+        reason = ""
+        if method.request_streaming:
+            reason = "its requests are a stream, which can be sent only once"
+        elif policy.cluster in ("forking", "broadcast"):
+            reason = f"its cluster strategy is {policy.cluster}"
+        if not reason:
+            return True
+        if own is not None and own.enabled:
+            raise ValueError(f"{self.service.name}.{method.name} cannot hedge: {reason}")
+        if self.tuning.hedging.get(method.name, HEDGING_OFF).enabled:
+            log.info("%s.%s does not hedge: %s", self.service.name, method.name, reason)
+        return False
 
     # ------------------------------------------------------------------ binding methods
 
@@ -247,12 +309,13 @@ class ReferenceAssembly(Generic[C]):
         bad mock raises :class:`~dubbo_py.cluster.mock.MockSpecError` here, when the stub is
         built, not in the middle of an outage)."""
         invoker = self._invoker(method)
-        context = self._wire(invoker, self._attempt_call)
         policy = self.policies.get(method.name, MethodPolicy(self.config.cluster))
+        hedgeable = self._may_hedge(method, policy)
         if method.request_streaming:
             # A request stream can be consumed only once, so it is never replayed on another
             # provider: client-streaming calls are fail-fast whatever the reference says.
             policy = MethodPolicy("failfast")
+        context = self._wire(invoker, self._attempt_call, method.name if hedgeable else None)
         strategy, plannable = self._strategy(method, policy, context)
         filters = list(self.filters.around_calls(self._asyncio))
         if policy.mock is not None:
@@ -291,13 +354,15 @@ class ReferenceAssembly(Generic[C]):
         self.quarantine.retain(providers)
         self._retain(providers)
         with self._lock:
-            stats = self.tuning.stats
-            if not self.tuning.update(self.directory.consumer_overrides, providers):
+            stats, hedging = self.tuning.stats, self.tuning.hedging
+            balancer_changed = self.tuning.update(self.directory.consumer_overrides, providers)
+            rehedge = self.tuning.hedging != hedging
+            if not balancer_changed and not rehedge:
                 return
             rewrap = self.tuning.stats is not stats
             for wired in self._wired:
-                if rewrap:
-                    wired.context.call = wired.wrap(wired.invoker)
+                if rewrap or (rehedge and wired.method is not None):
+                    wired.context.call = self._provider_call(wired)
                 wired.context.balancer = self.tuning.balancer
 
     def start(self) -> None:
@@ -332,6 +397,8 @@ class ReferenceAssembly(Generic[C]):
     _mock: Callable[..., Any]
     #: The flavour's call statistics filter class.
     _record_stats: Callable[..., Any]
+    #: The flavour's hedging wrapper class.
+    _hedged: Callable[..., Any]
 
     def _retain(self, providers: tuple[URL, ...]) -> None:
         """Drop the channels to providers that left the registry."""
@@ -373,6 +440,7 @@ class BlockingAssembly(ReferenceAssembly[Call]):
     _asyncio = False
     _mock = MockFilter
     _record_stats = RecordStats
+    _hedged = HedgedCall
 
     def _forget(self, addresses: list[str]) -> None:
         for invoker in list(self._invokers):
@@ -449,6 +517,7 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     _asyncio = True
     _mock = AsyncMockFilter
     _record_stats = AsyncRecordStats
+    _hedged = AsyncHedgedCall
 
     def _retain(self, providers: tuple[URL, ...]) -> None:
         self.pool.retain(providers)

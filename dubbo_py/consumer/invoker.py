@@ -376,14 +376,18 @@ class MethodInvoker(InvokerBase):
             raise ProviderUnavailable(provider.address, "channel closed") from exc
 
     def _send(self, call: Any, request: Any, timeout: float | None, metadata: Metadata) -> Any:
-        if not self._unary_response:
-            return _primed(call(request, timeout=timeout, metadata=metadata))
-        # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
-        response, made = call.with_call(request, timeout=timeout, metadata=metadata)
         sink = CALL_SINK.get()
+        if not self._unary_response:
+            stream = call(request, timeout=timeout, metadata=metadata)
+            if sink is not None:  # a hedged attempt cancels its stream if it loses
+                sink.append(stream)
+            return _primed(stream)
+        # Keep the grpc.Call so the caller can read the provider's metadata (a with_call), or
+        # cancel it (a hedged attempt that lost): handed over before the answer comes.
+        made = call.future(request, timeout=timeout, metadata=metadata)
         if sink is not None:
             sink.append(made)
-        return response
+        return made.result()
 
 
 # ----------------------------- the asyncio flavour -----------------------------

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dubbo_py.cluster.loadbalance import STATS_LOADBALANCES, LoadBalance, get_loadbalance
 from dubbo_py.cluster.method_settings import SettingsTable
 from dubbo_py.cluster.stats import CallStats, default_stats
-from dubbo_py.consumer.settings import provider_defaults, resolve_settings
+from dubbo_py.consumer.settings import provider_defaults, resolve_hedging, resolve_settings
 from dubbo_py.url import URL
 
 __all__ = ["STATS_BALANCERS", "ReferenceTuning"]
@@ -28,6 +28,10 @@ class ReferenceTuning:
         self._methods = methods
         self._base = base
         self._defaults = resolve_settings(methods, base)
+        self._hedging_defaults = resolve_hedging(methods, base)
+        #: Each method's hedging policy (read when a method is wired, and again when
+        #: overrides change it: never on the call path).
+        self.hedging = dict(self._hedging_defaults)
         self._overrides: dict[str, str] = {}
         self._provider_defaults: dict[str, str] = {}
         #: Read by every call of the reference; updated in place when overrides change.
@@ -54,6 +58,7 @@ class ReferenceTuning:
         self._overrides, self._provider_defaults = dict(overrides), defaults
         params = {**self._base, **overrides}
         self.settings.update(resolve_settings(self._methods, params, self._defaults, defaults))
+        self.hedging = resolve_hedging(self._methods, params, self._hedging_defaults)
         before = self.balancer
         try:
             self._set_balancer(params["loadbalance"])

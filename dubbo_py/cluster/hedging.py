@@ -1,0 +1,426 @@
+"""Hedged (backup) requests: when a call's provider has not answered after a delay, the same
+call goes to another provider too, and the first answer wins (Finagle's
+``BackupRequestFilter``, gRPC's hedging policy; Apache Dubbo has none).
+
+Only for methods the user marks safe to run twice (``hedging=True`` on a reference, a method,
+in ``dubbo.yaml`` or a consumer-side override): a hedged call may run on two providers.
+
+Where it sits: a wrapper around one *attempt* (the provider call a cluster strategy makes,
+:data:`~dubbo_py.cluster.support.context.ProviderCall`), outside the attempt filters, so every
+attempt it makes is recorded as any attempt is. The strategy picks the first provider as usual;
+:class:`HedgedCall` starts it, and if no answer came after the delay it asks the router chain and
+the balancer for another provider (never one this attempt already tried) and starts that one
+too, up to ``max_attempts`` at once. The first *answer* (a response, or an application error,
+which is an answer too) wins and the others are cancelled; a failure (UNAVAILABLE, a shed call)
+of one attempt while another still runs waits for that one. When every attempt failed, the
+first one's error goes to the strategy, which fails over as usual: a failover call's retries
+start after the hedged attempt (its hedges did not use them).
+
+Three things keep it from costing what it saves:
+
+* the delay: a number of seconds, or a percentile of the method's recent latencies
+  (:class:`LatencyWindow`, a ring of the last 128 calls sorted every 32), by default ``p95``:
+  about one call in twenty is hedged when nothing is wrong;
+* the budget (Finagle's): a :class:`~dubbo_py.cluster.budget.RetryBudget` where every call
+  deposits ``max_extra_load`` of a hedge and every hedge withdraws one, with a reserve of
+  :data:`BURST_PER_SECOND` hedges a second over a 10 s window, so hedging adds at most
+  ``max_extra_load`` of the calls (plus that small burst) when everything is slow;
+* outlier ejection: an attempt that lost because its provider did not answer (it started
+  before the winner, and was still running) counts against that provider as a timeout would
+  (:meth:`~dubbo_py.cluster.outlier.OutlierDetector.failed`), so a blackholed provider is
+  ejected after a few calls instead of a few deadlines.
+
+Hedging off costs nothing: a method without it keeps its plain provider call (and its call
+plan); a method with it has no call plan (:mod:`dubbo_py.cluster.plan` needs a plain call).
+The blocking flavour runs each attempt on a shared thread pool (it must wait for the first
+attempt and the delay at once) and cancels a loser through the gRPC call the method invoker
+hands to :data:`~dubbo_py.protocol.triple.CALL_SINK`; the asyncio flavour runs attempts as
+tasks and cancels the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterable
+from concurrent import futures
+from time import monotonic
+from typing import Any
+
+import grpc
+
+from dubbo_py.cluster.budget import RetryBudget
+from dubbo_py.cluster.hedging_policy import HedgingPolicy
+from dubbo_py.cluster.support.context import ClusterContext, ProviderCall
+from dubbo_py.cluster.support.outcome import is_call_failure
+from dubbo_py.cluster.support.pool import LazyPool
+from dubbo_py.errors import NoProviderError
+from dubbo_py.invocation import Invocation
+from dubbo_py.protocol.triple import CALL_SINK
+from dubbo_py.url import URL
+
+__all__ = [
+    "BURST_PER_SECOND",
+    "WARMUP_DELAY",
+    "AsyncHedgedCall",
+    "HedgeCounts",
+    "HedgedCall",
+    "Hedging",
+    "LatencyWindow",
+]
+
+log = logging.getLogger(__name__)
+
+#: Hedges a second the budget always allows (its reserve, over a 10 s window: a burst of 10).
+BURST_PER_SECOND = 1.0
+#: The window of the hedging budget, seconds.
+BUDGET_TTL = 10.0
+#: The delay of a percentile while the method has too few latencies to read it from.
+WARMUP_DELAY = 0.1
+#: The shortest delay: below it, a hedge would race its own first attempt's thread hand-off.
+MIN_DELAY = 0.001
+
+
+class LatencyWindow:
+    """The latest :data:`SIZE` latencies of one method, and percentiles of them, cheaply: a
+    record is one store into a ring; the sorted copy percentiles are read from is made again
+    every :data:`RESORT` records. Not locked: two threads recording at once may overwrite one
+    slot, which only loses a sample."""
+
+    SIZE = 128
+    RESORT = 32
+    #: Samples needed before a percentile is read (else :data:`WARMUP_DELAY` is used).
+    MIN_SAMPLES = 16
+
+    def __init__(self) -> None:
+        self._ring = [0.0] * self.SIZE
+        self._count = 0
+        self._sorted: list[float] = []
+
+    def record(self, seconds: float) -> None:
+        """Add one latency."""
+        count = self._count
+        self._ring[count % self.SIZE] = seconds
+        self._count = count + 1
+        if count % self.RESORT == 0 or count < self.MIN_SAMPLES:
+            self._sorted = sorted(self._ring[: min(count + 1, self.SIZE)])
+
+    def percentile(self, p: float) -> float | None:
+        """The ``p``-th percentile (0-100) of the window, None with too few samples."""
+        values = self._sorted
+        if len(values) < self.MIN_SAMPLES:
+            return None
+        index = min(len(values) - 1, max(0, math.ceil(p / 100.0 * len(values)) - 1))
+        return values[index]
+
+
+class HedgeCounts:
+    """What one method's hedging did (metrics): hedges sent, hedges that answered first, and
+    hedges the budget refused. Kept across policy changes."""
+
+    __slots__ = ("_lock", "refused", "sent", "won")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.sent = 0
+        self.won = 0
+        self.refused = 0
+
+    def add(self, field: str) -> None:
+        """Count one event (``sent``, ``won`` or ``refused``)."""
+        with self._lock:
+            setattr(self, field, getattr(self, field) + 1)
+
+
+class Hedging:
+    """One method's hedging state: its policy, latencies, budget and counts."""
+
+    def __init__(
+        self,
+        policy: HedgingPolicy,
+        counts: HedgeCounts | None = None,
+        *,
+        clock: Callable[[], float] = monotonic,
+    ) -> None:
+        self.policy = policy
+        self.counts = counts if counts is not None else HedgeCounts()
+        self.latencies = LatencyWindow()
+        self.budget = RetryBudget(policy.max_extra_load, BURST_PER_SECOND, BUDGET_TTL, clock=clock)
+        self._percentile = policy.percentile
+
+    def delay(self) -> float:
+        """Seconds to wait for an answer before the next hedge."""
+        if self._percentile is None:
+            assert isinstance(self.policy.delay, float)
+            return self.policy.delay
+        observed = self.latencies.percentile(self._percentile)
+        return WARMUP_DELAY if observed is None else max(MIN_DELAY, observed)
+
+    def allow(self) -> bool:
+        """Take one hedge from the budget; False (and counted) when it is spent."""
+        if self.budget.try_withdraw():
+            return True
+        self.counts.add("refused")
+        return False
+
+
+class _Calls(list[Any]):
+    """The gRPC calls one attempt made (the invoker appends them to
+    :data:`~dubbo_py.protocol.triple.CALL_SINK`); :meth:`cancel` cancels them, and any made
+    after it (an attempt cancelled before its call started)."""
+
+    cancelled = False
+
+    def append(self, call: Any) -> None:
+        super().append(call)
+        if self.cancelled:
+            call.cancel()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        for call in list(self):
+            call.cancel()
+
+
+class _Attempt:
+    __slots__ = ("calls", "provider", "started", "task")
+
+    def __init__(self, provider: URL, started: float) -> None:
+        self.provider = provider
+        self.started = started
+        self.calls = _Calls()
+        self.task: Any = None
+
+
+class _Race:
+    """One hedged attempt's bookkeeping, shared by both flavours."""
+
+    def __init__(
+        self, ctx: ClusterContext, hedging: Hedging, invocation: Invocation, timeout: float | None
+    ) -> None:
+        self.ctx = ctx
+        self.hedging = hedging
+        self.invocation = invocation
+        self.started = monotonic()
+        self.deadline = None if timeout is None else self.started + timeout
+        self.attempts: list[_Attempt] = []
+        self.more = hedging.policy.max_attempts > 1
+        self.next_hedge = self.started + hedging.delay()
+        self.first_error: BaseException | None = None
+
+    def wait(self) -> float | None:
+        """Seconds to wait for an attempt now (None: until one ends)."""
+        now = monotonic()
+        if self.deadline is not None and now >= self.deadline:
+            self.more = False
+        if not self.more:
+            return None
+        return max(0.0, self.next_hedge - now)
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - monotonic())
+
+    def next_provider(self) -> URL | None:
+        """The provider of the next hedge, or None (and no more hedges): no other provider,
+        past the deadline, or the budget refused."""
+        ctx, invocation = self.ctx, self.invocation
+        tried = [a.provider for a in self.attempts]
+        try:
+            candidates = ctx.candidates(invocation)
+        except NoProviderError:
+            candidates = ()
+        other = ctx.pick(invocation, candidates, tried) if candidates else None
+        if other is None or other in tried or not self.hedging.allow():
+            self.more = False
+            return None
+        self.hedging.counts.add("sent")
+        self.more = len(self.attempts) + 1 < self.hedging.policy.max_attempts
+        self.next_hedge = monotonic() + self.hedging.delay()
+        return other
+
+    def ended(self, attempt: _Attempt, error: BaseException | None) -> bool:
+        """Record how ``attempt`` ended; True when it wins (an answer)."""
+        if error is not None and not isinstance(error, grpc.RpcError):
+            raise error
+        if error is None or not is_call_failure(error):
+            return True
+        if attempt is self.attempts[0]:
+            self.first_error = error
+        else:
+            self.ctx.note_failure(attempt.provider, error)
+        return False
+
+    def won(self, winner: _Attempt, pending: Iterable[_Attempt]) -> None:
+        """``winner`` answered first: cancel the others, count the providers that did not
+        answer, and record the winner's latency and calls."""
+        first = self.attempts[0]
+        for attempt in pending:
+            attempt.calls.cancel()
+            if attempt.started < winner.started:
+                self._unanswered(attempt)
+        if winner is not first:
+            self.hedging.counts.add("won")
+            self.ctx.note_success(winner.provider)
+            outliers = self.ctx.outliers
+            if self.first_error is not None:  # the first attempt failed before: recorded now
+                self.ctx.note_failure(first.provider, self.first_error)
+            if outliers is not None:
+                # The strategy reports its attempt (on the first provider) as answered: that
+                # answer was the hedge's, not the first provider's own.
+                outliers.answered_for(first.provider.address)
+        self.hedging.latencies.record(monotonic() - self.started)
+        sink = CALL_SINK.get()
+        if sink is not None:
+            sink.extend(winner.calls)
+
+    def _unanswered(self, attempt: _Attempt) -> None:
+        outliers = self.ctx.outliers
+        if outliers is None:
+            return
+        waited = monotonic() - attempt.started
+        outliers.failed(attempt.provider, _NotAnswered(self.invocation, attempt.provider, waited))
+
+    def lost(self) -> BaseException:
+        """Every attempt failed: the first one's error (the strategy records it on the first
+        provider and fails over as usual)."""
+        self.hedging.latencies.record(monotonic() - self.started)
+        assert self.first_error is not None
+        return self.first_error
+
+
+class _NotAnswered(grpc.RpcError):
+    """How a hedge race's loser that never answered is counted against its provider."""
+
+    def __init__(self, invocation: Invocation, provider: URL, waited: float) -> None:
+        super().__init__(
+            f"{invocation.service}.{invocation.method} on {provider.address}: no answer "
+            f"after {waited:.3f}s, another provider answered first"
+        )
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+
+    def details(self) -> str:
+        return str(self)
+
+
+_attempt_pool = LazyPool(64, "dubbo-hedge")
+
+
+def _in_sink(calls: _Calls, call: ProviderCall, *arguments: Any) -> Any:
+    token = CALL_SINK.set(calls)
+    try:
+        return call(*arguments)
+    finally:
+        CALL_SINK.reset(token)
+
+
+class HedgedCall:
+    """A blocking provider call with hedging around it (see the module doc); ``ctx`` is set
+    once the method's context exists."""
+
+    __slots__ = ("ctx", "hedging", "inner")
+
+    def __init__(self, inner: ProviderCall, hedging: Hedging) -> None:
+        #: The provider call inside (with the attempt filters).
+        self.inner = inner
+        self.hedging = hedging
+        self.ctx: ClusterContext | None = None
+
+    def _start(self, race: _Race, provider: URL) -> _Attempt:
+        attempt = _Attempt(provider, monotonic())
+        context = contextvars.copy_context()
+        attempt.task = _attempt_pool.get().submit(
+            context.run,
+            _in_sink,
+            attempt.calls,
+            self.inner,
+            provider,
+            race.invocation,
+            race.remaining(),
+        )
+        race.attempts.append(attempt)
+        return attempt
+
+    def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        assert self.ctx is not None, "HedgedCall used before its context was set"
+        race = _Race(self.ctx, self.hedging, invocation, timeout)
+        self.hedging.budget.deposit()
+        running = {self._start(race, provider).task: race.attempts[0]}
+        try:
+            while running:
+                done, _ = futures.wait(
+                    running, timeout=race.wait(), return_when=futures.FIRST_COMPLETED
+                )
+                for task in done:
+                    attempt = running.pop(task)
+                    if race.ended(attempt, task.exception()):
+                        race.won(attempt, running.values())
+                        running.clear()
+                        return task.result()
+                if race.more and monotonic() >= race.next_hedge:
+                    other = race.next_provider()
+                    if other is not None:
+                        attempt = self._start(race, other)
+                        running[attempt.task] = attempt
+            raise race.lost()
+        finally:
+            for attempt in running.values():
+                attempt.calls.cancel()
+
+
+class AsyncHedgedCall:
+    """:class:`HedgedCall` for the asyncio flavour: attempts are tasks on the loop."""
+
+    __slots__ = ("ctx", "hedging", "inner")
+
+    def __init__(self, inner: Callable[..., Any], hedging: Hedging) -> None:
+        self.inner = inner
+        self.hedging = hedging
+        self.ctx: ClusterContext | None = None
+
+    async def _run(self, attempt: _Attempt, invocation: Invocation, timeout: float | None) -> Any:
+        CALL_SINK.set(attempt.calls)  # the task's own copy of the context
+        return await self.inner(attempt.provider, invocation, timeout)
+
+    def _start(self, race: _Race, provider: URL) -> _Attempt:
+        attempt = _Attempt(provider, monotonic())
+        attempt.task = asyncio.ensure_future(self._run(attempt, race.invocation, race.remaining()))
+        race.attempts.append(attempt)
+        return attempt
+
+    async def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        assert self.ctx is not None, "AsyncHedgedCall used before its context was set"
+        race = _Race(self.ctx, self.hedging, invocation, timeout)
+        self.hedging.budget.deposit()
+        running = {self._start(race, provider).task: race.attempts[0]}
+        try:
+            while running:
+                done, _ = await asyncio.wait(
+                    running, timeout=race.wait(), return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done:
+                    attempt = running.pop(task)
+                    if race.ended(attempt, task.exception()):
+                        race.won(attempt, running.values())
+                        return task.result()
+                if race.more and monotonic() >= race.next_hedge:
+                    other = race.next_provider()
+                    if other is not None:
+                        attempt = self._start(race, other)
+                        running[attempt.task] = attempt
+            raise race.lost()
+        finally:
+            for task in running:
+                task.cancel()
+                # Retrieved when it ends, so a cancelled loser is not reported as never
+                # retrieved.
+                task.add_done_callback(_retrieve)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
