@@ -10,6 +10,7 @@ deadline (the contrast that shows the fault bites). The 15 s version with its fi
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py.cluster.hedging import HedgedCall
+from tests.app.test_qos_port import get, sample
 from tests.e2e.conftest import wait_until
 from tests.support.load import Load
 from tests.support.netfault import NetFaults, NetFaultsUnavailable
@@ -119,3 +122,104 @@ def test_without_hedging_calls_in_flight_on_the_blackholed_provider_fail(
     assert failed, "no call failed: the blackhole did not bite"
     assert all("Deadline Exceeded" in s.error for s in failed), failed[:5]
     assert "SayHello" not in ref.assembly.hedge_counts
+
+
+# ------------------------------------------------------------------ override, asyncio, metrics
+
+
+def test_a_consumer_override_turns_hedging_on_and_off_and_metrics_count_it(
+    tmp_path: Path,
+) -> None:
+    """A slow provider (every SayHello takes 1 s) and a fast one, round robin: once an override
+    turns hedging on, the slow one's calls are answered by the fast one after the delay, and
+    /metrics counts the hedges; once the override goes, the method's plain call is back (the
+    stack without hedging, unwrapped)."""
+    registry = f"sqlite://{tmp_path}/registry.db"
+    slow = ProviderProcess(registry, "--delay", "1.0").start()
+    fast = ProviderProcess(registry).start()
+    try:
+        with dubbo_py.Application(
+            "shop", registry, cache_path=tmp_path / "c.json", qos_port=0
+        ) as app:
+            ref = app.reference_handle(
+                greeter_pb2_grpc.GreeterStub,
+                version="1.0.0",
+                timeout=5.0,
+                loadbalance="roundrobin",
+            )
+            wait_until(lambda: len(ref.directory.providers) == 2, 15, "2 providers")
+            context = ref.contexts["SayHello"]
+            plain = context.call
+            assert not isinstance(plain, HedgedCall)  # hedging off: nothing around the call
+            registry_ = app.registry
+            assert registry_ is not None
+            key = "shop.configurators"
+            registry_.put_config(
+                key,
+                "configVersion: v3.0\nscope: application\nkey: shop\nconfigs:\n"
+                "  - side: consumer\n    addresses: [0.0.0.0]\n"
+                "    parameters: {SayHello.hedging: {delay: 0.05, max_extra_load: 1.0}}\n",
+            )
+            wait_until(lambda: isinstance(context.call, HedgedCall), 5, "hedging on")
+            answered = {
+                ref.stub.SayHello(greeter_pb2.HelloRequest(name=str(i))).provider for i in range(6)
+            }
+            assert answered == {fast.address}
+            counts = ref.assembly.hedge_counts["SayHello"]
+            assert counts.won >= 2
+            assert app.qos is not None
+            text = get(app.qos.port, "/metrics")[1]
+            labels = {"interface": "demo.Greeter", "method": "SayHello"}
+            assert sample(text, "dubbo_py_consumer_hedges_sent_total", **labels) >= counts.won
+            assert sample(text, "dubbo_py_consumer_hedges_won_total", **labels) == counts.won
+            registry_.delete_config(key)
+            wait_until(lambda: not isinstance(context.call, HedgedCall), 5, "hedging off")
+            assert "SayHello" not in ref.assembly.hedging
+    finally:
+        slow.kill()
+        fast.kill()
+
+
+def test_asyncio_unary_and_server_streaming_calls_hedge_past_a_blackhole(
+    zk_registry: str, tmp_path: Path, faults: NetFaults, two_providers: list[ProviderProcess]
+) -> None:
+    victim, other = two_providers
+    failed: list[str] = []
+    answered: set[str] = set()
+
+    async def run() -> dubbo_py.Reference[Any]:
+        app = dubbo_py.Application("shop", zk_registry, cache_path=tmp_path / "c.json")
+        ref = await app.reference_handle_async(
+            greeter_pb2_grpc.GreeterStub,
+            version="1.0.0",
+            timeout=TIMEOUT,
+            loadbalance="roundrobin",
+            hedging={"delay": 0.05},
+        )
+        try:
+            while len(ref.directory.providers) < 2:
+                await asyncio.sleep(0.05)
+            with faults.blackhole(victim.port):
+                for i in range(20):
+                    try:
+                        if i % 2:
+                            reply = await ref.stub.SayHello(greeter_pb2.HelloRequest(name="x"))
+                            answered.add(reply.provider)
+                        else:
+                            stream = ref.stub.SayHelloStream(
+                                greeter_pb2.HelloRequest(name="x", count=3)
+                            )
+                            replies = [r async for r in stream]
+                            assert len(replies) == 3
+                            answered.update(r.provider for r in replies)
+                    except Exception as exc:
+                        failed.append(repr(exc))
+        finally:
+            await app.aclose()
+        return ref
+
+    ref = asyncio.run(run())
+    assert failed == []
+    assert answered == {other.address}
+    counts = ref.assembly.hedge_counts
+    assert counts["SayHello"].won + counts["SayHelloStream"].won >= 1
