@@ -23,6 +23,9 @@ provider registered in both, the consumer subscribed to both (one stack per regi
 zone-aware channel; no zone, so each call is a weighted pick between them), the rules pushed to
 both.
 
+``--hedging`` gives the reference ``hedging=True`` and prints, at the end, the hedges sent
+per call with no fault (the extra load, which the budget keeps under 5 % plus 1 a second).
+
 ``--overhead`` instead times the client path alone (the gRPC call replaced by a canned reply);
 ``--profile FILE`` runs the dubbo-py client alone under cProfile for ``--seconds`` and
 writes the stats (``python -m pstats FILE``).
@@ -130,6 +133,11 @@ def main() -> None:
         help="2: every provider in two ZooKeeper servers, the consumer subscribed to both",
     )
     parser.add_argument(
+        "--hedging",
+        action="store_true",
+        help="the reference hedges (hedging=True); prints the hedges sent per call at the end",
+    )
+    parser.add_argument(
         "--overhead",
         action="store_true",
         help="time the client path alone: the provider call replaced by a canned reply",
@@ -166,6 +174,7 @@ def main() -> None:
             loadbalance="roundrobin",
             cluster="failover",
             timeout=TIMEOUT,
+            **({"hedging": True} if args.hedging else {}),
         )
         deadline = time.monotonic() + 30
         while any(
@@ -190,9 +199,18 @@ def main() -> None:
         def control_call() -> Any:
             return next(control_stubs).SayHello(request, timeout=TIMEOUT)
 
+        counted = itertools.count()
+
+        def dubbo_call() -> Any:
+            return dubbo.SayHello(request)
+
+        def counted_call() -> Any:
+            next(counted)
+            return dubbo.SayHello(request)
+
         variants: dict[str, Call] = {
             "raw grpcio": raw_call,
-            "dubbo-py full path": lambda: dubbo.SayHello(request),
+            "dubbo-py full path": counted_call if args.hedging else dubbo_call,
         }
         calibration = f"raw grpcio + {args.calibration_us:g} µs CPU"
         if args.calibration_us > 0:
@@ -246,6 +264,18 @@ def main() -> None:
                         name, raw_call, call, per_side, args.side_rounds, args.seconds
                     )
                     print(pair.line(), flush=True)
+        if args.hedging:
+            calls = next(counted)
+            hedges = {k: 0 for k in ("sent", "won", "refused")}
+            for assembly in ref.assemblies:
+                for counts in assembly.hedge_counts.values():
+                    for key in hedges:
+                        hedges[key] += getattr(counts, key)
+            print(
+                f"# hedging on, no fault: {calls} calls, hedges sent {hedges['sent']} "
+                f"({hedges['sent'] / max(1, calls):.2%} extra load; budget 5% + 1/s), "
+                f"won {hedges['won']}, refused by the budget {hedges['refused']}"
+            )
     finally:
         app.close()
         for channel in raw_channels:
