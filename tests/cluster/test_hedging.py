@@ -12,7 +12,9 @@ from typing import Any
 
 import grpc
 import pytest
+from demo import greeter_pb2_grpc
 
+import dubbo_py
 from dubbo_py.cluster.hedging import AsyncHedgedCall, HedgedCall, Hedging, LatencyWindow
 from dubbo_py.cluster.hedging_policy import (
     HEDGING_OFF,
@@ -25,6 +27,7 @@ from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.support.context import ClusterContext, FixedRoutes
+from dubbo_py.config.loader import parse_config
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.consumer.settings import base_parameters, resolve_hedging
 from dubbo_py.errors import ConfigError
@@ -237,3 +240,53 @@ def test_asyncio_a_dark_provider_loses_to_the_hedge_and_its_task_is_cancelled() 
     assert asyncio.run(run()) == ["10.0.0.2"] * 6
     assert cancelled == ["10.0.0.1"] * 3
     assert "10.0.0.1:50051" in quarantine.addresses
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def test_dubbo_yaml_reads_hedging_on_references_and_methods() -> None:
+    config = parse_config(
+        "application: shop\n"
+        "references:\n"
+        "  demo.Greeter:\n"
+        "    hedging: {delay: p99, max_extra_load: 0.1}\n"
+        "    methods:\n"
+        "      SayHelloStream: {hedging: false}\n",
+        environ={},
+    )
+    ref = config.references["demo.Greeter"]
+    assert ref.hedging == HedgingPolicy("p99", 2, 0.1)
+    assert ref.methods["SayHelloStream"].hedging is HEDGING_OFF
+    with pytest.raises(ConfigError, match=r"references\.demo\.Greeter\.hedging.*max_attempts"):
+        parse_config(
+            "application: shop\nreferences:\n  demo.Greeter:\n    hedging: {max_attempts: 7}\n",
+            environ={},
+        )
+    with pytest.raises(ConfigError, match=r"methods\.SayHello\.hedging.*dealy"):
+        parse_config(
+            "application: shop\nreferences:\n  demo.Greeter:\n"
+            "    methods: {SayHello: {hedging: {dealy: 1}}}\n",
+            environ={},
+        )
+
+
+def test_a_method_that_cannot_hedge_is_refused_when_its_own_options_ask(tmp_path: Any) -> None:
+    with dubbo_py.Application("shop", f"sqlite://{tmp_path}/r.db", cache_path=None) as app:
+        with pytest.raises(
+            ValueError, match="SayHello cannot hedge: its cluster strategy is forking"
+        ):
+            app.reference_handle(
+                greeter_pb2_grpc.GreeterStub,
+                check=0.0,
+                methods={"SayHello": {"cluster": "forking", "hedging": True}},
+            )
+        # Asked by the reference, the forking method is left out and the others hedge.
+        ref = app.reference_handle(
+            greeter_pb2_grpc.GreeterStub,
+            check=0.0,
+            hedging=True,
+            methods={"SayHello": {"cluster": "forking"}},
+        )
+        assert set(ref.assembly.hedging) == {"SayHelloStream"}
+        assert not isinstance(ref.contexts["SayHello"].call, HedgedCall)
