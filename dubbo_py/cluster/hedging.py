@@ -307,7 +307,10 @@ class _NotAnswered(grpc.RpcError):
         return str(self)
 
 
-_attempt_pool = LazyPool(64, "dubbo-hedge")
+#: Threads the blocking flavour's attempts run on (made as needed, up to this many): each
+#: hedged call holds one or two while it runs, so this bounds the hedged calls in flight at
+#: once before attempts queue.
+_attempt_pool = LazyPool(256, "dubbo-hedge")
 
 
 def _in_sink(calls: _Calls, call: ProviderCall, *arguments: Any) -> Any:
