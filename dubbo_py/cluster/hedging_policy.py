@@ -30,7 +30,7 @@ class HedgingPolicy:
     (``"p95"``, ``"p99"``, ``"p99.9"``); ``max_attempts`` -- attempts at once, the first
     included (1: no hedging); ``max_extra_load`` -- the share of calls hedges may add."""
 
-    delay: float | str = "p95"
+    delay: float | str = "p99"
     max_attempts: int = 2
     max_extra_load: float = 0.05
 

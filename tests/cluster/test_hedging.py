@@ -7,6 +7,7 @@ call is (through ``CALL_SINK``)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from typing import Any
 
@@ -42,7 +43,7 @@ SERVICE = "demo.Greeter"
 
 
 def test_policy_as_users_write_it() -> None:
-    assert hedging_policy(True) == HedgingPolicy("p95", 2, 0.05)
+    assert hedging_policy(True) == HedgingPolicy("p99", 2, 0.05)
     assert hedging_policy(False) is HEDGING_OFF and not HEDGING_OFF.enabled
     assert hedging_policy({"delay": 0.02, "max_attempts": 3}) == HedgingPolicy(0.02, 3, 0.05)
     assert hedging_policy({"delay": "P99"}).percentile == 99.0
@@ -173,7 +174,8 @@ def _context(call: Any, providers: tuple[URL, ...]) -> tuple[ClusterContext, Qua
 def test_a_dark_provider_loses_every_race_and_is_ejected_after_three() -> None:
     providers = urls(2)
     fakes = Fakes({"10.0.0.1"})
-    hedging = Hedging(HedgingPolicy(0.02, 2, 1.0))
+    # The hedging clock (budget, loss spacing) moves a second per read: every loss counts.
+    hedging = Hedging(HedgingPolicy(0.02, 2, 1.0), clock=itertools.count(0.0, 1.0).__next__)
     hedged = HedgedCall(fakes, hedging)
     ctx, quarantine = _context(hedged, providers)
     hedged.ctx = ctx
@@ -186,6 +188,22 @@ def test_a_dark_provider_loses_every_race_and_is_ejected_after_three() -> None:
     assert "10.0.0.1:50051" in quarantine.addresses
     assert len(fakes.pending) == 3
     assert hedging.counts.sent == hedging.counts.won == 3
+
+
+def test_races_lost_together_count_once_against_the_provider() -> None:
+    """Calls in flight on a provider that pauses lose their races together: within
+    LOSS_SPACING they count once, so the pause does not eject it."""
+    providers = urls(2)
+    fakes = Fakes({"10.0.0.1"})
+    hedging = Hedging(HedgingPolicy(0.02, 2, 1.0), clock=lambda: 100.0)  # frozen
+    hedged = HedgedCall(fakes, hedging)
+    ctx, quarantine = _context(hedged, providers)
+    hedged.ctx = ctx
+    for _ in range(8):
+        failover(ctx, Invocation(SERVICE, "SayHello", None, timeout=5.0))
+    assert len(fakes.pending) == 4  # every other call went to the paused provider first
+    assert not quarantine.addresses
+    assert ctx.outliers is not None and ctx.outliers.failing == {"10.0.0.1:50051": 1}
 
 
 def test_an_answer_before_the_delay_sends_no_hedge() -> None:
@@ -226,7 +244,7 @@ def test_asyncio_a_dark_provider_loses_to_the_hedge_and_its_task_is_cancelled() 
                 raise
         return provider.host
 
-    hedging = Hedging(HedgingPolicy(0.02, 2, 1.0))
+    hedging = Hedging(HedgingPolicy(0.02, 2, 1.0), clock=itertools.count(0.0, 1.0).__next__)
     hedged = AsyncHedgedCall(call, hedging)
     ctx, quarantine = _context(hedged, providers)
     hedged.ctx = ctx
