@@ -47,11 +47,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import heapq
+import itertools
 import logging
 import math
 import threading
 from collections.abc import Callable, Iterable
-from concurrent import futures
 from time import monotonic
 from typing import Any
 
@@ -209,13 +210,14 @@ class _Calls(list[Any]):
 
 
 class _Attempt:
-    __slots__ = ("calls", "provider", "started", "task")
+    __slots__ = ("calls", "ended", "provider", "started", "task")
 
     def __init__(self, provider: URL, started: float) -> None:
         self.provider = provider
         self.started = started
         self.calls = _Calls()
         self.task: Any = None
+        self.ended = False
 
 
 class _Race:
@@ -295,9 +297,6 @@ class _Race:
                 # answer was the hedge's, not the first provider's own.
                 outliers.answered_for(first.provider.address)
         self.hedging.latencies.record(monotonic() - self.started)
-        sink = CALL_SINK.get()
-        if sink is not None:
-            sink.extend(winner.calls)
 
     def _unanswered(self, attempt: _Attempt) -> None:
         outliers = self.ctx.outliers
@@ -330,23 +329,158 @@ class _NotAnswered(grpc.RpcError):
         return str(self)
 
 
-#: Threads the blocking flavour's attempts run on (made as needed, up to this many): each
-#: hedged call holds one or two while it runs, so this bounds the hedged calls in flight at
-#: once before attempts queue.
+#: Threads the blocking flavour's hedges run on (made as needed, up to this many; the first
+#: attempt runs on the caller's thread): this bounds the hedges in flight at once.
 _attempt_pool = LazyPool(256, "dubbo-hedge")
 
 
-def _in_sink(calls: _Calls, call: ProviderCall, *arguments: Any) -> Any:
-    token = CALL_SINK.set(calls)
-    try:
-        return call(*arguments)
-    finally:
-        CALL_SINK.reset(token)
+class _Timers:
+    """One daemon thread that runs callbacks at their time (a heap of ``[when, seq, fn]``).
+    Scheduling is a push under a lock, cancelling sets ``fn`` to None: a call that is answered
+    before its delay (nearly every call) costs no thread switch. The thread wakes when the
+    earliest entry is due and drops the cancelled ones then, so it wakes about once per delay
+    under load, not once per call."""
+
+    def __init__(self) -> None:
+        self._heap: list[list[Any]] = []
+        self._ready = threading.Condition(threading.Lock())
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, when: float, fn: Callable[[], None]) -> list[Any]:
+        """Run ``fn`` at ``when`` (monotonic); returns the entry for :meth:`cancel`."""
+        entry = [when, next(self._order), fn]
+        with self._ready:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="dubbo-hedge-timer")
+                self._thread.daemon = True
+                self._thread.start()
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:
+                self._ready.notify()
+        return entry
+
+    @staticmethod
+    def cancel(entry: list[Any]) -> None:
+        """The entry's callback will not run (if it has not started)."""
+        entry[2] = None
+
+    def _run(self) -> None:
+        heap = self._heap
+        while True:
+            with self._ready:
+                while True:
+                    while heap and heap[0][2] is None:
+                        heapq.heappop(heap)
+                    if not heap:
+                        self._ready.wait()
+                        continue
+                    wait = heap[0][0] - monotonic()
+                    if wait <= 0:
+                        fn = heapq.heappop(heap)[2]
+                        break
+                    self._ready.wait(wait)
+            if fn is not None:
+                try:
+                    fn()
+                except Exception:  # a hedge that could not start leaves the call as it is
+                    log.exception("starting a hedged attempt failed")
+
+
+_timers = _Timers()
+
+
+class _BlockingRace:
+    """A blocking hedged attempt: the first attempt on the caller's thread, hedges started by
+    the timer thread on the attempt pool; the first answer wins, under a lock."""
+
+    def __init__(self, call: HedgedCall, race: _Race) -> None:
+        self.call = call
+        self.race = race
+        self.lock = threading.Lock()
+        self.settled = threading.Event()
+        self.winner: _Attempt | None = None
+        self.answer: tuple[Any, BaseException | None] = (None, None)
+        self.running = 1
+        self.context = contextvars.copy_context()
+        self.timer: list[Any] | None = None
+
+    def arm(self) -> None:
+        """Start the timer of the next hedge (the lock held, or before any hedge)."""
+        self.timer = _timers.schedule(self.race.next_hedge, self.hedge)
+
+    def hedge(self) -> None:
+        """On the timer thread: send the next hedge if the race is still open."""
+        race = self.race
+        with self.lock:
+            if self.winner is not None or self.settled.is_set():
+                return
+            other = None
+            if race.more and (race.deadline is None or monotonic() < race.deadline):
+                other = race.next_provider()
+            if other is None:
+                race.more = False
+                if self.running == 0:  # the first attempt failed, no hedge runs: give up
+                    self.settled.set()
+                return
+            attempt = _Attempt(other, monotonic())
+            race.attempts.append(attempt)
+            self.running += 1
+            if race.more:
+                self.arm()
+        _attempt_pool.get().submit(self.context.run, self._run_hedge, attempt)
+
+    def _run_hedge(self, attempt: _Attempt) -> None:
+        race = self.race
+        token = CALL_SINK.set(attempt.calls)
+        try:
+            response = self.call.inner(attempt.provider, race.invocation, race.remaining())
+        except BaseException as error:
+            self.ended(attempt, None, error)
+        else:
+            self.ended(attempt, response, None)
+        finally:
+            CALL_SINK.reset(token)
+
+    def ended(self, attempt: _Attempt, response: Any, error: BaseException | None) -> None:
+        """Record how ``attempt`` ended (any thread)."""
+        race = self.race
+        with self.lock:
+            attempt.ended = True
+            self.running -= 1
+            if self.winner is not None:
+                return  # a loser, cancelled or too late
+            answered = error is None or (
+                isinstance(error, grpc.RpcError) and not is_call_failure(error)
+            )
+            if not answered:
+                if error is not None and not isinstance(error, grpc.RpcError):
+                    # Not a call's outcome (a bug, an interrupt): the first attempt's error
+                    # stands for the call; a hedge's is logged and dropped.
+                    if attempt is race.attempts[0]:
+                        race.first_error = error
+                    else:
+                        log.error("hedged attempt on %s: %r", attempt.provider.address, error)
+                else:
+                    race.ended(attempt, error)
+                if self.running == 0 and (attempt is race.attempts[0] or not race.more):
+                    self.settled.set()
+                return
+            self.winner = attempt
+            self.answer = (response, error)
+            pending = [a for a in race.attempts if not a.ended]
+        if self.timer is not None:
+            _timers.cancel(self.timer)
+        race.won(attempt, pending)
+        self.settled.set()
 
 
 class HedgedCall:
     """A blocking provider call with hedging around it (see the module doc); ``ctx`` is set
-    once the method's context exists."""
+    once the method's context exists. The first attempt runs on the caller's thread, as an
+    unhedged call does; a timer starts each hedge on a shared pool when its delay has passed,
+    and the attempt that answers first cancels the others' gRPC calls -- the caller's too,
+    which then takes the winner's answer."""
 
     __slots__ = ("ctx", "hedging", "inner")
 
@@ -356,46 +490,44 @@ class HedgedCall:
         self.hedging = hedging
         self.ctx: ClusterContext | None = None
 
-    def _start(self, race: _Race, provider: URL) -> _Attempt:
-        attempt = _Attempt(provider, monotonic())
-        context = contextvars.copy_context()
-        attempt.task = _attempt_pool.get().submit(
-            context.run,
-            _in_sink,
-            attempt.calls,
-            self.inner,
-            provider,
-            race.invocation,
-            race.remaining(),
-        )
-        race.attempts.append(attempt)
-        return attempt
-
     def __call__(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         assert self.ctx is not None, "HedgedCall used before its context was set"
         race = _Race(self.ctx, self.hedging, invocation, timeout)
         self.hedging.budget.deposit()
-        running = {self._start(race, provider).task: race.attempts[0]}
+        first = _Attempt(provider, race.started)
+        race.attempts.append(first)
+        state = _BlockingRace(self, race)
+        if race.more:
+            state.arm()
+        outer = CALL_SINK.get()
+        token = CALL_SINK.set(first.calls)
         try:
-            while running:
-                done, _ = futures.wait(
-                    running, timeout=race.wait(), return_when=futures.FIRST_COMPLETED
-                )
-                for task in done:
-                    attempt = running.pop(task)
-                    if race.ended(attempt, task.exception()):
-                        race.won(attempt, running.values())
-                        running.clear()
-                        return task.result()
-                if race.more and monotonic() >= race.next_hedge:
-                    other = race.next_provider()
-                    if other is not None:
-                        attempt = self._start(race, other)
-                        running[attempt.task] = attempt
-            raise race.lost()
+            response = self.inner(provider, invocation, timeout)
+        except BaseException as error:
+            state.ended(first, None, error)
+        else:
+            state.ended(first, response, None)
         finally:
-            for attempt in running.values():
-                attempt.calls.cancel()
+            CALL_SINK.reset(token)
+        with state.lock:
+            # The first attempt failed: wait for the hedges in flight, if any (as an unhedged
+            # call, a failure before any hedge goes to the strategy at once).
+            if state.winner is None and state.running == 0:
+                state.settled.set()
+        # Also when a hedge won: its bookkeeping (the outlier stand-in above all) is done
+        # before the strategy records this attempt.
+        state.settled.wait()
+        if state.timer is not None:
+            _timers.cancel(state.timer)
+        winner = state.winner
+        if winner is None:
+            raise race.lost()
+        if outer is not None:
+            outer.extend(winner.calls)
+        answer, failure = state.answer
+        if failure is not None:
+            raise failure
+        return answer
 
 
 class AsyncHedgedCall:
