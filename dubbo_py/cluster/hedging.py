@@ -197,6 +197,8 @@ class _Calls(list[Any]):
     after it (an attempt cancelled before its call started)."""
 
     cancelled = False
+    #: Tells the method invoker to make a call it can cancel (see ``MethodInvoker._send``).
+    cancellable = True
 
     def append(self, call: Any) -> None:
         super().append(call)
