@@ -37,10 +37,10 @@ Three things keep it from costing what it saves:
 
 Hedging off costs nothing: a method without it keeps its plain provider call (and its call
 plan); a method with it has no call plan (:mod:`dubbo_py.cluster.plan` needs a plain call).
-The blocking flavour runs each attempt on a shared thread pool (it must wait for the first
-attempt and the delay at once) and cancels a loser through the gRPC call the method invoker
-hands to :data:`~dubbo_py.protocol.triple.CALL_SINK`; the asyncio flavour runs attempts as
-tasks and cancels the task.
+The blocking flavour makes the first attempt on the caller's thread; one timer thread starts
+each hedge on a shared pool when its delay has passed, and a loser is cancelled through the
+gRPC call the method invoker hands to :data:`~dubbo_py.protocol.triple.CALL_SINK` (the caller's
+own, when a hedge wins). The asyncio flavour runs attempts as tasks and cancels the task.
 """
 
 from __future__ import annotations
