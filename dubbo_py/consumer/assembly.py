@@ -8,6 +8,7 @@ A consumer is a stack (Finagle's ``Service``/``Filter``, Dubbo's cluster invoker
           -> cluster strategy (failover ...)  cluster/strategies/ (both forms, one module each)
              routes with the directory's bound router chain   registry/directory.py
              balances with the reference's balancer           rpc/tuning.py
+             -> hedging, for methods that hedge (backup attempts elsewhere)  cluster/hedging.py
              -> attempt filters, then call statistics for the balancers that read them
                -> provider call (MethodInvoker) on a pooled gRPC channel   rpc/invoker.py
 
