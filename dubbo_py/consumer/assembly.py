@@ -8,7 +8,6 @@ A consumer is a stack (Finagle's ``Service``/``Filter``, Dubbo's cluster invoker
           -> cluster strategy (failover ...)  cluster/strategies/ (both forms, one module each)
              routes with the directory's bound router chain   registry/directory.py
              balances with the reference's balancer           rpc/tuning.py
-             -> hedging, for methods that hedge (backup attempts elsewhere)  cluster/hedging.py
              -> attempt filters, then call statistics for the balancers that read them
                -> provider call (MethodInvoker) on a pooled gRPC channel   rpc/invoker.py
 
@@ -19,6 +18,9 @@ the quarantine and outlier detector -- and wires each method a stub asks for
 filters. :class:`BlockingAssembly` and :class:`AsyncAssembly` supply what differs: the channel
 pool, the invoker, the strategy and the filters of their flavour. Nothing runs until
 :meth:`ReferenceAssembly.start` (watch the registry, start probing quarantined providers).
+
+A method that hedges (:mod:`dubbo_py.cluster.hedging`) has hedging between its strategy and its
+attempt filters: a wrapper around the provider call, put on or taken off as overrides change it.
 """
 
 from __future__ import annotations
