@@ -26,7 +26,9 @@ both.
 
 ``--script`` adds a script rule of the providers' application to the chain (a
 one-line filter; the repeated request is answered from the bound router's cache after its first
-run). ``--overhead`` instead times the client path alone (the gRPC call replaced by a canned reply);
+run). ``--hedging`` gives the reference ``hedging=True`` and prints, at the end, the hedges
+sent per call with no fault (the extra load, which the budget keeps under 5 % plus 1 a second).
+``--overhead`` instead times the client path alone (the gRPC call replaced by a canned reply);
 ``--profile FILE`` runs the dubbo-py client alone under cProfile for ``--seconds`` and
 writes the stats (``python -m pstats FILE``).
 """
@@ -144,6 +146,11 @@ def main() -> None:
         help="2: every provider in two ZooKeeper servers, the consumer subscribed to both",
     )
     parser.add_argument(
+        "--hedging",
+        action="store_true",
+        help="the reference hedges (hedging=True); prints the hedges sent per call at the end",
+    )
+    parser.add_argument(
         "--overhead",
         action="store_true",
         help="time the client path alone: the provider call replaced by a canned reply",
@@ -187,6 +194,7 @@ def main() -> None:
             loadbalance="roundrobin",
             cluster="failover",
             timeout=TIMEOUT,
+            **({"hedging": True} if args.hedging else {}),
         )
         deadline = time.monotonic() + 30
         while any(
@@ -213,9 +221,18 @@ def main() -> None:
         def control_call() -> Any:
             return next(control_stubs).SayHello(request, timeout=TIMEOUT)
 
+        counted = itertools.count()
+
+        def dubbo_call() -> Any:
+            return dubbo.SayHello(request)
+
+        def counted_call() -> Any:
+            next(counted)
+            return dubbo.SayHello(request)
+
         variants: dict[str, Call] = {
             "raw grpcio": raw_call,
-            "dubbo-py full path": lambda: dubbo.SayHello(request),
+            "dubbo-py full path": counted_call if args.hedging else dubbo_call,
         }
         calibration = f"raw grpcio + {args.calibration_us:g} µs CPU"
         if args.calibration_us > 0:
@@ -269,6 +286,18 @@ def main() -> None:
                         name, raw_call, call, per_side, args.side_rounds, args.seconds
                     )
                     print(pair.line(), flush=True)
+        if args.hedging:
+            calls = next(counted)
+            hedges = {k: 0 for k in ("sent", "won", "refused")}
+            for assembly in ref.assemblies:
+                for counts in assembly.hedge_counts.values():
+                    for key in hedges:
+                        hedges[key] += getattr(counts, key)
+            print(
+                f"# hedging on, no fault: {calls} calls, hedges sent {hedges['sent']} "
+                f"({hedges['sent'] / max(1, calls):.2%} extra load; budget 5% + 1/s), "
+                f"won {hedges['won']}, refused by the budget {hedges['refused']}"
+            )
     finally:
         app.close()
         for channel in raw_channels:

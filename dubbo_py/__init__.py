@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from dubbo_py.call_errors import ClusterError, ProviderUnavailable
     from dubbo_py.cluster.budget import RetryBudget
     from dubbo_py.cluster.health_probe import grpc_health_probe
+    from dubbo_py.cluster.hedging_policy import HedgingPolicy
     from dubbo_py.cluster.loadbalance import effective_weight, get_loadbalance
     from dubbo_py.cluster.plan import AttemptHook, CallHook
     from dubbo_py.cluster.quarantine import Quarantine
@@ -102,6 +103,7 @@ __all__ = [
     "EmbeddedStore",
     "EtcdStore",
     "FailbackQueue",
+    "HedgingPolicy",
     "Invocation",
     "MockFilter",
     "MockSpecError",
@@ -205,6 +207,7 @@ _LAZY: dict[str, str] = {
     "FailbackQueue": "dubbo_py.cluster.strategies.failback",
     "Quarantine": "dubbo_py.cluster.quarantine",
     "RetryBudget": "dubbo_py.cluster.budget",
+    "HedgingPolicy": "dubbo_py.cluster.hedging_policy",
     "grpc_health_probe": "dubbo_py.cluster.health_probe",
     "CallStats": "dubbo_py.cluster.stats",
     "default_stats": "dubbo_py.cluster.stats",

@@ -441,9 +441,12 @@ class Application:
         ``failback`` retries (default: one per reference, retrying every 5 s, 3 times).
         ``interceptors`` (not a configuration field) are gRPC client interceptors run around
         every attempt on a provider's channel (``grpc.aio`` ones for :meth:`reference_async`).
+        ``hedging`` (``True`` or ``{"delay": seconds | "p95" | "p99", "max_attempts": 2,
+        "max_extra_load": 0.05}``; also per method) sends a call not answered after the delay
+        to a second provider too, for methods safe to run twice (``docs/cluster.md``).
         Consumer-side override rules in the registry change ``timeout``, ``retries``,
-        ``forks``, ``sticky`` and ``loadbalance`` at runtime. An unknown option is a TypeError
-        and a bad value a ConfigError naming it.
+        ``forks``, ``sticky``, ``loadbalance`` and ``hedging`` at runtime. An unknown option is
+        a TypeError and a bad value a ConfigError naming it.
         """
         stub: S = self.reference_handle(stub_class, **options).stub
         return stub

@@ -31,7 +31,7 @@ from dubbo_py.qos.consumer import (
     AttemptObserver,
     CallObserver,
 )
-from dubbo_py.qos.metrics import Metrics
+from dubbo_py.qos.metrics import Metrics, hedging_families
 from dubbo_py.qos.server import ENV_QOS_PORT, QosServer
 from dubbo_py.url import URL
 
@@ -350,6 +350,7 @@ class ApplicationQos:
             ejections, revivals = dict(self._ejections), dict(self._revivals)
             delays = dict(self._notify_delay)
         called: dict[str, set[str]] = {}
+        hedges: dict[tuple[str, str], dict[str, int]] = {}
         for stats in self.metrics.methods():
             if stats.key.side == "consumer":
                 called.setdefault(stats.key.interface, set()).add(stats.key.method)
@@ -364,11 +365,17 @@ class ApplicationQos:
                 survivors.add_metric([app, interface, method], _survivors(chain, ref, method))
             if interface in delays:
                 delay.add_metric([app, interface], delays[interface])
+            for assembly in ref.assemblies:
+                for method, counted in assembly.hedge_counts.items():
+                    summed = hedges.setdefault((interface, method), {})
+                    for key in ("sent", "won", "refused"):
+                        summed[key] = summed.get(key, 0) + getattr(counted, key)
         yield quarantined
         yield providers
         yield rules
         yield survivors
         yield delay
+        yield from hedging_families(app, hedges)
         yield _counter_family(
             "dubbo_py_consumer_ejections",
             "Providers put into quarantine (unavailable, or outlier ejection)",

@@ -110,6 +110,8 @@ class OutlierDetector:
         self.refused = 0
         self._lock = threading.Lock()
         self._refused_logged: set[str] = set()
+        # Successes to skip per address: hedges that answered for it (see answered_for).
+        self._stand_ins: dict[str, int] = {}
 
     @property
     def enabled(self) -> bool:
@@ -117,12 +119,34 @@ class OutlierDetector:
         return self.consecutive > 0
 
     def succeeded(self, address: str) -> None:
-        """The provider at ``address`` answered: its count starts again from zero."""
+        """The provider at ``address`` answered: its count starts again from zero (unless the
+        answer was a hedge's on its behalf: see :meth:`answered_for`)."""
+        stand_ins = self._stand_ins
+        if stand_ins and stand_ins.get(address):
+            with self._lock:
+                left = stand_ins.get(address, 0) - 1
+                if left >= 0:
+                    if left:
+                        stand_ins[address] = left
+                    else:
+                        stand_ins.pop(address, None)
+                    return
         self.failing.pop(address, None)
+
+    def answered_for(self, address: str) -> None:
+        """Another provider answered a hedged call first sent to ``address``, which has a
+        failure on record for it: the success the cluster strategy reports next for that
+        call's provider is not ``address``'s own, and does not reset its count
+        (:mod:`dubbo_py.cluster.hedging`). Under concurrent calls the one success skipped may
+        be another call's: a count reset once late, never a failure invented."""
+        with self._lock:
+            if address in self.failing:
+                self._stand_ins[address] = self._stand_ins.get(address, 0) + 1
 
     def forget(self, address: str) -> None:
         """Drop ``address``'s count (it left quarantine or the registry: it starts clean)."""
         self.failing.pop(address, None)
+        self._stand_ins.pop(address, None)
         self._refused_logged.discard(address)
 
     def failed(self, provider: URL, error: BaseException) -> bool:

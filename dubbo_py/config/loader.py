@@ -306,6 +306,7 @@ class _Reader:
             "outlier_failures",
             "outlier_max_share",
             "registries",
+            "hedging",
         )
         raw = self.mapping(value, path, allowed)
         methods = {
@@ -365,6 +366,7 @@ class _Reader:
                     raw.get("outlier_max_share", 0.5), f"{path}.outlier_max_share", float, float
                 ),
                 registries=self.ids(raw.get("registries"), f"{path}.registries"),
+                hedging=raw.get("hedging"),
             )
         except ConfigError as exc:
             if exc.source:

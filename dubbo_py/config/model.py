@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from dubbo_py.cluster.hedging_policy import HedgingPolicy, hedging_policy
 from dubbo_py.cluster.loadbalance import LOADBALANCE_NAMES
 from dubbo_py.cluster.strategies import STRATEGY_NAMES
 from dubbo_py.config.options import MethodOptions, ServiceOptions
@@ -203,8 +204,18 @@ class ReferenceConfig:
     #: Ids of the application's registries this reference subscribes to (empty: every one
     #: marked ``subscribe``).
     registries: tuple[str, ...] = ()
+    #: Hedged requests for every method safe to run twice: ``True`` (the defaults), ``False``
+    #: or None (off), or a mapping ``{delay, max_attempts, max_extra_load}``
+    #: (:class:`~dubbo_py.cluster.hedging_policy.HedgingPolicy`).
+    hedging: HedgingPolicy | None = None
 
     def __post_init__(self) -> None:
+        if self.hedging is not None:
+            try:
+                policy = hedging_policy(self.hedging)
+            except ValueError as exc:
+                raise ConfigError("hedging", str(exc)) from None
+            object.__setattr__(self, "hedging", policy if policy.enabled else None)
         if self.loadbalance not in LOADBALANCE_NAMES:
             raise ConfigError(
                 "loadbalance", f"{self.loadbalance!r} is not one of {LOADBALANCE_NAMES}"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dubbo_py.cluster.hedging_policy import HedgingPolicy, hedging_policy
 from dubbo_py.errors import OptionError
 
 __all__ = ["METHOD_OPTION_KEYS", "MethodOptions", "ServiceOptions"]
@@ -123,6 +124,8 @@ class MethodOptions:
     sticky: bool | None = None
     #: Calls of the method in flight to one provider at most (0: no limit).
     actives: int | None = None
+    #: Hedged requests (``True``, ``False`` or a mapping; see ``docs/cluster.md``).
+    hedging: HedgingPolicy | None = None
 
     @classmethod
     def of(cls, method: str, options: Mapping[str, Any] | MethodOptions) -> MethodOptions:
@@ -154,6 +157,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "idempotent": _flag,
     "sticky": _flag,
     "actives": _count(0),
+    "hedging": hedging_policy,
 }
 
 #: What ``methods={name: {...}}`` accepts per method.

@@ -18,6 +18,9 @@ the quarantine and outlier detector -- and wires each method a stub asks for
 filters. :class:`BlockingAssembly` and :class:`AsyncAssembly` supply what differs: the channel
 pool, the invoker, the strategy and the filters of their flavour. Nothing runs until
 :meth:`ReferenceAssembly.start` (watch the registry, start probing quarantined providers).
+
+A method that hedges (:mod:`dubbo_py.cluster.hedging`) has hedging between its strategy and its
+attempt filters: a wrapper around the provider call, put on or taken off as overrides change it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from typing import Any, Generic, TypeVar, cast
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.health_probe import grpc_health_probe
+from dubbo_py.cluster.hedging import AsyncHedgedCall, HedgeCounts, HedgedCall, Hedging
+from dubbo_py.cluster.hedging_policy import HEDGING_OFF
 from dubbo_py.cluster.mock import MockSpec, parse_mock
 from dubbo_py.cluster.outlier import OutlierDetector
 from dubbo_py.cluster.policy import MethodPolicy
@@ -89,6 +94,9 @@ _NO_OPTIONS = MethodOptions()
 
 log = logging.getLogger(__name__)
 
+#: Strategies that never hedge: ``forking`` races already, ``broadcast`` calls every provider.
+_NO_HEDGING = frozenset({"forking", "broadcast"})
+
 #: The call a bound method runs: :data:`~dubbo_py.consumer.filters.Call` or ``AsyncCall``.
 C = TypeVar("C")
 
@@ -108,17 +116,24 @@ def method_policies(service: ServiceSpec, config: ReferenceConfig) -> dict[str, 
 
 
 class _Wired:
-    """One provider call the assembly keeps current: its context, and how to wrap its invoker
-    (with or without call statistics, as the balancer needs)."""
+    """One provider call the assembly keeps current: its context, how to wrap its invoker
+    (with or without call statistics, as the balancer needs), and, for a method that may hedge
+    (``method`` set), its hedging in force (None: off)."""
 
-    __slots__ = ("context", "invoker", "wrap")
+    __slots__ = ("context", "hedging", "invoker", "method", "wrap")
 
     def __init__(
-        self, context: ClusterContext, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any]
+        self,
+        context: ClusterContext,
+        invoker: InvokerBase,
+        wrap: Callable[[InvokerBase], Any],
+        method: str | None = None,
     ) -> None:
         self.context = context
         self.invoker = invoker
         self.wrap = wrap
+        self.method = method
+        self.hedging: Hedging | None = None
 
 
 class _Switch:
@@ -226,6 +241,10 @@ class ReferenceAssembly(Generic[C]):
         #: one, call plans included.
         self._recorder: RouteRecorder | None = None
         self._accesslog: str | None = access_log_target(config.parameters.get(ACCESSLOG_KEY))
+        #: What each method's hedging did, by method name (metrics; kept across changes).
+        self.hedge_counts: dict[str, HedgeCounts] = {}
+        #: Each hedging method's hedging in force, by method name.
+        self.hedging: dict[str, Hedging] = {}
 
     # ------------------------------------------------------------------ shared parts
 
@@ -239,6 +258,7 @@ class ReferenceAssembly(Generic[C]):
             loadbalance=config.loadbalance,
             methods=config.methods,
             actives=config.actives,
+            hedging=config.hedging,
         )
         return ReferenceTuning(
             self.service.method_names, base, config.loadbalance, check_mock=self._check_mock
@@ -300,14 +320,72 @@ class ReferenceAssembly(Generic[C]):
             failback=self.failback,
         )
 
-    def _wire(self, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any]) -> ClusterContext:
+    def _wire(
+        self, invoker: InvokerBase, wrap: Callable[[InvokerBase], Any], method: str | None = None
+    ) -> ClusterContext:
         """A context for ``invoker``, kept current from now on: when the balancer changes, its
         provider call is re-wrapped (call statistics on or off) before the new balancer goes
-        in, so a call plan compiled for the new balancer sees whether calls are recorded."""
+        in, so a call plan compiled for the new balancer sees whether calls are recorded; when
+        ``method`` may hedge and its hedging changes, the hedging wrapper goes on or off."""
         with self._lock:
-            context = self._context(self._live(wrap(invoker)), invoker)
-            self._wired.append(_Wired(context, invoker, wrap))
-        return context
+            wired = _Wired(self._context(wrap(invoker), invoker), invoker, wrap, method)
+            wired.context.call = self._provider_call(wired)
+            self._wired.append(wired)
+        return wired.context
+
+    def _provider_call(self, wired: _Wired) -> Any:
+        """The provider call of ``wired``: its invoker in its wrappers, inside hedging when
+        its method hedges now (:mod:`dubbo_py.cluster.hedging`; Finagle's
+        ``BackupRequestFilter``). A method that does not hedge gets the plain call: hedging off
+        costs its calls nothing."""
+        call = self._live(wired.wrap(wired.invoker))
+        method = wired.method
+        policy = None if method is None else self.tuning.hedging.get(method)
+        if (
+            method is None
+            or policy is None
+            or not policy.enabled
+            or self._cluster_of(method) in _NO_HEDGING
+        ):
+            if method is not None:
+                self.hedging.pop(method, None)
+            wired.hedging = None
+            return call
+        hedging = wired.hedging
+        if hedging is None or hedging.policy != policy:
+            counts = self.hedge_counts.setdefault(method, HedgeCounts())
+            hedging = wired.hedging = Hedging(policy, counts)
+        self.hedging[method] = hedging
+        hedged = self._hedged(call, hedging)
+        hedged.ctx = wired.context
+        return hedged
+
+    def _may_hedge(self, method: StubMethod, policy: MethodPolicy) -> bool:
+        """Whether ``method`` can hedge at all: not a request stream (it can be sent once),
+        not ``forking`` (it races already) nor ``broadcast`` (it calls everyone). Hedging
+        asked of such a method by its own options is a ValueError now; asked by the reference
+        or an override, the method is left out (logged)."""
+        own = self.config.methods.get(method.name, _NO_OPTIONS).hedging
+        reason = ""
+        if method.request_streaming:
+            reason = "its requests are a stream, which can be sent only once"
+        elif policy.cluster in ("forking", "broadcast"):
+            reason = f"its cluster strategy is {policy.cluster}"
+        if not reason:
+            return True
+        if own is not None and own.enabled:
+            raise ValueError(f"{self.service.name}.{method.name} cannot hedge: {reason}")
+        if self.tuning.hedging.get(method.name, HEDGING_OFF).enabled:
+            log.info("%s.%s does not hedge: %s", self.service.name, method.name, reason)
+        return False
+
+    def _cluster_of(self, method: str) -> str:
+        """The strategy ``method``'s calls run under now: a consumer override's, else the
+        reference's own."""
+        override = self.tuning.calls.get(method)
+        if override is not None and override.cluster:
+            return override.cluster
+        return self.policies.get(method, MethodPolicy(self.config.cluster)).cluster
 
     # ------------------------------------------------------------------ binding methods
 
@@ -316,8 +394,9 @@ class ReferenceAssembly(Generic[C]):
         bad mock raises :class:`~dubbo_py.cluster.mock.MockSpecError` here, when the stub is
         built, not in the middle of an outage)."""
         invoker = self._invoker(method)
-        context = self._wire(invoker, self._attempt_call)
         policy = self.policies.get(method.name, MethodPolicy(self.config.cluster))
+        hedgeable = self._may_hedge(method, policy)
+        context = self._wire(invoker, self._attempt_call, method.name if hedgeable else None)
         if policy.mock is not None:
             policy.mock.check(method.name, method.response_type())
         call, plannable, filters = self._stack(method, policy, context)
@@ -363,6 +442,7 @@ class ReferenceAssembly(Generic[C]):
             return
         if override is None:
             bound.switch.current, bound.switch.override = bound.switch.base, None
+            self._rehedge(bound.context)
             return
         policy = MethodPolicy(
             override.cluster or bound.policy.cluster,
@@ -377,6 +457,15 @@ class ReferenceAssembly(Generic[C]):
             log.error("ignoring cluster/mock override for %s.%s: %s", self.service.name, name, exc)
             return
         bound.switch.current, bound.switch.override = call, override
+        self._rehedge(bound.context)
+
+    def _rehedge(self, context: ClusterContext) -> None:
+        """Hedging on or off for the method of ``context`` as its strategy now allows (a
+        consumer override may have switched it to ``forking`` or ``broadcast``, which never
+        hedge). Called under the lock."""
+        for wired in self._wired:
+            if wired.context is context and wired.method is not None:
+                wired.context.call = self._provider_call(wired)
 
     def _attempt_call(self, invoker: InvokerBase) -> Any:
         return self._attempts_around(
@@ -456,7 +545,7 @@ class ReferenceAssembly(Generic[C]):
             if accesslog != self._accesslog:
                 self._accesslog = accesslog
                 self._rewire()
-            stats = self.tuning.stats
+            stats, hedging = self.tuning.stats, self.tuning.hedging
             calls = self.tuning.calls
             balancer_changed = self.tuning.update(overrides, providers)
             if self.tuning.calls is not calls:
@@ -465,10 +554,11 @@ class ReferenceAssembly(Generic[C]):
             limited = any(s.actives > 0 for s in self.tuning.settings.values())
             rewrap = self.tuning.stats is not stats or limited != self._limited
             self._limited = limited
-            if balancer_changed or rewrap:
+            rehedge = self.tuning.hedging != hedging
+            if balancer_changed or rewrap or rehedge:
                 for wired in self._wired:
-                    if rewrap:
-                        wired.context.call = self._live(wired.wrap(wired.invoker))
+                    if rewrap or (rehedge and wired.method is not None):
+                        wired.context.call = self._provider_call(wired)
                     wired.context.balancer = self.tuning.balancer
             self.applied_overrides = overrides
 
@@ -504,6 +594,8 @@ class ReferenceAssembly(Generic[C]):
     _mock: Callable[..., Any]
     #: The flavour's call statistics filter class.
     _record_stats: Callable[..., Any]
+    #: The flavour's hedging wrapper class.
+    _hedged: Callable[..., Any]
 
     def _retain(self, providers: tuple[URL, ...]) -> None:
         """Drop the channels to providers that left the registry."""
@@ -545,6 +637,7 @@ class BlockingAssembly(ReferenceAssembly[Call]):
     _asyncio = False
     _mock = MockFilter
     _record_stats = RecordStats
+    _hedged = HedgedCall
 
     def _forget(self, addresses: list[str]) -> None:
         for invoker in list(self._invokers):
@@ -629,6 +722,7 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     _asyncio = True
     _mock = AsyncMockFilter
     _record_stats = AsyncRecordStats
+    _hedged = AsyncHedgedCall
 
     def _retain(self, providers: tuple[URL, ...]) -> None:
         self.pool.retain(providers)

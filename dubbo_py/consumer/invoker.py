@@ -376,13 +376,23 @@ class MethodInvoker(InvokerBase):
             raise ProviderUnavailable(provider.address, "channel closed") from exc
 
     def _send(self, call: Any, request: Any, timeout: float | None, metadata: Metadata) -> Any:
-        if not self._unary_response:
-            return _primed(call(request, timeout=timeout, metadata=metadata))
-        # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
-        response, made = call.with_call(request, timeout=timeout, metadata=metadata)
         sink = CALL_SINK.get()
-        if sink is not None:
+        if not self._unary_response:
+            stream = call(request, timeout=timeout, metadata=metadata)
+            if sink is not None and getattr(sink, "cancellable", False):
+                sink.append(stream)  # a hedged attempt that loses cancels it
+            return _primed(stream)
+        if sink is not None and getattr(sink, "cancellable", False):
+            # A hedged attempt, which is cancelled if it loses: the grpc.Call is handed over
+            # before the answer comes. (gRPC's future API costs more than a blocking call --
+            # 276-323 against 120-156 µs CPU per call here -- so only hedged attempts use it.)
+            made = call.future(request, timeout=timeout, metadata=metadata)
             sink.append(made)
+            return made.result()
+        # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
+        response, done = call.with_call(request, timeout=timeout, metadata=metadata)
+        if sink is not None:
+            sink.append(done)
         return response
 
 

@@ -242,6 +242,12 @@ class RecordingChain:
         """The chain's own trace."""
         return self._inner.trace(invocation)
 
+    @property
+    def unrecorded(self) -> BoundChain:
+        """The chain itself, for routing that is not the call's own (the asyncio consumer's
+        look-ahead for script rules, :func:`dubbo_py.router.offloop.settle_scripts`)."""
+        return self._inner
+
 
 class RecordingRoutes:
     """A chain source whose chain records each call's routing."""

@@ -20,6 +20,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 
+from dubbo_py.cluster.hedging_policy import HEDGING_OFF, HedgingPolicy, parse_hedging_text
 from dubbo_py.cluster.method_settings import MethodSettings
 from dubbo_py.config.options import MethodOptions
 
@@ -28,6 +29,7 @@ __all__ = [
     "base_parameters",
     "check_method_options",
     "provider_defaults",
+    "resolve_hedging",
     "resolve_settings",
 ]
 
@@ -58,9 +60,11 @@ def base_parameters(
     loadbalance: str,
     methods: Mapping[str, MethodOptions],
     actives: int = 0,
+    hedging: HedgingPolicy | None = None,
 ) -> dict[str, str]:
     """The reference's options as a Dubbo-style parameter map (timeouts in ms). ``retries`` and
-    ``timeout`` of None are left out: not set by the consumer, so the providers' apply."""
+    ``timeout`` of None are left out: not set by the consumer, so the providers' apply;
+    ``hedging`` is the policy's text (:meth:`HedgingPolicy.text`), left out when None."""
     params = {
         "forks": str(int(forks)),
         "sticky": "true" if sticky else "false",
@@ -72,7 +76,11 @@ def base_parameters(
         params["retries"] = str(int(retries))
     if timeout is not None:
         params["timeout"] = _timeout_ms(timeout)
+    if hedging is not None:
+        params["hedging"] = hedging.text()
     for method, opts in methods.items():
+        if opts.hedging is not None:
+            params[f"{method}.hedging"] = opts.hedging.text()
         if opts.retries is not None:
             params[f"{method}.retries"] = str(opts.retries)
         if opts.forks is not None:
@@ -223,4 +231,27 @@ def resolve_settings(
             sticky=old.sticky if sticky is None else sticky.strip().lower() == "true",
             actives=_int(params, method, "actives", old.actives, 0),
         )
+    return out
+
+
+def resolve_hedging(
+    methods: Iterable[str],
+    params: Mapping[str, str],
+    fallback: Mapping[str, HedgingPolicy] | None = None,
+) -> dict[str, HedgingPolicy]:
+    """Each method's hedging from ``<method>.hedging``, else ``hedging`` (consumer parameters
+    and overrides only: whether a call may run twice is the consumer's to say). A value that
+    does not parse is logged and the method keeps its ``fallback`` policy."""
+    out = {}
+    for method in methods:
+        text = _lookup(params, method, "hedging")
+        old = (fallback or {}).get(method, HEDGING_OFF)
+        if text is None:
+            out[method] = old
+            continue
+        try:
+            out[method] = parse_hedging_text(text)
+        except ValueError as exc:
+            log.error("ignoring hedging=%r for %s: %s", text, method, exc)
+            out[method] = old
     return out

@@ -20,7 +20,7 @@ from dubbo_py.cluster.method_settings import SettingsTable
 from dubbo_py.cluster.mock import MockSpec, parse_mock
 from dubbo_py.cluster.stats import CallStats, default_stats
 from dubbo_py.cluster.strategies import STRATEGIES
-from dubbo_py.consumer.settings import provider_defaults, resolve_settings
+from dubbo_py.consumer.settings import provider_defaults, resolve_hedging, resolve_settings
 from dubbo_py.errors import MockSpecError
 from dubbo_py.url import URL
 
@@ -72,6 +72,10 @@ class ReferenceTuning:
         self._methods = methods
         self._base = base
         self._defaults = resolve_settings(methods, base)
+        self._hedging_defaults = resolve_hedging(methods, base)
+        #: Each method's hedging policy (read when a method is wired, and again when
+        #: overrides change it: never on the call path).
+        self.hedging = dict(self._hedging_defaults)
         self._overrides: dict[str, str] = {}
         self._provider_defaults: dict[str, str] = {}
         #: Read by every call of the reference; updated in place when overrides change.
@@ -104,6 +108,7 @@ class ReferenceTuning:
         for method in self.calls:
             settings[method] = replace(settings[method], switched=True)
         self.settings.update(settings)
+        self.hedging = resolve_hedging(self._methods, params, self._hedging_defaults)
         before = self.balancer
         try:
             self._set_balancer(params["loadbalance"])

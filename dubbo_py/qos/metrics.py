@@ -39,6 +39,7 @@ __all__ = [
     "Metrics",
     "MetricsCollector",
     "failure_reason",
+    "hedging_families",
 ]
 
 Side = Literal["consumer", "provider"]
@@ -383,3 +384,30 @@ def _side_families(app: str, side: str, methods: list[MethodStats]) -> Iterator[
     yield processing
     yield from rt.values()
     yield histogram
+
+
+#: The hedging counters: (name, help, which count of a method's ``HedgeCounts``).
+_HEDGING = (
+    ("dubbo_py_consumer_hedges_sent", "Hedged (backup) attempts sent", "sent"),
+    ("dubbo_py_consumer_hedges_won", "Hedged attempts that answered first", "won"),
+    (
+        "dubbo_py_consumer_hedge_budget_refusals",
+        "Hedges the method's hedging budget refused",
+        "refused",
+    ),
+)
+
+
+def hedging_families(
+    application: str, counts: dict[tuple[str, str], dict[str, int]]
+) -> Iterator[Metric]:
+    """The hedging counters (sent, won, budget refusals) by (interface, method); ``counts``
+    maps each to its ``{"sent": n, "won": n, "refused": n}``. The share of extra load is
+    ``hedges_sent / requests`` of the method."""
+    for name, help_text, key in _HEDGING:
+        family = CounterMetricFamily(
+            name, help_text, labels=["application_name", "interface", "method"]
+        )
+        for (interface, method), values in sorted(counts.items()):
+            family.add_metric([application, interface, method], values.get(key, 0))
+        yield family

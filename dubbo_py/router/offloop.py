@@ -60,6 +60,8 @@ def forbidding_runs(chain: _Chain, invocation: Invocation) -> bool:
 async def settle_scripts(chain: _Chain, invocation: Invocation) -> None:
     """Before an asyncio call is routed on the loop: run the scripts it needs, if any, on a
     worker thread (their answers are then cached for the routing that follows)."""
+    # A recording chain (router snapshots) records the call's own routing only.
+    chain = getattr(chain, "unrecorded", chain)
     if not any(getattr(router, "runs_scripts", False) for _, router in chain.active):
         return
     if forbidding_runs(chain, invocation):

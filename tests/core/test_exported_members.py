@@ -36,7 +36,7 @@ PUBLIC = {
     # registry stores and layout
     "Store", "EmbeddedStore", "ZooKeeperStore", "EtcdStore", "config_path", "rule_key",
     # cluster parts a user composes or reads
-    "FailbackQueue", "Quarantine", "RetryBudget", "grpc_health_probe", "CallStats",
+    "FailbackQueue", "Quarantine", "RetryBudget", "HedgingPolicy", "grpc_health_probe", "CallStats",
     "default_stats", "method_key", "get_loadbalance", "effective_weight",
     # rules as a library
     "RouterChain", "Snapshot", "condition_router_from_url", "condition_routers_from_yaml",
