@@ -64,6 +64,29 @@ class RegistryConfig:
         if self.zone is not None and (not self.zone.strip() or self.zone != self.zone.strip()):
             raise ConfigError("zone", f"must be a name without surrounding spaces: {self.zone!r}")
 
+    def with_settings(self, settings: Mapping[str, Any], where: str) -> RegistryConfig:
+        """This registry with the fields its address's parameters set (``zookeeper://h?zone=a``:
+        :meth:`~dubbo_py.registry.store.address.RegistryAddress.settings`). A field set both
+        here (not to its default) and in the address to different values is refused
+        (ConfigError naming both), as which one applies would be a guess."""
+        changes: dict[str, Any] = {}
+        defaults = _REGISTRY_DEFAULTS
+        for name, value in settings.items():
+            current = getattr(self, name)
+            if current != defaults[name] and current != value:
+                shown = "user:***" if name == "auth" else f"{name}={value}"
+                raise ConfigError(
+                    name, f"{where} says {shown}, but the registry's {name} is {current!r}"
+                )
+            changes[name] = value
+        return replace(self, **changes) if changes else self
+
+
+#: RegistryConfig's defaults, by field (what an address parameter may set without conflict).
+_REGISTRY_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {f.name: f.default for f in fields(RegistryConfig)}
+)
+
 
 @dataclass(frozen=True, slots=True)
 class ProtocolConfig:
