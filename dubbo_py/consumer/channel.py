@@ -37,7 +37,7 @@ from dubbo_py.cluster.support.pool import LazyPool
 from dubbo_py.consumer.filters import AsyncCall, Call
 from dubbo_py.consumer.method import BoundMethod, StubChannel, StubMethod
 from dubbo_py.consumer.planned import PlannedSite
-from dubbo_py.invocation import Invocation
+from dubbo_py.invocation import CallOptions, Invocation
 from dubbo_py.protocol.triple import CALL_SINK, Metadata, from_wire
 from dubbo_py.url import URL
 
@@ -100,7 +100,11 @@ class _MultiCallable(PlannedSite):
             # roundrobin over 3 providers 5.1-6.2 us against 5.9-7.3 us written out, random
             # over one 2.9-3.3 us against 2.3-3.1 us).
             plan = self._plan
-            provider = self._provider(plan, request, metadata)
+            if credentials is None and wait_for_ready is None and compression is None:
+                provider = self._provider(plan, request, metadata)
+            else:  # gRPC's per-call arguments go with the invocation, through the stack
+                options = CallOptions(credentials, wait_for_ready, compression)
+                return self._call(request, timeout, metadata, options)
             if provider is None:
                 return self._call(request, timeout, metadata)
             assert plan is not None
@@ -131,11 +135,18 @@ class _MultiCallable(PlannedSite):
         finally:
             running.pop()
 
-    def _call(self, request: Any, timeout: float | None, metadata: Metadata | None) -> Any:
+    def _call(
+        self,
+        request: Any,
+        timeout: float | None,
+        metadata: Metadata | None,
+        options: CallOptions | None = None,
+    ) -> Any:
         """A call the plan does not cover: compile a plan first when the call is plain and
         none is current, then run the call through the method's stack."""
-        self._replan(request, metadata)
-        return self._invoke(self._invocation(request, timeout, metadata))
+        if options is None:
+            self._replan(request, metadata)
+        return self._invoke(self._invocation(request, timeout, metadata, options))
 
     def with_call(
         self,
@@ -151,10 +162,11 @@ class _MultiCallable(PlannedSite):
         in_flight = self._in_flight
         if not in_flight.enter():
             raise in_flight.refused(self._service, self._method)
+        options = CallOptions.of(credentials, wait_for_ready, compression)
         sink: list[Any] = []
         token = CALL_SINK.set(sink)
         try:
-            response = self._call(request, timeout, metadata)
+            response = self._call(request, timeout, metadata, options)
         finally:
             CALL_SINK.reset(token)
             in_flight.leave()
@@ -170,7 +182,11 @@ class _MultiCallable(PlannedSite):
         compression: grpc.Compression | None = None,
     ) -> futures.Future[Any]:
         """Run the call on a shared thread pool (a ``concurrent.futures.Future``)."""
-        return _futures.get().submit(self, request, timeout, metadata)
+        # The arguments are checked now, in the caller's frame.
+        CallOptions.of(credentials, wait_for_ready, compression)
+        return _futures.get().submit(
+            self, request, timeout, metadata, credentials, wait_for_ready, compression
+        )
 
 
 class ClusterChannel(StubChannel[Call, _MultiCallable], grpc.Channel):
@@ -241,13 +257,26 @@ class _AsyncMultiCallable(PlannedSite):
         self._in_flight = bound.in_flight
 
     def __call__(
-        self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
+        self,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        metadata: Any = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
     ) -> Any:
+        if credentials is None and wait_for_ready is None and compression is None:
+            options = None
+        else:  # checked here, when the call is made, as grpc.aio does
+            options = CallOptions(credentials, wait_for_ready, compression)
         if self._streaming:
-            return self._stream(self._invocation(request, timeout, metadata))
-        return self._counted(request, timeout, metadata)
+            return self._stream(self._invocation(request, timeout, metadata, options))
+        return self._counted(request, timeout, metadata, options)
 
-    async def _counted(self, request: Any, timeout: float | None, metadata: Any) -> Any:
+    async def _counted(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> Any:
         # Counted while it runs, so that closing the application lets it finish
         # (dubbo_py/consumer/in_flight.py), from when it is awaited (a coroutine starts then);
         # written out, routing by the plan included: it runs on every call.
@@ -257,6 +286,8 @@ class _AsyncMultiCallable(PlannedSite):
         try:
             if in_flight.closing:
                 raise in_flight.refused(self._service, self._method)
+            if options is not None:  # gRPC's per-call arguments: through the stack
+                return await self._invoke(self._invocation(request, timeout, metadata, options))
             plan = self._plan
             provider = self._provider(plan, request, metadata)
             if provider is None:
@@ -311,7 +342,14 @@ class _AsyncMultiCallable(PlannedSite):
             yield response
 
     async def with_call(
-        self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
+        self,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        metadata: Any = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
     ) -> tuple[Any, CallResult]:
         """``await stub.Method.with_call(request)``: the response and what the provider call
         that answered sent besides it (:class:`CallResult`: its trailing metadata carries the
@@ -321,10 +359,11 @@ class _AsyncMultiCallable(PlannedSite):
         in_flight = self._in_flight
         if not in_flight.enter():
             raise in_flight.refused(self._service, self._method)
+        options = CallOptions.of(credentials, wait_for_ready, compression)
         sink: list[Any] = []
         token = CALL_SINK.set(sink)
         try:
-            response = await self._invoke(self._invocation(request, timeout, metadata))
+            response = await self._invoke(self._invocation(request, timeout, metadata, options))
         finally:
             CALL_SINK.reset(token)
             in_flight.leave()

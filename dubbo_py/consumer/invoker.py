@@ -14,8 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 import grpc
@@ -30,8 +39,8 @@ from dubbo_py.consumer.connections import (
     SharedChannels,
 )
 from dubbo_py.consumer.method import InvokerBase, StubMethod
-from dubbo_py.errors import ProviderUnavailable
-from dubbo_py.invocation import Invocation
+from dubbo_py.errors import CallCredentialsError, ProviderUnavailable
+from dubbo_py.invocation import CallOptions, Invocation
 from dubbo_py.protocol.attachments import metadata_from_attachments
 from dubbo_py.protocol.triple import CALL_SINK, Metadata, TripleCaller
 from dubbo_py.url import URL
@@ -43,6 +52,10 @@ __all__ = [
     "ChannelSecurity",
     "MethodInvoker",
 ]
+
+
+#: No per-call gRPC arguments (a with_call or streaming call that gave none).
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
 
 class ChannelSecurity:
@@ -65,6 +78,20 @@ class ChannelSecurity:
         self.key: Hashable = (tls, tuple(self._options))
         # The two keys key_for gives, made once: a pool keeps one per provider it calls.
         self._keys: dict[bool, Hashable] = {flag: (flag, self.key) for flag in (False, True)}
+
+    def call_arguments(
+        self, provider: URL, options: CallOptions, method: StubMethod
+    ) -> Mapping[str, Any]:
+        """gRPC's per-call arguments of a call to ``provider``. Call credentials travel only
+        over TLS (grpcio's rule): to a provider called in plaintext they refuse the call
+        (CallCredentialsError naming it) rather than let it go out without them."""
+        if options.credentials is not None and not use_tls(provider.parameters, self._tls):
+            raise CallCredentialsError(
+                f"{method.service}/{method.name}: call credentials need a TLS channel, and "
+                f"provider {provider.address} is called in plaintext (give the reference "
+                "tls=..., or the provider tls=true); the call was not sent"
+            )
+        return options.grpc_arguments
 
     def key_for(self, provider: URL) -> Hashable:
         """The security part of a shared channel's key for ``provider``: TLS or not, and the
@@ -112,6 +139,8 @@ class ChannelPool:
         if shared is not None:
             options = [*options, ("grpc.client_idle_timeout_ms", int(IDLE_TIMEOUT_S * 1000))]
         self._security = ChannelSecurity(tls, options)
+        #: How channels to each provider are secured (and so which call arguments they carry).
+        self.security = self._security
         self._linger = linger
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
@@ -361,10 +390,14 @@ class MethodInvoker(InvokerBase):
         call, metadata = self._targets.get(key) or self._target(provider, key)
         if invocation.attachments:
             metadata = metadata + metadata_from_attachments(invocation.attachments)
+        options = invocation.options
         try:
+            if options is not None:
+                extra = self._pool.security.call_arguments(provider, options, self.spec)
+                return self._send(call, invocation.request, timeout, metadata, extra)
             if self._unary_response and CALL_SINK.get() is None:
                 return call(invocation.request, timeout=timeout, metadata=metadata)
-            return self._send(call, invocation.request, timeout, metadata)
+            return self._send(call, invocation.request, timeout, metadata, _NO_EXTRA)
         except ValueError as exc:
             # grpc raises a bare ValueError for a call on a closed channel: the provider was
             # dropped (or its channel replaced) after this call picked it. Nothing was sent, so
@@ -375,14 +408,22 @@ class MethodInvoker(InvokerBase):
             self._targets.pop(key, None)
             raise ProviderUnavailable(provider.address, "channel closed") from exc
 
-    def _send(self, call: Any, request: Any, timeout: float | None, metadata: Metadata) -> Any:
+    def _send(
+        self,
+        call: Any,
+        request: Any,
+        timeout: float | None,
+        metadata: Metadata,
+        extra: Mapping[str, Any],
+    ) -> Any:
         if not self._unary_response:
-            return _primed(call(request, timeout=timeout, metadata=metadata))
-        # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
-        response, made = call.with_call(request, timeout=timeout, metadata=metadata)
+            return _primed(call(request, timeout=timeout, metadata=metadata, **extra))
         sink = CALL_SINK.get()
-        if sink is not None:
-            sink.append(made)
+        if sink is None:
+            return call(request, timeout=timeout, metadata=metadata, **extra)
+        # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
+        response, made = call.with_call(request, timeout=timeout, metadata=metadata, **extra)
+        sink.append(made)
         return response
 
 
@@ -417,6 +458,8 @@ class AsyncChannelPool:
         if shared is not None:
             options.append(("grpc.client_idle_timeout_ms", int(IDLE_TIMEOUT_S * 1000)))
         self._security = ChannelSecurity(tls, options)
+        #: How channels to each provider are secured (and so which call arguments they carry).
+        self.security = self._security
         #: gRPC client interceptors of every channel (``reference_async(..., interceptors=)``).
         self._interceptors = list(interceptors) or None
         # Interceptors are part of an aio channel: references share a channel only with the
@@ -675,6 +718,10 @@ class AsyncMethodInvoker(InvokerBase):
         call, headers, metadata = self._callable(provider)
         if invocation.attachments:
             metadata = headers + metadata_from_attachments(invocation.attachments)
+        options = invocation.options
+        if options is not None:
+            extra = self._pool.security.call_arguments(provider, options, self.spec)
+            call = partial(call, **extra)
         if self.spec.response_streaming:
             return await _primed_async(call(invocation.request, timeout=timeout, metadata=metadata))
         made = call(invocation.request, timeout=timeout, metadata=metadata)
