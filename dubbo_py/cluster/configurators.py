@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dubbo_py.errors import RuleError
+from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
@@ -71,6 +72,29 @@ CONTROL_KEYS = frozenset(
     }
 )
 ANYHOST = "0.0.0.0"
+
+#: Every field of a configurators document and what dubbo-py does with it (the no-silent-drop
+#: table, :mod:`dubbo_py.rule_fields`). ``parameters`` is read whole (the override's values).
+FIELDS: Mapping[str, Field] = {
+    "configVersion": ignored("every version is read as v2.7 (match is not applied)"),
+    "scope": acted(),
+    "key": acted(),
+    "enabled": acted(),
+    "configs": acted(
+        side=acted(),
+        addresses=acted(),
+        providerAddresses=acted(),
+        applications=acted(),
+        parameters=acted(),
+        enabled=acted(),
+        services=ignored("an application-scope document applies to every service here"),
+        match=ignored(
+            "the v3.0 match is not applied: the override applies to every "
+            "provider its other fields select"
+        ),
+        type=ignored("every item is an override of the parameters it lists"),
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,8 +174,15 @@ class RegistryView:
 
 
 def lint_offline(rule: RuleKey, text: str, source: str) -> list[LintWarning]:
-    """The checks that need no registry: keys that can never match, a contradicting scope."""
-    out: list[LintWarning] = []
+    """The checks that need no registry: fields dubbo-py does not act on (the no-silent-drop
+    table of the kind, :mod:`dubbo_py.rule_fields`), keys that can never match, a
+    contradicting scope."""
+    out: list[LintWarning] = [
+        LintWarning(
+            "ignored-field" if note.known else "unknown-field", f"{source}: {note.message()}"
+        )
+        for note in rule.rule_kind.unread(text, source)
+    ]
     for use in rule_keys(rule.kind, text, source):
         if use.kind is KeyKind.ABSENT:
             out.append(

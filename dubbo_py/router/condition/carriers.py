@@ -37,8 +37,9 @@ from dubbo_py.router.condition.router import (
     MultiDestinationRouter,
 )
 from dubbo_py.router.condition.rule import Clause
+from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL, decode_component
-from dubbo_py.yaml_loader import YamlDocument, compile_yaml, key_node, value_node
+from dubbo_py.yaml_loader import YamlDocument, compile_yaml, value_node
 
 __all__ = [
     "APPLICATION_SCOPE_PRIORITY",
@@ -57,21 +58,37 @@ SERVICE_SCOPE_PRIORITY = 140
 APPLICATION_SCOPE_PRIORITY = 150
 
 _SCOPES = {"service": SERVICE_SCOPE_PRIORITY, "application": APPLICATION_SCOPE_PRIORITY}
-_DOCUMENT_FIELDS = frozenset(
-    {
-        "configVersion",
-        "scope",
-        "key",
-        "enabled",
-        "force",
-        "runtime",
-        "priority",
-        "dynamic",
-        "valid",
-        "conditions",
-    }
-)
-_V31_CONDITION_FIELDS = frozenset({"from", "to", "priority", "force", "ratio", "trafficDisable"})
+#: Every field of a condition document and what dubbo-py does with it (the no-silent-drop
+#: table, :mod:`dubbo_py.rule_fields`): ``rules validate`` names those not acted on, and
+#: consumers log them.
+FIELDS: Mapping[str, Field] = {
+    "configVersion": acted(),
+    # The key the document is stored at decides; these two name it for `rules push`.
+    "scope": acted(),
+    "key": acted(),
+    "enabled": acted(),
+    "force": acted(),
+    "runtime": ignored(
+        "conditions are evaluated for every call (Dubbo 3.3's state routers do not read it either)"
+    ),
+    "priority": ignored(
+        "the document's routers run at the priority of the key it is stored "
+        "at (service 140, application 145/150), as Dubbo's state routers do"
+    ),
+    "dynamic": ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
+    "valid": ignored("Dubbo reads and drops it"),
+    # v3.0: each a 'when => then' string; v3.1: each a mapping.
+    "conditions": acted(
+        **{
+            "from": acted(match=acted()),
+            "to": acted(match=acted(), weight=acted()),
+            "priority": acted(),
+            "force": acted(),
+            "ratio": acted(),
+            "trafficDisable": acted(),
+        }
+    ),
+}
 
 
 # --------------------------------------------------------------------------- registry URLs
@@ -196,12 +213,8 @@ class _Document:
         assert node is not None  # empty documents are refused by the loader
         if not isinstance(data, dict):
             raise self.error("a condition rule document must be a mapping of fields", node)
-        for key in data:
-            if key not in _DOCUMENT_FIELDS:
-                known = ", ".join(sorted(_DOCUMENT_FIELDS))
-                raise self.error(
-                    f"unknown field {key!r} (expected one of {known})", key_node(node, key)
-                )
+        # Fields it does not know are accepted, as Dubbo accepts them, and named by the
+        # no-silent-drop check (FIELDS; `rules validate` warns, consumers log them).
         version = self.version(data, node)
         # Dubbo reads neither field (the key the document is stored at decides), so a document
         # without them, or with a scope it does not know, is accepted as Dubbo accepts it; the
@@ -297,13 +310,6 @@ class _Document:
         where = f"conditions[{index}]"
         if not isinstance(item, dict):
             raise self.error(f"{where} must be a mapping with 'from' and 'to'", node)
-        for key in item:
-            if key not in _V31_CONDITION_FIELDS:
-                raise self.error(
-                    f"{where}: unknown field {key!r} "
-                    f"(expected one of {', '.join(sorted(_V31_CONDITION_FIELDS))})",
-                    key_node(node, key),
-                )
         when = self.from_side(item.get("from"), value_node(node, "from"), where)
         destinations = self.to_side(item.get("to"), value_node(node, "to"), where)
         ratio = self.integer(item, node, "ratio", 0, f"{where}: ")
@@ -329,9 +335,6 @@ class _Document:
             return "", None
         if not isinstance(holder, dict):
             raise self.error(f"{where} must be a mapping with 'match'", node)
-        for key in holder:
-            if key not in ("match", "weight"):
-                raise self.error(f"{where}: unknown field {key!r}", key_node(node, key))
         match = holder.get("match")
         match_node = value_node(node, "match")
         if match is None:
