@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from dubbo_py.errors import (
         BadVersionError,
+        CallCredentialsError,
         ConfigError,
         MockSpecError,
         NodeExistsError,
@@ -93,6 +94,7 @@ __all__ = [
     "AttemptHook",
     "BadVersionError",
     "BoundShardRouter",
+    "CallCredentialsError",
     "CallFilter",
     "CallHook",
     "CallStats",
@@ -184,6 +186,7 @@ _LAZY: dict[str, str] = {
     "load_config": "dubbo_py.config.loader",
     "parse_config": "dubbo_py.config.loader",
     "BadVersionError": "dubbo_py.errors",
+    "CallCredentialsError": "dubbo_py.errors",
     "ConfigError": "dubbo_py.errors",
     "MockSpecError": "dubbo_py.errors",
     "NoNodeError": "dubbo_py.errors",

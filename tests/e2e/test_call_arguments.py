@@ -26,8 +26,8 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py import CallCredentialsError
 from dubbo_py.config.tls import ClientTLS, ServerTLS
-from dubbo_py.errors import CallCredentialsError
 from tests.e2e.conftest import wait_until
 from tests.support.certs import Certs, make_certs
 from tests.support.zookeeper import ZooKeeperServer
