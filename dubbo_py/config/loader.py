@@ -316,6 +316,7 @@ class _Reader:
             "outlier_failures",
             "outlier_max_share",
             "registries",
+            "compression",
         )
         raw = self.mapping(value, path, allowed)
         methods = {
@@ -374,6 +375,11 @@ class _Reader:
                     raw.get("outlier_max_share", 0.5), f"{path}.outlier_max_share", float, float
                 ),
                 registries=self.ids(raw.get("registries"), f"{path}.registries"),
+                compression=(
+                    str(raw["compression"]).strip().lower()
+                    if raw.get("compression") is not None
+                    else None
+                ),
             )
         except ConfigError as exc:
             if exc.source:

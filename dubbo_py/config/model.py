@@ -13,6 +13,7 @@ from dubbo_py.cluster.strategies import STRATEGY_NAMES
 from dubbo_py.config.options import MethodOptions, ServiceOptions
 from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.errors import ConfigError, OptionError
+from dubbo_py.invocation import COMPRESSIONS
 
 __all__ = [
     "DEFAULT_REGISTRY_WEIGHT",
@@ -174,6 +175,9 @@ class ReferenceConfig:
     #: Ids of the application's registries this reference subscribes to (empty: every one
     #: marked ``subscribe``).
     registries: tuple[str, ...] = ()
+    #: Request compression of every call (``gzip``, ``deflate``, ``none``; a method's own
+    #: ``compression`` and a call's ``compression=`` win); None: gRPC's default (none).
+    compression: str | None = None
 
     def __post_init__(self) -> None:
         if self.loadbalance not in LOADBALANCE_NAMES:
@@ -192,6 +196,10 @@ class ReferenceConfig:
             raise ConfigError("timeout", f"must be > 0 seconds, got {self.timeout}")
         if self.forks < 1:
             raise ConfigError("forks", f"must be >= 1, got {self.forks}")
+        if self.compression is not None and self.compression not in COMPRESSIONS:
+            raise ConfigError(
+                "compression", f"{self.compression!r} is not one of {', '.join(COMPRESSIONS)}"
+            )
         if self.quarantine_interval <= 0:
             raise ConfigError(
                 "quarantine_interval", f"must be > 0 seconds, got {self.quarantine_interval}"
@@ -227,6 +235,12 @@ class ReferenceConfig:
             if text is not None:
                 return replace(self.tls or ClientTLS(), enabled=text.strip().lower() == "true")
         return self.tls
+
+    def compression_of(self, method: str) -> str | None:
+        """The compression of ``method``'s calls: its own option, else the reference's."""
+        options = self.methods.get(method)
+        own = options.compression if options is not None else None
+        return own or self.compression
 
     def merged(self, **overrides: Any) -> ReferenceConfig:
         """This configuration with keyword overrides (code wins over file; an override of

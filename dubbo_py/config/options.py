@@ -121,6 +121,8 @@ class MethodOptions:
     idempotent: bool = False
     #: Keep calling the same provider while it works.
     sticky: bool | None = None
+    #: Request compression: ``gzip``, ``deflate`` or ``none`` (gRPC's).
+    compression: str | None = None
 
     @classmethod
     def of(cls, method: str, options: Mapping[str, Any] | MethodOptions) -> MethodOptions:
@@ -143,6 +145,14 @@ class MethodOptions:
         return cls(**values)
 
 
+def _compression(value: Any) -> str:
+    # The names of dubbo_py.invocation.COMPRESSIONS (gRPC's compressions).
+    name = str(value).strip().lower()
+    if name not in ("gzip", "deflate", "none"):
+        raise ValueError(f"{value!r} is not a compression (gzip, deflate, none)")
+    return name
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "retries": _count(0),
     "timeout": _seconds,
@@ -151,6 +161,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "forks": _count(1),
     "idempotent": _flag,
     "sticky": _flag,
+    "compression": _compression,
 }
 
 #: What ``methods={name: {...}}`` accepts per method.

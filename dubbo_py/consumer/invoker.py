@@ -40,7 +40,7 @@ from dubbo_py.consumer.connections import (
 )
 from dubbo_py.consumer.method import InvokerBase, StubMethod
 from dubbo_py.errors import CallCredentialsError, ProviderUnavailable
-from dubbo_py.invocation import CallOptions, Invocation
+from dubbo_py.invocation import COMPRESSIONS, CallOptions, Invocation
 from dubbo_py.protocol.attachments import metadata_from_attachments
 from dubbo_py.protocol.triple import CALL_SINK, Metadata, TripleCaller
 from dubbo_py.url import URL
@@ -56,6 +56,13 @@ __all__ = [
 
 #: No per-call gRPC arguments (a with_call or streaming call that gave none).
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
+def _compression_arguments(compression: str | None) -> Mapping[str, Any]:
+    """The gRPC arguments of a method's ``compression`` option (none when not set)."""
+    if compression is None:
+        return _NO_EXTRA
+    return MappingProxyType({"compression": grpc.Compression(COMPRESSIONS[compression])})
 
 
 class ChannelSecurity:
@@ -308,9 +315,13 @@ class MethodInvoker(InvokerBase):
         caller: TripleCaller | None = None,
         metadata: Iterable[tuple[str, str | bytes]] = (),
         interceptors: Sequence[Any] = (),
+        compression: str | None = None,
     ) -> None:
         super().__init__(spec, caller)
         self._pool = pool
+        #: gRPC arguments of every call of the method (its ``compression`` option), bound
+        #: into the callables a call plan calls and merged under a call's own arguments.
+        self._defaults = _compression_arguments(compression)
         #: gRPC client interceptors around every call on a provider's channel (``reference(...,
         #: interceptors=)``), applied where the multicallable is made, once per provider.
         self._interceptors = tuple(interceptors)
@@ -344,7 +355,10 @@ class MethodInvoker(InvokerBase):
             # Every reference to the service calls a provider with the same multicallable and
             # the same headers: made once per shared channel, not once per reference.
             target, bound = self._pool.made_on(
-                provider, pooled, (self.spec, headers), partial(self._make, pooled, headers)
+                provider,
+                pooled,
+                (self.spec, headers, tuple(self._defaults.items())),
+                partial(self._make, pooled, headers),
             )
         self._targets[key] = target
         self._callables[key] = bound
@@ -361,7 +375,7 @@ class MethodInvoker(InvokerBase):
         with the headers it sends, and the multicallable with the headers bound (what a call
         plan calls)."""
         made = self.spec.multicallable(channel)
-        return (made, headers), partial(made, metadata=headers)
+        return (made, headers), partial(made, metadata=headers, **self._defaults)
 
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""
@@ -394,10 +408,11 @@ class MethodInvoker(InvokerBase):
         try:
             if options is not None:
                 extra = self._pool.security.call_arguments(provider, options, self.spec)
+                extra = {**self._defaults, **extra}
                 return self._send(call, invocation.request, timeout, metadata, extra)
-            if self._unary_response and CALL_SINK.get() is None:
+            if self._unary_response and CALL_SINK.get() is None and not self._defaults:
                 return call(invocation.request, timeout=timeout, metadata=metadata)
-            return self._send(call, invocation.request, timeout, metadata, _NO_EXTRA)
+            return self._send(call, invocation.request, timeout, metadata, self._defaults)
         except ValueError as exc:
             # grpc raises a bare ValueError for a call on a closed channel: the provider was
             # dropped (or its channel replaced) after this call picked it. Nothing was sent, so
@@ -653,10 +668,17 @@ class AsyncMethodInvoker(InvokerBase):
     pool lets the channel go or is told to replace it."""
 
     def __init__(
-        self, pool: AsyncChannelPool, spec: StubMethod, *, caller: TripleCaller | None = None
+        self,
+        pool: AsyncChannelPool,
+        spec: StubMethod,
+        *,
+        caller: TripleCaller | None = None,
+        compression: str | None = None,
     ) -> None:
         super().__init__(spec, caller)
         self._pool = pool
+        #: gRPC arguments of every call of the method (its ``compression`` option).
+        self._defaults = _compression_arguments(compression)
         # By TripleCaller.key: the channel a callable was made on, the callable, the
         # provider's Triple headers, and those headers as the callable takes them.
         self._callables: dict[str, tuple[grpc.aio.Channel, Any, Metadata, Any]] = {}
@@ -693,7 +715,7 @@ class AsyncMethodInvoker(InvokerBase):
         if found is not None and found[0] is channel:
             _, made, headers, sent = found
             if self._plain and key not in self._direct:  # forgotten, the channel kept
-                self._direct[key] = partial(made, metadata=sent)
+                self._direct[key] = partial(made, metadata=sent, **self._defaults)
             return made, headers, sent
         headers = self._caller.headers(provider)
         # The loop's references calling this method with the same headers share one
@@ -703,7 +725,7 @@ class AsyncMethodInvoker(InvokerBase):
         )
         self._callables[key] = (channel, made, headers, sent)
         if self._plain:
-            self._direct[key] = partial(made, metadata=sent)
+            self._direct[key] = partial(made, metadata=sent, **self._defaults)
         return made, headers, sent
 
     def _make(self, channel: grpc.aio.Channel, headers: Metadata) -> tuple[Any, Metadata, Any]:
@@ -721,7 +743,9 @@ class AsyncMethodInvoker(InvokerBase):
         options = invocation.options
         if options is not None:
             extra = self._pool.security.call_arguments(provider, options, self.spec)
-            call = partial(call, **extra)
+            call = partial(call, **{**self._defaults, **extra})
+        elif self._defaults:
+            call = partial(call, **self._defaults)
         if self.spec.response_streaming:
             return await _primed_async(call(invocation.request, timeout=timeout, metadata=metadata))
         made = call(invocation.request, timeout=timeout, metadata=metadata)

@@ -222,6 +222,33 @@ def test_compression_reaches_the_provider_compressed(tmp_path: Path) -> None:
 
             assert asyncio.run(asyncio_call()) == 1 << 20
             assert relay.take() < (1 << 20) // 64
+
+            # The same as a reference option and as a method option, both flavours.
+            for options in (
+                {"compression": "gzip"},
+                {"methods": {"SayHello": {"compression": "deflate"}}},
+            ):
+                configured = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", **options)
+                relay.take()
+                assert configured.SayHello(BIG).shard == 1 << 20
+                assert relay.take() < (1 << 20) // 64, options
+                # A call's own argument wins over the option.
+                assert configured.SayHello(BIG, compression=grpc.Compression.NoCompression).shard
+                assert relay.take() > 1 << 20
+
+            async def asyncio_option() -> int:
+                aio = dubbo_py.Application("aio2", direct, cache_path=tmp_path / "b")
+                try:
+                    astub = await aio.reference_async(
+                        greeter_pb2_grpc.GreeterStub, version="1.0.0", compression="gzip"
+                    )
+                    return int((await astub.SayHello(BIG)).shard)
+                finally:
+                    await aio.aclose()
+
+            relay.take()
+            assert asyncio.run(asyncio_option()) == 1 << 20
+            assert relay.take() < (1 << 20) // 64
     finally:
         relay.close()
         plain.close()
