@@ -104,3 +104,22 @@ def test_dubbo_yaml_reads_them_and_names_the_entry() -> None:
 def test_the_cli_refuses_an_unknown_parameter() -> None:
     result = CliRunner().invoke(cli, ["--registry", "zookeeper://127.0.0.1:1?zonee=a", "services"])
     assert result.exit_code != 0 and "'zonee'" in result.stderr
+
+
+def test_the_cli_takes_the_identity_written_in_the_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dubbo_py.admin import connection
+
+    seen: list[object] = []
+
+    def record(address: object, timeout: float, auth: object, **_: object) -> object:
+        seen.append(auth)
+        raise RegistryAddressError("recorded")
+
+    monkeypatch.setattr(connection, "open_admin_store", record)
+    CliRunner().invoke(cli, ["--registry", "zookeeper://ops:pw@127.0.0.1:1", "services"])
+    CliRunner().invoke(
+        cli, ["--registry", "zookeeper://ops:pw@127.0.0.1:1", "--auth", "me:x", "services"]
+    )
+    assert seen == [("ops", "pw"), ("me", "x")]
