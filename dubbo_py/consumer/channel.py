@@ -7,6 +7,9 @@ builds an :class:`~dubbo_py.invocation.Invocation` per call and hands it to the 
 the cluster strategy, which routes, balances, calls and retries, inside the method's filters.
 Plain failover calls run a compiled call plan in the multicallable's own frame instead, with
 the plan hooks of the method's filters (metrics) around the call when every filter has one.
+gRPC's per-call arguments (``credentials=``, ``wait_for_ready=``, ``compression=``) go with the
+invocation (:class:`~dubbo_py.invocation.CallOptions`) through the method's stack to every
+provider call; a call giving any of them does not take the plan.
 
 Both flavours live here: the blocking ClusterChannel first, then the asyncio one.
 
@@ -69,8 +72,8 @@ class _Call:
 
 
 class _MultiCallable(PlannedSite):
-    """What a stub calls for one method: ``stub.Method(request, timeout=..., metadata=...)``,
-    ``.with_call`` and ``.future``."""
+    """What a stub calls for one method: ``stub.Method(request, timeout=..., metadata=...,
+    credentials=..., wait_for_ready=..., compression=...)``, ``.with_call`` and ``.future``."""
 
     def __init__(self, bound: BoundMethod[Call], attachments: Mapping[str, str]) -> None:
         super().__init__(bound, attachments)
