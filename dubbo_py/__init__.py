@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     )
     from dubbo_py.errors import (
         BadVersionError,
+        CallCredentialsError,
         ConfigError,
         MockSpecError,
         NodeExistsError,
@@ -94,6 +95,7 @@ __all__ = [
     "AttemptHook",
     "BadVersionError",
     "BoundShardRouter",
+    "CallCredentialsError",
     "CallFilter",
     "CallHook",
     "CallStats",
@@ -186,6 +188,7 @@ _LAZY: dict[str, str] = {
     "load_config": "dubbo_py.config.loader",
     "parse_config": "dubbo_py.config.loader",
     "BadVersionError": "dubbo_py.errors",
+    "CallCredentialsError": "dubbo_py.errors",
     "ConfigError": "dubbo_py.errors",
     "MockSpecError": "dubbo_py.errors",
     "NoNodeError": "dubbo_py.errors",

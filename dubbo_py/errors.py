@@ -6,7 +6,8 @@ registries), so they live below every layer: this module imports nothing from th
 layers.
 
 * Input that cannot be used: :class:`URLError`, :class:`RuleError`, :class:`ConfigError`,
-  :class:`TLSConfigError`, :class:`RegistryAddressError`, :class:`MockSpecError` -- all
+  :class:`TLSConfigError`, :class:`RegistryAddressError`, :class:`MockSpecError`,
+  :class:`CallCredentialsError` -- all
   ``ValueError``s whose message names what and where.
 * Routing: :class:`NoProviderError` (a ``LookupError`` naming the router that emptied the set).
 * Calls: :class:`ClusterError` and :class:`ProviderUnavailable` are ``grpc.RpcError``s, so code
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BadVersionError",
+    "CallCredentialsError",
     "ClusterError",
     "ConfigError",
     "MockSpecError",
@@ -101,6 +103,12 @@ class TLSConfigError(ValueError):
 
 class RegistryAddressError(ValueError):
     """An address that names no registry we can use (the message quotes it and says why)."""
+
+
+class CallCredentialsError(ValueError):
+    """Call credentials given to a call that would go out without them: gRPC sends call
+    credentials only over TLS, and the provider picked is called in plaintext (the message names
+    the method and the provider). Nothing was sent."""
 
 
 class MockSpecError(ValueError):

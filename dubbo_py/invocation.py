@@ -9,9 +9,11 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
+    "COMPRESSIONS",
     "MOCK_ATTACHMENT",
     "RETRIES_ATTACHMENT",
     "TAG_ATTACHMENT",
+    "CallOptions",
     "Invocation",
     "field_names",
     "request_arguments",
@@ -73,6 +75,59 @@ def request_arguments(request: Any) -> tuple[Any, ...]:
 
 _NO_ATTACHMENTS: Mapping[str, str] = MappingProxyType({})
 
+#: The compressions gRPC offers, by the names options and ``dubbo.yaml`` use (grpc.Compression
+#: members by value: NoCompression 0, Deflate 1, Gzip 2).
+COMPRESSIONS: Mapping[str, int] = MappingProxyType({"none": 0, "deflate": 1, "gzip": 2})
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """gRPC's per-call arguments besides ``timeout`` and ``metadata``, as a stub call gave them
+    (``stub.Method(req, credentials=..., wait_for_ready=..., compression=...)``); each provider
+    call of the invocation passes them on (:attr:`grpc_arguments`). None: not given."""
+
+    #: ``grpc.CallCredentials``: sent with every provider call (TLS channels only).
+    credentials: Any = None
+    #: gRPC's wait-for-ready: an attempt waits for its provider's connection (within the
+    #: call's timeout) instead of failing at once while it is not ready.
+    wait_for_ready: bool | None = None
+    #: ``grpc.Compression`` of the request messages.
+    compression: Any = None
+
+    def __post_init__(self) -> None:
+        import grpc
+
+        if self.credentials is not None and not isinstance(self.credentials, grpc.CallCredentials):
+            raise TypeError(
+                f"credentials must be grpc.CallCredentials, got {type(self.credentials).__name__}"
+            )
+        if self.wait_for_ready is not None and not isinstance(self.wait_for_ready, bool):
+            raise TypeError(
+                f"wait_for_ready must be True, False or None, got {self.wait_for_ready!r}"
+            )
+        if self.compression is not None and not isinstance(self.compression, grpc.Compression):
+            raise TypeError(f"compression must be a grpc.Compression, got {self.compression!r}")
+
+    @classmethod
+    def of(cls, credentials: Any, wait_for_ready: Any, compression: Any) -> CallOptions | None:
+        """The options of a stub call's arguments, None when none is given; TypeError for a
+        value gRPC would not take."""
+        if credentials is None and wait_for_ready is None and compression is None:
+            return None
+        return cls(credentials, wait_for_ready, compression)
+
+    @property
+    def grpc_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of a grpc multicallable call (only those given)."""
+        out: dict[str, Any] = {}
+        if self.credentials is not None:
+            out["credentials"] = self.credentials
+        if self.wait_for_ready is not None:
+            out["wait_for_ready"] = self.wait_for_ready
+        if self.compression is not None:
+            out["compression"] = self.compression
+        return out
+
 
 @dataclass(frozen=True, eq=False, init=False, slots=True)
 class Invocation:
@@ -88,6 +143,8 @@ class Invocation:
     attachments: Mapping[str, str]
     timeout: float | None
     explicit_arguments: tuple[Any, ...] | None
+    #: gRPC's per-call arguments given to the stub call (None: none given).
+    options: CallOptions | None
     _arguments: tuple[Any, ...] | None = field(init=False, repr=False)
 
     # Written out rather than generated: one Invocation is built per call, and the generated
@@ -100,6 +157,7 @@ class Invocation:
         attachments: Mapping[str, str] = _NO_ATTACHMENTS,
         timeout: float | None = None,
         explicit_arguments: tuple[Any, ...] | None = None,
+        options: CallOptions | None = None,
     ) -> None:
         setattr_ = object.__setattr__
         setattr_(self, "service", service)
@@ -110,6 +168,7 @@ class Invocation:
         setattr_(self, "attachments", attachments)
         setattr_(self, "timeout", timeout)
         setattr_(self, "explicit_arguments", explicit_arguments)
+        setattr_(self, "options", options)
         setattr_(self, "_arguments", explicit_arguments)
 
     @property

@@ -250,10 +250,19 @@ class CliEnv:
                 )
         return self._store
 
+    def _identity(self) -> str | None:
+        """``--auth`` / ``$DUBBO_PY_REGISTRY_AUTH``, else the address's own
+        ``user:password@`` (Dubbo's registry URL identity)."""
+        if self.auth:
+            return self.auth
+        found = self.address.settings().get("auth")
+        return None if found is None else str(found)
+
     def _auth_pair(self) -> tuple[str, str] | None:
-        if not self.auth:
+        identity = self._identity()
+        if not identity:
             return None
-        user, sep, password = self.auth.partition(":")
+        user, sep, password = identity.partition(":")
         if not sep or not user:
             raise click.UsageError("--auth / DUBBO_PY_REGISTRY_AUTH must be user:password")
         return user, password
@@ -266,7 +275,7 @@ class CliEnv:
 
             # An authenticated operator's rules are protected: only that identity may change
             # them, every consumer may read them.
-            self._registry = Registry(self.store, protect=bool(self.auth))
+            self._registry = Registry(self.store, protect=bool(self._identity()))
         return self._registry
 
     def who(self) -> str:

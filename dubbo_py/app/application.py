@@ -154,7 +154,9 @@ class Application:
                 auth=parse_auth(choice.config.auth) if choice.config.auth else self.auth,
                 connect_timeout=connect_timeout,
                 cache_path=_cache_file(cache_path, index if several else None),
-                register_mode=register_mode,
+                # The registry address's register-mode= (Dubbo's parameter) wins for it.
+                register_mode=str(choice.address.settings().get("register_mode", ""))
+                or register_mode,
                 migration_step=migration_step,
             )
             for index, choice in enumerate(choices)

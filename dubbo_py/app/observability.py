@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from dubbo_py import rule_fields
 from dubbo_py.config.model import QosConfig
 from dubbo_py.consumer.filters import ConsumerFilters
 from dubbo_py.consumer.route_snapshots import RouterRule, RouteSnapshots
@@ -394,6 +395,22 @@ class ApplicationQos:
         if connected is not None:
             registry.add_metric([app, self._app.registry_name], 1.0 if connected else 0.0)
         yield registry
+        yield _unread_fields(app)
+
+
+def _unread_fields(app: str) -> Metric:
+    """Rule-document fields this process's consumers read and do not act on (no silent drop:
+    dubbo_py/rule_fields.py), one count per document version holding the field."""
+    from prometheus_client.core import CounterMetricFamily
+
+    family = CounterMetricFamily(
+        "dubbo_py_rule_fields_unread",
+        "Fields of rule documents read and not acted on (logged by name), per document version",
+        labels=["application_name", "kind", "field"],
+    )
+    for (kind, path), count in sorted(rule_fields.UNREAD_COUNTS.items()):
+        family.add_metric([app, kind, path], count)
+    return family
 
 
 def _router_rules(directory: Any) -> list[RouterRule]:

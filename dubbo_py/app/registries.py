@@ -58,7 +58,10 @@ def open_store(
     ZooKeeper digest identity): see :mod:`dubbo_py.registry.store.shared`."""
     if address.kind == "direct":
         return None
-    key = (address.kind, address.location, address.chroot, auth)
+    # The address's own timeout= (Dubbo's connect timeout, ms) wins over the application's.
+    connect_timeout = address.parameters.connect_timeout or connect_timeout
+    session = address.parameters.session_timeout
+    key = (address.kind, address.location, address.chroot, auth, session)
     lease = process_stores.lease(key, lambda: _own_store(address, auth))
     if address.networked and not lease.start(connect_timeout):
         log.warning("registry %s does not answer yet; retrying in the background", address)
@@ -102,7 +105,9 @@ def registry_choices(
     if registry is None and configured:
         entries = list(configured.items())
     elif registry is None or isinstance(registry, str):
-        return (RegistryChoice("", parse_registry_address(registry), RegistryConfig(registry)),)
+        address = parse_registry_address(registry)
+        config = RegistryConfig(registry).with_settings(address.settings(), str(registry))
+        return (RegistryChoice("", address, config),)
     elif isinstance(registry, Mapping):
         entries = [(str(k), _config(v)) for k, v in registry.items()]
     else:
@@ -113,7 +118,10 @@ def registry_choices(
     for registry_id, config in entries:
         if not config.address:
             raise ValueError(f"registry {registry_id!r}: no address")
-        choices.append(RegistryChoice(registry_id, parse_registry_address(config.address), config))
+        address = parse_registry_address(config.address)
+        # Dubbo's registry URL parameters (?zone=a&weight=50) set the registry's fields.
+        config = config.with_settings(address.settings(), config.address)
+        choices.append(RegistryChoice(registry_id, address, config))
     ids = [c.id for c in choices]
     if len(set(ids)) != len(ids):
         raise ValueError(f"registry ids must be unique, got {ids}")

@@ -138,6 +138,10 @@ def validate_document(text: str, source: str = "") -> list[Override]:
         log.warning(
             "override rule %s: not acted on: %s", source or "<document>", "; ".join(unacted)
         )
+        # The same count as every rule kind's (dubbo_py_rule_fields_unread_total).
+        from dubbo_py.rule_fields import count_unread
+
+        count_unread("configurators", (u.split(":", 1)[0] for u in unacted))
     return overrides
 
 

@@ -60,9 +60,11 @@ from dubbo_py.cluster.override import (
     parse_override_url,
 )
 from dubbo_py.errors import RuleError
+from dubbo_py.rule_fields import Field, acted
 from dubbo_py.url import URL
 
 __all__ = [
+    "FIELDS",
     "Override",
     "apply",
     "consumer_parameters",
@@ -73,6 +75,27 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Every field of a configurators document (the no-silent-drop table,
+#: :mod:`dubbo_py.rule_fields`): all of them are read; what an item says that nothing acts on
+#: is judged item by item by :func:`unacted_fields` (``rules validate`` warns about each).
+FIELDS: Mapping[str, Field] = {
+    "configVersion": acted(),
+    "scope": acted(),
+    "key": acted(),
+    "enabled": acted(),
+    "configs": acted(
+        side=acted(),
+        addresses=acted(),
+        providerAddresses=acted(),
+        applications=acted(),
+        services=acted(),
+        parameters=acted(),
+        enabled=acted(),
+        type=acted(),
+        match=acted(),
+    ),
+}
 
 
 def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:

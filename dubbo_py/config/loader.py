@@ -151,10 +151,11 @@ class _Reader:
         from dubbo_py.registry.store.address import parse_registry_address
 
         try:
-            if parse_registry_address(address).kind == "direct":
-                raise self.fail(f"{path}.address", "a direct tri:// address is not a registry")
+            parsed = parse_registry_address(address)
         except RegistryAddressError as exc:
             raise self.fail(f"{path}.address", str(exc)) from None
+        if parsed.kind == "direct":
+            raise self.fail(f"{path}.address", "a direct tri:// address is not a registry")
         auth = raw.get("auth", shared.auth)
         if auth is not None and ":" not in str(auth):
             raise self.fail(f"{path}.auth", "expected user:password")
@@ -164,7 +165,7 @@ class _Reader:
         weight = self.typed(raw.get("weight", DEFAULT_REGISTRY_WEIGHT), f"{path}.weight", int, int)
         if weight < 0:
             raise self.fail(f"{path}.weight", f"must be >= 0, got {weight}")
-        return RegistryConfig(
+        config = RegistryConfig(
             address=address,
             auth=None if auth is None else str(auth),
             register_mode=shared.register_mode,
@@ -175,6 +176,17 @@ class _Reader:
             register=self.typed(raw.get("register", True), f"{path}.register", bool, _boolean),
             subscribe=self.typed(raw.get("subscribe", True), f"{path}.subscribe", bool, _boolean),
         )
+        return self.address_settings(config, parsed.settings(), path)
+
+    def address_settings(
+        self, config: RegistryConfig, settings: Mapping[str, Any], path: str
+    ) -> RegistryConfig:
+        """``config`` with what its address's parameters set (``?zone=a``), a conflict with
+        the entry's own field reported at the address."""
+        try:
+            return config.with_settings(settings, "the address")
+        except ConfigError as exc:
+            raise self.fail(f"{path}.address", exc.problem) from None
 
     def server_tls(self, value: Any, path: str) -> ServerTLS | None:
         if value is None:
@@ -307,6 +319,7 @@ class _Reader:
             "outlier_max_share",
             "registries",
             "hedging",
+            "compression",
         )
         raw = self.mapping(value, path, allowed)
         methods = {
@@ -367,6 +380,11 @@ class _Reader:
                 ),
                 registries=self.ids(raw.get("registries"), f"{path}.registries"),
                 hedging=raw.get("hedging"),
+                compression=(
+                    str(raw["compression"]).strip().lower()
+                    if raw.get("compression") is not None
+                    else None
+                ),
             )
         except ConfigError as exc:
             if exc.source:
@@ -435,9 +453,10 @@ def parse_config(
         from dubbo_py.registry.store.address import parse_registry_address
 
         try:
-            parse_registry_address(registry.address)
+            settings = parse_registry_address(registry.address).settings()
         except RegistryAddressError as exc:
             raise reader.fail("registry.address", str(exc)) from None
+        registry = reader.address_settings(registry, settings, "registry")
     if registry.auth is not None and ":" not in registry.auth:
         raise reader.fail("registry.auth", "expected user:password")
 

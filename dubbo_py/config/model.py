@@ -14,6 +14,7 @@ from dubbo_py.cluster.strategies import STRATEGY_NAMES
 from dubbo_py.config.options import MethodOptions, ServiceOptions
 from dubbo_py.config.tls import ClientTLS, ServerTLS
 from dubbo_py.errors import ConfigError, OptionError
+from dubbo_py.invocation import COMPRESSIONS
 
 __all__ = [
     "DEFAULT_REGISTRY_WEIGHT",
@@ -114,6 +115,29 @@ class RegistryConfig:
         if self.zone is not None and (not self.zone.strip() or self.zone != self.zone.strip()):
             raise ConfigError("zone", f"must be a name without surrounding spaces: {self.zone!r}")
 
+    def with_settings(self, settings: Mapping[str, Any], where: str) -> RegistryConfig:
+        """This registry with the fields its address's parameters set (``zookeeper://h?zone=a``:
+        :meth:`~dubbo_py.registry.store.address.RegistryAddress.settings`). A field set both
+        here (not to its default) and in the address to different values is refused
+        (ConfigError naming both), as which one applies would be a guess."""
+        changes: dict[str, Any] = {}
+        defaults = _REGISTRY_DEFAULTS
+        for name, value in settings.items():
+            current = getattr(self, name)
+            if current != defaults[name] and current != value:
+                shown = "user:***" if name == "auth" else f"{name}={value}"
+                raise ConfigError(
+                    name, f"{where} says {shown}, but the registry's {name} is {current!r}"
+                )
+            changes[name] = value
+        return replace(self, **changes) if changes else self
+
+
+#: RegistryConfig's defaults, by field (what an address parameter may set without conflict).
+_REGISTRY_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {f.name: f.default for f in fields(RegistryConfig)}
+)
+
 
 @dataclass(frozen=True, slots=True)
 class ProtocolConfig:
@@ -208,6 +232,9 @@ class ReferenceConfig:
     #: or None (off), or a mapping ``{delay, max_attempts, max_extra_load}``
     #: (:class:`~dubbo_py.cluster.hedging_policy.HedgingPolicy`).
     hedging: HedgingPolicy | None = None
+    #: Request compression of every call (``gzip``, ``deflate``, ``none``; a method's own
+    #: ``compression`` and a call's ``compression=`` win); None: gRPC's default (none).
+    compression: str | None = None
 
     def __post_init__(self) -> None:
         if self.hedging is not None:
@@ -234,6 +261,10 @@ class ReferenceConfig:
             raise ConfigError("forks", f"must be >= 1, got {self.forks}")
         if self.actives < 0:
             raise ConfigError("actives", f"must be >= 0, got {self.actives}")
+        if self.compression is not None and self.compression not in COMPRESSIONS:
+            raise ConfigError(
+                "compression", f"{self.compression!r} is not one of {', '.join(COMPRESSIONS)}"
+            )
         if self.quarantine_interval <= 0:
             raise ConfigError(
                 "quarantine_interval", f"must be > 0 seconds, got {self.quarantine_interval}"
@@ -269,6 +300,12 @@ class ReferenceConfig:
             if text is not None:
                 return replace(self.tls or ClientTLS(), enabled=text.strip().lower() == "true")
         return self.tls
+
+    def compression_of(self, method: str) -> str | None:
+        """The compression of ``method``'s calls: its own option, else the reference's."""
+        options = self.methods.get(method)
+        own = options.compression if options is not None else None
+        return own or self.compression
 
     def merged(self, **overrides: Any) -> ReferenceConfig:
         """This configuration with keyword overrides (code wins over file; an override of

@@ -126,6 +126,8 @@ class MethodOptions:
     actives: int | None = None
     #: Hedged requests (``True``, ``False`` or a mapping; see ``docs/cluster.md``).
     hedging: HedgingPolicy | None = None
+    #: Request compression: ``gzip``, ``deflate`` or ``none`` (gRPC's).
+    compression: str | None = None
 
     @classmethod
     def of(cls, method: str, options: Mapping[str, Any] | MethodOptions) -> MethodOptions:
@@ -148,6 +150,14 @@ class MethodOptions:
         return cls(**values)
 
 
+def _compression(value: Any) -> str:
+    # The names of dubbo_py.invocation.COMPRESSIONS (gRPC's compressions).
+    name = str(value).strip().lower()
+    if name not in ("gzip", "deflate", "none"):
+        raise ValueError(f"{value!r} is not a compression (gzip, deflate, none)")
+    return name
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "retries": _count(0),
     "timeout": _seconds,
@@ -158,6 +168,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "sticky": _flag,
     "actives": _count(0),
     "hedging": hedging_policy,
+    "compression": _compression,
 }
 
 #: What ``methods={name: {...}}`` accepts per method.

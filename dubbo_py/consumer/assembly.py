@@ -623,7 +623,11 @@ class BlockingAssembly(ReferenceAssembly[Call]):
 
     def _invoker(self, method: StubMethod) -> MethodInvoker:
         invoker = MethodInvoker(
-            self.pool, method, caller=self.caller, interceptors=self.interceptors
+            self.pool,
+            method,
+            caller=self.caller,
+            interceptors=self.interceptors,
+            compression=self.config.compression_of(method.name),
         )
         self._invokers.append(invoker)
         return invoker
@@ -685,7 +689,12 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         return AsyncClusterChannel(self, self.config.attachments, self.pool.close)
 
     def _invoker(self, method: StubMethod) -> AsyncMethodInvoker:
-        invoker = AsyncMethodInvoker(self.pool, method, caller=self.caller)
+        invoker = AsyncMethodInvoker(
+            self.pool,
+            method,
+            caller=self.caller,
+            compression=self.config.compression_of(method.name),
+        )
         self._invokers.append(invoker)
         return invoker
 
@@ -710,7 +719,12 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
             if self._retry_pool is None:
                 self._retry_pool = ChannelPool(self.config.client_tls, shared=self.shared_channels)
                 self._retry_pool.on_dropped = self._forget_retry
-            invoker = MethodInvoker(self._retry_pool, method, caller=self.caller)
+            invoker = MethodInvoker(
+                self._retry_pool,
+                method,
+                caller=self.caller,
+                compression=self.config.compression_of(method.name),
+            )
             self._retry_invokers.append(invoker)
             context = self._wire(invoker, self._retry_attempt_call)
             self._retry_contexts[method.name] = context

@@ -14,8 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 import grpc
@@ -30,8 +39,8 @@ from dubbo_py.consumer.connections import (
     SharedChannels,
 )
 from dubbo_py.consumer.method import InvokerBase, StubMethod
-from dubbo_py.errors import ProviderUnavailable
-from dubbo_py.invocation import Invocation
+from dubbo_py.errors import CallCredentialsError, ProviderUnavailable
+from dubbo_py.invocation import COMPRESSIONS, CallOptions, Invocation
 from dubbo_py.protocol.attachments import metadata_from_attachments
 from dubbo_py.protocol.triple import CALL_SINK, Metadata, TripleCaller
 from dubbo_py.url import URL
@@ -43,6 +52,17 @@ __all__ = [
     "ChannelSecurity",
     "MethodInvoker",
 ]
+
+
+#: No per-call gRPC arguments (a with_call or streaming call that gave none).
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
+def _compression_arguments(compression: str | None) -> Mapping[str, Any]:
+    """The gRPC arguments of a method's ``compression`` option (none when not set)."""
+    if compression is None:
+        return _NO_EXTRA
+    return MappingProxyType({"compression": grpc.Compression(COMPRESSIONS[compression])})
 
 
 class ChannelSecurity:
@@ -65,6 +85,20 @@ class ChannelSecurity:
         self.key: Hashable = (tls, tuple(self._options))
         # The two keys key_for gives, made once: a pool keeps one per provider it calls.
         self._keys: dict[bool, Hashable] = {flag: (flag, self.key) for flag in (False, True)}
+
+    def call_arguments(
+        self, provider: URL, options: CallOptions, method: StubMethod
+    ) -> Mapping[str, Any]:
+        """gRPC's per-call arguments of a call to ``provider``. Call credentials travel only
+        over TLS (grpcio's rule): to a provider called in plaintext they refuse the call
+        (CallCredentialsError naming it) rather than let it go out without them."""
+        if options.credentials is not None and not use_tls(provider.parameters, self._tls):
+            raise CallCredentialsError(
+                f"{method.service}/{method.name}: call credentials need a TLS channel, and "
+                f"provider {provider.address} is called in plaintext (give the reference "
+                "tls=..., or the provider tls=true); the call was not sent"
+            )
+        return options.grpc_arguments
 
     def key_for(self, provider: URL) -> Hashable:
         """The security part of a shared channel's key for ``provider``: TLS or not, and the
@@ -112,6 +146,8 @@ class ChannelPool:
         if shared is not None:
             options = [*options, ("grpc.client_idle_timeout_ms", int(IDLE_TIMEOUT_S * 1000))]
         self._security = ChannelSecurity(tls, options)
+        #: How channels to each provider are secured (and so which call arguments they carry).
+        self.security = self._security
         self._linger = linger
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
@@ -279,9 +315,13 @@ class MethodInvoker(InvokerBase):
         caller: TripleCaller | None = None,
         metadata: Iterable[tuple[str, str | bytes]] = (),
         interceptors: Sequence[Any] = (),
+        compression: str | None = None,
     ) -> None:
         super().__init__(spec, caller)
         self._pool = pool
+        #: gRPC arguments of every call of the method (its ``compression`` option), bound
+        #: into the callables a call plan calls and merged under a call's own arguments.
+        self._defaults = _compression_arguments(compression)
         #: gRPC client interceptors around every call on a provider's channel (``reference(...,
         #: interceptors=)``), applied where the multicallable is made, once per provider.
         self._interceptors = tuple(interceptors)
@@ -315,7 +355,10 @@ class MethodInvoker(InvokerBase):
             # Every reference to the service calls a provider with the same multicallable and
             # the same headers: made once per shared channel, not once per reference.
             target, bound = self._pool.made_on(
-                provider, pooled, (self.spec, headers), partial(self._make, pooled, headers)
+                provider,
+                pooled,
+                (self.spec, headers, tuple(self._defaults.items())),
+                partial(self._make, pooled, headers),
             )
         self._targets[key] = target
         self._callables[key] = bound
@@ -332,7 +375,7 @@ class MethodInvoker(InvokerBase):
         with the headers it sends, and the multicallable with the headers bound (what a call
         plan calls)."""
         made = self.spec.multicallable(channel)
-        return (made, headers), partial(made, metadata=headers)
+        return (made, headers), partial(made, metadata=headers, **self._defaults)
 
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop cached callables for providers whose channels were closed."""
@@ -361,10 +404,15 @@ class MethodInvoker(InvokerBase):
         call, metadata = self._targets.get(key) or self._target(provider, key)
         if invocation.attachments:
             metadata = metadata + metadata_from_attachments(invocation.attachments)
+        options = invocation.options
         try:
-            if self._unary_response and CALL_SINK.get() is None:
+            if options is not None:
+                extra = self._pool.security.call_arguments(provider, options, self.spec)
+                extra = {**self._defaults, **extra}
+                return self._send(call, invocation.request, timeout, metadata, extra)
+            if self._unary_response and CALL_SINK.get() is None and not self._defaults:
                 return call(invocation.request, timeout=timeout, metadata=metadata)
-            return self._send(call, invocation.request, timeout, metadata)
+            return self._send(call, invocation.request, timeout, metadata, self._defaults)
         except ValueError as exc:
             # grpc raises a bare ValueError for a call on a closed channel: the provider was
             # dropped (or its channel replaced) after this call picked it. Nothing was sent, so
@@ -375,24 +423,32 @@ class MethodInvoker(InvokerBase):
             self._targets.pop(key, None)
             raise ProviderUnavailable(provider.address, "channel closed") from exc
 
-    def _send(self, call: Any, request: Any, timeout: float | None, metadata: Metadata) -> Any:
+    def _send(
+        self,
+        call: Any,
+        request: Any,
+        timeout: float | None,
+        metadata: Metadata,
+        extra: Mapping[str, Any],
+    ) -> Any:
         sink = CALL_SINK.get()
         if not self._unary_response:
-            stream = call(request, timeout=timeout, metadata=metadata)
+            stream = call(request, timeout=timeout, metadata=metadata, **extra)
             if sink is not None and getattr(sink, "cancellable", False):
                 sink.append(stream)  # a hedged attempt that loses cancels it
             return _primed(stream)
-        if sink is not None and getattr(sink, "cancellable", False):
+        if sink is None:
+            return call(request, timeout=timeout, metadata=metadata, **extra)
+        if getattr(sink, "cancellable", False):
             # A hedged attempt, which is cancelled if it loses: the grpc.Call is handed over
             # before the answer comes. (gRPC's future API costs more than a blocking call --
             # 276-323 against 120-156 µs CPU per call here -- so only hedged attempts use it.)
-            made = call.future(request, timeout=timeout, metadata=metadata)
+            made = call.future(request, timeout=timeout, metadata=metadata, **extra)
             sink.append(made)
             return made.result()
         # A with_call: keep the grpc.Call so the caller can read the provider's metadata.
-        response, done = call.with_call(request, timeout=timeout, metadata=metadata)
-        if sink is not None:
-            sink.append(done)
+        response, done = call.with_call(request, timeout=timeout, metadata=metadata, **extra)
+        sink.append(done)
         return response
 
 
@@ -427,6 +483,8 @@ class AsyncChannelPool:
         if shared is not None:
             options.append(("grpc.client_idle_timeout_ms", int(IDLE_TIMEOUT_S * 1000)))
         self._security = ChannelSecurity(tls, options)
+        #: How channels to each provider are secured (and so which call arguments they carry).
+        self.security = self._security
         #: gRPC client interceptors of every channel (``reference_async(..., interceptors=)``).
         self._interceptors = list(interceptors) or None
         # Interceptors are part of an aio channel: references share a channel only with the
@@ -620,10 +678,17 @@ class AsyncMethodInvoker(InvokerBase):
     pool lets the channel go or is told to replace it."""
 
     def __init__(
-        self, pool: AsyncChannelPool, spec: StubMethod, *, caller: TripleCaller | None = None
+        self,
+        pool: AsyncChannelPool,
+        spec: StubMethod,
+        *,
+        caller: TripleCaller | None = None,
+        compression: str | None = None,
     ) -> None:
         super().__init__(spec, caller)
         self._pool = pool
+        #: gRPC arguments of every call of the method (its ``compression`` option).
+        self._defaults = _compression_arguments(compression)
         # By TripleCaller.key: the channel a callable was made on, the callable, the
         # provider's Triple headers, and those headers as the callable takes them.
         self._callables: dict[str, tuple[grpc.aio.Channel, Any, Metadata, Any]] = {}
@@ -660,7 +725,7 @@ class AsyncMethodInvoker(InvokerBase):
         if found is not None and found[0] is channel:
             _, made, headers, sent = found
             if self._plain and key not in self._direct:  # forgotten, the channel kept
-                self._direct[key] = partial(made, metadata=sent)
+                self._direct[key] = partial(made, metadata=sent, **self._defaults)
             return made, headers, sent
         headers = self._caller.headers(provider)
         # The loop's references calling this method with the same headers share one
@@ -670,7 +735,7 @@ class AsyncMethodInvoker(InvokerBase):
         )
         self._callables[key] = (channel, made, headers, sent)
         if self._plain:
-            self._direct[key] = partial(made, metadata=sent)
+            self._direct[key] = partial(made, metadata=sent, **self._defaults)
         return made, headers, sent
 
     def _make(self, channel: grpc.aio.Channel, headers: Metadata) -> tuple[Any, Metadata, Any]:
@@ -685,6 +750,12 @@ class AsyncMethodInvoker(InvokerBase):
         call, headers, metadata = self._callable(provider)
         if invocation.attachments:
             metadata = headers + metadata_from_attachments(invocation.attachments)
+        options = invocation.options
+        if options is not None:
+            extra = self._pool.security.call_arguments(provider, options, self.spec)
+            call = partial(call, **{**self._defaults, **extra})
+        elif self._defaults:
+            call = partial(call, **self._defaults)
         if self.spec.response_streaming:
             return await _primed_async(call(invocation.request, timeout=timeout, metadata=metadata))
         made = call(invocation.request, timeout=timeout, metadata=metadata)

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dubbo_py.consumer.in_flight import CallsInFlight
-from dubbo_py.invocation import Invocation
+from dubbo_py.invocation import CallOptions, Invocation
 from dubbo_py.protocol.attachments import attachments_from_metadata
 from dubbo_py.protocol.triple import CallMetadata, TripleCaller
 
@@ -239,11 +239,15 @@ class CallSite:
         self._attachments = attachments
 
     def _invocation(
-        self, request: Any, timeout: float | None, metadata: CallMetadata
+        self,
+        request: Any,
+        timeout: float | None,
+        metadata: CallMetadata,
+        options: CallOptions | None = None,
     ) -> Invocation:
         # Without call metadata the channel's read-only attachments go as they are (no copy);
         # with it, -bin values are decoded so they reach the provider unchanged.
         attachments = self._attachments
         if metadata:
             attachments = {**attachments, **attachments_from_metadata(metadata)}
-        return Invocation(self._service, self._method, request, attachments, timeout)
+        return Invocation(self._service, self._method, request, attachments, timeout, None, options)

@@ -35,6 +35,7 @@ from dubbo_py.cluster.zone import REGISTRY_ZONE, REGISTRY_ZONE_FORCE, ZoneForced
 from dubbo_py.config.model import RegistryConfig
 from dubbo_py.consumer.assembly import ReferenceAssembly
 from dubbo_py.consumer.method import MethodFactories, StubMethod
+from dubbo_py.invocation import CallOptions
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store.base import SessionState
 from dubbo_py.router.chain import BoundChain
@@ -168,11 +169,13 @@ class _ZoneMultiCallable(_ZoneSite):
             # The common call: no attachment, so the application's zone decides.
             index, zone, force = self._selector.default(), None, False
         started = time.monotonic() if timeout is not None else 0.0
+        # gRPC's per-call arguments go to the registry's multicallable (and on a fall-over).
+        extra = (credentials, wait_for_ready, compression)
         try:
-            return self._subs[index](request, timeout, metadata)
+            return self._subs[index](request, timeout, metadata, *extra)
         except ClusterError as error:
             return self._fall_over(
-                error, index, zone, force, "__call__", request, timeout, metadata, started
+                error, index, zone, force, "__call__", request, timeout, metadata, started, extra
             )
 
     def _fall_over(
@@ -186,6 +189,7 @@ class _ZoneMultiCallable(_ZoneSite):
         timeout: float | None,
         metadata: Any,
         started: float,
+        extra: tuple[Any, Any, Any],
     ) -> Any:
         tried = [index]
         while True:
@@ -193,7 +197,7 @@ class _ZoneMultiCallable(_ZoneSite):
             tried.append(index)
             try:
                 return getattr(self._subs[index], kind)(
-                    request, _remaining(timeout, started), metadata
+                    request, _remaining(timeout, started), metadata, *extra
                 )
             except ClusterError as again:
                 error = again
@@ -210,11 +214,12 @@ class _ZoneMultiCallable(_ZoneSite):
         """The call, and a ``grpc.Call``-like view of the provider call that answered."""
         index, zone, force = self._first(metadata)
         started = time.monotonic()
+        extra = (credentials, wait_for_ready, compression)
         try:
-            return self._subs[index].with_call(request, timeout, metadata)  # type: ignore[no-any-return]
+            return self._subs[index].with_call(request, timeout, metadata, *extra)  # type: ignore[no-any-return]
         except ClusterError as error:
             return self._fall_over(  # type: ignore[no-any-return]
-                error, index, zone, force, "with_call", request, timeout, metadata, started
+                error, index, zone, force, "with_call", request, timeout, metadata, started, extra
             )
 
     def future(
@@ -227,7 +232,10 @@ class _ZoneMultiCallable(_ZoneSite):
         compression: grpc.Compression | None = None,
     ) -> futures.Future[Any]:
         """Run the call on a shared thread pool (a ``concurrent.futures.Future``)."""
-        return _futures.get().submit(self, request, timeout, metadata)
+        CallOptions.of(credentials, wait_for_ready, compression)  # checked in the caller's frame
+        return _futures.get().submit(
+            self, request, timeout, metadata, credentials, wait_for_ready, compression
+        )
 
 
 class _AsyncZoneMultiCallable(_ZoneSite):
@@ -239,35 +247,53 @@ class _AsyncZoneMultiCallable(_ZoneSite):
         self._streaming = method.response_streaming
 
     def __call__(
-        self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
+        self,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        metadata: Any = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
     ) -> Any:
+        extra = CallOptions.of(credentials, wait_for_ready, compression)
+        kw = {} if extra is None else extra.grpc_arguments
         if self._streaming:
-            return self._stream(request, timeout, metadata)
-        return self._unary(request, timeout, metadata)
+            return self._stream(request, timeout, metadata, kw)
+        return self._unary(request, timeout, metadata, kw)
 
-    async def _unary(self, request: Any, timeout: float | None, metadata: Any) -> Any:
+    async def _unary(
+        self, request: Any, timeout: float | None, metadata: Any, kw: dict[str, Any]
+    ) -> Any:
         index, zone, force = self._first(metadata)
         started = time.monotonic()
         tried = [index]
         while True:
             try:
                 return await self._subs[index](
-                    request, timeout=_remaining(timeout, started), metadata=metadata
+                    request, timeout=_remaining(timeout, started), metadata=metadata, **kw
                 )
             except ClusterError as error:
                 index = self._next(error, tried, zone, force)
                 tried.append(index)
 
     async def _stream(
-        self, request: Any, timeout: float | None, metadata: Any
+        self, request: Any, timeout: float | None, metadata: Any, kw: dict[str, Any]
     ) -> AsyncIterator[Any]:
         # A stream that has begun cannot move: the registry is chosen once.
         index = self._first(metadata)[0]
-        async for response in self._subs[index](request, timeout=timeout, metadata=metadata):
+        async for response in self._subs[index](request, timeout=timeout, metadata=metadata, **kw):
             yield response
 
     async def with_call(
-        self, request: Any, *, timeout: float | None = None, metadata: Any = None, **_: Any
+        self,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        metadata: Any = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
     ) -> tuple[Any, Any]:
         """``await stub.Method.with_call(request)``: the response and the provider call's
         status and metadata (see :class:`~dubbo_py.consumer.channel.CallResult`)."""
@@ -277,7 +303,12 @@ class _AsyncZoneMultiCallable(_ZoneSite):
         while True:
             try:
                 return await self._subs[index].with_call(  # type: ignore[no-any-return]
-                    request, timeout=_remaining(timeout, started), metadata=metadata
+                    request,
+                    timeout=_remaining(timeout, started),
+                    metadata=metadata,
+                    credentials=credentials,
+                    wait_for_ready=wait_for_ready,
+                    compression=compression,
                 )
             except ClusterError as error:
                 index = self._next(error, tried, zone, force)

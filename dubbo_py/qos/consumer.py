@@ -122,6 +122,7 @@ class _Observer:
             {**invocation.attachments, **dict(headers)},
             invocation.timeout,
             invocation.explicit_arguments,
+            invocation.options,
         )
         token = otel_context.attach(trace.set_span_in_context(span))
         attempts: list[int] = [0]

@@ -279,6 +279,10 @@ class RegistryDirectory:
 
     def _apply_document(self, watched: WatchedKey, text: str | None) -> None:
         key = watched.key
+        if text is not None:
+            # Fields the document holds that dubbo-py does not act on: logged once per
+            # document version and counted (dubbo_py/rule_fields.py), never refused.
+            watched.kind.note_unread(layout.config_path(key), text)
         with self._lock:
             if watched.kind.overrides:
                 if text is None:

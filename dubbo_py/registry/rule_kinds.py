@@ -28,12 +28,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dubbo_py.router.base import Router
+from dubbo_py.rule_fields import Field, FieldNote, note_unread, unread_fields
 
 __all__ = [
     "RULE_KINDS",
+    "UNREAD_DOCUMENTS",
     "DocumentCompiler",
     "RuleKind",
     "Target",
+    "UnreadDocument",
     "WatchedKey",
     "infer_kind",
     "kind_named",
@@ -41,6 +44,7 @@ __all__ = [
     "provider_application_keys",
     "service_keys",
     "target_for_document",
+    "unread_document",
 ]
 
 #: Compiles a document (text, source) into routers; raises RuleError when it is invalid.
@@ -84,6 +88,32 @@ class RuleKind:
     #: application (Dubbo's ProviderAppStateRouter and AffinityProviderAppStateRouter skip it:
     #: a consumer's own application's condition rule is read once, as an application rule).
     own_application_as_provider: bool = True
+    #: The table of the kind's document fields (:mod:`dubbo_py.rule_fields`), kept next to
+    #: its compiler and imported with it; None for a kind of dubbo-py's own that refuses any
+    #: field it does not act on (a shard rule).
+    field_table: Callable[[], Mapping[str, Field]] | None = None
+    #: For a kind that judges what it does not act on item by item, beyond its table (a
+    #: configurators item's ``match`` under the wrong ``configVersion``, a consumer key with no
+    #: meaning here): the fields it names. Its own reader logs and counts them where consumers
+    #: and providers read the document, so :meth:`note_unread` leaves it alone.
+    judged: Callable[[str, str], list[FieldNote]] | None = None
+
+    def unread(self, text: str, source: str = "") -> list[FieldNote]:
+        """The fields of the document ``text`` this kind does not act on (none for a document
+        that is not a mapping: its compiler reports that)."""
+        if self.judged is not None:
+            return self.judged(text, source)
+        if self.field_table is None:
+            return []
+        from dubbo_py.yaml_loader import peek_yaml
+
+        return unread_fields(peek_yaml(text, source), self.field_table())
+
+    def note_unread(self, key: str, text: str) -> None:
+        """A consumer read ``text`` at ``key``: log the fields not acted on (once per document
+        version) and count them (:func:`dubbo_py.rule_fields.note_unread`)."""
+        if self.field_table is not None and self.judged is None:
+            note_unread(self.name, key, text, self.field_table())
 
     @property
     def targets(self) -> frozenset[Target]:
@@ -173,6 +203,46 @@ def _shard_router(text: str, source: str) -> list[Router]:
     return compile_shard_document(text, source)
 
 
+def _condition_fields() -> Mapping[str, Field]:
+    from dubbo_py.router.condition import carriers
+
+    return carriers.FIELDS
+
+
+def _tag_fields() -> Mapping[str, Field]:
+    from dubbo_py.router import tag_rule
+
+    return tag_rule.FIELDS
+
+
+def _script_fields() -> Mapping[str, Field]:
+    from dubbo_py.router.script import rule
+
+    return rule.FIELDS
+
+
+def _affinity_fields() -> Mapping[str, Field]:
+    from dubbo_py.router import affinity
+
+    return affinity.FIELDS
+
+
+def _override_fields() -> Mapping[str, Field]:
+    from dubbo_py.cluster import configurators
+
+    return configurators.FIELDS
+
+
+def _override_judged(text: str, source: str) -> list[FieldNote]:
+    from dubbo_py.cluster import configurators
+
+    notes = []
+    for line in configurators.unacted_fields(text, source):
+        path, _, why = line.partition(": ")
+        notes.append(FieldNote(path, True, why))
+    return notes
+
+
 def _validate_overrides(text: str, source: str) -> list[Router]:
     from dubbo_py.cluster import configurators
 
@@ -194,6 +264,7 @@ RULE_KINDS: tuple[RuleKind, ...] = (
         },
         fields=("conditions",),
         own_application_as_provider=False,
+        field_table=_condition_fields,
     ),
     RuleKind(
         "affinity-router",
@@ -204,9 +275,20 @@ RULE_KINDS: tuple[RuleKind, ...] = (
         },
         fields=("affinityAware",),
         own_application_as_provider=False,
+        field_table=_affinity_fields,
     ),
-    RuleKind("tag-router", {Target.PROVIDER_APPLICATION: _tag_router}, fields=("tags",)),
-    RuleKind("script-router", {Target.PROVIDER_APPLICATION: _script_router}, fields=("script",)),
+    RuleKind(
+        "tag-router",
+        {Target.PROVIDER_APPLICATION: _tag_router},
+        fields=("tags",),
+        field_table=_tag_fields,
+    ),
+    RuleKind(
+        "script-router",
+        {Target.PROVIDER_APPLICATION: _script_router},
+        fields=("script",),
+        field_table=_script_fields,
+    ),
     RuleKind(
         "shard-router",
         {Target.SERVICE: _shard_router},
@@ -218,8 +300,48 @@ RULE_KINDS: tuple[RuleKind, ...] = (
         {Target.SERVICE: _validate_overrides, Target.APPLICATION: _validate_overrides},
         fields=("configs",),
         overrides=True,
+        field_table=_override_fields,
+        # Judged item by item (cluster.configurators.unacted_fields); consumers and providers
+        # log and count them in configurators.validate_document.
+        judged=_override_judged,
     ),
 )
+
+
+@dataclass(frozen=True)
+class UnreadDocument:
+    """A kind of document Dubbo reads that dubbo-py does not: the CLI names it, by name."""
+
+    #: What it is, with its article (``a mesh VirtualService rule``).
+    name: str
+    #: Whether a document is one: its top-level mapping.
+    test: Callable[[Mapping[str, object]], bool]
+    #: Why dubbo-py does not read it.
+    why: str
+
+
+#: Documents out of dubbo-py's scope, named by the CLI instead of "cannot tell the kind".
+UNREAD_DOCUMENTS: tuple[UnreadDocument, ...] = (
+    UnreadDocument(
+        "a mesh VirtualService rule",
+        lambda d: d.get("kind") == "VirtualService",
+        "Dubbo's mesh routing (service.dubbo.apache.org/v1alpha1) is out of dubbo-py's scope; "
+        "condition and tag rules cover its routing",
+    ),
+    UnreadDocument(
+        "a mesh DestinationRule",
+        lambda d: d.get("kind") == "DestinationRule",
+        "Dubbo's mesh routing (service.dubbo.apache.org/v1alpha1) is out of dubbo-py's scope; "
+        "condition and tag rules cover its routing",
+    ),
+)
+
+
+def unread_document(data: object) -> UnreadDocument | None:
+    """The out-of-scope kind a document is, None when it is none of them."""
+    if not isinstance(data, Mapping):
+        return None
+    return next((u for u in UNREAD_DOCUMENTS if u.test(data)), None)
 
 
 def _kinds() -> tuple[RuleKind, ...]:

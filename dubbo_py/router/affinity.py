@@ -53,6 +53,7 @@ from dubbo_py.invocation import Invocation
 from dubbo_py.router.base import PASS_THROUGH, BoundRouter
 from dubbo_py.router.condition.matcher import sample_value
 from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL
 from dubbo_py.yaml_loader import YamlDocument, compile_yaml, value_node
 
@@ -87,6 +88,15 @@ _NOT_ACTED_ON = {
 #: the key the document is stored at.
 _ACTED_ON = frozenset({"configVersion", "enabled", "valid", "affinityAware", "scope", "key"})
 _AWARE_FIELDS = frozenset({"key", "ratio"})
+
+#: Every field of an affinity document and what dubbo-py does with it (the no-silent-drop
+#: table, :mod:`dubbo_py.rule_fields`): ``rules validate`` names those not acted on, and
+#: consumers log and count them once per document version.
+FIELDS: Mapping[str, Field] = {
+    **{name: acted() for name in _ACTED_ON if name != "affinityAware"},
+    **{name: ignored(why) for name, why in _NOT_ACTED_ON.items()},
+    "affinityAware": acted(**{name: acted() for name in _AWARE_FIELDS}),
+}
 
 
 @dataclass(frozen=True)
@@ -166,9 +176,9 @@ class AffinityRouter:
 
 
 def parse_affinity_rule(text: str, source: str) -> AffinityRule:
-    """Read an affinity document; RuleError naming the field and where when it is invalid.
-    Each distinct document is read once per process, and its ignored fields are logged then
-    (once per document version)."""
+    """Read an affinity document; RuleError naming the field and where when it is invalid
+    (each distinct document is read once per process). Fields it does not act on are in
+    :data:`FIELDS`: consumers log them once per document version."""
     return _parse(text, source)
 
 
@@ -181,17 +191,6 @@ def _parse(text: str, source: str) -> AffinityRule:
         error=RuleError,
         empty="the document is empty",
     )
-    # Dubbo's own fields at info (most documents carry scope and key), unknown ones warned.
-    known = [(n, why) for n, why in rule.ignored if n in _NOT_ACTED_ON]
-    unknown = [(n, why) for n, why in rule.ignored if n not in _NOT_ACTED_ON]
-    for level, fields in ((logging.INFO, known), (logging.WARNING, unknown)):
-        if fields:
-            log.log(
-                level,
-                "%s: affinity rule fields with no effect in dubbo-py: %s",
-                source,
-                "; ".join(f"{name} ({why})" for name, why in fields),
-            )
     return rule
 
 

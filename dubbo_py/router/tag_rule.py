@@ -23,11 +23,13 @@ source, the place (``tags[1].match[0].value``) and its line/column.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dubbo_py.errors import RuleError
 from dubbo_py.router.address_pattern import AddressPattern, parse_address_pattern
-from dubbo_py.router.string_match import ParamMatch, parse_string_match
+from dubbo_py.router.string_match import MATCH_KINDS, ParamMatch, parse_string_match
+from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
 __all__ = ["TagDefinition", "TagRule", "parse_tag_rule", "validate_tag_yaml"]
@@ -70,6 +72,28 @@ class TagRule:
 def parse_tag_rule(text: str, source: str) -> TagRule:
     """Read and validate a tag rule; RuleError naming ``source``, the place and the problem."""
     return compile_yaml(text, source, _tag_rule, error=RuleError, empty="rule is empty")
+
+
+#: Every field of a tag document and what dubbo-py does with it (the no-silent-drop table,
+#: :mod:`dubbo_py.rule_fields`).
+FIELDS: Mapping[str, Field] = {
+    "configVersion": acted(),
+    "scope": acted(),
+    "key": acted(),
+    "enabled": acted(),
+    "force": acted(),
+    "runtime": ignored(
+        "tags are matched for every call (Dubbo 3.3's TagStateRouter does not read it either)"
+    ),
+    "priority": ignored("the tag router runs at its fixed place in the chain, as Dubbo's"),
+    "dynamic": ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
+    "valid": ignored("Dubbo reads and drops it"),
+    "tags": acted(
+        name=acted(),
+        addresses=acted(),
+        match=acted(key=acted(), value=acted(**{kind: acted() for kind in MATCH_KINDS})),
+    ),
+}
 
 
 def _tag_rule(doc: YamlDocument) -> TagRule:

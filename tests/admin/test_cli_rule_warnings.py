@@ -191,8 +191,11 @@ def test_configurator_fields_not_acted_on_are_warnings_and_strict_refuses(cli: C
     result = cli(*REGISTRY, "rules", "validate", path, "--key", key)
     assert result.exit_code == 0, result.output
     found = warnings_of(result.stderr)
-    assert any("configs[0].match: read only with configVersion v3.0" in w for w in found)
-    assert any("configs[1].priority: not a field" in w for w in found)
+    assert any(
+        "'configs[0].match' is ignored by dubbo-py: read only with configVersion v3.0" in w
+        for w in found
+    )
+    assert any("'configs[1].priority' is ignored by dubbo-py: not a field" in w for w in found)
     strict = cli("rules", "push", path, "--key", key, "--strict")
     assert strict.exit_code == 1
     assert cli.text(key) is None

@@ -29,7 +29,8 @@ PUBLIC = {
     "ApplicationConfig", "ProtocolConfig", "QosConfig", "ReferenceConfig", "RegistryConfig",
     "load_config", "parse_config",
     # errors
-    "BadVersionError", "ClusterError", "ConfigError", "MockSpecError", "NoNodeError",
+    "BadVersionError", "CallCredentialsError", "ClusterError", "ConfigError", "MockSpecError",
+    "NoNodeError",
     "NoProviderError", "NodeExistsError", "NotEmptyError", "OptionError", "PositionedError",
     "ProviderUnavailable", "RegistryAddressError", "RegistryUnreachableError", "RuleError",
     "StoreError", "TLSConfigError", "URLError",

@@ -146,7 +146,7 @@ def test_libyaml_and_pyyaml_read_every_valid_document_alike(text: str) -> None:
 BAD = [
     "configVersion: v3.0\nscope: service\nkey: k\nconditions:\n  - 'method = => x'\n",
     "configVersion: v3.0\nscope: service\nkey: k\nconditions: [\n",
-    "configVersion: v3.0\nscope: service\nkey: k\nfoce: true\nconditions: ['=> a = b']\n",
+    "configVersion: v3.0\nscope: service\nkey: k\nforce: maybe\nconditions: ['=> a = b']\n",
     "configVersion: v3.0\nscope: service\nkey: k\nconditions:\n\t- '=> a = b'\n",
     "configVersion: v3.0\nscope: service\nkey: k\nconditions:\n  - '=> a = b\x07'\n",
     "configVersion: v3.1\nscope: service\nkey: k\nconditions:\n  - to:\n      - weight: -1\n",

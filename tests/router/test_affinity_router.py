@@ -17,10 +17,10 @@ Deliberate differences (docs/routing.md, "Where dubbo-py differs"):
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
@@ -28,6 +28,7 @@ from dubbo_py.router import affinity
 from dubbo_py.router.base import PASS_THROUGH
 from dubbo_py.router.chain import RouterChain
 from dubbo_py.router.snapshot import Snapshot
+from dubbo_py.rule_fields import unread_fields
 from dubbo_py.url import URL
 
 _PARAMS = [
@@ -163,21 +164,21 @@ def test_priorities_and_place_in_the_chain() -> None:
     assert (service.priority, app.priority) == (130, 135)
 
 
-def test_fields_with_no_effect_are_named_once_per_document_version(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_fields_with_no_effect_are_in_the_table_and_named() -> None:
     text = _doc(ratio=20, force="true", priority=3) + "owner: team-a\n"
-    text += "# version 1\n"
-    with caplog.at_level(logging.INFO, logger="dubbo_py.router.affinity"):
-        rule = affinity.parse_affinity_rule(text, "src-1")
-        affinity.parse_affinity_rule(text, "src-1")
+    rule = affinity.parse_affinity_rule(text, "src-1")
     names = [name for name, _ in rule.ignored]
     assert names == ["runtime", "force", "priority", "owner"]
-    # Dubbo's own fields at info, the unknown one warned; each document version once.
-    logged = [(r.levelno, r.getMessage()) for r in caplog.records]
-    assert [level for level, _ in logged] == [logging.INFO, logging.WARNING]
-    assert all(name in logged[0][1] for name in names[:-1])
-    assert "owner" in logged[1][1] and "owner" not in logged[0][1]
+    # The no-silent-drop table names the same fields: Dubbo's own as ignored, with a reason,
+    # the unknown one as not a field (consumers log and count them once per document version,
+    # tests/registry/test_rule_fields_consumers.py).
+    notes = unread_fields(yaml.safe_load(text), affinity.FIELDS)
+    assert [(n.path, n.known) for n in notes] == [
+        ("runtime", True),
+        ("force", True),
+        ("priority", True),
+        ("owner", False),
+    ]
 
 
 def test_the_example_in_the_routing_docs_is_valid() -> None:

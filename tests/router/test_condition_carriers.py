@@ -408,12 +408,6 @@ V31_HEAD = "configVersion: v3.1\nscope: service\nkey: x\nconditions:\n"
         ("a: 1\n---\nb: 2\n", 2, 1, "single document"),
         ("- a\n- b\n", 1, 1, "must be a mapping"),
         ("scope: service\nkey: \x1f\n", 2, 6, "character '\\x1f' is not allowed"),
-        (
-            "scope: service\nkey: x\nfoce: true\nconditions: ['=> a = b']\n",
-            3,
-            1,
-            "unknown field 'foce'",
-        ),
         ("scope: service\nkey: x\nconditions: []\n", 3, 13, "non-empty list"),
         (
             "scope: service\nkey: x\nforce: maybe\nconditions: ['=> a=b']\n",
@@ -450,12 +444,6 @@ V31_HEAD = "configVersion: v3.1\nscope: service\nkey: x\nconditions:\n"
             7,
             12,
             "ratio must be within 0..100",
-        ),
-        (
-            V31_HEAD + "  - form:\n      match: a=b\n",
-            5,
-            5,
-            "unknown field 'form'",
         ),
         (
             V31_HEAD + "  - to: {match: a=b}\n",

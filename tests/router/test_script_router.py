@@ -364,7 +364,7 @@ ROUTE = "  def route(invokers, invocation, context):\n"
     ("text", "message", "line", "column"),
     [
         ("script: x\n", "'type' is required", 1, 1),
-        ("type: javascript\nscript: x\n", "only 'starlark'", 1, 7),
+        ("type: javascript\nscript: x\n", "JavaScript script rules", 1, 7),
         ("type: starlark\n", "'script' is required", 1, 1),
         (f"type: starlark\nscript: |\n{ROUTE}      return invokers +\n", "Parse error", 4, 24),
         (f"type: starlark\nscript: |\n{ROUTE}      return nobody\n", "`nobody` not found", 4, 14),

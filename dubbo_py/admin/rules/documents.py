@@ -207,6 +207,9 @@ def resolve_key(text: str, source: str, *, key: str | None, kind: str | None) ->
         raise RuleError("the rule file is empty", source=source)
     if kind is None:
         kind = infer_kind(data)
+        unread = rule_kinds.unread_document(data)
+        if kind is None and unread is not None:
+            raise RuleError(f"{unread.name}: {unread.why}", source=source)
         if kind is None:
             raise RuleError(
                 "cannot tell the rule kind from its fields; pass --kind "

@@ -9,9 +9,10 @@ warnings (``--strict`` makes them refusals):
   index or name, or a URL key that no provider or consumer in the registry has (with the
   closest field as a suggestion);
 * a condition document whose ``scope`` contradicts the key it goes to (the key wins);
-* a field of a condition or affinity document that changes nothing in dubbo-py (``runtime``,
-  ``dynamic``, a document-level ``priority``, a field Dubbo does not know): consumers log it
-  too, once per document version (``scope`` and ``key`` tell the CLI where the document goes);
+* a field of a rule document that dubbo-py does not act on (``ignored-field``: ``runtime``,
+  ``dynamic``, a document-level ``priority``; ``unknown-field``: a field Dubbo does not know
+  either; the kind's table in :mod:`dubbo_py.rule_fields`, and for configurators every item
+  part nothing acts on): consumers log and count them too, once per document version;
 * a rule key naming no registered service or application, or one that no registered consumer
   watches (with the closest registered name or watched key);
 * a rule that leaves a registered consumer with no provider for a method (from the dry-run
@@ -176,35 +177,16 @@ class RegistryView:
 # --------------------------------------------------------------------------- the checks
 
 
-#: Fields the CLI reads (where a document goes), so never "without effect" here.
-_PLACING_FIELDS = frozenset({"scope", "key"})
-
-
-def _no_effect_warnings(kind: str, text: str, source: str) -> list[LintWarning]:
-    """A warning per field of a condition or affinity document that dubbo-py does not act on
-    (the document is valid: validation ran first)."""
-    fields: list[tuple[str, str]] = []
-    if kind == "condition-router":
-        from dubbo_py.router.condition.carriers import fields_without_effect
-
-        fields = fields_without_effect(peek_yaml(text))
-    elif kind == "affinity-router":
-        from dubbo_py.router.affinity import parse_affinity_rule
-
-        try:
-            fields = list(parse_affinity_rule(text, source).ignored)
-        except RuleError:
-            return []
-    return [
-        LintWarning("no-effect", f"{source}: field {name!r} has no effect in dubbo-py: {why}")
-        for name, why in fields
-        if name not in _PLACING_FIELDS
-    ]
-
-
 def lint_offline(rule: RuleKey, text: str, source: str) -> list[LintWarning]:
-    """The checks that need no registry: keys that can never match, a contradicting scope."""
-    out: list[LintWarning] = []
+    """The checks that need no registry: fields dubbo-py does not act on (the no-silent-drop
+    table of the kind, :mod:`dubbo_py.rule_fields`), keys that can never match, a
+    contradicting scope."""
+    out: list[LintWarning] = [
+        LintWarning(
+            "ignored-field" if note.known else "unknown-field", f"{source}: {note.message()}"
+        )
+        for note in rule.rule_kind.unread(text, source)
+    ]
     for use in rule_keys(rule.kind, text, source):
         if use.kind is KeyKind.ABSENT:
             out.append(
@@ -214,14 +196,6 @@ def lint_offline(rule: RuleKey, text: str, source: str) -> list[LintWarning]:
                     "read arguments/attachments only as arguments[N] and attachments[name]",
                 )
             )
-    out += _no_effect_warnings(rule.kind, text, source)
-    if rule.kind == "configurators":
-        from dubbo_py.cluster.configurators import unacted_fields
-
-        out += [
-            LintWarning("not-acted-on", f"{source}: {field}")
-            for field in unacted_fields(text, source)
-        ]
     if rule.kind == "condition-router" and rule.key:
         data = peek_yaml(text)
         scope = data.get("scope") if isinstance(data, Mapping) else None

@@ -2,6 +2,10 @@
 ``sqlite:///abs/path.db`` for the embedded store, ``tri://host:port[,host:port]`` for direct,
 registry-less calls.
 
+A registry address may carry Dubbo's registry URL parameters (``?zone=a&backup=h2:2181``) and
+a ZooKeeper digest identity (``zookeeper://user:password@host:port``): see
+:mod:`dubbo_py.registry.store.parameters`.
+
 When no address is given, ``DUBBO_PY_REGISTRY`` is used, else the embedded store in the user's
 data directory, so the quick start needs no server.
 """
@@ -10,13 +14,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dubbo_py.errors import RegistryAddressError, URLError
 from dubbo_py.registry.store.base import Store
 from dubbo_py.registry.store.kinds import STORES
+from dubbo_py.registry.store.parameters import AddressParameters, read_parameters
 from dubbo_py.url import URL
 
 __all__ = [
@@ -47,6 +52,9 @@ class RegistryAddress:
     location: str
     #: zookeeper and etcd: the chroot (``""`` or ``/path``; for etcd a key prefix).
     chroot: str = ""
+    #: What the address's parameters (and ``user:password@``) say; not part of the address's
+    #: identity (two applications with different zones share one store).
+    parameters: AddressParameters = field(default=AddressParameters(), compare=False)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -74,8 +82,16 @@ class RegistryAddress:
             raise RegistryAddressError(f"{self} is a direct provider address, not a registry")
         module, _, name = kind.target.partition(":")
         store_class: Any = getattr(importlib.import_module(module), name)
+        if connect_timeout is None:
+            connect_timeout = self.parameters.connect_timeout
         store: Store = store_class.from_address(self, auth=auth, connect_timeout=connect_timeout)
         return store
+
+    def settings(self) -> dict[str, object]:
+        """The :class:`~dubbo_py.config.model.RegistryConfig` fields the address's parameters
+        set (``zone``, ``weight``, ``preferred``, ``register``, ``subscribe``,
+        ``register_mode``, ``auth``)."""
+        return dict(self.parameters.settings)
 
     def __str__(self) -> str:
         if self.kind == "sqlite":
@@ -101,6 +117,22 @@ def _check_hosts(text: str, hosts: str, default_port: int | None) -> str:
     return ",".join(out)
 
 
+_NONE = AddressParameters()
+
+
+def _with_setting(
+    parameters: AddressParameters, name: str, value: object, text: str
+) -> AddressParameters:
+    if any(k == name for k, _ in parameters.settings):
+        raise RegistryAddressError(f"{text!r}: {name} is given twice")
+    return AddressParameters(
+        (*parameters.settings, (name, value)),
+        parameters.backup,
+        parameters.connect_timeout,
+        parameters.session_timeout,
+    )
+
+
 def parse_registry_address(text: str | None = None) -> RegistryAddress:
     """Parse an address; ``None`` means ``$DUBBO_PY_REGISTRY`` or the embedded default."""
     if text is None or not text.strip():
@@ -109,6 +141,7 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
             return RegistryAddress("sqlite", str(default_registry_path()))
     text = text.strip()
     scheme, sep, rest = text.partition("://")
+    rest, question, query = rest.partition("?")
     if not sep:
         raise RegistryAddressError(
             f"{text!r}: expected zookeeper://host:port, etcd://host:port, sqlite:///path or "
@@ -118,12 +151,28 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
     if kind is not None and kind.default_port is not None:
         hosts, slash, chroot = rest.partition("/")
         chroot = f"/{chroot.strip('/')}" if slash and chroot.strip("/") else ""
-        return RegistryAddress(kind.scheme, _check_hosts(text, hosts, kind.default_port), chroot)
+        parameters = read_parameters(query, text, networked=True) if question else _NONE
+        identity, at, hosts = hosts.rpartition("@")
+        if at:
+            user, colon, _ = identity.partition(":")
+            if not colon or not user:
+                raise RegistryAddressError(f"{text!r}: expected user:password@ before the hosts")
+            parameters = _with_setting(parameters, "auth", identity, text)
+        if parameters.backup:
+            hosts = ",".join((hosts, *parameters.backup))
+        location = _check_hosts(text, hosts, kind.default_port)
+        return RegistryAddress(kind.scheme, location, chroot, parameters)
     if scheme == "sqlite":
         if not rest.startswith("/"):
             raise RegistryAddressError(f"{text!r}: the embedded registry needs an absolute path")
-        return RegistryAddress("sqlite", rest)
+        parameters = read_parameters(query, text, networked=False) if question else _NONE
+        return RegistryAddress("sqlite", rest, "", parameters)
     if scheme in ("tri", "grpc"):
+        if question:
+            raise RegistryAddressError(
+                f"{text!r}: a direct provider address takes no parameters (reference options "
+                "go to reference(...) or dubbo.yaml's references:)"
+            )
         return RegistryAddress("direct", _check_hosts(text, rest.rstrip("/"), None))
     raise RegistryAddressError(
         f"{text!r}: unknown registry scheme {scheme!r} ({', '.join(STORES)} or tri)"

@@ -187,10 +187,14 @@ class ZooKeeperStore:
         auth: tuple[str, str] | None = None,
         connect_timeout: float | None = None,
     ) -> ZooKeeperStore:
-        """The store of a ``zookeeper://`` address (the store table's constructor)."""
-        if connect_timeout is None:
-            return cls(address.location, address.chroot, auth=auth)
-        return cls(address.location, address.chroot, auth=auth, connect_timeout=connect_timeout)
+        """The store of a ``zookeeper://`` address (the store table's constructor); the
+        address's ``session`` parameter (Dubbo's, in ms) sets the session timeout."""
+        options: dict[str, float] = {}
+        if connect_timeout is not None:
+            options["connect_timeout"] = connect_timeout
+        if address.parameters.session_timeout is not None:
+            options["session_timeout"] = address.parameters.session_timeout
+        return cls(address.location, address.chroot, auth=auth, **options)
 
     def __init__(
         self,

@@ -38,15 +38,15 @@ from dubbo_py.router.condition.router import (
     MultiDestinationRouter,
 )
 from dubbo_py.router.condition.rule import Clause
+from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL, decode_component
-from dubbo_py.yaml_loader import YamlDocument, compile_yaml, key_node, value_node
+from dubbo_py.yaml_loader import YamlDocument, compile_yaml, value_node
 
 __all__ = [
     "APPLICATION_SCOPE_PRIORITY",
     "PROVIDER_APPLICATION_PRIORITY",
     "SERVICE_SCOPE_PRIORITY",
     "application_routers_from_yaml",
-    "fields_without_effect",
     "provider_application_routers_from_yaml",
     "router_from_url",
     "routers_from_yaml",
@@ -82,18 +82,39 @@ _DOCUMENT_FIELDS = frozenset(
     }
 )
 _V31_CONDITION_FIELDS = frozenset({"from", "to", "priority", "force", "ratio", "trafficDisable"})
-#: Document fields Dubbo's AbstractRouterRule reads that change nothing in dubbo-py, with why
-#: (``scope`` and ``key`` are not among them: they tell the CLI where a document goes, and
-#: consumers, like Dubbo's, go by the key the document is stored at).
-_NO_EFFECT = {
-    "runtime": "Dubbo's route cache switch; dubbo-py routes every call from masks computed "
-    "when providers or rules change",
-    "dynamic": "Dubbo reads it and does nothing with it",
-    "priority": "the key the document is stored at sets its priority (140, 145 or 150), as in "
-    "Dubbo; a v3.1 condition's own priority orders the conditions",
-}
-
 log = logging.getLogger(__name__)
+#: Every field of a condition document and what dubbo-py does with it (the no-silent-drop
+#: table, :mod:`dubbo_py.rule_fields`): ``rules validate`` names those not acted on, and
+#: consumers log them.
+FIELDS: Mapping[str, Field] = {
+    "configVersion": acted(),
+    # The key the document is stored at decides; these two name it for `rules push`.
+    "scope": acted(),
+    "key": acted(),
+    "enabled": acted(),
+    "force": acted(),
+    "runtime": ignored(
+        "conditions are evaluated for every call (Dubbo 3.3's state routers do not read it either)"
+    ),
+    "priority": ignored(
+        "the document's routers run at the priority of the key it is stored "
+        "at (service 140, application 145/150), as Dubbo's state routers do"
+    ),
+    "dynamic": ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
+    # ``valid: false`` builds no router, as Dubbo's AbstractRouterRule reads it.
+    "valid": acted(),
+    # v3.0: each a 'when => then' string; v3.1: each a mapping.
+    "conditions": acted(
+        **{
+            "from": acted(match=acted()),
+            "to": acted(match=acted(), weight=acted()),
+            "priority": acted(),
+            "force": acted(),
+            "ratio": acted(),
+            "trafficDisable": acted(),
+        }
+    ),
+}
 
 
 # --------------------------------------------------------------------------- registry URLs
@@ -154,30 +175,15 @@ def _compiled_document(text: str, source: str, scope: str | None) -> Router:
     immutable once compiled, instead of parsing the YAML and the rules again -- ten
     applications in a process applied a push ten times over. A document that fails raises each
     time (errors are not kept)."""
-    # Every consumer reads every push: libyaml first, the reference parser for errors.
-    ignored: list[tuple[str, str]] = []
-
-    def build(doc: YamlDocument) -> Router:
-        ignored[:] = fields_without_effect(doc.data)
-        return _Document(doc, scope).build()
-
-    router = compile_yaml(text, source, build, error=RuleError, empty="the document is empty")
-    # Once per document version and process (this cache), so that no field goes unnamed.
-    if ignored:
-        log.info(
-            "%s: condition rule fields with no effect in dubbo-py: %s",
-            source,
-            "; ".join(f"{name} ({why})" for name, why in ignored),
-        )
-    return router
-
-
-def fields_without_effect(data: object) -> list[tuple[str, str]]:
-    """``(field, why)`` for each field of a condition document that dubbo-py reads and that
-    changes nothing (``rules validate``/``push`` warn about them)."""
-    if not isinstance(data, Mapping):
-        return []
-    return [(name, why) for name, why in _NO_EFFECT.items() if name in data]
+    # Every consumer reads every push: libyaml first, the reference parser for errors. Fields
+    # it does not act on are in FIELDS: the registry directory logs and counts them.
+    return compile_yaml(
+        text,
+        source,
+        lambda doc: _Document(doc, scope).build(),
+        error=RuleError,
+        empty="the document is empty",
+    )
 
 
 def service_routers_from_yaml(text: str, source: str) -> list[Router]:
@@ -240,12 +246,8 @@ class _Document:
         assert node is not None  # empty documents are refused by the loader
         if not isinstance(data, dict):
             raise self.error("a condition rule document must be a mapping of fields", node)
-        for key in data:
-            if key not in _DOCUMENT_FIELDS:
-                known = ", ".join(sorted(_DOCUMENT_FIELDS))
-                raise self.error(
-                    f"unknown field {key!r} (expected one of {known})", key_node(node, key)
-                )
+        # Fields it does not know are accepted, as Dubbo accepts them, and named by the
+        # no-silent-drop check (FIELDS; `rules validate` warns, consumers log them).
         version = self.version(data, node)
         # Dubbo reads neither field (the key the document is stored at decides), so a document
         # without them, or with a scope it does not know, is accepted as Dubbo accepts it; the
@@ -344,13 +346,6 @@ class _Document:
         where = f"conditions[{index}]"
         if not isinstance(item, dict):
             raise self.error(f"{where} must be a mapping with 'from' and 'to'", node)
-        for key in item:
-            if key not in _V31_CONDITION_FIELDS:
-                raise self.error(
-                    f"{where}: unknown field {key!r} "
-                    f"(expected one of {', '.join(sorted(_V31_CONDITION_FIELDS))})",
-                    key_node(node, key),
-                )
         when = self.from_side(item.get("from"), value_node(node, "from"), where)
         destinations = self.to_side(item.get("to"), value_node(node, "to"), where)
         ratio = self.integer(item, node, "ratio", 0, f"{where}: ")
@@ -376,9 +371,6 @@ class _Document:
             return "", None
         if not isinstance(holder, dict):
             raise self.error(f"{where} must be a mapping with 'match'", node)
-        for key in holder:
-            if key not in ("match", "weight"):
-                raise self.error(f"{where}: unknown field {key!r}", key_node(node, key))
         match = holder.get("match")
         match_node = value_node(node, "match")
         if match is None:

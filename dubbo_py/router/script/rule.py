@@ -38,6 +38,7 @@ import logging
 import re
 import tokenize
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import starlark
@@ -46,6 +47,7 @@ from dubbo_py.errors import RuleError, URLError
 from dubbo_py.router.script import engine
 from dubbo_py.router.script.checker import CHECKING
 from dubbo_py.router.script.sandbox import SCRIPT, UNAVAILABLE, Sandbox, default_sandbox
+from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL, decode_component
 from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
@@ -109,6 +111,23 @@ class ScriptRule:
             object.__setattr__(self, "digest", hashlib.sha256(text.encode()).hexdigest())
 
 
+#: Every field of a script document and what dubbo-py does with it (the no-silent-drop table,
+#: :mod:`dubbo_py.rule_fields`).
+FIELDS: Mapping[str, Field] = {
+    "configVersion": acted(),
+    "scope": acted(),
+    "key": acted(),
+    "type": acted(),
+    "script": acted(),
+    "enabled": acted(),
+    "force": acted(),
+    "priority": acted(),
+    "runtime": ignored("the script runs for every call that reaches the router"),
+    "dynamic": ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
+    "valid": ignored("Dubbo reads and drops it"),
+}
+
+
 def parse_script_rule(text: str, source: str, *, sandbox: Sandbox | None = None) -> ScriptRule:
     """Read and check a ``.script-router`` YAML document; RuleError naming the problem, with
     line/column (script errors point into the YAML when the script is a ``|`` block)."""
@@ -121,14 +140,22 @@ def parse_script_rule(text: str, source: str, *, sandbox: Sandbox | None = None)
     )
 
 
+def _unsupported(kind: str) -> str:
+    if kind.lower() in ("javascript", "js"):
+        # Named as out of scope, not as a typo: Dubbo runs these on a JavaScript engine.
+        return (
+            f"JavaScript script rules (type: {kind}) are out of dubbo-py's scope: it runs "
+            "type: starlark scripts (docs/routing.md, Script rules)"
+        )
+    return f"unsupported script type {kind!r}: only 'starlark' scripts run here"
+
+
 def _script_rule(doc: YamlDocument, sandbox: Sandbox | None) -> ScriptRule:
     text, source = doc.text, doc.source
     doc.mapping()
     kind = doc.get_str(("type",), required=True).strip()
     if kind.lower() != SCRIPT_TYPE:
-        raise doc.error(
-            ("type",), f"unsupported script type {kind!r}: only 'starlark' scripts run here"
-        )
+        raise doc.error(("type",), _unsupported(kind))
     script = doc.get_str(("script",), required=True)
     found_line, found_column = doc.position(("script",))
     line, column = found_line or 1, found_column or 1

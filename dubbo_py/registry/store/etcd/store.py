@@ -215,9 +215,15 @@ class EtcdStore:
                 f"{address}: registry identities (--auth, $DUBBO_PY_REGISTRY_AUTH) are ZooKeeper "
                 "digest identities; the etcd store does not authenticate yet"
             )
-        if connect_timeout is None:
-            return cls(address.location, address.chroot)
-        return cls(address.location, address.chroot, connect_timeout=connect_timeout)
+        options: dict[str, Any] = {}
+        if connect_timeout is not None:
+            options["connect_timeout"] = connect_timeout
+        session = address.parameters.session_timeout
+        if session is not None:
+            # Dubbo's session (ms) is how long the registry keeps what a silent client wrote:
+            # for etcd, the lease's time to live (whole seconds, at least one).
+            options["lease_ttl"] = max(1, round(session))
+        return cls(address.location, address.chroot, **options)
 
     def __init__(
         self,
