@@ -57,6 +57,9 @@ class RegistryConfig:
     register: bool = True
     #: Consumers subscribe to this registry.
     subscribe: bool = True
+    #: Keep providers this registry lost at once while they answer (``enable-empty-
+    #: protection``; None: the application's setting, else on). docs/registry.md.
+    enable_empty_protection: bool | None = None
 
     def __post_init__(self) -> None:
         if self.weight < 0:
@@ -236,3 +239,5 @@ class ApplicationConfig:
     #: The application's zone (``application.zone``): calls without a ``registry_zone``
     #: attachment prefer the registry of this zone.
     zone: str | None = None
+    #: ``application.enable-empty-protection``: every registry's default (None: on).
+    enable_empty_protection: bool | None = None

@@ -9,7 +9,7 @@ data directory, so the quick start needs no server.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -42,6 +42,17 @@ class RegistryAddress:
     location: str
     #: zookeeper and etcd: the chroot (``""`` or ``/path``; for etcd a key prefix).
     chroot: str = ""
+    #: Parameters after ``?`` (only :data:`ADDRESS_PARAMETERS`), e.g.
+    #: ``zookeeper://h:2181?enable-empty-protection=false``; not part of the registry's name.
+    parameters: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def empty_protection(self) -> bool | None:
+        """The address's ``enable-empty-protection`` (None: not given)."""
+        for key, value in self.parameters:
+            if key == "enable-empty-protection":
+                return value == "true"
+        return None
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -78,13 +89,46 @@ def _check_hosts(text: str, hosts: str, default_port: int | None) -> str:
     return ",".join(out)
 
 
+#: The parameters a registry address may carry, with the values each accepts.
+ADDRESS_PARAMETERS: dict[str, tuple[str, ...]] = {"enable-empty-protection": ("true", "false")}
+
+
+def _address_parameters(text: str, query: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in query.split("&"):
+        if not item:
+            continue
+        key, _, value = item.partition("=")
+        accepted = ADDRESS_PARAMETERS.get(key)
+        if accepted is None:
+            raise RegistryAddressError(
+                f"{text!r}: unknown registry parameter {key!r} (known: "
+                f"{', '.join(ADDRESS_PARAMETERS)})"
+            )
+        if value.lower() not in accepted:
+            raise RegistryAddressError(
+                f"{text!r}: {key}={value!r}: expected one of {', '.join(accepted)}"
+            )
+        out.append((key, value.lower()))
+    return tuple(out)
+
+
 def parse_registry_address(text: str | None = None) -> RegistryAddress:
-    """Parse an address; ``None`` means ``$DUBBO_PY_REGISTRY`` or the embedded default."""
+    """Parse an address; ``None`` means ``$DUBBO_PY_REGISTRY`` or the embedded default. A
+    ``?key=value`` part may carry :data:`ADDRESS_PARAMETERS`."""
+    return _parse_location(text)
+
+
+def _parse_location(text: str | None) -> RegistryAddress:
     if text is None or not text.strip():
         text = os.environ.get(ENV_REGISTRY, "").strip()
         if not text:
             return RegistryAddress("sqlite", str(default_registry_path()))
     text = text.strip()
+    text, question, query = text.partition("?")
+    if question:
+        parameters = _address_parameters(text, query)
+        return replace(_parse_location(text), parameters=parameters)
     scheme, sep, rest = text.partition("://")
     if not sep:
         raise RegistryAddressError(

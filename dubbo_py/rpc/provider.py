@@ -37,6 +37,7 @@ __all__ = [
     "bind_servicers",
     "export",
     "health_names",
+    "mark_services",
     "provider_url",
     "provider_urls",
     "register_all",
@@ -105,6 +106,7 @@ class ExportedServer:
         ``offline``); returns the URLs taken out."""
         chosen = list(self.urls if urls is None else urls)
         if not self._stopped.is_set():
+            mark_services(self.health, chosen, serving=False)
             unregister_all(self.registry, chosen)
         self.is_offline = True
         return chosen
@@ -114,6 +116,7 @@ class ExportedServer:
         chosen = list(self.urls if urls is None else urls)
         if not self._stopped.is_set():
             register_all(self.registry, chosen)
+            mark_services(self.health, chosen, serving=True)
         self.is_offline = False
         return chosen
 
@@ -123,6 +126,7 @@ class ExportedServer:
             return
         self._stopped.set()
         if self.registry is not None:
+            mark_services(self.health, self.urls, serving=False)
             for url in self.urls:
                 try:
                     self.registry.unregister(url)
@@ -293,6 +297,21 @@ def provider_urls(
             )
         )
     return urls
+
+
+def mark_services(health_servicer: Any, urls: Sequence[URL], *, serving: bool) -> None:
+    """Set the health status of the services of ``urls`` (the server's own stays as it is).
+
+    A provider unregisters a service on purpose only after marking it NOT_SERVING: consumers'
+    empty protection (:mod:`dubbo_py.registry.empty_protection`) tells a provider that left
+    the registry on purpose from one whose session expired by asking exactly this."""
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for url in urls:
+        health_servicer.set(url.path, status)
 
 
 def unregister_all(registry: Registry | None, urls: Sequence[URL]) -> None:
