@@ -20,9 +20,9 @@ dubbo-py asks the providers instead (:class:`EmptyProtection`):
   NOT_SERVING in its health service, so it is dropped at the first probe, as is one that is
   gone (connection refused); one that stops answering is dropped after two silent probes. A
   provider whose session merely expired still serves the service, and is kept.
-* It lets go as soon as the registry lists as many providers as it keeps (a partition healed:
-  the providers register again within a second of reconnecting), and then the registry's list
-  is the list again.
+* It lets go as soon as providers register again and the registry lists at least as many as
+  it keeps (a partition healed: the providers register again within a second of reconnecting);
+  then the registry's list is the list again.
 
 Not thread-safe on its own: the directory calls :meth:`apply` under its lock; the prober runs
 on its own thread and tells the directory to rebuild through ``on_change``.
@@ -112,6 +112,7 @@ class EmptyProtection:
             for address, url in self._previous.items():
                 if address not in current and address not in self._left:
                     self._left[address] = KeptProvider(url, now)
+            arrived = current.keys() - self._previous.keys()
             for address in current:  # registered again: nothing to keep
                 self._left.pop(address, None)
                 self._kept.discard(address)
@@ -124,7 +125,9 @@ class EmptyProtection:
             ]
             for address in stale:
                 del self._left[address]
-            engage = len(self._left) > len(current)
+            # Engaged, it lets go only when providers register again (a probe dropping one
+            # of the kept does not hand the rest over).
+            engage = len(self._left) > len(current) or bool(self._kept and not arrived)
             was_engaged = bool(self._kept)
             if engage:
                 self._kept = set(self._left)
