@@ -9,6 +9,7 @@ data directory, so the quick start needs no server.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -45,6 +46,14 @@ class RegistryAddress:
     #: Parameters after ``?`` (only :data:`ADDRESS_PARAMETERS`), e.g.
     #: ``zookeeper://h:2181?enable-empty-protection=false``; not part of the registry's name.
     parameters: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def session_seconds(self) -> float | None:
+        """The address's ``session`` in seconds (None: the store's default)."""
+        for key, value in self.parameters:
+            if key == "session":
+                return int(value) / 1000
+        return None
 
     @property
     def empty_protection(self) -> bool | None:
@@ -89,8 +98,22 @@ def _check_hosts(text: str, hosts: str, default_port: int | None) -> str:
     return ",".join(out)
 
 
-#: The parameters a registry address may carry, with the values each accepts.
-ADDRESS_PARAMETERS: dict[str, tuple[str, ...]] = {"enable-empty-protection": ("true", "false")}
+def _boolean(value: str) -> str | None:
+    return value.lower() if value.lower() in ("true", "false") else None
+
+
+def _milliseconds(value: str) -> str | None:
+    return value if value.isdigit() and int(value) > 0 else None
+
+
+#: The parameters a registry address may carry: each one's check (the value to keep, or None
+#: when it is not acceptable) and what it accepts.
+ADDRESS_PARAMETERS: dict[str, tuple[Callable[[str], str | None], str]] = {
+    "enable-empty-protection": (_boolean, "true or false"),
+    # Dubbo's registry ``session``: ZooKeeper's session timeout, etcd's lease TTL (rounded up
+    # to whole seconds).
+    "session": (_milliseconds, "a number of milliseconds > 0"),
+}
 
 
 def _address_parameters(text: str, query: str) -> tuple[tuple[str, str], ...]:
@@ -99,17 +122,17 @@ def _address_parameters(text: str, query: str) -> tuple[tuple[str, str], ...]:
         if not item:
             continue
         key, _, value = item.partition("=")
-        accepted = ADDRESS_PARAMETERS.get(key)
-        if accepted is None:
+        known = ADDRESS_PARAMETERS.get(key)
+        if known is None:
             raise RegistryAddressError(
                 f"{text!r}: unknown registry parameter {key!r} (known: "
                 f"{', '.join(ADDRESS_PARAMETERS)})"
             )
-        if value.lower() not in accepted:
-            raise RegistryAddressError(
-                f"{text!r}: {key}={value!r}: expected one of {', '.join(accepted)}"
-            )
-        out.append((key, value.lower()))
+        check, accepted = known
+        kept = check(value)
+        if kept is None:
+            raise RegistryAddressError(f"{text!r}: {key}={value!r}: expected {accepted}")
+        out.append((key, kept))
     return tuple(out)
 
 

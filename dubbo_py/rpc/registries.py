@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -58,7 +59,7 @@ def open_store(
     ZooKeeper digest identity): see :mod:`dubbo_py.registry.shared_store`."""
     if address.kind == "direct":
         return None
-    key = (address.kind, address.location, address.chroot, auth)
+    key = (address.kind, address.location, address.chroot, auth, address.session_seconds)
     lease = process_stores.lease(key, lambda: _own_store(address, auth))
     if address.networked and not lease.start(connect_timeout):
         log.warning("registry %s does not answer yet; retrying in the background", address)
@@ -79,10 +80,17 @@ def _own_store(address: RegistryAddress, auth: tuple[str, str] | None) -> Store:
                 f"{address}: registry identities (--auth, ${ENV_AUTH}) are ZooKeeper digest "
                 "identities; the etcd store does not authenticate yet"
             )
-        return EtcdStore(address.location, address.chroot)
+        session = address.session_seconds
+        if session is None:
+            return EtcdStore(address.location, address.chroot)
+        return EtcdStore(address.location, address.chroot, lease_ttl=max(1, math.ceil(session)))
     from dubbo_py.registry.zookeeper import ZooKeeperStore
 
-    return ZooKeeperStore(address.location, address.chroot, auth=auth)
+    if address.session_seconds is None:
+        return ZooKeeperStore(address.location, address.chroot, auth=auth)
+    return ZooKeeperStore(
+        address.location, address.chroot, auth=auth, session_timeout=address.session_seconds
+    )
 
 
 def parse_auth(text: str | None) -> tuple[str, str] | None:

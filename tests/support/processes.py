@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,7 +17,16 @@ PROVIDER = ROOT / "examples" / "quickstart" / "provider.py"
 class ProviderProcess:
     """One Greeter provider in its own process; ``address`` is known once it printed READY."""
 
-    def __init__(self, registry: str, *args: str, port: int = 0, log_dir: Path | None = None):
+    def __init__(
+        self,
+        registry: str,
+        *args: str,
+        port: int = 0,
+        log_dir: Path | None = None,
+        prefix: Sequence[str] = (),
+    ):
+        #: Run before the command (e.g. ``setpriv --regid=G``: tests.support.netfault.in_group).
+        self.prefix = list(prefix)
         self.registry = registry
         self.args = list(args)
         self.port = port
@@ -28,7 +38,7 @@ class ProviderProcess:
         cmd = [sys.executable, str(PROVIDER), "--registry", self.registry, "--port", str(self.port)]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [*cmd, *self.args],
+            [*self.prefix, *cmd, *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
