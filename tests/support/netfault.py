@@ -20,8 +20,9 @@ Faults:
   with :func:`in_group` (``setpriv --regid``, still root, so they read everything root reads)
   are matched by ``-m owner --gid-owner`` on their own packets (their sessions to the registry
   time out while everyone else's live);
-* :meth:`NetFaults.isolate_ports` -- packets between one set of ports and another dropped (one
-  member of a cluster cut off from its peers, its clients still reaching it).
+* :meth:`NetFaults.partition_member` -- one member of a cluster (ZooKeeper, etcd; started in a
+  group of its own) cut off from its peers, its clients still reaching it;
+* :meth:`NetFaults.isolate_ports` -- packets between two sets of listening ports dropped.
 
 Each returns a :class:`Fault` to :meth:`Fault.heal`; :meth:`NetFaults.heal_all` heals them all.
 """
@@ -210,6 +211,25 @@ class NetFaults:
                     ports = ["--sport", str(src), "--dport", str(dst)]
                     rules.append(["-p", "tcp", "-d", "127.0.0.0/8", *ports, "-j", "DROP"])
         return self._add(f"ports {list(inside)} cut from {list(outside)}", rules)
+
+    def partition_member(
+        self, gid: int, own_ports: Sequence[int], other_ports: Sequence[int]
+    ) -> Fault:
+        """Cut one cluster member (its processes in group ``gid``, see :func:`in_group`) from
+        its peers: nothing it sends to their peer ports, nothing it sends from its own, and
+        nothing anyone sends to its own peer ports gets through. Its clients still reach it
+        (client ports are not touched): the member is on the minority side of a partition."""
+        rules: list[list[str]] = []
+        owner = ["-m", "owner", "--gid-owner", str(gid)]
+        for port in other_ports:
+            rules.append(["-p", "tcp", "-d", "127.0.0.0/8", "--dport", str(port), *owner])
+        for port in own_ports:
+            rules.append(["-p", "tcp", "-d", "127.0.0.0/8", "--sport", str(port), *owner])
+            rules.append(["-p", "tcp", "-d", "127.0.0.0/8", "--dport", str(port)])
+        return self._add(
+            f"member of group {gid} (peer ports {list(own_ports)}) cut from {list(other_ports)}",
+            [[*rule, "-j", "DROP"] for rule in rules],
+        )
 
     @staticmethod
     def _tcp(direction: str, port: int, target: str, *extra: str) -> list[str]:
