@@ -31,7 +31,8 @@ from tests.support.processes import ProviderProcess
 
 pytestmark = [pytest.mark.e2e]
 
-SESSION_MS = 2000
+#: The registry session (ZooKeeper's session timeout, etcd's lease TTL) of every process here.
+SESSION_MS = int(os.environ.get("DUBBO_PY_FAULT_SESSION_MS", "2000"))
 #: The providers' group id while cut off from the registry (their packets are matched by it).
 CUT_GROUP = 47000 + os.getpid() % 1000
 THREADS = 4
@@ -100,48 +101,90 @@ def _report(name: str, load: Load, **figures: object) -> None:
         print(f"  e.g. {sample.error[:200]}")
 
 
+def _protection_setting() -> bool | None:
+    # DUBBO_PY_FAULT_EMPTY_PROTECTION=false measures what happens without it (the script).
+    value = os.environ.get("DUBBO_PY_FAULT_EMPTY_PROTECTION")
+    return None if value is None else value == "true"
+
+
+@pytest.mark.parametrize("step", ["APPLICATION_FIRST", "FORCE_INTERFACE"])
 def test_providers_cut_off_from_the_registry_keep_every_call_and_a_gone_one_stops_getting_calls(
     fault_registry: FaultRegistry,
     start_provider: Callable[..., ProviderProcess],
-    consumer: dubbo_py.Application,
     netfaults: NetFaults,
+    tmp_path: Path,
+    step: str,
 ) -> None:
+    """The providers' packets to the registry are dropped past their session timeout while
+    they stay healthy (ZooKeeper or etcd expires their sessions and the consumer is told they
+    are gone), and one of them is killed meanwhile. The consumer reads the application level
+    (APPLICATION_FIRST, the default, providers registering at both levels) or the interface
+    level."""
     healthy = [start_provider(cuttable=True), start_provider(cuttable=True)]
     doomed = start_provider(cuttable=True)
-    ref = consumer.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=DEADLINE)
-    protection = ref.directory.empty_protection
-    assert protection is not None  # on by default
-    wait_until(lambda: len(ref.directory.providers) == 3, 15, "3 providers")
-    with Load(_caller(ref), THREADS) as load:
-        time.sleep(1.0)
-        cut = netfaults.cut_group(CUT_GROUP, fault_registry.ports)
-        cut_at = time.monotonic()
-        time.sleep(0.5)
-        doomed.kill()  # really gone, in the same window
-        killed_at = time.monotonic()
-        # The registry drops the three once their sessions expire: protection keeps the two
-        # that answer, and lets the gone one go.
-        wait_until(lambda: protection.engaged, 15 + FAULT_SECONDS, "the sessions to expire")
-        engaged_at = time.monotonic()
-        time.sleep(max(0.0, cut_at + FAULT_SECONDS - time.monotonic()))
-        kept = sorted(k.url.address for k in protection.kept())
-        cut.heal()
-        healed_at = time.monotonic()
-        wait_until(
-            lambda: not protection.engaged and len(ref.directory.providers) == 2,
-            15,
-            "the providers to register again",
+    consumer = dubbo_py.Application(
+        "shop",
+        fault_registry.address,
+        cache_path=tmp_path / "cache.json",
+        migration_step=step,
+        enable_empty_protection=_protection_setting(),
+    )
+    with consumer:
+        ref = consumer.reference_handle(
+            greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=DEADLINE
         )
-        relisted = time.monotonic() - healed_at
-        time.sleep(0.5)
+        wait_until(lambda: len(ref.directory.providers) == 3, 15, "3 providers")
+        level = _level(ref)
+        assert level == ("interface" if step == "FORCE_INTERFACE" else "application")
+        protection = ref.directory.empty_protection
+        lost: list[float] = []
+
+        def sessions_expired() -> bool:
+            # What the consumer was told: none of the healthy two registered any more.
+            registered = {u.address for u in ref.directory._raw_providers}
+            if not registered & {p.address for p in healthy}:
+                lost.append(time.monotonic())
+            return bool(lost)
+
+        with Load(_caller(ref), THREADS) as load:
+            time.sleep(1.0)
+            cut = netfaults.cut_group(CUT_GROUP, fault_registry.ports)
+            cut_at = time.monotonic()
+            time.sleep(0.5)
+            doomed.kill()  # really gone, in the same window
+            killed_at = time.monotonic()
+            # The registry drops the three once their sessions expire: protection keeps the
+            # two that answer, and lets the gone one go.
+            wait_until(sessions_expired, 15 + FAULT_SECONDS, "the sessions to expire")
+            expired_at = lost[0]
+            time.sleep(max(0.0, cut_at + FAULT_SECONDS - time.monotonic()))
+            kept = sorted(k.url.address for k in protection.kept()) if protection else []
+            cut.heal()
+            healed_at = time.monotonic()
+            wait_until(
+                lambda: (
+                    {u.address for u in ref.directory._raw_providers}
+                    == {p.address for p in healthy}
+                    and len(ref.directory.providers) == 2
+                ),
+                60,
+                "the providers to register again",
+            )
+            relisted = time.monotonic() - healed_at
+            time.sleep(0.5)
     _report(
-        "providers cut off from the registry",
+        f"providers cut off from the registry ({level} level)",
         load,
+        session_s=SESSION_MS / 1000,
         cut_s=round(healed_at - cut_at, 1),
-        sessions_expired_after_s=round(engaged_at - cut_at, 1),
-        relisted_after_heal_s=round(relisted, 1),
+        sessions_expired_after_s=round(expired_at - cut_at, 1),
+        registered_again_after_heal_s=round(relisted, 1),
+        calls_to_the_killed_one_after_2s=sum(
+            1 for s in load.between(killed_at + 2.0) if s.provider == doomed.address
+        ),
         kept=kept,
     )
+    assert protection is not None  # on by default
     assert load.errors() == []
     assert kept == sorted(p.address for p in healthy)
     # The gone provider stopped getting calls (a call in flight when it died may still name
@@ -149,7 +192,7 @@ def test_providers_cut_off_from_the_registry_keep_every_call_and_a_gone_one_stop
     late = load.between(killed_at + 2.0)
     assert late and all(s.provider != doomed.address for s in late)
     # Both healthy providers served throughout the partition.
-    during = load.between(engaged_at, healed_at)
+    during = load.between(expired_at, healed_at)
     assert {s.provider for s in during} == {p.address for p in healthy}
 
 
@@ -252,6 +295,12 @@ def test_the_registry_blackholed_past_the_session_timeout_loses_nothing(
     assert load.errors() == []
     late = load.between(obeyed_at + 0.5)
     assert late and all(s.provider != started[0].address for s in late)
+
+
+def _level(ref: Any) -> str:
+    """The level the reference reads providers from."""
+    choice = getattr(ref.directory._subscribe, "choice", None)
+    return "interface" if choice is None else str(choice().level)
 
 
 def _registered(registry: Registry) -> list[URL]:
