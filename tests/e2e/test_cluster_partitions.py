@@ -33,9 +33,16 @@ from tests.support.netfault import NetFaults, NetFaultsUnavailable, in_group
 from tests.support.processes import ProviderProcess
 from tests.support.zookeeper import ZooKeeperEnsemble
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [
+    pytest.mark.e2e,
+    # About a minute with the clusters' start: run by scripts/network_faults.sh, not by default.
+    pytest.mark.skipif(
+        os.environ.get("DUBBO_PY_LONG_FAULTS") != "1",
+        reason="cluster partitions run with DUBBO_PY_LONG_FAULTS=1 (scripts/network_faults.sh)",
+    ),
+]
 
-SESSION_MS = 5000
+SESSION_MS = int(os.environ.get("DUBBO_PY_FAULT_SESSION_MS", "5000"))
 FAULT_SECONDS = float(os.environ.get("DUBBO_PY_FAULT_SECONDS", "0")) or 1.2 * SESSION_MS / 1000
 #: The consumer's condition rule (the service's key, as ``rules push`` writes it).
 RULE_KEY = f"{layout.rule_key('demo.Greeter', '1.0.0', '')}.condition-router"
