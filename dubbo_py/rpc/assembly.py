@@ -204,7 +204,8 @@ class ReferenceAssembly(Generic[C]):
 
     def _serves_service(self, provider: URL) -> bool | None:
         """Empty protection's probe: whether ``provider`` still serves this service."""
-        return service_health(provider, provider.path or self.consumer.service_interface)
+        # 1 s: a busy provider must not look silent (two silent probes in a row drop it).
+        return service_health(provider, provider.path or self.consumer.service_interface, 1.0)
 
     def _outliers(self) -> OutlierDetector:
         config = self.config
