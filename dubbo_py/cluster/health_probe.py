@@ -51,9 +51,12 @@ def service_health(url: URL, service: str, timeout: float = 0.5) -> bool | None:
     """Whether the server at ``url.address`` still serves ``service`` (empty protection's
     probe): True when its health service says SERVING for it; False when it says anything
     else (a dubbo-py provider marks a service NOT_SERVING before unregistering it on purpose)
-    or refuses the connection (the process is gone); None when no answer came in ``timeout``
-    seconds. A server without the health service (UNIMPLEMENTED), or one that does not report
-    this service (NOT_FOUND: another stack), counts as serving when it answers for itself."""
+    or refuses the connection (the process is gone), or does not know the service (NOT_FOUND:
+    another process took the port); None when no answer came in ``timeout`` seconds. A server
+    without the health service (UNIMPLEMENTED) counts as serving: it answers, and there is
+    nothing more to ask. Apache Dubbo's triple providers report each exported interface as
+    dubbo-py's do (SERVING on export, NOT_SERVING on unexport), so the answer means the same
+    for them."""
     try:
         channel = grpc.insecure_channel(
             url.address, options=[("grpc.use_local_subchannel_pool", 1)]
@@ -69,14 +72,10 @@ def service_health(url: URL, service: str, timeout: float = 0.5) -> bool | None:
             code = error.code() if isinstance(error, grpc.Call) else None
             if code is grpc.StatusCode.UNIMPLEMENTED:
                 return True
-            if code is grpc.StatusCode.NOT_FOUND and service:
-                reply = check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
-            elif code is grpc.StatusCode.UNAVAILABLE:
-                # Refused or reset before any answer: gone, or (rarely) a connection lost on
-                # the way; the next probe tells.
+            if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE):
+                # Not this service here, or refused / reset before any answer: gone.
                 return False
-            else:
-                return None
+            return None
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
     except grpc.RpcError:
         return None

@@ -46,13 +46,13 @@ def test_offline_and_stop_mark_the_service_not_serving_and_online_serving_again(
     assert _probe(server.address) is False  # gone: the connection is refused
 
 
-def test_a_port_nobody_listens_on_is_gone_and_a_foreign_server_is_asked_for_itself() -> None:
+def test_a_port_nobody_listens_on_or_a_server_of_other_services_is_not_the_provider() -> None:
     assert _probe(f"127.0.0.1:{free_port()}") is False
     server = export(ExportPlan((Greeter(),), "p"), None)
     try:
-        # A service the server does not report (another stack): its own health decides.
+        # Another process on the port, serving other services: not the provider kept.
         url = URL.parse(f"tri://{server.address}/other.Service")
-        assert service_health(url, "other.Service", 2.0) is True
+        assert service_health(url, "other.Service", 2.0) is False
     finally:
         server.stop(0)
 
