@@ -286,14 +286,14 @@ def test_the_registry_blackholed_past_the_session_timeout_loses_nothing(
         dark.heal()
         healed_at = time.monotonic()
         # Registrations come back: a fresh read of the registry lists both providers.
-        wait_until(lambda: len(_registered(registry)) == 2, 20, "both providers registered again")
+        wait_until(lambda: len(_registered(registry)) == 2, 30, "both providers registered again")
         back = time.monotonic() - healed_at
         # A rule pushed after the heal is obeyed: disable one provider by an override.
         victim = started[0]
         _disable(registry, victim.address)
         wait_until(
             lambda: victim.address not in {p.address for p in ref.directory.providers},
-            20,
+            30,
             "the override pushed after the heal to apply",
         )
         obeyed_at = time.monotonic()
@@ -324,9 +324,19 @@ def _registered(registry: Registry) -> list[URL]:
 
 
 def _disable(registry: Registry, address: str) -> None:
-    registry.put_config(
-        "demo.Greeter:1.0.0:.configurators",
-        "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nconfigs:\n"
-        f"  - addresses: ['{address}']\n    side: provider\n"
-        "    parameters: {disabled: true}\n",
-    )
+    """An override disabling the provider at ``address``, retried while the registry
+    connection settles after the heal (a loaded machine may see it drop once more)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            registry.put_config(
+                "demo.Greeter:1.0.0:.configurators",
+                "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nconfigs:\n"
+                f"  - addresses: ['{address}']\n    side: provider\n"
+                "    parameters: {disabled: true}\n",
+            )
+            return
+        except StoreError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
