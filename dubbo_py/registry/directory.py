@@ -345,15 +345,27 @@ class RegistryDirectory:
         with self._lock:
             delta = None
             if providers_changed:
-                raw = self._raw_providers
-                if self.empty_protection is not None:
-                    raw = self.empty_protection.apply(raw)
-                update = self._provider_list.update(
-                    raw,
+                providers = self._provider_list
+                update = providers.update(
+                    self._raw_providers,
                     self._configurator_urls,
                     self._configurator_docs,
                     overrides_changed,
                 )
+                if self.empty_protection is not None:
+                    kept = self.empty_protection.apply(
+                        providers.departed, providers.arrived, update.providers
+                    )
+                    if kept:  # rare: the registry lost most providers at once
+                        update = providers.update(
+                            [*self._raw_providers, *kept],
+                            self._configurator_urls,
+                            self._configurator_docs,
+                            False,
+                        )
+                        # Its delta follows the list without the kept ones, not the chain's
+                        # snapshot: the routers' masks are rebuilt.
+                        update = replace(update, delta=None)
                 if overrides_changed and self._configure_consumer is not None:
                     self.consumer_overrides = dict(
                         self._configure_consumer(

@@ -20,12 +20,15 @@ dubbo-py asks the providers instead (:class:`EmptyProtection`):
   NOT_SERVING in its health service, so it is dropped at the first probe, as is one that is
   gone (connection refused); one that stops answering is dropped after two silent probes. A
   provider whose session merely expired still serves the service, and is kept.
-* It lets go as soon as providers register again and the registry lists at least as many as
-  it keeps (a partition healed: the providers register again within a second of reconnecting);
-  then the registry's list is the list again.
+* It lets go of each kept provider as it registers again (a partition healed: the providers
+  register again within a second of reconnecting), and of all of them once the registry lists
+  as many providers as before the loss (replacements started elsewhere); then the registry's
+  list is the list again.
 
-Not thread-safe on its own: the directory calls :meth:`apply` under its lock; the prober runs
-on its own thread and tells the directory to rebuild through ``on_change``.
+The directory calls :meth:`apply` under its lock with what its provider list found changed
+(:attr:`~dubbo_py.registry.provider_list.ProviderList.departed` and ``arrived``: no pass over
+the fleet per notification); the prober runs on its own thread and tells the directory to
+rebuild through ``on_change``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dubbo_py.url import URL
@@ -94,7 +97,13 @@ class EmptyProtection:
         self._left: dict[str, KeptProvider] = {}
         #: The addresses kept now (a subset of ``_left``); empty: not engaged.
         self._kept: set[str] = set()
-        self._previous: dict[str, URL] = {}
+        #: Providers listed (and lost) when protection engaged: it lets go of every kept one
+        #: once the registry lists as many again.
+        self._baseline = 0
+        #: (lost, of) to report after the first probe round of an engagement.
+        self._announce: tuple[int, int] | None = None
+        #: Addresses dropped by a probe: not taken for lost again until they register again.
+        self._dropped: set[str] = set()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         #: How many times protection engaged, and how many kept providers probes dropped.
@@ -103,20 +112,29 @@ class EmptyProtection:
 
     # ------------------------------------------------------------------ notifications
 
-    def apply(self, registered: list[URL]) -> list[URL]:
-        """The provider list to use for the registry's ``registered`` list: that list, plus the
-        providers kept while protection is engaged."""
+    def apply(
+        self, departed: Sequence[URL], arrived: Sequence[URL], providers: Sequence[URL]
+    ) -> list[URL]:
+        """The registered URLs to keep, given what changed in the registry's list: the
+        registered URLs of usable providers that ``departed`` and ``arrived`` in this
+        notification, and the usable ``providers`` now (without any kept). O(changes) unless
+        it engages (then once O(providers))."""
+        if not departed and not self._kept and not (arrived and self._left):
+            return []  # nothing left, nothing kept, nothing to take back: every notification
         now = self._clock()
-        current = {url.address: url for url in registered}
         with self._lock:
-            for address, url in self._previous.items():
-                if address not in current and address not in self._left:
+            was_engaged = bool(self._kept)
+            for url in departed:
+                address = url.address
+                if address not in self._left and address not in self._dropped:
                     self._left[address] = KeptProvider(url, now)
-            arrived = current.keys() - self._previous.keys()
-            for address in current:  # registered again: nothing to keep
-                self._left.pop(address, None)
+            came_back = False
+            for url in arrived:  # registered again (or under a new URL): nothing to keep
+                address = url.address
+                self._dropped.discard(address)
+                if self._left.pop(address, None) is not None:
+                    came_back = True
                 self._kept.discard(address)
-            self._previous = current
             # Forget what left long ago, unless it is kept (a long partition keeps it).
             stale = [
                 a
@@ -125,38 +143,53 @@ class EmptyProtection:
             ]
             for address in stale:
                 del self._left[address]
-            # Engaged, it lets go only when providers register again (a probe dropping one
-            # of the kept does not hand the rest over).
-            engage = len(self._left) > len(current) or bool(self._kept and not arrived)
-            was_engaged = bool(self._kept)
+            if self._kept or len(self._left) > len(providers):
+                # Registered again (the registry may hand back the very URL object it had, so
+                # not every return is an arrival), or still registered under another URL:
+                # not lost. Read over the list only here, engaged or about to be.
+                listed = {p.address for p in providers}
+                for address in [a for a in self._left if a in listed]:
+                    del self._left[address]
+                    if address in self._kept:
+                        self._kept.discard(address)
+                        came_back = True
+            if was_engaged:
+                # Each kept provider is let go as it registers again (above); all of them
+                # once the registry lists as many providers as before the loss.
+                engage = len(providers) < self._baseline or not (arrived or came_back)
+            else:
+                engage = len(self._left) > len(providers)
+                self._baseline = len(providers) + len(self._left)
+            released: list[str] = []
             if engage:
                 self._kept = set(self._left)
-            elif self._kept:
-                log.warning(
-                    "%s: the registry lists %d provider(s) again; empty protection lets go of "
-                    "the %d it kept (%s)",
-                    self.service,
-                    len(current),
-                    len(self._kept),
-                    ", ".join(sorted(self._kept)),
-                )
+            elif was_engaged:
+                released = sorted(self._kept)
                 self._kept = set()
                 self._left.clear()
             kept = [self._left[a].url for a in sorted(self._kept)]
+        if was_engaged and not kept:
+            log.warning(
+                "%s: empty protection ends: the registry lists %d provider(s) again%s",
+                self.service,
+                len(providers),
+                f"; it lets go of {', '.join(released)}" if released else "",
+            )
         if engage and not was_engaged:
             self.engaged_count += 1
-            log.warning(
-                "%s: the registry lost %d of %d provider(s) at once (sessions expired?); empty "
-                "protection keeps %s while they answer health probes for the service",
+            # Said at WARNING once the first probes tell whether any of them still serves:
+            # a service retired on purpose is let go at once and is no news.
+            self._announce = (len(kept), len(kept) + len(providers))
+            log.info(
+                "%s: the registry lost %d of %d provider(s) at once; empty protection probes %s",
                 self.service,
                 len(kept),
-                len(kept) + len(current),
+                len(kept) + len(providers),
                 ", ".join(u.address for u in kept),
             )
         if kept:
             self._start()
-            return [*registered, *kept]
-        return registered
+        return kept
 
     def kept(self) -> tuple[KeptProvider, ...]:
         """The providers kept now (none while protection is not engaged)."""
@@ -174,7 +207,7 @@ class EmptyProtection:
         """Probe every kept provider once, on this thread; returns those dropped."""
         with self._lock:
             snapshot = [(a, self._left[a].url) for a in self._kept]
-        dropped: list[URL] = []
+        dropped: list[tuple[URL, bool]] = []
         for address, url in snapshot:
             try:
                 answer = self._probe(url)
@@ -191,18 +224,32 @@ class EmptyProtection:
                 if answer is False or entry.failures >= FAILURES_TO_DROP:
                     self._kept.discard(address)
                     del self._left[address]
-                    dropped.append(url)
-        for url in dropped:
+                    self._dropped.add(address)
+                    dropped.append((url, entry.probes == 1))
+        for url, first in dropped:
             self.dropped_count += 1
-            log.warning(
+            log.log(
+                logging.INFO if first else logging.WARNING,
                 "%s: provider %s kept by empty protection does not answer for the service "
                 "any more; dropped",
                 self.service,
                 url.address,
             )
+        with self._lock:
+            announce, self._announce = self._announce, None
+            still = sorted(self._kept)
+        if announce is not None and still:
+            log.warning(
+                "%s: the registry lost %d of %d provider(s) at once (sessions expired?); empty "
+                "protection keeps %s while they answer health probes for the service",
+                self.service,
+                announce[0],
+                announce[1],
+                ", ".join(still),
+            )
         if dropped:
             self._on_change()
-        return dropped
+        return [url for url, _ in dropped]
 
     def _start(self) -> None:
         with self._lock:
