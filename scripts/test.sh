@@ -4,13 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # ZooKeeper (Debian's package; Java is on the machine) and etcd (Debian's etcd-server) for the
 # registry tests, openssl for the TLS tests' throwaway certificates, Chromium and its WebDriver
-# for the console's browser tests.
+# for the console's browser tests, iptables for the network-fault tests (tests/support/netfault.py).
 need=()
 dpkg -s zookeeper >/dev/null 2>&1 || need+=(zookeeper)
 dpkg -s etcd-server >/dev/null 2>&1 || need+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +16,9 @@ from dubbo_py.registry.store.etcd.store import EtcdStore
 from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.support.etcd import EtcdServer
 from tests.support.zookeeper import ZooKeeperServer
+
+if TYPE_CHECKING:
+    from tests.support.netfault import NetFaults
 
 #: Generous sessions and leases: these tests never wait for them to run out (tests of expiry force
 #: it or set their own), and a loaded machine must not expire a session by accident.
@@ -90,3 +94,31 @@ def make_store(
 def store(make_store: StoreFactory) -> Store:
     """A started store, isolated to this test."""
     return make_store()
+
+
+@pytest.fixture(scope="session")
+def _netfault_chains() -> Iterator[None]:
+    """Session-level cleanup of the fault chains: those of killed test runs before the session,
+    and every one of this run after it (each test removes its own already)."""
+    from tests.support.netfault import remove_stale_chains
+
+    remove_stale_chains()
+    yield
+    remove_stale_chains()
+
+
+@pytest.fixture
+def netfaults(_netfault_chains: None) -> Iterator[NetFaults]:
+    """Network faults on loopback (tests/support/netfault.py), in a chain of the test's own,
+    removed after the test whatever happened; the test is skipped, saying why, where iptables
+    cannot be used (not installed, not root, no netfilter in the kernel or container)."""
+    from tests.support.netfault import NetFaults, NetFaultsUnavailable
+
+    try:
+        faults = NetFaults()
+    except NetFaultsUnavailable as exc:
+        pytest.skip(f"network faults need iptables: {exc}")
+    try:
+        yield faults
+    finally:
+        faults.close()

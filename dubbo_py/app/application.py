@@ -113,6 +113,7 @@ class Application:
         migration_step: str | None = None,
         zone: str | None = None,
         parameters: Mapping[str, object] | None = None,
+        enable_empty_protection: bool | None = None,
     ) -> None:
         if not name or not name.strip():
             raise ValueError("an application needs a name")
@@ -143,6 +144,24 @@ class Application:
         configured = config.registry if config else None
         register_mode = register_mode or (configured.register_mode if configured else None)
         migration_step = migration_step or (configured.migration_step if configured else None)
+        # Empty protection: the registry's own setting (address parameter, then its entry in
+        # the file), else the application's (code, then the file's application section).
+        # (The file's single registry: section is the registry's; entries of registries:
+        # inherit it in the loader.)
+        app_protection = next(
+            (
+                v
+                for v in (
+                    config.registry.enable_empty_protection
+                    if config is not None and not config.registries
+                    else None,
+                    enable_empty_protection,
+                    config.enable_empty_protection if config is not None else None,
+                )
+                if v is not None
+            ),
+            None,
+        )
         choices = registry_choices(registry, config.registries if config else None)
         several = len(choices) > 1
         #: The application's registries, in the order given (one for most applications).
@@ -158,6 +177,7 @@ class Application:
                 register_mode=str(choice.address.settings().get("register_mode", ""))
                 or register_mode,
                 migration_step=migration_step,
+                empty_protection=app_protection,
             )
             for index, choice in enumerate(choices)
         )

@@ -341,6 +341,11 @@ class ApplicationQos:
             "Providers the router chain leaves for a plain call of the method (no attachments)",
             labels=["application_name", "interface", "method"],
         )
+        kept = GaugeMetricFamily(
+            "dubbo_py_consumer_kept_providers",
+            "Providers the registry lost at once that empty protection keeps while they answer",
+            labels=["application_name", "interface"],
+        )
         delay = GaugeMetricFamily(
             "dubbo_py_registry_notify_delay_seconds",
             "From a provider's registration (its URL timestamp) to this consumer applying it, "
@@ -359,6 +364,7 @@ class ApplicationQos:
             interface = ref.consumer.service_interface
             quarantined.add_metric([app, interface], _count(ref.quarantine))
             providers.add_metric([app, interface], len(ref.directory.providers))
+            kept.add_metric([app, interface], len(_kept(ref)))
             for source, (version, applied) in sorted(ref.directory.rules_in_force.items()):
                 rules.add_metric([app, interface, _rule_key(source), version], applied)
             chain = ref.directory.chain
@@ -375,6 +381,7 @@ class ApplicationQos:
         yield providers
         yield rules
         yield survivors
+        yield kept
         yield delay
         yield from hedging_families(app, hedges)
         yield _counter_family(
@@ -469,6 +476,12 @@ def _survivors(chain: Any, ref: Reference[Any], method: str) -> int:
         return 0
 
 
+def _kept(ref: Reference[Any]) -> list[str]:
+    """The providers empty protection keeps for ``ref`` (addresses)."""
+    protection = ref.directory.empty_protection
+    return [k.url.address for k in protection.kept()] if protection is not None else []
+
+
 def _count(quarantine: Any) -> int:
     return len(quarantine) if quarantine is not None else 0
 
@@ -498,6 +511,7 @@ def _reference_listing(ref: Reference[Any]) -> dict[str, Any]:
         "group": consumer.get_str("group"),
         "providers": [_provider(p) for p in directory.providers],
         "quarantined": quarantined,
+        "kept": _kept(ref),
         "rules": [
             {"key": _rule_key(source), "source": source, "version": version, "applied_at": at}
             for source, (version, at) in sorted(directory.rules_in_force.items())

@@ -210,6 +210,7 @@ class Referencing:
             subscribe=(
                 level.subscriber(consumer) if level is not None and registry is not None else None
             ),
+            empty_protection=binding.empty_protection,
         )
 
     def _observed(self, consumer: URL, budget: RetryBudget) -> ConsumerFilters:

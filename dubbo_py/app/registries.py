@@ -24,6 +24,7 @@ from dubbo_py.config.model import RegistryConfig
 from dubbo_py.errors import StoreError
 from dubbo_py.registry.application.wiring import ApplicationLevel
 from dubbo_py.registry.cache import NotifyCache, default_cache_path
+from dubbo_py.registry.empty_protection import DEFAULT_ENABLED as DEFAULT_EMPTY_PROTECTION
 from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store.address import RegistryAddress, parse_registry_address
@@ -149,6 +150,7 @@ class RegistryBinding:
         cache_path: str | os.PathLike[str] | None,
         register_mode: str | None,
         migration_step: str | None,
+        empty_protection: bool | None = None,
     ) -> None:
         self.choice = choice
         #: The registry's id (``""`` for an application's only registry given as an address).
@@ -161,6 +163,21 @@ class RegistryBinding:
         self._cache_path = cache_path
         self._register_mode = register_mode
         self._migration_step = migration_step
+        #: Whether consumers on this registry keep providers it lost at once while they
+        #: answer (``enable-empty-protection``): the address's parameter, else the registry's
+        #: entry, else the application's setting, else on (docs/registry.md).
+        self.empty_protection: bool = next(
+            (
+                v
+                for v in (
+                    choice.address.empty_protection,
+                    choice.config.enable_empty_protection,
+                    empty_protection,
+                )
+                if v is not None
+            ),
+            DEFAULT_EMPTY_PROTECTION,
+        )
         self._lock = threading.Lock()
         self._store: Store | None = None
         self._registry: Registry | None = None

@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from dubbo_py.url import URL
 
-__all__ = ["grpc_health_probe"]
+__all__ = ["grpc_health_probe", "service_health"]
 
 
 def grpc_health_probe(url: URL, timeout: float = 0.5) -> bool:
@@ -43,5 +43,43 @@ def grpc_health_probe(url: URL, timeout: float = 0.5) -> bool:
         return code is grpc.StatusCode.UNIMPLEMENTED
     except Exception:
         return False
+    finally:
+        channel.close()
+
+
+def service_health(url: URL, service: str, timeout: float = 0.5) -> bool | None:
+    """Whether the server at ``url.address`` still serves ``service`` (empty protection's
+    probe): True when its health service says SERVING for it; False when it says anything
+    else (a dubbo-py provider marks a service NOT_SERVING before unregistering it on purpose)
+    or refuses the connection (the process is gone), or does not know the service (NOT_FOUND:
+    another process took the port); None when no answer came in ``timeout`` seconds. A server
+    without the health service (UNIMPLEMENTED) counts as serving: it answers, and there is
+    nothing more to ask. Apache Dubbo's triple providers report each exported interface as
+    dubbo-py's do (SERVING on export, NOT_SERVING on unexport), so the answer means the same
+    for them."""
+    try:
+        channel = grpc.insecure_channel(
+            url.address, options=[("grpc.use_local_subchannel_pool", 1)]
+        )
+    except Exception:
+        return None
+    try:
+        stub = health_pb2_grpc.HealthStub(channel)
+        check = stub.Check  # type: ignore[attr-defined]
+        try:
+            reply = check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+        except grpc.RpcError as error:
+            code = error.code() if isinstance(error, grpc.Call) else None
+            if code is grpc.StatusCode.UNIMPLEMENTED:
+                return True
+            if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE):
+                # Not this service here, or refused / reset before any answer: gone.
+                return False
+            return None
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+    except grpc.RpcError:
+        return None
+    except Exception:
+        return None
     finally:
         channel.close()

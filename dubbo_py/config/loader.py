@@ -70,8 +70,19 @@ def _syntax_error(
     return ConfigError("", f"{where}{message}", source)
 
 
+#: ``enable-empty-protection`` as Dubbo spells it, and as the other keys here are spelled.
+_EMPTY_PROTECTION_KEYS = ("enable-empty-protection", "enable_empty_protection")
 #: What one entry of ``registries:`` may say.
-_REGISTRY_KEYS = ("address", "auth", "zone", "weight", "preferred", "register", "subscribe")
+_REGISTRY_KEYS = (
+    "address",
+    "auth",
+    "zone",
+    "weight",
+    "preferred",
+    "register",
+    "subscribe",
+    *_EMPTY_PROTECTION_KEYS,
+)
 
 #: Key paths an environment variable overrides (see the module doc).
 _FROM_ENV = {
@@ -175,6 +186,11 @@ class _Reader:
             preferred=self.typed(raw.get("preferred", False), f"{path}.preferred", bool, _boolean),
             register=self.typed(raw.get("register", True), f"{path}.register", bool, _boolean),
             subscribe=self.typed(raw.get("subscribe", True), f"{path}.subscribe", bool, _boolean),
+            enable_empty_protection=(
+                shared.enable_empty_protection
+                if (own := _empty_protection(self, raw, path)) is None
+                else own
+            ),
         )
         return self.address_settings(config, parsed.settings(), path)
 
@@ -420,8 +436,12 @@ def parse_config(
     app = top.get("application")
     zone = None
     app_parameters: Mapping[str, str] = {}
+    app_empty_protection = None
     if isinstance(app, dict):
-        app_raw = reader.mapping(app, "application", ("name", "zone", "parameters"))
+        app_raw = reader.mapping(
+            app, "application", ("name", "zone", "parameters", *_EMPTY_PROTECTION_KEYS)
+        )
+        app_empty_protection = _empty_protection(reader, app_raw, "application")
         app = app_raw.get("name")
         zone = app_raw.get("zone")
         if zone is not None and (not isinstance(zone, str) or not zone.strip()):
@@ -440,13 +460,16 @@ def parse_config(
     if isinstance(registry_raw, str):
         registry_raw = {"address": registry_raw}
     reg = reader.mapping(
-        registry_raw, "registry", ("address", "auth", "register_mode", "migration_step")
+        registry_raw,
+        "registry",
+        ("address", "auth", "register_mode", "migration_step", *_EMPTY_PROTECTION_KEYS),
     )
     registry = RegistryConfig(
         address=env.get("DUBBO_PY_REGISTRY") or reg.get("address"),
         auth=env.get("DUBBO_PY_REGISTRY_AUTH") or reg.get("auth"),
         register_mode=_level_option(reader, env, reg, "register_mode"),
         migration_step=_level_option(reader, env, reg, "migration_step"),
+        enable_empty_protection=_empty_protection(reader, reg, "registry"),
     )
     if registry.address is not None:
         from dubbo_py.errors import RegistryAddressError
@@ -514,7 +537,18 @@ def parse_config(
         registries=registries,
         zone=None if zone is None else zone.strip(),
         parameters=app_parameters,
+        enable_empty_protection=app_empty_protection,
     )
+
+
+def _empty_protection(reader: _Reader, raw: Mapping[str, Any], path: str) -> bool | None:
+    """``enable-empty-protection`` (Dubbo's spelling) or ``enable_empty_protection``."""
+    given = [k for k in _EMPTY_PROTECTION_KEYS if k in raw]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise reader.fail(f"{path}.{given[1]}", f"given twice (also as {given[0]})")
+    return reader.typed(raw[given[0]], f"{path}.{given[0]}", bool, _boolean)
 
 
 def _registries(

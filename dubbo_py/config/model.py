@@ -108,6 +108,9 @@ class RegistryConfig:
     register: bool = True
     #: Consumers subscribe to this registry.
     subscribe: bool = True
+    #: Keep providers this registry lost at once while they answer (``enable-empty-
+    #: protection``; None: the application's setting, else on). docs/registry.md.
+    enable_empty_protection: bool | None = None
 
     def __post_init__(self) -> None:
         if self.weight < 0:
@@ -341,3 +344,5 @@ class ApplicationConfig:
     #: The application's own URL parameters (``application.parameters``): every consumer URL
     #: carries them (see :func:`application_parameters`).
     parameters: Mapping[str, str] = field(default_factory=dict)
+    #: ``application.enable-empty-protection``: every registry's default (None: on).
+    enable_empty_protection: bool | None = None

@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
-from dubbo_py.cluster.health_probe import grpc_health_probe
+from dubbo_py.cluster.health_probe import grpc_health_probe, service_health
 from dubbo_py.cluster.hedging import AsyncHedgedCall, HedgeCounts, HedgedCall, Hedging
 from dubbo_py.cluster.hedging_policy import HEDGING_OFF
 from dubbo_py.cluster.mock import MockSpec, parse_mock
@@ -194,6 +194,7 @@ class ReferenceAssembly(Generic[C]):
         async_channels: AsyncSharedChannels | None = None,
         interceptors: tuple[Any, ...] = (),
         subscribe: Subscribe | None = None,
+        empty_protection: bool = False,
     ) -> None:
         check_method_options(service.method_names, config.methods, service.name)
         #: The application's shared blocking channels (None: this reference opens its own).
@@ -203,6 +204,9 @@ class ReferenceAssembly(Generic[C]):
         #: How the directory subscribes (None: the registry's own; application-level
         #: discovery passes one that also reads ``/services``).
         self._subscribe = subscribe
+        #: Keep providers the registry lost at once while they answer (``enable-empty-
+        #: protection``; :mod:`dubbo_py.registry.empty_protection`).
+        self._empty_protection = empty_protection
         self.service = service
         self.config = config
         self.consumer = consumer
@@ -285,7 +289,13 @@ class ReferenceAssembly(Generic[C]):
             cache=cache,
             static_providers=list(static),
             subscribe=self._subscribe,
+            empty_protection=self._serves_service if self._empty_protection else None,
         )
+
+    def _serves_service(self, provider: URL) -> bool | None:
+        """Empty protection's probe: whether ``provider`` still serves this service."""
+        # 1 s: a busy provider must not look silent (two silent probes in a row drop it).
+        return service_health(provider, provider.path or self.consumer.service_interface, 1.0)
 
     def _outliers(self) -> OutlierDetector:
         config = self.config

@@ -47,6 +47,7 @@ __all__ = [
     "export",
     "export_async",
     "health_names",
+    "mark_services",
     "provider_url",
     "provider_urls",
     "register_all",
@@ -120,6 +121,7 @@ class ExportedServer:
         ``offline``); returns the URLs taken out."""
         chosen = list(self.urls if urls is None else urls)
         if not self._stopped.is_set():
+            mark_services(self.health, chosen, serving=False)
             unregister_all(self.registry, chosen)
         self.is_offline = True
         return chosen
@@ -129,6 +131,7 @@ class ExportedServer:
         chosen = list(self.urls if urls is None else urls)
         if not self._stopped.is_set():
             register_all(self.registry, chosen)
+            mark_services(self.health, chosen, serving=True)
         self.is_offline = False
         return chosen
 
@@ -138,6 +141,7 @@ class ExportedServer:
             return
         self._stopped.set()
         if self.registry is not None:
+            mark_services(self.health, self.urls, serving=False)
             for url in self.urls:
                 try:
                     self.registry.unregister(url)
@@ -315,6 +319,21 @@ def provider_urls(
     return urls
 
 
+def mark_services(health_servicer: Any, urls: Sequence[URL], *, serving: bool) -> None:
+    """Set the health status of the services of ``urls`` (the server's own stays as it is).
+
+    A provider unregisters a service on purpose only after marking it NOT_SERVING: consumers'
+    empty protection (:mod:`dubbo_py.registry.empty_protection`) tells a provider that left
+    the registry on purpose from one whose session expired by asking exactly this."""
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for url in urls:
+        health_servicer.set(url.path, status)
+
+
 def unregister_all(registry: Registry | None, urls: Sequence[URL]) -> None:
     """Unregister provider URLs (no-op without a registry)."""
     if registry is not None:
@@ -366,6 +385,8 @@ class AsyncExportedServer:
     unregister_wait: float = 0.5
     #: Taken out of the registry by :meth:`offline` (still serving).
     is_offline: bool = False
+    #: The event loop the server runs on (its health service is set from there).
+    loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def address(self) -> str:
@@ -376,6 +397,7 @@ class AsyncExportedServer:
         """Unregister ``urls`` (default: all) and keep serving (blocking: call it from a
         thread, as the QoS port does)."""
         chosen = list(self.urls if urls is None else urls)
+        self._mark_from_thread(chosen, serving=False)
         unregister_all(self.registry, chosen)
         self.is_offline = True
         return chosen
@@ -384,12 +406,33 @@ class AsyncExportedServer:
         """Register ``urls`` (default: all) again after :meth:`offline` (blocking)."""
         chosen = list(self.urls if urls is None else urls)
         register_all(self.registry, chosen)
+        self._mark_from_thread(chosen, serving=True)
         self.is_offline = False
         return chosen
+
+    def _mark_from_thread(self, urls: Sequence[URL], *, serving: bool) -> None:
+        # Before unregistering on purpose, the services say NOT_SERVING (empty protection on
+        # consumers tells a clean exit from an expired session by it; see mark_services).
+        if self.loop is None or self.loop.is_closed():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._mark(urls, serving), self.loop).result(5.0)
+        except Exception as exc:
+            log.warning("could not set the health status of %s: %s", self.address, exc)
+
+    async def _mark(self, urls: Sequence[URL], serving: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for url in urls:
+            await self.health.set(url.path, status)
 
     async def stop(self, grace: float = 5.0) -> None:
         """Unregister, wait for consumers to notice, then drain in-flight calls."""
         if self.registry is not None:
+            await self._mark(self.urls, serving=False)
             for url in self.urls:
                 try:
                     await asyncio.to_thread(self.registry.unregister, url)
@@ -423,4 +466,6 @@ async def export_async(
     except BaseException:
         await server.stop(0)  # a provider nobody can find must not keep a port
         raise
-    return AsyncExportedServer(server, urls, registry, health_servicer, bound, plan.host)
+    return AsyncExportedServer(
+        server, urls, registry, health_servicer, bound, plan.host, loop=asyncio.get_running_loop()
+    )

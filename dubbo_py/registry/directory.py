@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from dubbo_py.errors import RuleError
 from dubbo_py.registry import layout, rule_kinds
 from dubbo_py.registry.cache import NotifyCache
+from dubbo_py.registry.empty_protection import EmptyProtection
 from dubbo_py.registry.first_reads import FirstReads
 from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.provider_list import Configure, ProviderList
@@ -133,6 +134,7 @@ class RegistryDirectory:
         cache: NotifyCache | None = None,
         static_providers: Iterable[URL] = (),
         subscribe: Subscribe | None = None,
+        empty_protection: Callable[[URL], bool | None] | None = None,
     ) -> None:
         self.consumer = consumer
         #: How categories are subscribed: the registry's, or one that reads providers at the
@@ -153,6 +155,13 @@ class RegistryDirectory:
         #: Orders listener calls (see :meth:`_notify`); re-entrant for a listener that rebuilds.
         self._notify_lock = threading.RLock()
         self._raw_providers: list[URL] = list(static_providers)
+        #: Empty protection (``empty_protection``: its probe, whether a provider still serves
+        #: the service): providers the registry lost at once are kept while they answer.
+        self.empty_protection: EmptyProtection | None = (
+            EmptyProtection(self.rules.service, empty_protection, self._rebuild_providers_soon)
+            if empty_protection is not None and registry is not None
+            else None
+        )
         self._provider_list = ProviderList(ProviderFilter(consumer, self.rules.service), configure)
         self._configurator_urls: list[URL] = []
         self._configurator_docs: dict[str, str] = {}
@@ -221,6 +230,8 @@ class RegistryDirectory:
             for app_cancels in self._provider_apps.values():
                 cancels += app_cancels
             self._provider_apps = {}
+        if self.empty_protection is not None:
+            self.empty_protection.stop()
         for cancel in cancels:
             cancel()
 
@@ -396,12 +407,27 @@ class RegistryDirectory:
         with self._lock:
             delta = None
             if providers_changed:
-                update = self._provider_list.update(
+                providers = self._provider_list
+                update = providers.update(
                     self._raw_providers,
                     self._configurator_urls,
                     self._configurator_docs,
                     overrides_changed,
                 )
+                if self.empty_protection is not None:
+                    kept = self.empty_protection.apply(
+                        providers.departed, providers.arrived, update.providers
+                    )
+                    if kept:  # rare: the registry lost most providers at once
+                        update = providers.update(
+                            [*self._raw_providers, *kept],
+                            self._configurator_urls,
+                            self._configurator_docs,
+                            False,
+                        )
+                        # Its delta follows the list without the kept ones, not the chain's
+                        # snapshot: the routers' masks are rebuilt.
+                        update = replace(update, delta=None)
                 if overrides_changed and self._configure_consumer is not None:
                     self.consumer_overrides = dict(
                         self._configure_consumer(
@@ -480,6 +506,16 @@ class RegistryDirectory:
             f"no provider matches {wanted}; providers of {interface} are registered with "
             f"{registered}"
         )
+
+    def _rebuild_providers_soon(self) -> None:
+        # Called from empty protection's prober: rebuild on another thread (the prober must
+        # not wait for the directory's lock, which a notification may hold while it applies).
+        threading.Thread(
+            target=self._rebuild,
+            args=(True, False),
+            name="dubbo-empty-protection-rebuild",
+            daemon=True,
+        ).start()
 
     def _rebuild_soon(self) -> None:
         threading.Thread(target=self._rebuild, name="dubbo-rules-rebuild", daemon=True).start()

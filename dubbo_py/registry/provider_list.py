@@ -64,6 +64,13 @@ class ProviderList:
         self._provided: dict[int, URL] = {}
         #: The last registered list indexed by id, and that list (see :meth:`arrivals`).
         self._indexed: tuple[list[URL], dict[int, URL]] | None = None
+        #: id(registered URL) -> that URL, for the usable ones (what left and arrived is told
+        #: by it: :attr:`departed`, :attr:`arrived`).
+        self._sources: dict[int, URL] = {}
+        #: The registered URLs of usable providers that left, and that arrived, in the last
+        #: update (empty protection reads them: O(changes), not O(providers)).
+        self.departed: tuple[URL, ...] = ()
+        self.arrived: tuple[URL, ...] = ()
 
     def arrivals(self, raw: list[URL]) -> list[URL]:
         """The URLs of ``raw`` that were not in the last registered list (every one of them
@@ -103,16 +110,24 @@ class ProviderList:
         pairs = self._filter.select_pairs(raw)
         configured = self._configure([provider for _, provider in pairs], urls, documents)
         provided: dict[int, URL] = {}
+        sources: dict[int, URL] = {}
         usable: list[URL] = []
+        before = self._sources
         if len(configured) == len(pairs):
             for (registered, _), provider in zip(pairs, configured, strict=True):
                 if is_usable(provider):
                     provided[id(registered)] = provider
+                    sources[id(registered)] = registered
                     usable.append(provider)
             registered_by_id: dict[int, URL] | None = self._index(raw)
+            # ``before`` holds the old URLs, so no id of it can be a new URL's.
+            self.departed = tuple(u for i, u in before.items() if i not in sources)
+            self.arrived = tuple(u for i, u in sources.items() if i not in before)
         else:  # not one result per provider: nothing to patch from next time
             usable = [p for p in configured if is_usable(p)]
             registered_by_id = None
+            self.departed = self.arrived = ()  # unknown
+        self._sources = sources
         unique = set(usable)
         if len(unique) != len(usable) or (
             registered_by_id is not None and len(registered_by_id) != len(raw)
@@ -148,14 +163,20 @@ class ProviderList:
         provided = self._provided
         gone = [provided.pop(i) for i in left_ids if i in provided]
         came: list[tuple[int, URL]] = []
+        came_sources: list[URL] = []
         for (registered, _), provider in zip(pairs, configured, strict=True):
             if is_usable(provider):
                 came.append((id(registered), provider))
+                came_sources.append(registered)
         placed = _place(self.providers, gone, [p for _, p in came])
         if placed is None:
             return None
         providers, delta = placed
         provided.update(came)
+        sources = self._sources
+        self.departed = tuple(sources.pop(i) for i in left_ids if i in sources)
+        self.arrived = tuple(came_sources)
+        sources.update(zip((i for i, _ in came), came_sources, strict=True))
         self.providers = providers
         self._registered = now
         return Update(providers, delta)

@@ -15,13 +15,15 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
 
 from tests.support.local_server import free_port, log_tail
 
-__all__ = ["EtcdServer", "EtcdUnavailable", "etcd_binary"]
+__all__ = ["EtcdCluster", "EtcdClusterMember", "EtcdServer", "EtcdUnavailable", "etcd_binary"]
 
 _INSTALL_HINT = "install it with: apt-get install -y etcd-server"
 
@@ -157,6 +159,156 @@ class EtcdServer:
         return log_tail(self._log_path, lines)
 
     def __enter__(self) -> EtcdServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EtcdClusterMember:
+    """One member of an :class:`EtcdCluster`: its client and peer ports, data directory and
+    process (started with ``prefix``, e.g. ``setpriv --regid=G``)."""
+
+    def __init__(
+        self, name: str, base: Path, port: int, peer_port: int, prefix: Sequence[str]
+    ) -> None:
+        self.name = name
+        self.port = port
+        self.peer_port = peer_port
+        self.prefix = list(prefix)
+        self._data_dir = base / "data"
+        self._log_path = base / "etcd.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:port``: the client endpoint."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    def launch(self, initial_cluster: str) -> None:
+        """Start the process without waiting (members wait for each other)."""
+        client = f"http://{self.address}"
+        with self._log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                [
+                    *self.prefix,
+                    etcd_binary(),
+                    "--name",
+                    self.name,
+                    "--data-dir",
+                    str(self._data_dir),
+                    "--listen-client-urls",
+                    client,
+                    "--advertise-client-urls",
+                    client,
+                    "--listen-peer-urls",
+                    self.peer_url,
+                    "--initial-advertise-peer-urls",
+                    self.peer_url,
+                    "--initial-cluster",
+                    initial_cluster,
+                    "--initial-cluster-state",
+                    "new",
+                    "--heartbeat-interval",
+                    "50",
+                    "--election-timeout",
+                    "500",
+                    "--unsafe-no-fsync",
+                    "--log-level",
+                    "warn",
+                    "--logger",
+                    "zap",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def is_leader(self) -> bool:
+        """Whether this member says it is the leader (its ``/metrics``; False when it does not
+        answer)."""
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/metrics", timeout=1.0) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return False
+        return "\netcd_server_is_leader 1" in text
+
+    def is_leader_or_follower(self) -> bool:
+        """Whether the member knows a leader (its ``/health`` says true)."""
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/health", timeout=1.0) as reply:
+                return '"health":"true"' in reply.read().decode().replace(" ", "")
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the member's log."""
+        return log_tail(self._log_path, lines)
+
+
+class EtcdCluster:
+    """Three (or ``size``) etcd members forming one cluster on loopback; ``prefixes[i]`` runs
+    before member ``i`` (its own group, so tests.support.netfault can cut it from the others)."""
+
+    def __init__(self, size: int = 3, *, prefixes: Sequence[Sequence[str]] = ()) -> None:
+        etcd_binary()
+        self._base = Path(tempfile.mkdtemp(prefix="dubbo-py-etcd-cluster-"))
+        self.members = []
+        for i in range(size):
+            base = self._base / f"m{i + 1}"
+            base.mkdir()
+            prefix = prefixes[i] if i < len(prefixes) else ()
+            self.members.append(
+                EtcdClusterMember(f"m{i + 1}", base, free_port(), free_port(), prefix)
+            )
+        atexit.register(self.close)
+
+    @property
+    def hosts(self) -> str:
+        """Every member's client address (what an ``etcd://`` address lists)."""
+        return ",".join(m.address for m in self.members)
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start every member and wait until the cluster has a leader and answers."""
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        for member in self.members:
+            member.launch(initial)
+        self.leader(timeout)
+
+    def leader(self, timeout: float = 30.0) -> EtcdClusterMember:
+        """The member that is leader now (waiting for an election)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for member in self.members:
+                if member.is_leader():
+                    return member
+            time.sleep(0.1)
+        raise EtcdUnavailable(
+            f"no etcd leader within {timeout}s:\n" + "\n".join(m.log_tail(10) for m in self.members)
+        )
+
+    def close(self) -> None:
+        """Kill every member and remove the data directories."""
+        for member in self.members:
+            member.kill()
+        shutil.rmtree(self._base, ignore_errors=True)
+        atexit.unregister(self.close)
+
+    def __enter__(self) -> EtcdCluster:
         self.start()
         return self
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,9 +24,12 @@ class ProviderProcess:
         port: int = 0,
         log_dir: Path | None = None,
         script: Path = PROVIDER,
+        prefix: Sequence[str] = (),
     ):
         #: The provider program (default: the quick start's Greeter provider).
         self.script = script
+        #: Run before the command (e.g. ``setpriv --regid=G``: tests.support.netfault.in_group).
+        self.prefix = list(prefix)
         self.registry = registry
         self.args = list(args)
         self.port = port
@@ -44,7 +48,7 @@ class ProviderProcess:
         ]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [*cmd, *self.args],
+            [*self.prefix, *cmd, *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -108,14 +109,17 @@ _JVM_OPTIONS = (
 )
 
 
-def _launch(main_class: str, config: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    """Start a ZooKeeper JVM running ``main_class`` on ``config``, its output in ``log_path``."""
+def _launch(
+    main_class: str, config: Path, log_path: Path, prefix: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """Start a ZooKeeper JVM running ``main_class`` on ``config``, its output in ``log_path``
+    (``prefix``: run before it, e.g. ``setpriv --regid=G``)."""
     java = shutil.which("java")
     if java is None:
         raise ZooKeeperUnavailable(f"java not found; {_INSTALL_HINT}")
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [java, *_JVM_OPTIONS, "-cp", zookeeper_classpath(), main_class, str(config)],
+            [*prefix, java, *_JVM_OPTIONS, "-cp", zookeeper_classpath(), main_class, str(config)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -240,9 +244,20 @@ class ZooKeeperServer:
 class EnsembleMember:
     """One server of a :class:`ZooKeeperEnsemble`: its own client port, data directory and JVM."""
 
-    def __init__(self, server_id: int, base: Path, client_port: int) -> None:
+    def __init__(
+        self,
+        server_id: int,
+        base: Path,
+        client_port: int,
+        peer_ports: tuple[int, int] = (0, 0),
+        prefix: Sequence[str] = (),
+    ) -> None:
         self.server_id = server_id
         self.port = client_port
+        #: The quorum and election ports (what a partition between members cuts).
+        self.peer_ports = peer_ports
+        #: Run before the JVM (``setpriv --regid=G``: tests.support.netfault matches its packets).
+        self.prefix = list(prefix)
         self._base = base
         self.config = base / "zoo.cfg"
         self._log_path = base / "zookeeper.log"
@@ -262,7 +277,10 @@ class EnsembleMember:
         """Start the JVM without waiting (members of an ensemble wait for each other)."""
         if not self.running:
             self._process = _launch(
-                "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.config, self._log_path
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                self.config,
+                self._log_path,
+                self.prefix,
             )
 
     def wait_serving(self, timeout: float = 60.0) -> None:
@@ -307,7 +325,13 @@ class ZooKeeperEnsemble:
     distinct client, quorum and election ports. ``tickTime`` is small so that elections and
     session timeouts take a fraction of a second to a few seconds."""
 
-    def __init__(self, size: int = 3, *, tick_time_ms: int = 100) -> None:
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        tick_time_ms: int = 100,
+        prefixes: Sequence[Sequence[str]] = (),
+    ) -> None:
         zookeeper_classpath()  # fail early, with the install hint
         if shutil.which("java") is None:
             raise ZooKeeperUnavailable(f"java not found; {_INSTALL_HINT}")
@@ -318,12 +342,13 @@ class ZooKeeperEnsemble:
             for i, (_client, quorum, election) in enumerate(peers)
         ]
         self.members: list[EnsembleMember] = []
-        for i, (client, _quorum, _election) in enumerate(peers):
+        for i, (client, quorum, election) in enumerate(peers):
             base = self._base / f"server-{i + 1}"
             data = base / "data"
             data.mkdir(parents=True)
             (data / "myid").write_text(f"{i + 1}\n")
-            member = EnsembleMember(i + 1, base, client)
+            prefix = prefixes[i] if i < len(prefixes) else ()
+            member = EnsembleMember(i + 1, base, client, (quorum, election), prefix)
             member.config.write_text(
                 "\n".join(
                     [

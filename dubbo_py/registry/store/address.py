@@ -57,6 +57,16 @@ class RegistryAddress:
     parameters: AddressParameters = field(default=AddressParameters(), compare=False)
 
     @property
+    def session_seconds(self) -> float | None:
+        """The address's ``session`` in seconds (None: the store's default)."""
+        return self.parameters.session_timeout
+
+    @property
+    def empty_protection(self) -> bool | None:
+        """The address's ``enable-empty-protection`` (None: not given)."""
+        return self.parameters.empty_protection
+
+    @property
     def hosts(self) -> tuple[str, ...]:
         """The ``host:port`` entries (zookeeper, etcd and direct)."""
         return tuple(h for h in self.location.split(",") if h)
@@ -130,6 +140,7 @@ def _with_setting(
         parameters.backup,
         parameters.connect_timeout,
         parameters.session_timeout,
+        parameters.empty_protection,
     )
 
 

@@ -49,7 +49,8 @@ class RegistryParameter:
 
     #: The name as Dubbo writes it.
     name: str
-    #: ``"setting"`` (a RegistryConfig field), ``"connection"`` (the store) or ``"ignored"``.
+    #: ``"setting"`` (a RegistryConfig field), ``"connection"`` (the store), ``"protection"``
+    #: (the consumers' empty protection) or ``"ignored"``.
     use: str
     #: The RegistryConfig field or the connection attribute it sets; for ignored ones, why.
     meaning: str
@@ -71,6 +72,11 @@ def _table() -> Mapping[str, RegistryParameter]:
         RegistryParameter("timeout", "connection", "connect timeout (ms)"),
         RegistryParameter("session", "connection", "session timeout (ms)"),
         RegistryParameter("group", "connection", "the registry root (only Dubbo's default)"),
+        RegistryParameter(
+            "enable-empty-protection",
+            "protection",
+            "keep providers that still answer when the registry loses them (docs/registry.md)",
+        ),
     ]
     ignored = {
         "check": "dubbo-py never fails startup on a registry that does not answer: it retries "
@@ -88,7 +94,6 @@ def _table() -> Mapping[str, RegistryParameter]:
         "wait": "Dubbo's shutdown wait; see Application.close(grace=...)",
         "use-as-config-center": "the registry is always the config center",
         "use-as-metadata-center": "the registry is always the metadata center",
-        "enable-empty-protection": "empty protection follows the directory's own rule",
         "registry-type": "use register_mode/migration_step for application-level discovery",
         "registry.type": "use register_mode/migration_step for application-level discovery",
         "secure": "registry TLS is not supported",
@@ -119,6 +124,8 @@ class AddressParameters:
     #: Seconds; None when not given.
     connect_timeout: float | None = None
     session_timeout: float | None = None
+    #: ``enable-empty-protection``; None when not given.
+    empty_protection: bool | None = None
 
 
 def _boolean(name: str, value: str, text: str) -> bool:
@@ -166,6 +173,7 @@ def read_parameters(query: str, text: str, *, networked: bool) -> AddressParamet
     backup: tuple[str, ...] = ()
     connect: float | None = None
     session: float | None = None
+    protection: bool | None = None
     for part in query.split("&"):
         if not part.strip():
             continue
@@ -189,6 +197,8 @@ def read_parameters(query: str, text: str, *, networked: bool) -> AddressParamet
             _log_ignored(row)
         elif row.use == "setting":
             settings[row.meaning] = _setting(row.meaning, name, value, text)
+        elif row.use == "protection":
+            protection = _boolean(name, value, text)
         elif not networked:
             raise RegistryAddressError(
                 f"{text!r}: {name} is a parameter of a registry server (zookeeper, etcd)"
@@ -205,7 +215,7 @@ def read_parameters(query: str, text: str, *, networked: bool) -> AddressParamet
                 f"dubbo-py reads and writes Dubbo's default root /{DEFAULT_GROUP} (a chroot, "
                 f"zookeeper://host:port/path, puts /{DEFAULT_GROUP} under /path)"
             )
-    return AddressParameters(tuple(settings.items()), backup, connect, session)
+    return AddressParameters(tuple(settings.items()), backup, connect, session, protection)
 
 
 def _log_ignored(row: RegistryParameter) -> None:
