@@ -153,7 +153,8 @@ class CliEnv:
     json: bool = False
     operator: str | None = None
     timeout: float = 5.0
-    #: ZooKeeper digest ``user:password`` (``--auth`` / ``$DUBBO_PY_REGISTRY_AUTH``).
+    #: The registry identity ``user:password``, a ZooKeeper digest or an etcd user (``--auth`` /
+    #: ``$DUBBO_PY_REGISTRY_AUTH``).
     auth: str | None = None
     opener: StoreOpener | None = None
     history_limit: int = 20
@@ -389,7 +390,10 @@ _GLOBAL_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
             metavar="USER:PASSWORD",
             expose_value=False,
             callback=_set_auth,
-            help="ZooKeeper digest credentials (prefer $DUBBO_PY_REGISTRY_AUTH: not in `ps`).",
+            help=(
+                "Registry identity: a ZooKeeper digest or an etcd user "
+                "(prefer $DUBBO_PY_REGISTRY_AUTH: not in `ps`)."
+            ),
         ),
     ),
     ("--json", json_option),

@@ -54,12 +54,17 @@ def open_store(
 ) -> Store | None:
     """A lease on the coordination store an address names (None for direct addresses), shared
     by the applications of this process on the same address and identity (``auth``, a
-    ZooKeeper digest identity): see :mod:`dubbo_py.registry.store.shared`."""
+    ZooKeeper digest identity or an etcd user): see :mod:`dubbo_py.registry.store.shared`."""
     if address.kind == "direct":
         return None
-    key = (address.kind, address.location, address.chroot, auth)
+    key = (address, auth)  # the whole address: etcds:// TLS files make another session
     lease = process_stores.lease(key, lambda: _own_store(address, auth))
-    if address.networked and not lease.start(connect_timeout):
+    try:
+        started = lease.start(connect_timeout)
+    except BaseException:  # refused (a password, a certificate): not left open behind
+        lease.close()
+        raise
+    if address.networked and not started:
         log.warning("registry %s does not answer yet; retrying in the background", address)
     return lease
 

@@ -1,4 +1,5 @@
 """Registry addresses: ``zookeeper://h:p[,h:p...][/chroot]``, ``etcd://h:p[,h:p...][/chroot]``,
+``etcds://h:p[,h:p...][/chroot][?ca=PATH&cert=PATH&key=PATH]`` for etcd over TLS,
 ``sqlite:///abs/path.db`` for the embedded store, ``tri://host:port[,host:port]`` for direct,
 registry-less calls.
 
@@ -47,6 +48,12 @@ class RegistryAddress:
     location: str
     #: zookeeper and etcd: the chroot (``""`` or ``/path``; for etcd a key prefix).
     chroot: str = ""
+    #: The ``?name=value`` options, sorted by name (the store kind says which it takes).
+    options: tuple[tuple[str, str], ...] = ()
+
+    def option(self, name: str) -> str | None:
+        """The value of option ``name``; None when not given."""
+        return dict(self.options).get(name)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -66,8 +73,9 @@ class RegistryAddress:
         """A new, unstarted store (a session of its own) on this address, of the class the
         store table (:data:`~dubbo_py.registry.store.kinds.STORES`) names for its kind.
 
-        ``auth`` is a registry identity (a ZooKeeper digest ``(user, password)``); a store that
-        cannot use one refuses it (StoreError) rather than connect without it.
+        ``auth`` is a registry identity (a ZooKeeper digest ``(user, password)``, an etcd user
+        and password); a store that cannot use one refuses it (StoreError) rather than connect
+        without it.
         """
         kind = STORES.get(self.kind)
         if kind is None:
@@ -81,7 +89,8 @@ class RegistryAddress:
         if self.kind == "sqlite":
             return f"sqlite://{self.location}"
         scheme = "tri" if self.kind == "direct" else self.kind
-        return f"{scheme}://{self.location}{self.chroot}"
+        query = "&".join(f"{name}={value}" for name, value in self.options)
+        return f"{scheme}://{self.location}{self.chroot}{'?' if query else ''}{query}"
 
 
 def _check_hosts(text: str, hosts: str, default_port: int | None) -> str:
@@ -101,6 +110,24 @@ def _check_hosts(text: str, hosts: str, default_port: int | None) -> str:
     return ",".join(out)
 
 
+def _check_options(text: str, query: str, known: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    options: dict[str, str] = {}
+    for pair in query.split("&"):
+        if not pair:
+            continue
+        name, sep, value = pair.partition("=")
+        if name not in known:
+            takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+            hint = " (TLS options need etcds://)" if name in STORES["etcds"].options else ""
+            raise RegistryAddressError(f"{text!r}: unknown option {name!r}; {takes}{hint}")
+        if not sep or not value:
+            raise RegistryAddressError(f"{text!r}: option {name!r} needs a value ({name}=...)")
+        if name in options:
+            raise RegistryAddressError(f"{text!r}: option {name!r} given twice")
+        options[name] = value
+    return tuple(sorted(options.items()))
+
+
 def parse_registry_address(text: str | None = None) -> RegistryAddress:
     """Parse an address; ``None`` means ``$DUBBO_PY_REGISTRY`` or the embedded default."""
     if text is None or not text.strip():
@@ -111,14 +138,20 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
     scheme, sep, rest = text.partition("://")
     if not sep:
         raise RegistryAddressError(
-            f"{text!r}: expected zookeeper://host:port, etcd://host:port, sqlite:///path or "
-            "tri://host:port"
+            f"{text!r}: expected zookeeper://host:port, etcd://host:port, etcds://host:port, "
+            "sqlite:///path or tri://host:port"
         )
     kind = STORES.get(scheme)
     if kind is not None and kind.default_port is not None:
+        rest, _, query = rest.partition("?")
         hosts, slash, chroot = rest.partition("/")
         chroot = f"/{chroot.strip('/')}" if slash and chroot.strip("/") else ""
-        return RegistryAddress(kind.scheme, _check_hosts(text, hosts, kind.default_port), chroot)
+        return RegistryAddress(
+            kind.scheme,
+            _check_hosts(text, hosts, kind.default_port),
+            chroot,
+            _check_options(text, query, kind.options),
+        )
     if scheme == "sqlite":
         if not rest.startswith("/"):
             raise RegistryAddressError(f"{text!r}: the embedded registry needs an absolute path")
