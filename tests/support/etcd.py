@@ -50,6 +50,7 @@ class EtcdServer:
         self.certs = certs
         self._auth_token_ttl = auth_token_ttl
         self.root_password: str | None = None
+        self._root_token: str | None = None
         self._binary = etcd_binary()
         self.port = free_port()
         self.peer_port = free_port()
@@ -97,6 +98,8 @@ class EtcdServer:
             ]
         if self._auth_token_ttl is not None:
             secure += ["--auth-token-ttl", str(self._auth_token_ttl)]
+        # The cheapest password hashing: every authentication checks one, on 2 loaded cores.
+        secure += ["--bcrypt-cost", "4"]
         with self._log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 [
@@ -164,17 +167,21 @@ class EtcdServer:
         )
         return grpc.secure_channel(self.address, credentials)
 
-    def _token(self) -> list[tuple[str, str]]:
-        """``root``'s token as call metadata, once authentication is on."""
+    def _token(self, *, fresh: bool = False) -> list[tuple[str, str]]:
+        """``root``'s token as call metadata, once authentication is on (kept: each
+        authentication costs etcd a bcrypt check)."""
         if self.root_password is None:
             return []
-        from dubbo_py.registry.store.etcd import _api as api
+        if fresh or self._root_token is None:
+            from dubbo_py.registry.store.etcd import _api as api
 
-        with self.admin_channel() as channel:
-            reply = api.EtcdStub(channel).Authenticate(
-                api.AuthenticateRequest(name="root", password=self.root_password), timeout=5.0
-            )
-        return [("token", reply.token)]
+            with self.admin_channel() as channel:
+                reply = api.EtcdStub(channel).Authenticate(
+                    api.AuthenticateRequest(name="root", password=self.root_password),
+                    timeout=10.0,
+                )
+            self._root_token = str(reply.token)
+        return [("token", self._root_token)]
 
     def auth(self, method: str, **fields: object) -> None:
         """One call of etcd's Auth API as ``root`` (``auth("UserAdd", name=..., password=...)``,
@@ -183,9 +190,14 @@ class EtcdServer:
 
         with self.admin_channel() as channel:
             stub = api.EtcdAuthStub(channel)
-            getattr(stub, method)(
-                stub.request(method, **fields), timeout=10.0, metadata=self._token()
-            )
+            call = getattr(stub, method)
+            try:
+                call(stub.request(method, **fields), timeout=10.0, metadata=self._token())
+            except grpc.RpcError as exc:
+                if "invalid auth token" not in str(exc.details()):
+                    raise
+                # root's token expired (--auth-token-ttl) or was invalidated: a new one.
+                call(stub.request(method, **fields), timeout=10.0, metadata=self._token(fresh=True))
 
     def enable_auth(self, root_password: str) -> None:
         """Create ``root`` (with the root role) and turn authentication on, as ``etcdctl user

@@ -947,16 +947,20 @@ class EtcdStore:
             ops = [_range(self._key(a), keys_only=True) for a in chain]
             ops.append(_range(key, keys_only=True))
             ops.append(_range(below, api.prefix_end(below), keys_only=True, limit=1))
-            parent_below = self._below(parent)
-            ops.append(_range(parent_below, api.prefix_end(parent_below), keys_only=True, limit=1))
+            if parent != "/":  # the root always exists (and reading all of it needs a right
+                # to read every key, which an etcd user limited to its prefixes lacks)
+                parent_below = self._below(parent)
+                ops.append(
+                    _range(parent_below, api.prefix_end(parent_below), keys_only=True, limit=1)
+                )
             responses = self._read(path, ops)
             found = [r.response_range.kvs[0] if r.response_range.kvs else None for r in responses]
-            ancestor_kvs, own, own_below, parent_below_any = (
+            ancestor_kvs, own, own_below = (
                 found[: len(chain)],
                 found[len(chain)],
                 found[len(chain) + 1],
-                found[len(chain) + 2],
             )
+            parent_below_any = found[len(chain) + 2] if parent != "/" else None
             for name, kv in zip(chain, ancestor_kvs, strict=True):
                 if kv is not None and kv.lease:
                     raise StoreError(
