@@ -125,8 +125,22 @@ def test_rules_push_reports_per_registry_and_survives_one_down(tmp_path: Path) -
     assert any(A in line and "unchanged" in line for line in lines), result.stdout
 
 
-def test_commands_of_one_registry_say_so(tmp_path: Path) -> None:
+def test_commands_of_one_registry_say_so_and_the_refusals_give_their_reason(
+    tmp_path: Path,
+) -> None:
     trees = Trees()
-    result = trees.run("rules", "get", KEY, "--registry", A, "--registry", B)
+    several = ("--registry", A, "--registry", B)
+    result = trees.run("registry", "status", *several)
     assert result.exit_code == 2
     assert "takes one --registry" in result.stderr
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text("providers: []\n")
+    route = trees.run("route", "test", str(scenario), *several)
+    assert route.exit_code == 2
+    assert "route test reads no registry" in route.stderr
+    console = trees.run("console", *several)
+    assert console.exit_code == 2
+    assert "the console serves one registry" in console.stderr
+    rollback = trees.run("rules", "rollback", KEY, "--to", "0", *several)
+    assert rollback.exit_code == 2
+    assert "each registry numbers its own history" in rollback.stderr

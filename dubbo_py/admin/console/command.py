@@ -63,6 +63,13 @@ def console_command(port: int, bind: str) -> None:
     from dubbo_py.admin.console.live import LiveReader
 
     env = env_of()
+    if env.several:
+        raise click.UsageError(
+            "the console serves one registry: its pages change rules and providers with "
+            "versioned writes whose conflicts, history and rollback are one registry's, and "
+            "a page of several would hide which one a click writes; start one console per "
+            "registry (each with its own --port), or use the CLI, whose commands take several"
+        )
     env.writable = True
     if env.auth and not env.operator:
         env.operator = env.auth.partition(":")[0]
