@@ -170,6 +170,19 @@ def test_providers_consumers_rules_and_the_cli_work_over_tls_as_etcd_users(
 
             ok(cli(url, OPS, "rules", "delete", KEY))
             wait_until(lambda: answered() == {p1.address, p2.address}, 10, "the rule gone")
+
+        # The same consumer from dubbo.yaml: the etcds:// address with its TLS files, and the
+        # etcd user as the registry's auth.
+        config = tmp_path / "dubbo.yaml"
+        config.write_text(
+            f"application: shop\nregistry:\n  address: '{url}'\n  auth: '{':'.join(APP)}'\n"
+        )
+        with dubbo_py.Application.from_config(config, environ={}) as app:
+            stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            assert stub.SayHello(greeter_pb2.HelloRequest(name="yaml")).provider in {
+                p1.address,
+                p2.address,
+            }
     finally:
         p1.kill()
         p2.kill()
