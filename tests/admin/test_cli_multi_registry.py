@@ -138,9 +138,6 @@ def test_commands_of_one_registry_say_so_and_the_refusals_give_their_reason(
     route = trees.run("route", "test", str(scenario), *several)
     assert route.exit_code == 2
     assert "route test reads no registry" in route.stderr
-    console = trees.run("console", *several)
-    assert console.exit_code == 2
-    assert "the console serves one registry" in console.stderr
     rollback = trees.run("rules", "rollback", KEY, "--to", "0", *several)
     assert rollback.exit_code == 2
     assert "each registry numbers its own history" in rollback.stderr

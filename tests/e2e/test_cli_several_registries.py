@@ -3,7 +3,8 @@ two zones and one etcd, named by ``dubbo.yaml`` registry ids. A provider and a c
 (with QoS ports) registered in all three; ``consumers``, ``rules push --dry-run``, ``rules
 push/get/disable/enable/history/rollback/delete`` and ``top`` each label their rows with the
 registry and zone they came from, writes report one row per registry, and an unreachable
-registry is reported without stopping the others."""
+registry is reported without stopping the others. The console started with the three serves
+each, one per page, and a write goes to the registry of the page it was made on."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from demo import greeter_pb2, greeter_pb2_grpc
 import dubbo_py
 from dubbo_py.admin.cli import cli
 from dubbo_py.config.model import RegistryConfig
+from tests.admin.test_console_http import Browser
 from tests.app.test_qos_port import Greeter
 from tests.e2e.conftest import wait_until
+from tests.support.console_process import ConsoleProcess
 from tests.support.etcd import EtcdServer
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -84,6 +87,11 @@ def estate(registries: dict[str, RegistryConfig], tmp_path: Path) -> Iterator[tu
         for _ in range(5):
             ref.stub.SayHello(greeter_pb2.HelloRequest(name="several"))
         yield Cli(config, list(registries)), int(server.address.rsplit(":", 1)[1])
+
+
+@pytest.fixture
+def config(estate: tuple[Cli, int]) -> Path:
+    return estate[0].config
 
 
 def _labels(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -171,3 +179,52 @@ def test_every_rule_command_reads_and_writes_each_registry(
     missing = cli_.run("rules", "get", KEY)
     assert missing.exit_code == 1
     assert "registry a: no rule at" in missing.stderr
+
+
+def test_the_console_serves_each_registry_and_writes_to_the_page_s_one(
+    estate: tuple[Cli, int], config: Path
+) -> None:
+    cli_, port = estate
+    rule = (
+        "configVersion: v3.0\nscope: service\nkey: demo.Greeter:1.0.0\nforce: true\n"
+        f"conditions:\n  - '=> port = {port}'\n"
+    )
+    # ZooKeeper writes need an identity; the etcd (authentication off) warns it is unused.
+    env = {"DUBBO_PY_CONFIG": str(config), "DUBBO_PY_REGISTRY_AUTH": "admin:s3cret"}
+    ids = ("--registry", "a", "--registry", "b", "--registry", "e")
+    with ConsoleProcess("a", *ids, "--operator", "carol", env=env) as console:
+        browser = Browser(console.url)
+        status, page = browser.get("/?registry=b")
+        assert status == 200, page
+        assert '<strong id="registry-id">b</strong>' in page
+        assert '<span id="registry-zone">B</span>' in page
+        assert "demo.Greeter" in page  # the provider registered there
+        assert '"X-Dubbo-Registry": "b"' in page
+        for other in ("a", "e"):
+            assert f'href="?registry={other}"' in page
+
+        form = {"key": KEY, "text": rule, "version": "-1"}
+        # A write that names no registry is refused: the one chosen last may not be its page's.
+        status, body = browser.post("/rule/push", form)
+        assert "names none" in body  # (htmx is answered 200, to show the message)
+        assert cli_.json("rules", "list") == []
+        status, body = browser.post("/rule/push", form, X_Dubbo_Registry="b")
+        assert status == 200 and f"pushed {KEY} (version 0" in body, body
+        rows = cli_.json("rules", "list")
+        assert [(r["registry"], r["key"]) for r in rows] == [("b", KEY)]
+
+        # The page remembers the registry chosen last; another is one click away.
+        row = f'data-key="{KEY}"'
+        status, page = browser.get("/rules")
+        assert '<strong id="registry-id">b</strong>' in page and row in page
+        status, page = browser.get("/rules?registry=e")
+        assert '<strong id="registry-id">e</strong>' in page and row not in page
+        status, page = browser.get("/rules?registry=nope")
+        assert status == 400 and "serves no registry &#39;nope&#39;" in page
+    # The console wrote as admin (ZooKeeper protects what an identity writes): so does this.
+    deleted = cli_.json("rules", "delete", KEY, extra=("--auth", "admin:s3cret"), code=1)
+    assert [(r["registry"], r.get("action"), r.get("reason")) for r in deleted] == [
+        ("a", None, "not-found"),
+        ("b", "delete", None),
+        ("e", None, "not-found"),
+    ]
