@@ -19,6 +19,7 @@ import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py.admin.rules.etcd_roles import APPLICATIONS, OPERATORS
 from dubbo_py.errors import StoreError
 from dubbo_py.registry.store.address import parse_registry_address
 from dubbo_py.registry.store.etcd import _api as api
@@ -34,59 +35,27 @@ OPS = ("ops", "ops-secret")
 KEY = "demo.Greeter:1.0.0:.condition-router"
 
 
-def _range(start: str, end: str) -> tuple[bytes, bytes]:
-    return start.encode(), end.encode()
-
-
-#: Rules and their history: every key from ``/dubbo/config`` to ``/dubbo/config0`` ("0" sorts
-#: right after "/"), i.e. ``/dubbo/config``, ``/dubbo/config/...``, ``/dubbo/config-history/...``.
-RULES = _range("/dubbo/config", "/dubbo/config0")
-#: Everything else the applications write: ``/dubbo`` up to the rules, and after them.
-BEFORE_RULES = _range("/dubbo", "/dubbo/config")
-AFTER_RULES = _range("/dubbo/config0", "/dubbo0")
-ALL = _range("/dubbo", "/dubbo0")
-#: The ``/dubbo`` key alone: whoever writes first creates it (etcd has no folders; the store
-#: writes the parents it needs, as ZooKeeper has them).
-DUBBO_KEY = (b"/dubbo", b"")
-#: Application-level discovery: the instances of each application.
-SERVICES = _range("/services", "/services0")
-
-
 def secure_estate(server: EtcdServer) -> None:
-    """The roles of docs/registry.md: applications read everything and write all but the
-    rules; operators read everything and write the rules and their history."""
+    """Authentication on, and the two roles exactly as ``dubbo-py acl etcd-roles`` prints them
+    (docs/registry.md): the applications' user may not write rules, the operators' may."""
     server.enable_auth("root-secret")
-    for user, password, role, grants in (
-        (
-            *APP,
-            "dubbo-apps",
-            [
-                (BEFORE_RULES, api.PERM_READWRITE),
-                (AFTER_RULES, api.PERM_READWRITE),
-                (SERVICES, api.PERM_READWRITE),
-                (RULES, api.PERM_READ),
-            ],
-        ),
-        (
-            *OPS,
-            "dubbo-operators",
-            [
-                (ALL, api.PERM_READ),
-                (SERVICES, api.PERM_READ),
-                (DUBBO_KEY, api.PERM_READWRITE),
-                (RULES, api.PERM_READWRITE),
-            ],
-        ),
-    ):
+    printed = cli(f"etcd://{server.address}", None, "acl", "etcd-roles", "--json")
+    roles = {APPLICATIONS: APP, OPERATORS: OPS}
+    for role, (user, password) in roles.items():
         server.auth("UserAdd", name=user, password=password)
         server.auth("RoleAdd", name=role)
-        for (key, end), perm in grants:
-            server.auth(
-                "RoleGrantPermission",
-                name=role,
-                perm=api.Permission(permType=perm, key=key, range_end=end),
-            )
         server.auth("UserGrantRole", user=user, role=role)
+    perms = {"read": api.PERM_READ, "readwrite": api.PERM_READWRITE}
+    for grant in json.loads(ok(printed)):
+        server.auth(
+            "RoleGrantPermission",
+            name=grant["role"],
+            perm=api.Permission(
+                permType=perms[grant["permission"]],
+                key=grant["key"].encode(),
+                range_end=grant["end"].encode(),
+            ),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +134,12 @@ def test_providers_consumers_rules_and_the_cli_work_over_tls_as_etcd_users(
             rule_file.write_text(rule(p1.port))
             ok(cli(url, OPS, "rules", "push", str(rule_file)))
             wait_until(lambda: answered() == {p1.address}, 10, "the operator's rule to apply")
+            # The applications' user may not replace it: refused, and the rule stays in force.
+            hostile = tmp_path / "only-p2.yaml"
+            hostile.write_text(rule(p2.port))
+            denied = cli(url, APP, "rules", "push", str(hostile))
+            assert denied.returncode == 1 and "not authorised to write" in denied.stderr
+            assert answered() == {p1.address}
             assert KEY in ok(cli(url, OPS, "rules", "list"))
             assert "push" in ok(cli(url, OPS, "rules", "history", KEY))
 
@@ -201,7 +176,15 @@ def test_the_applications_role_may_not_change_rules(secured: EtcdServer, tmp_pat
     ok(cli(url, OPS, "rules", "push", str(rule_file)))
     assert KEY in ok(cli(url, APP, "rules", "list"))
     assert cli(url, APP, "rules", "delete", KEY).returncode != 0
-    assert KEY in ok(cli(url, OPS, "rules", "list"))
+    rule_file.write_text(rule(4321))
+    ok(cli(url, OPS, "rules", "push", str(rule_file)))
+    rollback = cli(url, APP, "rules", "rollback", KEY)  # history is the operators' too
+    assert rollback.returncode == 1 and "not authorised" in rollback.stderr, rollback.stderr
+    assert "port = 4321" in ok(cli(url, OPS, "rules", "get", KEY))
+    assert len(json.loads(ok(cli(url, OPS, "--json", "rules", "history", KEY)))) == 2
+    # acl secure is ZooKeeper's: on etcd it says where its access control is.
+    refused = cli(url, OPS, "acl", "secure")
+    assert refused.returncode == 1 and "acl etcd-roles" in refused.stderr, refused.stderr
 
 
 def test_a_wrong_password_is_a_clear_error_naming_the_address(
