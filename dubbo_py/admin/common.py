@@ -63,7 +63,7 @@ CONFIG_ENV = "DUBBO_PY_CONFIG"
 #: What a command that reads or writes one registry says when given several.
 _ONE_REGISTRY = (
     "this command takes one --registry; services, providers, consumers, rules (but validate), "
-    "route test and top take several (docs/cli.md, 'Several registries')"
+    "top and console take several (docs/cli.md, 'Several registries')"
 )
 
 
