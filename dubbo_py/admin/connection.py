@@ -50,8 +50,12 @@ def open_admin_store(
         store.close()
         raise
     if not started and address.networked:
+        # What the store last heard, when it says (etcd: gRPC's reason, and a hint for plain
+        # text sent to a TLS etcd).
+        failure = getattr(store, "last_failure", None)
         store.close()
-        raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
+        said = f": {failure}" if failure else ""
+        raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s){said}")
     return store
 
 

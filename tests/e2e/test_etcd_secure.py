@@ -77,13 +77,22 @@ def secured(certs: Certs) -> Iterator[EtcdServer]:
 
 
 def cli(
-    registry: str, auth: tuple[str, str] | None, *args: str
+    registry: str, auth: tuple[str, str] | None, *args: str, timeout: str = "10"
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "DUBBO_PY_REGISTRY_AUTH"}
     if auth is not None:
         env["DUBBO_PY_REGISTRY_AUTH"] = ":".join(auth)
     return subprocess.run(
-        [sys.executable, "-m", "dubbo_py.admin", "--registry", registry, "--timeout", "10", *args],
+        [
+            sys.executable,
+            "-m",
+            "dubbo_py.admin",
+            "--registry",
+            registry,
+            "--timeout",
+            timeout,
+            *args,
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -222,6 +231,11 @@ def test_a_wrong_certificate_is_a_clear_error_naming_the_address(
     assert result.returncode != 0
     assert f"{where}: TLS handshake failed" in result.stderr, result.stderr
     assert "CERTIFICATE_VERIFY_FAILED" in result.stderr
+    # Plain text sent to an etcd that speaks TLS: unreachable, with the hint.
+    plain = cli(f"etcd://{secured.address}", OPS, "services", timeout="2")
+    assert plain.returncode == 1
+    assert f"registry etcd://{secured.address} unreachable" in plain.stderr, plain.stderr
+    assert "use etcds://" in plain.stderr
     # A key file that is not there is named before anything is sent.
     missing = cli(
         f"{where}?ca={certs.ca}&cert={certs.client_cert}&key=/nonexistent.key", OPS, "services"

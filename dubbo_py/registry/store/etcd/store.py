@@ -276,6 +276,8 @@ class EtcdStore:
         self._auth_disabled = False
         #: Why etcd refuses this store (a password or TLS handshake); None while it does not.
         self._refused: StoreError | None = None
+        #: What the last failed attempt to reach etcd said (None once it answered).
+        self.last_failure: str | None = None
         self._lease_ttl = int(lease_ttl)
         self._connect_timeout = connect_timeout
         self._retry_max_delay = retry_max_delay
@@ -788,19 +790,21 @@ class EtcdStore:
                         log.error("%s; retrying", refused)
                     self._refused = refused
                     reported = True
-                elif not reported:
-                    reported = True
+                else:
                     hint = (
                         " (if this etcd speaks TLS, use etcds://)"
                         if self._tls is None and "Socket closed" in str(exc.details())
                         else ""
                     )
-                    log.warning(
-                        "%s: etcd does not answer (%s)%s; retrying",
-                        self.address,
-                        exc.code().name,
-                        hint,
-                    )
+                    self.last_failure = f"{exc.code().name}: {exc.details()}{hint}"
+                    if not reported:
+                        reported = True
+                        log.warning(
+                            "%s: etcd does not answer (%s)%s; retrying",
+                            self.address,
+                            exc.code().name,
+                            hint,
+                        )
                 self._live.clear()
                 self._end_watch_stream()
                 if ever_connected and not suspended:
@@ -814,6 +818,7 @@ class EtcdStore:
             reported = False
             token_retried = False
             self._refused = None
+            self.last_failure = None
             ever_connected = True
             suspended = False
             self._live.set()
