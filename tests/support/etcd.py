@@ -208,25 +208,6 @@ class EtcdServer:
         self.auth("AuthEnable")
         self.root_password = root_password
 
-    def grant(self, user: str, password: str, role: str, prefix: str, *, write: bool) -> None:
-        """A user with a role of its own that may read (and, with ``write``, write) every key
-        under ``prefix``."""
-        from dubbo_py.registry.store.etcd import _api as api
-
-        key = prefix.encode()
-        self.auth("UserAdd", name=user, password=password)
-        self.auth("RoleAdd", name=role)
-        self.auth(
-            "RoleGrantPermission",
-            name=role,
-            perm=api.Permission(
-                permType=api.PERM_READWRITE if write else api.PERM_READ,
-                key=key,
-                range_end=api.prefix_end(key),
-            ),
-        )
-        self.auth("UserGrantRole", user=user, role=role)
-
     def stop(self) -> None:
         """Kill the server (SIGKILL: like a crash; leases and keys stay in its data directory)."""
         process, self._process = self._process, None
