@@ -155,6 +155,23 @@ def test_consumers_and_rule_reads_are_labelled_and_one_missing_is_an_error(
     assert [(d["registry"], d["current_version"]) for d in dry] == [(A, 0), (B, None)]
     assert [bool(d["diff"]) for d in dry] == [False, True]
     assert all("consumers watch: demo.Greeter:1.0.0" in " ".join(d["notes"]) for d in dry)
+    down = trees.run(
+        "rules",
+        "push",
+        str(rule),
+        "--dry-run",
+        "--json",
+        "--registry",
+        DOWN,
+        *ids[2:],
+        cwd=tmp_path,
+    )
+    assert down.exit_code == 1
+    rows = json.loads(down.stdout)
+    assert [(r["registry"], r.get("reason"), r.get("dry_run")) for r in rows] == [
+        (DOWN, "unreachable", None),
+        ("b", None, True),
+    ]
 
 
 def test_top_merges_an_application_found_in_several_registries() -> None:

@@ -508,17 +508,20 @@ def _dry_run_each(
 
     outcomes = each_registry(env, dry_run)
     if env.json:
-        errors = [
-            {
-                **o.labels(),
-                "key": rule.key,
-                "error": o.error.format_message(),
-                "reason": o.error.reason,
-            }
-            for o in outcomes
-            if o.error is not None
-        ]
-        emit_json(labelled(outcomes) + errors)
+        # In the order given; a registry that failed has its error where its dry run would be.
+        emit_json(
+            [
+                {**o.labels(), **o.value[0]}
+                if o.value
+                else {
+                    **o.labels(),
+                    "key": rule.key,
+                    "error": o.error.format_message() if o.error else "",
+                    "reason": o.error.reason if o.error else "",
+                }
+                for o in outcomes
+            ]
+        )
     raise_failures(outcomes)
 
 
