@@ -197,7 +197,7 @@ def test_the_applications_role_may_not_change_rules(secured: EtcdServer, tmp_pat
 
 
 def test_a_wrong_password_is_a_clear_error_naming_the_address(
-    secured: EtcdServer, tmp_path: Path
+    secured: EtcdServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = secured.url
     result = cli(url, ("ops", "wrong"), "services")
@@ -209,6 +209,10 @@ def test_a_wrong_password_is_a_clear_error_naming_the_address(
         pytest.raises(StoreError, match=f"etcds://{secured.address}: etcd refused user"),
     ):
         app.reference_handle(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+    # A provider process: it stops at start, saying the same.
+    monkeypatch.setenv("DUBBO_PY_REGISTRY_AUTH", "app:wrong")
+    with pytest.raises(RuntimeError, match=f"etcds://{secured.address}: etcd refused user 'app'"):
+        ProviderProcess(url).start()
     # Without a user at all, etcd names the client certificate's CN ("client"), unknown to it.
     anonymous = cli(url, None, "services")
     assert anonymous.returncode != 0
