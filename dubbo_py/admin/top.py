@@ -15,7 +15,7 @@ import contextlib
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -60,15 +60,11 @@ class Endpoint:
         return f"{self.host}:{self.port}"
 
 
-def discover(
-    registry: Registry, service: str | None, found_in: tuple[str, str | None] | None = None
-) -> tuple[list[Endpoint], dict[str, URL]]:
+def discover(registry: Registry, service: str | None) -> tuple[list[Endpoint], dict[str, URL]]:
     """The QoS endpoints of every application registered for ``service`` (or any service),
-    and the provider URLs by address (for weights); ``found_in`` labels the endpoints with
-    the registry (id, zone) they came from."""
+    and the provider URLs by address (for weights)."""
     endpoints: dict[tuple[str, int], Endpoint] = {}
     providers: dict[str, URL] = {}
-    labels = () if found_in is None else (found_in,)
     for name in registry.services():
         if service is not None and name != service:
             continue
@@ -78,7 +74,7 @@ def discover(
                     providers[f"{url.service_key}@{url.address}"] = url
                 port = url.get_int(QOS_PORT_KEY, 0)
                 if port > 0:
-                    endpoint = Endpoint(url.get_str("application"), url.host, port, labels)
+                    endpoint = Endpoint(url.get_str("application"), url.host, port)
                     endpoints.setdefault((url.host, port), endpoint)
     return sorted(endpoints.values(), key=lambda e: (e.application, e.address)), providers
 
@@ -91,15 +87,13 @@ def discover_each(
     merged: dict[tuple[str, int], Endpoint] = {}
     providers: dict[str, URL] = {}
     for found_in, registry in registries:
-        endpoints, found = discover(registry, service, found_in)
+        endpoints, found = discover(registry, service)
         for key, url in found.items():
             providers.setdefault(key, url)
         for endpoint in endpoints:
-            known = merged.get((endpoint.host, endpoint.port))
-            merged[(endpoint.host, endpoint.port)] = (
-                endpoint
-                if known is None
-                else replace(known, registries=(*known.registries, found_in))
+            known = merged.get((endpoint.host, endpoint.port)) or endpoint
+            merged[(endpoint.host, endpoint.port)] = Endpoint(
+                known.application, known.host, known.port, (*known.registries, found_in)
             )
     return sorted(merged.values(), key=lambda e: (e.application, e.address)), providers
 
