@@ -113,7 +113,10 @@ class LazyCommands(MutableMapping[str, click.Command]):
     "--auth",
     metavar="USER:PASSWORD",
     envvar="DUBBO_PY_REGISTRY_AUTH",
-    help="ZooKeeper digest credentials (prefer $DUBBO_PY_REGISTRY_AUTH: not in `ps`).",
+    help=(
+        "Registry identity: a ZooKeeper digest or an etcd user "
+        "(prefer $DUBBO_PY_REGISTRY_AUTH: not in `ps`)."
+    ),
 )
 @click.option("--operator", help="Who to record in rule history (default: $USER).")
 @click.option(

@@ -62,7 +62,8 @@ CONFIG_ENV = "DUBBO_PY_CONFIG"
 
 #: What a command that reads or writes one registry says when given several.
 _ONE_REGISTRY = (
-    "this command takes one --registry; services, providers, rules list and rules push take several"
+    "this command takes one --registry; services, providers, consumers, rules (but validate), "
+    "top and console take several (docs/cli.md, 'Several registries')"
 )
 
 
@@ -153,7 +154,8 @@ class CliEnv:
     json: bool = False
     operator: str | None = None
     timeout: float = 5.0
-    #: ZooKeeper digest ``user:password`` (``--auth`` / ``$DUBBO_PY_REGISTRY_AUTH``).
+    #: The registry identity ``user:password``, a ZooKeeper digest or an etcd user (``--auth`` /
+    #: ``$DUBBO_PY_REGISTRY_AUTH``).
     auth: str | None = None
     opener: StoreOpener | None = None
     history_limit: int = 20
@@ -398,7 +400,10 @@ _GLOBAL_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
             metavar="USER:PASSWORD",
             expose_value=False,
             callback=_set_auth,
-            help="ZooKeeper digest credentials (prefer $DUBBO_PY_REGISTRY_AUTH: not in `ps`).",
+            help=(
+                "Registry identity: a ZooKeeper digest or an etcd user "
+                "(prefer $DUBBO_PY_REGISTRY_AUTH: not in `ps`)."
+            ),
         ),
     ),
     ("--json", json_option),

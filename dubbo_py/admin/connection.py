@@ -32,20 +32,30 @@ def open_admin_store(
     create: bool = True,
 ) -> Store:
     """The connected store of ``address``; :class:`RegistryUnreachable` when it cannot be
-    reached within ``timeout`` seconds, StoreError when it cannot be opened at all. ``auth``
-    is a ZooKeeper digest ``(user, password)``. Without ``create``, an embedded registry
+    reached within ``timeout`` seconds, StoreError when it cannot be opened at all (an etcd
+    refusing the password or the certificate). ``auth`` is the registry identity ``(user,
+    password)``: a ZooKeeper digest, an etcd user. Without ``create``, an embedded registry
     whose file does not exist is :class:`RegistryUnreachable` rather than a new empty one."""
     if address.kind == "direct":
         raise StoreError(
             f"{address} is a direct provider address, not a registry "
-            "(use zookeeper://host:port, etcd://host:port or sqlite:///path)"
+            "(use zookeeper://host:port, etcd://host:port, etcds://host:port or sqlite:///path)"
         )
     if not create and address.kind == "sqlite":
         _check_embedded_exists(address)
     store = address.new_store(auth=auth, connect_timeout=timeout)
-    if not store.start(timeout) and address.networked:
+    try:
+        started = store.start(timeout)
+    except BaseException:  # refused (an etcd password, a certificate): said as it is
         store.close()
-        raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s)")
+        raise
+    if not started and address.networked:
+        # What the store last heard, when it says (etcd: gRPC's reason, and a hint for plain
+        # text sent to a TLS etcd).
+        failure = getattr(store, "last_failure", None)
+        store.close()
+        said = f": {failure}" if failure else ""
+        raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s){said}")
     return store
 
 

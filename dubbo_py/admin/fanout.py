@@ -6,13 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 
-from dubbo_py.admin.common import AdminError, CliEnv, RegistryTarget, as_admin_error
+from dubbo_py.admin.common import (
+    AdminError,
+    CliEnv,
+    RegistryTarget,
+    as_admin_error,
+    emit_json,
+    print_table,
+)
 
-__all__ = ["Outcome", "each_registry", "raise_failures"]
+if TYPE_CHECKING:
+    from dubbo_py.admin.rules.operations import WriteResult
+
+__all__ = ["Outcome", "each_registry", "labelled", "raise_failures", "report_writes"]
 
 T = TypeVar("T")
 
@@ -62,3 +72,53 @@ def raise_failures(outcomes: list[Outcome[T]], printed: bool = True) -> None:
             reason=reasons.pop() if len(reasons) == 1 else "registry",
             printed=printed,
         )
+
+
+def labelled(outcomes: list[Outcome[list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """The rows of every registry that answered, each with its ``registry`` and ``zone``."""
+    return [{**o.labels(), **row} for o in outcomes for row in o.value or []]
+
+
+def report_writes(
+    env: CliEnv,
+    key: str,
+    done: str,
+    outcomes: list[Outcome[WriteResult]],
+    extra: Callable[[RegistryTarget], dict[str, Any]] | None = None,
+) -> None:
+    """Print one row per registry of a write of ``key`` (``done``: "pushed", "deleted"...):
+    its result, version and history entry, or the error that stopped it (JSON: a list of the
+    single-registry objects, each with ``registry`` and ``zone``, or ``error`` and
+    ``reason``); then exit 1 if any registry failed. ``extra`` adds fields to a written row."""
+    rows: list[dict[str, Any]] = []
+    for outcome in outcomes:
+        row: dict[str, Any] = dict(outcome.labels())
+        if outcome.value is not None:
+            row.update(outcome.value.to_json())
+            if extra is not None:
+                row.update(extra(outcome.target))
+        else:
+            assert outcome.error is not None
+            row.update(key=key, error=outcome.error.format_message())
+            row["reason"] = outcome.error.reason
+        rows.append(row)
+    if env.json:
+        emit_json(rows)
+    else:
+        print_table(
+            f"{done} {key}",
+            ["REGISTRY", "ZONE", "RESULT", "VERSION", "HISTORY"],
+            (
+                [
+                    r["registry"],
+                    r["zone"] or "",
+                    "error: " + r["error"]
+                    if "error" in r
+                    else (done if r["changed"] else "unchanged"),
+                    "" if r.get("version") is None else r["version"],
+                    "" if r.get("history_seq") is None else f"#{r['history_seq']}",
+                ]
+                for r in rows
+            ),
+        )
+    raise_failures(outcomes)

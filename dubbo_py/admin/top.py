@@ -4,7 +4,9 @@ their QoS ports (the ``qos.port`` their registered URLs carry).
 Per provider: calls, calls/s, error rate, p50/p99, how many consumers hold it in quarantine,
 its weight. Per consumer: the same figures for what it calls, its providers, and the rule
 versions in force on it. ``--once`` prints one view (rates over ``--interval`` seconds);
-``--json`` prints it for scripts.
+``--json`` prints it for scripts. With several ``--registry``, applications are found in each
+and every row names the registries (and zones) its application was found in: an application
+registered in two registries is one process with one QoS port, shown once.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from rich.table import Table
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
+    CliEnv,
+    as_admin_error,
     console,
     emit_json,
     env_of,
@@ -40,7 +44,7 @@ from dubbo_py.registry import layout
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
 
-__all__ = ["Endpoint", "discover", "fetch_json", "top", "view"]
+__all__ = ["Endpoint", "discover", "discover_each", "fetch_json", "top", "view"]
 
 QOS_PORT_KEY = "qos.port"
 LOOPBACK = "127.0.0.1"
@@ -53,6 +57,8 @@ class Endpoint:
     application: str
     host: str
     port: int
+    #: The ``(registry id, zone)`` of each registry it was found in (several registries).
+    registries: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def address(self) -> str:
@@ -85,6 +91,40 @@ def discover(
                     endpoint = Endpoint(url.get_str("application"), url.host, port)
                     endpoints.setdefault((url.host, port), endpoint)
     return sorted(endpoints.values(), key=lambda e: (e.application, e.address)), providers
+
+
+def discover_each(
+    registries: list[tuple[tuple[str, str | None], Registry]], service: str | None
+) -> tuple[list[Endpoint], dict[str, URL]]:
+    """:func:`discover` on each ``((id, zone), registry)``: an endpoint found in several is
+    one, labelled with each registry it was found in."""
+    merged: dict[tuple[str, int], Endpoint] = {}
+    providers: dict[str, URL] = {}
+    for found_in, registry in registries:
+        endpoints, found = discover(registry, service)
+        for key, url in found.items():
+            providers.setdefault(key, url)
+        for endpoint in endpoints:
+            known = merged.get((endpoint.host, endpoint.port)) or endpoint
+            merged[(endpoint.host, endpoint.port)] = Endpoint(
+                known.application, known.host, known.port, (*known.registries, found_in)
+            )
+    return sorted(merged.values(), key=lambda e: (e.application, e.address)), providers
+
+
+def _label_rows(
+    rows: dict[str, Any], failures: list[dict[str, Any]], endpoints: list[Endpoint]
+) -> None:
+    """Give each row (and failure) the registries and zones its application was found in
+    (its QoS address as registered, or on loopback where :func:`_read` fell back to it)."""
+    where: dict[str, tuple[tuple[str, str | None], ...]] = {}
+    for endpoint in endpoints:
+        where.setdefault(endpoint.address, endpoint.registries)
+        where.setdefault(f"{LOOPBACK}:{endpoint.port}", endpoint.registries)
+    for row in (*rows["providers"], *rows["consumers"], *failures):
+        found = where.get(str(row["qos"]), ())
+        row["registries"] = [r for r, _ in found]
+        row["zones"] = [z for _, z in found]
 
 
 def _read(endpoint: Endpoint) -> QosReading:
@@ -276,14 +316,26 @@ def _stats_cells(row: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-def render(rows: dict[str, Any], failures: list[dict[str, str]]) -> Group:
-    """The rich tables of one view."""
+def _where(row: dict[str, Any]) -> tuple[str, ...]:
+    """The REGISTRY cell of a row labelled by :func:`_label_rows` (none otherwise)."""
+    if "registries" not in row:
+        return ()
+    zones = [f"{r} ({z})" if z else r for r, z in zip(row["registries"], row["zones"], strict=True)]
+    return (", ".join(zones) or "-",)
+
+
+def render(rows: dict[str, Any], failures: list[dict[str, str]], several: bool = False) -> Group:
+    """The rich tables of one view (with ``several``, a REGISTRY column first)."""
+    first = ("REGISTRY",) if several else ()
     providers = _table(
-        "providers", ("APPLICATION", "ADDRESS", "SERVICE", "METHOD"), ("QUARANTINED BY", "WEIGHT")
+        "providers",
+        (*first, "APPLICATION", "ADDRESS", "SERVICE", "METHOD"),
+        ("QUARANTINED BY", "WEIGHT"),
     )
     for r in rows["providers"]:
         address = r["address"] if r["registered"] else f"{r['address']} (offline)"
         providers.add_row(
+            *_where(r),
             r["application"],
             address,
             _service(r),
@@ -293,11 +345,14 @@ def render(rows: dict[str, Any], failures: list[dict[str, str]]) -> Group:
             "-" if r["weight"] is None else str(r["weight"]),
         )
     consumers = _table(
-        "consumers", ("APPLICATION", "SERVICE", "METHOD"), ("PROVIDERS", "RULES (key@version)")
+        "consumers",
+        (*first, "APPLICATION", "SERVICE", "METHOD"),
+        ("PROVIDERS", "RULES (key@version)"),
     )
     for r in rows["consumers"]:
         rules = ", ".join(f"{x['key']}@{x['version']}" for x in r["rules"]) or "-"
         consumers.add_row(
+            *_where(r),
             r["application"],
             _service(r),
             r["method"],
@@ -340,38 +395,102 @@ def top(service: str | None, once: bool, interval: float) -> None:
            "requests_total", "calls_per_second", "error_rate", "p50_ms", "p99_ms",
            "quarantined_by", "weight", ...}],
            "consumers": [{..., "providers", "quarantined", "rules"}], "unreachable": [...]}
+    several registries: every row (and unreachable entry) also has "registries" and "zones",
+    the registries its application was found in
     """
     env = env_of()
-    registry = env.registry
-    if service is not None and service not in registry.services():
-        raise AdminError(f"no service {service!r} in registry {env.address}", reason="not-found")
-    endpoints, providers = discover(registry, service)
+    several = env.several
+    children: list[CliEnv] = []
+    try:
+        registries: list[tuple[tuple[str, str | None], Registry]] = []
+        failed: list[str] = []
+        if several:
+            for target in env.targets():
+                child = env.for_target(target)
+                children.append(child)
+                try:
+                    registries.append(((target.id, target.zone), child.registry))
+                except Exception as exc:
+                    error = as_admin_error(exc)
+                    if error is None:
+                        raise
+                    # The others are still shown; the exit status says one failed.
+                    click.echo(f"error: registry {target.id}: {error.format_message()}", err=True)
+                    failed.append(target.id)
+            if not registries:
+                raise AdminError(f"none of the {len(failed)} registries answered", printed=True)
+        else:
+            registries = [((str(env.address), None), env.registry)]
+        if service is not None and not any(
+            service in registry.services() for _, registry in registries
+        ):
+            where = (
+                "registries " + ", ".join(i for (i, _), _ in registries)
+                if several
+                else (f"registry {env.address}")
+            )
+            raise AdminError(f"no service {service!r} in {where}", reason="not-found")
+        _run(env, registries, service, once, interval, several)
+        if failed:
+            raise AdminError(
+                f"{len(failed)} of {len(failed) + len(registries)} registries failed "
+                f"({', '.join(failed)})",
+                reason="registry",
+                printed=True,
+            )
+    finally:
+        for child in children:
+            child.close()
+
+
+def _run(
+    env: CliEnv,
+    registries: list[tuple[tuple[str, str | None], Registry]],
+    service: str | None,
+    once: bool,
+    interval: float,
+    several: bool,
+) -> None:
+    def find() -> tuple[list[Endpoint], dict[str, URL]]:
+        if several:
+            return discover_each(registries, service)
+        return discover(registries[0][1], service)
+
+    def rows_of(
+        readings: list[QosReading],
+        last: dict[str, QosReading],
+        elapsed: float,
+        endpoints: list[Endpoint],
+        providers: dict[str, URL],
+        failures: list[dict[str, Any]],
+    ) -> dict[str, Any]:
+        rows = view(readings, last, elapsed, providers, service)
+        if several:
+            _label_rows(rows, failures, endpoints)
+        return rows
+
+    endpoints, providers = find()
     previous, started = read_all(endpoints)[0], time.monotonic()
     if once or env.json:
         time.sleep(interval)
-        endpoints, providers = discover(registry, service)
+        endpoints, providers = find()
         readings, failures = read_all(endpoints)
-        rows = view(
-            readings,
-            {r.address: r for r in previous},
-            time.monotonic() - started,
-            providers,
-            service,
-        )
+        last = {r.address: r for r in previous}
+        rows = rows_of(readings, last, time.monotonic() - started, endpoints, providers, failures)
         if env.json:
             emit_json({**rows, "unreachable": failures})
         else:
-            console().print(render(rows, failures))
+            console().print(render(rows, failures, several))
         return
     out = console()
     last = {r.address: r for r in previous}
-    first = render(view(previous, {}, 0.0, providers, service), [])
+    first = render(rows_of(previous, {}, 0.0, endpoints, providers, []), [], several)
     with contextlib.suppress(KeyboardInterrupt), Live(first, console=out) as live:
         while True:
             time.sleep(interval)
             now = time.monotonic()
-            endpoints, providers = discover(registry, service)
+            endpoints, providers = find()
             readings, failures = read_all(endpoints)
-            rows = view(readings, last, now - started, providers, service)
-            live.update(render(rows, failures))
+            rows = rows_of(readings, last, now - started, endpoints, providers, failures)
+            live.update(render(rows, failures, several))
             last, started = {r.address: r for r in readings}, now

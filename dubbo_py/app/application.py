@@ -78,11 +78,12 @@ class Application:
     """A named dubbo-py application: serves providers and builds references on one registry.
 
     ``registry``: ``zookeeper://h:p[,h:p][/chroot]``, ``etcd://h:p[,h:p][/prefix]``,
-    ``sqlite:///abs/path.db``, or
+    ``etcds://h:p[,h:p][/prefix][?ca=&cert=&key=]`` (TLS), ``sqlite:///abs/path.db``, or
     ``tri://host:port`` for direct calls without a registry; ``None`` means
     ``$DUBBO_PY_REGISTRY`` or the embedded registry in the user's data directory. ``auth``
     (``user:password``, or ``$DUBBO_PY_REGISTRY_AUTH``) is the ZooKeeper digest identity the
-    application registers its providers and consumers under (protected: only it may change them).
+    application registers its providers and consumers under (protected: only it may change them),
+    or on etcd the user (and password) it authenticates as.
 
     ``qos_port`` (else the file's ``qos.port``, else ``$DUBBO_PY_QOS_PORT``; 0 any free port;
     off when none is set) opens the QoS HTTP port: ``/metrics``, ``/live``, ``/ready``,
@@ -127,7 +128,8 @@ class Application:
         )
         #: The configuration file's contents, when the application came from one.
         self.config = config
-        #: ZooKeeper digest identity; when set, what this application registers is protected.
+        #: The registry identity: a ZooKeeper digest (what this application registers is then
+        #: protected) or an etcd user.
         self.auth: tuple[str, str] | None = parse_auth(auth)
         self.name = name
         #: The zone calls prefer when they carry no ``registry_zone`` attachment (code, else

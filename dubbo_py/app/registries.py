@@ -56,15 +56,20 @@ def open_store(
 ) -> Store | None:
     """A lease on the coordination store an address names (None for direct addresses), shared
     by the applications of this process on the same address and identity (``auth``, a
-    ZooKeeper digest identity): see :mod:`dubbo_py.registry.store.shared`."""
+    ZooKeeper digest identity or an etcd user): see :mod:`dubbo_py.registry.store.shared`."""
     if address.kind == "direct":
         return None
     # The address's own timeout= (Dubbo's connect timeout, ms) wins over the application's.
     connect_timeout = address.parameters.connect_timeout or connect_timeout
-    session = address.parameters.session_timeout
-    key = (address.kind, address.location, address.chroot, auth, session)
+    # The whole address (etcds:// TLS files make another session) and its session timeout.
+    key = (address, auth, address.parameters.session_timeout)
     lease = process_stores.lease(key, lambda: _own_store(address, auth))
-    if address.networked and not lease.start(connect_timeout):
+    try:
+        started = lease.start(connect_timeout)
+    except BaseException:  # refused (a password, a certificate): not left open behind
+        lease.close()
+        raise
+    if address.networked and not started:
         log.warning("registry %s does not answer yet; retrying in the background", address)
     return lease
 

@@ -90,7 +90,7 @@ class RegistryConfig:
     ``register`` and consumers ``subscribe`` there (docs/registry.md, *Several registries*)."""
 
     address: str | None = None
-    #: ``user:password`` for ZooKeeper digest authentication.
+    #: ``user:password``: the ZooKeeper digest identity, or the etcd user and password.
     auth: str | None = None
     #: Levels providers register at: ``all`` (default), ``interface`` or ``instance``.
     register_mode: str | None = None

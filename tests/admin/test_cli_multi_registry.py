@@ -17,7 +17,7 @@ from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store.address import RegistryAddress
 from dubbo_py.registry.store.base import Store
 from dubbo_py.url import URL
-from tests.support.cli_fixtures import P1, P2
+from tests.support.cli_fixtures import CONSUMER, P1, P2
 from tests.support.memory_store import MemoryStore, MemoryTree
 
 A = "zookeeper://zk-a:2181"
@@ -125,8 +125,87 @@ def test_rules_push_reports_per_registry_and_survives_one_down(tmp_path: Path) -
     assert any(A in line and "unchanged" in line for line in lines), result.stdout
 
 
-def test_commands_of_one_registry_say_so(tmp_path: Path) -> None:
+def test_consumers_and_rule_reads_are_labelled_and_one_missing_is_an_error(
+    tmp_path: Path,
+) -> None:
     trees = Trees()
-    result = trees.run("rules", "get", KEY, "--registry", A, "--registry", B)
+    trees.register(A, P1, CONSUMER)
+    trees.register(B, P2, CONSUMER)
+    (tmp_path / "dubbo.yaml").write_text(CONFIG)
+    ids = ("--registry", "a", "--registry", "b")
+    rows = trees.json("consumers", "demo.Greeter", *ids, cwd=tmp_path)
+    assert [(r["registry"], r["zone"], r["application"]) for r in rows] == [
+        ("a", "A", "shop"),
+        ("b", "B", "shop"),
+    ]
+    rule = tmp_path / "rule.yaml"
+    rule.write_text(RULE)
+    pushed = trees.json("rules", "push", str(rule), "--registry", A)
+    assert pushed["version"] == 0
+    # In A only: B's row is an error, A's is printed, the exit status is 1.
+    result = trees.run("rules", "history", KEY, "--json", "--registry", A, "--registry", B)
+    assert result.exit_code == 1
+    assert [(r["registry"], r["action"]) for r in json.loads(result.stdout)] == [(A, "push")]
+    assert f"error: registry {B}: no rule at {KEY}" in result.stderr
+    got = trees.run("rules", "get", KEY, "--registry", A, "--registry", B)
+    assert got.exit_code == 1
+    assert got.stdout.startswith(f"# registry {A}: version 0\n{RULE}")
+    # A dry run diffs against, and looks at the consumers of, each registry.
+    dry = trees.json("rules", "push", str(rule), "--dry-run", "--registry", A, "--registry", B)
+    assert [(d["registry"], d["current_version"]) for d in dry] == [(A, 0), (B, None)]
+    assert [bool(d["diff"]) for d in dry] == [False, True]
+    assert all("consumers watch: demo.Greeter:1.0.0" in " ".join(d["notes"]) for d in dry)
+    down = trees.run(
+        "rules",
+        "push",
+        str(rule),
+        "--dry-run",
+        "--json",
+        "--registry",
+        DOWN,
+        *ids[2:],
+        cwd=tmp_path,
+    )
+    assert down.exit_code == 1
+    rows = json.loads(down.stdout)
+    assert [(r["registry"], r.get("reason"), r.get("dry_run")) for r in rows] == [
+        (DOWN, "unreachable", None),
+        ("b", None, True),
+    ]
+
+
+def test_top_merges_an_application_found_in_several_registries() -> None:
+    from dubbo_py.admin.top import discover_each
+
+    trees = Trees()
+    qos = P1 + "&qos.port=22222"
+    trees.register(A, qos)
+    trees.register(B, qos, P2 + "&qos.port=33333")
+    registries = [
+        ((name, zone), Registry(MemoryStore(trees.trees[address])))
+        for name, zone, address in (("a", "A", A), ("b", "B", B))
+    ]
+    endpoints, providers = discover_each(registries, None)
+    assert [(e.address, e.registries) for e in endpoints] == [
+        ("10.0.0.5:22222", (("a", "A"), ("b", "B"))),
+        ("10.0.0.6:33333", (("b", "B"),)),
+    ]
+    assert len(providers) == 2
+
+
+def test_commands_of_one_registry_say_so_and_the_refusals_give_their_reason(
+    tmp_path: Path,
+) -> None:
+    trees = Trees()
+    several = ("--registry", A, "--registry", B)
+    result = trees.run("registry", "status", *several)
     assert result.exit_code == 2
     assert "takes one --registry" in result.stderr
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text("providers: []\n")
+    route = trees.run("route", "test", str(scenario), *several)
+    assert route.exit_code == 2
+    assert "route test reads no registry" in route.stderr
+    rollback = trees.run("rules", "rollback", KEY, "--to", "0", *several)
+    assert rollback.exit_code == 2
+    assert "each registry numbers its own history" in rollback.stderr

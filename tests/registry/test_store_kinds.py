@@ -27,7 +27,7 @@ def test_networked_kinds_take_their_default_port_from_the_table() -> None:
 
 
 def test_an_unknown_scheme_lists_the_table() -> None:
-    with pytest.raises(RegistryAddressError, match="zookeeper, etcd, sqlite or tri"):
+    with pytest.raises(RegistryAddressError, match="zookeeper, etcd, etcds, sqlite or tri"):
         parse_registry_address("consul://127.0.0.1:8500")
 
 
@@ -43,8 +43,55 @@ def test_new_store_opens_the_class_of_the_kind(tmp_path: Path) -> None:
     zk.close()
 
 
-def test_a_direct_address_is_no_store_and_etcd_refuses_a_zookeeper_identity() -> None:
+def test_a_direct_address_is_no_store() -> None:
     with pytest.raises(RegistryAddressError, match="direct provider address"):
         parse_registry_address("tri://127.0.0.1:50051").new_store()
-    with pytest.raises(StoreError, match="etcd store does not authenticate"):
-        parse_registry_address("etcd://127.0.0.1:1").new_store(auth=("u", "p"))
+
+
+def test_an_identity_on_etcd_is_its_user_and_password() -> None:
+    store = parse_registry_address("etcd://127.0.0.1:1").new_store(auth=("u", "p"))
+    try:
+        assert store._credentials == ("u", "p")  # type: ignore[attr-defined]
+    finally:
+        store.close()
+
+
+def test_etcds_takes_the_tls_files_as_options_and_round_trips() -> None:
+    text = "etcds://e1:2379,e2/dubbo?key=/k.pem&ca=/ca.pem&cert=/c.pem"
+    address = parse_registry_address(text)
+    assert (address.kind, address.location, address.chroot) == (
+        "etcds",
+        "e1:2379,e2:2379",
+        "/dubbo",
+    )
+    assert address.option("ca") == "/ca.pem" and address.option("key") == "/k.pem"
+    assert parse_registry_address(str(address)) == address
+    assert parse_registry_address("etcds://e1").location == "e1:2379"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("etcd://e1?ca=/ca.pem", "option 'ca' is a TLS option: it needs etcds://"),
+        ("zookeeper://z1?ca=/ca.pem", "option 'ca' is a TLS option: it needs etcds://"),
+        ("etcds://e1?ca=", "option 'ca' needs a value"),
+        ("etcds://e1?ca=/a&ca=/b", "option 'ca' given twice"),
+        # Neither a TLS option nor one of Dubbo's registry parameters.
+        ("etcds://e1?password=x", "unknown registry parameter 'password'"),
+    ],
+)
+def test_bad_options_name_the_address_and_the_option(text: str, message: str) -> None:
+    with pytest.raises(RegistryAddressError, match=message):
+        parse_registry_address(text)
+
+
+def test_unreadable_tls_files_are_named_at_once(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.pem"
+    with pytest.raises(StoreError, match=f"etcds://e1:2379: cannot read the ca= file {missing}"):
+        parse_registry_address(f"etcds://e1?ca={missing}").new_store()
+    not_pem = tmp_path / "ca.txt"
+    not_pem.write_text("hello")
+    with pytest.raises(StoreError, match=r"the ca= file .* is not PEM"):
+        parse_registry_address(f"etcds://e1?ca={not_pem}").new_store()
+    with pytest.raises(StoreError, match="needs both cert= and key= \\(got only cert\\)"):
+        parse_registry_address(f"etcds://e1?cert={not_pem}").new_store()

@@ -5,6 +5,10 @@ short heartbeat and election timeouts so that it elects itself at once when (re)
 no fsync (``--unsafe-no-fsync``: the OS keeps what was written when the process is killed; only
 a machine crash would lose it, which tests do not simulate). Like ZooKeeperServer, the ports
 and data directory are kept across :meth:`EtcdServer.restart`, so leases (sessions) survive it.
+
+A secured server (``certs``: TLS with client certificates checked against the test CA) and
+etcd's authentication (:meth:`EtcdServer.enable_auth`, users and roles by etcd's Auth API, as
+``etcdctl user/role/auth`` does) make the production set-up of docs/registry.md.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 
 import grpc
 
+from tests.support.certs import Certs
 from tests.support.local_server import free_port, log_tail
 
 __all__ = ["EtcdCluster", "EtcdClusterMember", "EtcdServer", "EtcdUnavailable", "etcd_binary"]
@@ -43,7 +48,11 @@ def etcd_binary() -> str:
 class EtcdServer:
     """One single-member etcd process on loopback."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, certs: Certs | None = None, auth_token_ttl: int | None = None) -> None:
+        self.certs = certs
+        self._auth_token_ttl = auth_token_ttl
+        self.root_password: str | None = None
+        self._root_token: str | None = None
         self._binary = etcd_binary()
         self.port = free_port()
         self.peer_port = free_port()
@@ -59,6 +68,15 @@ class EtcdServer:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def url(self) -> str:
+        """The registry address of this server: ``etcd://`` or, with TLS, ``etcds://`` with the
+        test CA and the client certificate."""
+        if self.certs is None:
+            return f"etcd://{self.address}"
+        c = self.certs
+        return f"etcds://{self.address}?ca={c.ca}&cert={c.client_cert}&key={c.client_key}"
+
+    @property
     def running(self) -> bool:
         """Whether the server process is alive."""
         return self._process is not None and self._process.poll() is None
@@ -67,8 +85,23 @@ class EtcdServer:
         """Start the server and return once it serves requests."""
         if self.running:
             return
-        client = f"http://{self.address}"
+        client = f"{'https' if self.certs else 'http'}://{self.address}"
         peer = f"http://127.0.0.1:{self.peer_port}"
+        secure: list[str] = []
+        if self.certs is not None:
+            secure += [
+                "--cert-file",
+                str(self.certs.server_cert),
+                "--key-file",
+                str(self.certs.server_key),
+                "--trusted-ca-file",
+                str(self.certs.ca),
+                "--client-cert-auth",
+            ]
+        if self._auth_token_ttl is not None:
+            secure += ["--auth-token-ttl", str(self._auth_token_ttl)]
+        # The cheapest password hashing: every authentication checks one, on 2 loaded cores.
+        secure += ["--bcrypt-cost", "4"]
         with self._log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 [
@@ -96,6 +129,7 @@ class EtcdServer:
                     "warn",
                     "--logger",
                     "zap",
+                    *secure,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -108,7 +142,7 @@ class EtcdServer:
         from dubbo_py.registry.store.etcd import _api as api
 
         deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(self.address) as channel:
+        with self.admin_channel() as channel:
             stub = api.EtcdStub(channel)
             while time.monotonic() < deadline:
                 assert self._process is not None
@@ -118,12 +152,63 @@ class EtcdServer:
                     )
                 try:
                     # A linearizable read answers once the member has elected itself leader.
-                    stub.Range(api.RangeRequest(key=b"/"), timeout=1.0)
+                    stub.Range(api.RangeRequest(key=b"/"), timeout=1.0, metadata=self._token())
                     return
                 except grpc.RpcError:
                     time.sleep(0.05)
         self.stop()
         raise EtcdUnavailable(f"etcd did not start in {timeout}s:\n{self.log_tail()}")
+
+    def admin_channel(self) -> grpc.Channel:
+        """A channel to the server (TLS with the client certificate when secured)."""
+        if self.certs is None:
+            return grpc.insecure_channel(self.address)
+        c = self.certs
+        credentials = grpc.ssl_channel_credentials(
+            c.ca.read_bytes(), c.client_key.read_bytes(), c.client_cert.read_bytes()
+        )
+        return grpc.secure_channel(self.address, credentials)
+
+    def _token(self, *, fresh: bool = False) -> list[tuple[str, str]]:
+        """``root``'s token as call metadata, once authentication is on (kept: each
+        authentication costs etcd a bcrypt check)."""
+        if self.root_password is None:
+            return []
+        if fresh or self._root_token is None:
+            from dubbo_py.registry.store.etcd import _api as api
+
+            with self.admin_channel() as channel:
+                reply = api.EtcdStub(channel).Authenticate(
+                    api.AuthenticateRequest(name="root", password=self.root_password),
+                    timeout=10.0,
+                )
+            self._root_token = str(reply.token)
+        return [("token", self._root_token)]
+
+    def auth(self, method: str, **fields: object) -> None:
+        """One call of etcd's Auth API as ``root`` (``auth("UserAdd", name=..., password=...)``,
+        ``auth("RoleGrantPermission", name=role, perm=api.Permission(...))``)."""
+        from dubbo_py.registry.store.etcd import _api as api
+
+        with self.admin_channel() as channel:
+            stub = api.EtcdAuthStub(channel)
+            call = getattr(stub, method)
+            try:
+                call(stub.request(method, **fields), timeout=10.0, metadata=self._token())
+            except grpc.RpcError as exc:
+                if "invalid auth token" not in str(exc.details()):
+                    raise
+                # root's token expired (--auth-token-ttl) or was invalidated: a new one.
+                call(stub.request(method, **fields), timeout=10.0, metadata=self._token(fresh=True))
+
+    def enable_auth(self, root_password: str) -> None:
+        """Create ``root`` (with the root role) and turn authentication on, as ``etcdctl user
+        add root && etcdctl auth enable`` do."""
+        self.auth("UserAdd", name="root", password=root_password)
+        self.auth("RoleAdd", name="root")
+        self.auth("UserGrantRole", user="root", role="root")
+        self.auth("AuthEnable")
+        self.root_password = root_password
 
     def stop(self) -> None:
         """Kill the server (SIGKILL: like a crash; leases and keys stay in its data directory)."""

@@ -1,4 +1,5 @@
-"""``acl``: protect rules and their history on ZooKeeper (docs/cli.md, docs/configuration.md).
+"""``acl``: protect rules and their history on ZooKeeper (docs/cli.md, docs/configuration.md);
+on etcd, print the roles that do it (``acl etcd-roles``, :mod:`dubbo_py.admin.rules.etcd_roles`).
 
 ``acl secure`` makes every folder on the way to the rules and their history the authenticated
 operator's (:mod:`dubbo_py.admin.rules.acl`), for rules written before access control was in
@@ -27,7 +28,8 @@ __all__ = ["acl_group"]
 
 @click.group("acl", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
 def acl_group() -> None:
-    """Access control of rules and rule history on ZooKeeper (needs --auth)."""
+    """Access control of rules and rule history: on ZooKeeper (needs --auth) and, as etcd
+    roles to grant, on etcd."""
 
 
 @acl_group.command("secure", context_settings=CONTEXT_SETTINGS)
@@ -56,6 +58,13 @@ def secure(keys: tuple[str, ...]) -> None:
         raise click.UsageError(
             "acl secure needs the identity to protect with: --auth user:password "
             "(or DUBBO_PY_REGISTRY_AUTH)"
+        )
+    if env.address.kind in ("etcd", "etcds"):
+        raise AdminError(
+            f"{env.address}: etcd's access control is its roles on key ranges, which etcd's "
+            "administrator sets (etcdctl role grant-permission), not dubbo-py: "
+            "'dubbo-py acl etcd-roles' prints the grants that keep applications off the rules",
+            reason="refused",
         )
     store = env.store
     if acl.controlled(store) is None:
@@ -91,3 +100,34 @@ def secure(keys: tuple[str, ...]) -> None:
             + "; ".join(f"{r.path} ({r.detail})" for r in refused),
             reason="denied",
         )
+
+
+@acl_group.command("etcd-roles", context_settings=CONTEXT_SETTINGS)
+@json_option
+def etcd_roles() -> None:
+    """Print the etcdctl commands that make the two roles of an etcd registry: applications
+    (read and write providers, consumers and instances; read rules) and operators (read
+    everything; write rules and their history). For the key prefix of the --registry address;
+    nothing is read or written. Give users the roles with 'etcdctl user grant-role'.
+
+    \b
+    Examples:
+      dubbo-py acl etcd-roles --registry etcds://etcd1:2379/prod
+
+    \b
+    JSON: [{"role", "permission", "key", "end"}]   end "": the key alone
+    """
+    from dubbo_py.admin.rules import etcd_roles as roles
+
+    env = env_of()
+    address = env.address
+    if address.kind not in ("etcd", "etcds"):
+        raise click.UsageError(
+            f"acl etcd-roles is for etcd registries (etcd:// or etcds://), not {address}; "
+            "ZooKeeper's access control is 'acl secure'"
+        )
+    if env.json:
+        emit_json([g.to_json() for g in roles.grants(address.chroot)])
+        return
+    for line in roles.etcdctl_commands(address.chroot):
+        click.echo(line)

@@ -52,6 +52,13 @@ def route_test(scenario_file: str) -> None:
            "error": null | message}
     """
     env = env_of()
+    if env.several:
+        # Not a registry command: there is nothing to run once per registry.
+        raise click.UsageError(
+            "route test reads no registry: the scenario file names the providers, the rules "
+            "and the invocation, so several --registry would all give the same answer; give "
+            "none (to try the rules of a registry, 'rules push --dry-run' takes several)"
+        )
     try:
         text = read_input_file(scenario_file)
         result = scenario.run_text(text, scenario_file)

@@ -27,7 +27,7 @@ from dubbo_py.admin.common import (
     operator_option,
     print_table,
 )
-from dubbo_py.admin.fanout import each_registry, raise_failures
+from dubbo_py.admin.fanout import each_registry, labelled, raise_failures, report_writes
 from dubbo_py.admin.input_file import InputFileError, read_input_file
 from dubbo_py.admin.rules import documents as rules
 from dubbo_py.admin.rules.diff import change_summary
@@ -111,8 +111,8 @@ def _read_file(path: str) -> str:
         raise AdminError(str(exc), reason="invalid") from None
 
 
-def _missing_key(key: str) -> AdminError:
-    env = env_of()
+def _missing_key(key: str, env: CliEnv | None = None) -> AdminError:
+    env = env or env_of()
     keys = env.registry.config_keys()
     return AdminError(
         f"no rule at {key} in registry {env.address}{did_you_mean(key, keys)}",
@@ -168,7 +168,7 @@ def list_rules(kind: str | None, service: str | None) -> None:
     several = env.several
     if several:
         outcomes = each_registry(env, lambda child: _rule_rows(child.registry, kind, service))
-        rows = [{**o.labels(), **r} for o in outcomes for r in o.value or []]
+        rows = labelled(outcomes)
     else:
         rows = _rule_rows(env.registry, kind, service)
     if env.json:
@@ -223,29 +223,47 @@ def _rule_rows(registry: Registry, kind: str | None, service: str | None) -> lis
 def get_rule(key: rules.RuleKey) -> None:
     """Print the rule document at KEY exactly as stored (redirect it to a file to edit it).
 
+    With several --registry, each registry's document follows a '# registry ID (zone Z):
+    version N' line; a registry without it is an error (exit 1) after the others are printed.
+
     \b
     Examples:
       dubbo-py rules get demo.Greeter:1.0.0:.condition-router > rule.yaml
 
     \b
     JSON: {"key", "kind", "version", "enabled", "text"}
+    several registries: [{"registry", "zone", "key", ...}]
     """
     env = env_of()
-    doc = env.registry.get_config(key.key)
-    if doc is None:
-        raise _missing_key(key.key)
-    if env.json:
-        emit_json(
-            {
-                "key": key.key,
-                "kind": key.kind,
-                "version": doc.version,
-                "enabled": rules.document_enabled(doc.text),
-                "text": doc.text,
-            }
-        )
+
+    def read(child: CliEnv) -> dict[str, Any]:
+        doc = child.registry.get_config(key.key)
+        if doc is None:
+            raise _missing_key(key.key, child)
+        return {
+            "key": key.key,
+            "kind": key.kind,
+            "version": doc.version,
+            "enabled": rules.document_enabled(doc.text),
+            "text": doc.text,
+        }
+
+    if env.several:
+        outcomes = each_registry(env, lambda child: [read(child)])
+        rows = labelled(outcomes)
+        if env.json:
+            emit_json(rows)
+        for row in [] if env.json else rows:
+            zone = f" (zone {row['zone']})" if row["zone"] else ""
+            click.echo(f"# registry {row['registry']}{zone}: version {row['version']}")
+            click.echo(row["text"], nl=not row["text"].endswith("\n"))
+        raise_failures(outcomes)
         return
-    click.echo(doc.text, nl=not doc.text.endswith("\n"))
+    found = read(env)
+    if env.json:
+        emit_json(found)
+        return
+    click.echo(found["text"], nl=not found["text"].endswith("\n"))
 
 
 def _resolve(file: str, text: str, key: rules.RuleKey | None, kind: str | None) -> rules.RuleKey:
@@ -323,8 +341,12 @@ def _dry_run(
     methods: tuple[str, ...],
     attachments: dict[str, str],
     warnings: list[LintWarning],
-) -> None:
-    env = env_of()
+    env: CliEnv | None = None,
+    where: str = "",
+) -> dict[str, Any]:
+    """Show what pushing would change on ``env``'s registry (``where`` names it in the
+    text output) and return it as JSON (printed only by the caller)."""
+    env = env or env_of()
     current = env.registry.get_config(rule.key)
     old = "" if current is None else current.text
     label = f"{rule.key} (version {current.version})" if current else f"{rule.key} (absent)"
@@ -336,22 +358,20 @@ def _dry_run(
     from dubbo_py.admin.rules.reach import reach_of_change  # only a dry run needs it
 
     report = reach_of_change(env.registry, rule, text, methods=methods, attachments=attachments)
+    found = {
+        "key": rule.key,
+        "kind": rule.kind,
+        "dry_run": True,
+        "current_version": None if current is None else current.version,
+        "diff": diff,
+        "reach": [r.to_json() for r in report.rows],
+        "notes": report.notes,
+        "warnings": [w.to_json() for w in warnings],
+    }
     if env.json:
-        emit_json(
-            {
-                "key": rule.key,
-                "kind": rule.kind,
-                "dry_run": True,
-                "current_version": None if current is None else current.version,
-                "diff": diff,
-                "reach": [r.to_json() for r in report.rows],
-                "notes": report.notes,
-                "warnings": [w.to_json() for w in warnings],
-            }
-        )
-        return
+        return found
     out = console()
-    out.print(f"dry run: {rule.key} would be " + ("updated" if current else "created"))
+    out.print(f"dry run{where}: {rule.key} would be " + ("updated" if current else "created"))
     click.echo(diff if diff else "(no change to the text)\n", nl=False)
     if diff and not diff.endswith("\n"):
         click.echo()
@@ -372,6 +392,7 @@ def _dry_run(
     )
     for note in report.notes:
         click.echo(f"note: {note}")
+    return found
 
 
 @rules_group.command("push", context_settings=CONTEXT_SETTINGS)
@@ -417,6 +438,7 @@ def push_rule(
     JSON: {"key", "action", "version", "changed", "history_seq", "warnings"}
     dry run: {"key", "kind", "dry_run", "current_version", "diff", "reach", "notes",
               "warnings"}
+    several registries: a list of those, each with "registry" and "zone" (or "error")
     """
     env = env_of()
     text = _read_file(file)
@@ -424,14 +446,17 @@ def push_rule(
     rules.validate(rule, text, file)
     if env.several:
         if dry_run:
-            raise click.UsageError("--dry-run takes one --registry")
-        _push_each(rule, text, file, expect_version, strict)
+            _dry_run_each(rule, text, file, methods, attachment_pairs(attachments), strict)
+        else:
+            _push_each(rule, text, file, expect_version, strict)
         return
     # A push may create the registry (an embedded one not written yet); a dry run only reads.
     ops = None if dry_run else env.rule_ops()
     warnings, _ = _lint(rule, text, file, env.registry, strict)
     if ops is None:
-        _dry_run(rule, text, file, methods, attachment_pairs(attachments), warnings)
+        found = _dry_run(rule, text, file, methods, attachment_pairs(attachments), warnings)
+        if env.json:
+            emit_json(found)
         return
     result = ops.put(rule.key, text, action="push", expect_version=expect_version)
     _report_write(result, "pushed", warnings)
@@ -444,52 +469,75 @@ def _push_each(
     that refuses it (conflict, --strict, unreachable) does not stop the others."""
     env = env_of()
 
-    def push(child: CliEnv) -> tuple[WriteResult, list[LintWarning]]:
+    warned: dict[str, list[LintWarning]] = {}
+
+    def push(child: CliEnv) -> WriteResult:
         ops = child.rule_ops()
         warnings, _ = _lint(rule, text, file, child.registry, strict)
-        return ops.put(rule.key, text, action="push", expect_version=expect_version), warnings
+        warned[str(child.registry_text)] = warnings
+        return ops.put(rule.key, text, action="push", expect_version=expect_version)
 
-    outcomes = each_registry(env, push)
-    rows: list[dict[str, Any]] = []
-    for outcome in outcomes:
-        row: dict[str, Any] = dict(outcome.labels())
-        if outcome.value is not None:
-            result, warnings = outcome.value
-            row.update(result.to_json())
-            row["warnings"] = [w.to_json() for w in warnings]
-        else:
-            assert outcome.error is not None
-            row.update(key=rule.key, error=outcome.error.format_message())
-            row["reason"] = outcome.error.reason
-        rows.append(row)
+    report_writes(
+        env,
+        rule.key,
+        "pushed",
+        each_registry(env, push),
+        lambda target: {"warnings": [w.to_json() for w in warned.get(target.address, [])]},
+    )
+
+
+def _dry_run_each(
+    rule: rules.RuleKey,
+    text: str,
+    file: str,
+    methods: tuple[str, ...],
+    attachments: dict[str, str],
+    strict: bool,
+) -> None:
+    """A dry run on each registry the run names: its diff against what that registry holds
+    and the reach on that registry's consumers, one section (JSON: one object) each."""
+    env = env_of()
+    targets = env.targets()
+
+    def dry_run(child: CliEnv) -> list[dict[str, Any]]:
+        target = next(t for t in targets if t.address == child.registry_text)
+        zone = f" (zone {target.zone})" if target.zone else ""
+        warnings, _ = _lint(rule, text, file, child.registry, strict)
+        where = f" on registry {target.id}{zone}"
+        return [_dry_run(rule, text, file, methods, attachments, warnings, child, where)]
+
+    outcomes = each_registry(env, dry_run)
     if env.json:
-        emit_json(rows)
-    else:
-        print_table(
-            f"pushed {rule.key}",
-            ["REGISTRY", "ZONE", "RESULT", "VERSION", "HISTORY"],
-            (
-                [
-                    r["registry"],
-                    r["zone"] or "",
-                    "error: " + r["error"]
-                    if "error" in r
-                    else ("pushed" if r["changed"] else "unchanged"),
-                    "" if r.get("version") is None else r["version"],
-                    "" if r.get("history_seq") is None else f"#{r['history_seq']}",
-                ]
-                for r in rows
-            ),
+        # In the order given; a registry that failed has its error where its dry run would be.
+        emit_json(
+            [
+                {**o.labels(), **o.value[0]}
+                if o.value
+                else {
+                    **o.labels(),
+                    "key": rule.key,
+                    "error": o.error.format_message() if o.error else "",
+                    "reason": o.error.reason if o.error else "",
+                }
+                for o in outcomes
+            ]
         )
     raise_failures(outcomes)
 
 
 def _flip(key: rules.RuleKey, enabled: bool, expect_version: int | None) -> None:
     env = env_of()
-    if env.registry.get_config(key.key) is None:
-        raise _missing_key(key.key)
-    result = env.rule_ops().set_enabled(key.key, enabled, expect_version=expect_version)
-    _report_write(result, "enabled" if enabled else "disabled")
+
+    def flip(child: CliEnv) -> WriteResult:
+        if child.registry.get_config(key.key) is None:
+            raise _missing_key(key.key, child)
+        return child.rule_ops().set_enabled(key.key, enabled, expect_version=expect_version)
+
+    done = "enabled" if enabled else "disabled"
+    if env.several:
+        report_writes(env, key.key, done, each_registry(env, flip))
+        return
+    _report_write(flip(env), done)
 
 
 @rules_group.command("enable", context_settings=CONTEXT_SETTINGS)
@@ -535,10 +583,16 @@ def delete_rule(key: rules.RuleKey, expect_version: int | None) -> None:
       dubbo-py rules delete demo.Greeter:1.0.0:.condition-router
     """
     env = env_of()
-    if expect_version is None and env.registry.get_config(key.key) is None:
-        raise _missing_key(key.key)
-    result = env.rule_ops().delete(key.key, expect_version=expect_version)
-    _report_write(result, "deleted")
+
+    def delete(child: CliEnv) -> WriteResult:
+        if expect_version is None and child.registry.get_config(key.key) is None:
+            raise _missing_key(key.key, child)
+        return child.rule_ops().delete(key.key, expect_version=expect_version)
+
+    if env.several:
+        report_writes(env, key.key, "deleted", each_registry(env, delete))
+        return
+    _report_write(delete(env), "deleted")
 
 
 @rules_group.command("history", context_settings=CONTEXT_SETTINGS)
@@ -557,39 +611,65 @@ def rule_history(key: rules.RuleKey, show_text: bool) -> None:
     \b
     JSON: [{"seq", "action", "time", "time_ms", "operator", "version",
             "deleted", "restored", "text", "change"}]
+    several registries: each entry also has "registry" and "zone" (each registry keeps, and
+    numbers, its own history)
     """
     env = env_of()
-    entries = env.history().entries(key.key)
-    if not entries and env.registry.get_config(key.key) is None:
-        raise _missing_key(key.key)
-    changes = [
-        change_summary(entries[i - 1].text if i else None, e.text, first=(i == 0 and e.seq > 0))
-        for i, e in enumerate(entries)
-    ]
+
+    def history(child: CliEnv) -> list[dict[str, Any]]:
+        entries = child.history().entries(key.key)
+        if not entries and child.registry.get_config(key.key) is None:
+            raise _missing_key(key.key, child)
+        changes = [
+            change_summary(entries[i - 1].text if i else None, e.text, first=(i == 0 and e.seq > 0))
+            for i, e in enumerate(entries)
+        ]
+        return [
+            {**e.to_json(), "change": c, "time_iso": e.time_iso}
+            for e, c in zip(entries, changes, strict=True)
+        ]
+
+    several = env.several
+    if several:
+        outcomes = each_registry(env, history)
+        rows = labelled(outcomes)
+    else:
+        rows = history(env)
     if env.json:
-        emit_json([{**e.to_json(), "change": c} for e, c in zip(entries, changes, strict=True)])
-        return
-    if show_text:
-        for e in entries:
-            click.echo(f"# {e.seq} {e.time_iso} {e.action} by {e.operator}")
-            click.echo("(deleted)" if e.text is None else e.text.rstrip("\n"))
-        return
-    print_table(
-        f"history of {key.key}",
-        ["SEQ", "TIME (UTC)", "ACTION", "OPERATOR", "VERSION", "CHANGE"],
-        (
+        emit_json([{k: v for k, v in r.items() if k != "time_iso"} for r in rows])
+    elif show_text:
+        for r in rows:
+            where = f" registry {r['registry']}" if several else ""
+            click.echo(f"#{where} {r['seq']} {r['time_iso']} {r['action']} by {r['operator']}")
+            click.echo("(deleted)" if r["text"] is None else r["text"].rstrip("\n"))
+    else:
+        print_table(
+            f"history of {key.key}",
             [
-                e.seq,
-                e.time_iso,
-                e.action + (f" (to #{e.restored})" if e.restored is not None else ""),
-                e.operator,
-                "-" if e.version is None else e.version,
-                change,
-            ]
-            for e, change in zip(entries, changes, strict=True)
-        ),
-        empty=f"no history for {key.key} (it was not written with dubbo-py)",
-    )
+                *(["REGISTRY", "ZONE"] if several else []),
+                "SEQ",
+                "TIME (UTC)",
+                "ACTION",
+                "OPERATOR",
+                "VERSION",
+                "CHANGE",
+            ],
+            (
+                [
+                    *([r["registry"], r["zone"] or ""] if several else []),
+                    r["seq"],
+                    r["time_iso"],
+                    r["action"] + (f" (to #{r['restored']})" if r["restored"] is not None else ""),
+                    r["operator"],
+                    "-" if r["version"] is None else r["version"],
+                    r["change"],
+                ]
+                for r in rows
+            ),
+            empty=f"no history for {key.key} (it was not written with dubbo-py)",
+        )
+    if several:
+        raise_failures(outcomes)
 
 
 @rules_group.command("rollback", context_settings=CONTEXT_SETTINGS)
@@ -604,11 +684,27 @@ def rollback_rule(key: rules.RuleKey, to_seq: int | None, expect_version: int | 
     Repeated rollbacks step further back. Restoring a deletion deletes the rule. The restore
     is a versioned write, recorded in the history as 'rollback'.
 
+    With several --registry, each registry restores its own previous version (its history is
+    its own); --to is refused there, since each registry numbers its history itself.
+
     \b
     Examples:
       dubbo-py rules rollback demo.Greeter:1.0.0:.condition-router
       dubbo-py rules rollback demo.Greeter:1.0.0:.condition-router --to 0
     """
     env = env_of()
+    if env.several:
+        if to_seq is not None:
+            raise click.UsageError(
+                "--to takes one --registry: each registry numbers its own history, so entry "
+                f"#{to_seq} is a different change in each (see 'rules history' with several "
+                "--registry); leave --to out to restore each registry's previous version"
+            )
+        outcomes = each_registry(
+            env,
+            lambda child: child.rule_ops().rollback(key.key, None, expect_version=expect_version),
+        )
+        report_writes(env, key.key, "rolled back", outcomes)
+        return
     result = env.rule_ops().rollback(key.key, to_seq, expect_version=expect_version)
     _report_write(result, "rolled back")

@@ -10,13 +10,14 @@ import click
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
+    CliEnv,
     did_you_mean,
     emit_json,
     env_of,
     json_option,
     print_table,
 )
-from dubbo_py.admin.fanout import each_registry, raise_failures
+from dubbo_py.admin.fanout import Outcome, each_registry, labelled, raise_failures
 from dubbo_py.admin.provider_levels import ListedProvider, levels_label, listed_providers
 from dubbo_py.admin.rules import overrides
 from dubbo_py.cluster import configurators
@@ -71,7 +72,7 @@ def services() -> None:
         rows = _service_rows(env.registry)
     else:
         outcomes = each_registry(env, lambda child: _service_rows(child.registry))
-        rows = [{**o.labels(), **r} for o in outcomes for r in o.value or []]
+        rows = labelled(outcomes)
     if env.json:
         emit_json(rows)
     else:
@@ -218,13 +219,7 @@ def providers(service: str) -> None:
     else:
         outcomes = each_registry(env, lambda child: _provider_rows(child.registry, service))
         if all(o.error is None and not o.value for o in outcomes):
-            # Known to none of them: the closest name from the first that answers.
-            where = "registries " + ", ".join(o.target.id for o in outcomes)
-            first = env.for_target(outcomes[0].target)
-            try:
-                known_service(first.registry, service, where)
-            finally:
-                first.close()
+            _known_to_one(env, outcomes, service)
         shown = [({**o.labels(), **r}, c) for o in outcomes for r, c in o.value or []]
     rows = [r for r, _ in shown]
     if env.json:
@@ -295,12 +290,50 @@ def consumers(service: str) -> None:
 
     \b
     JSON: [{"url", "address", "application", "version", "group"}]
+    several registries: each row also has "registry" and "zone"
     """
     env = env_of()
-    registry = env.registry
-    known_service(registry, service)
+    several = env.several
+    if not several:
+        registry = env.registry
+        known_service(registry, service)
+        rows = _consumer_rows(registry, service)
+    else:
+        outcomes = each_registry(env, lambda child: _consumer_rows(child.registry, service))
+        if all(o.error is None and not o.value for o in outcomes):
+            _known_to_one(env, outcomes, service)
+        rows = labelled(outcomes)
+    if env.json:
+        emit_json(rows)
+    else:
+        print_table(
+            f"consumers of {service}",
+            [
+                *(["REGISTRY", "ZONE"] if several else []),
+                "ADDRESS",
+                "APPLICATION",
+                "VERSION",
+                "GROUP",
+            ],
+            (
+                [
+                    *([r["registry"], r["zone"] or ""] if several else []),
+                    r["address"],
+                    r["application"],
+                    r["version"],
+                    r["group"],
+                ]
+                for r in rows
+            ),
+            empty=f"no consumers of {service}",
+        )
+    if several:
+        raise_failures(outcomes)
+
+
+def _consumer_rows(registry: Registry, service: str) -> list[dict[str, Any]]:
     urls = sorted(registry.lookup(service, layout.CONSUMERS), key=lambda u: u.to_string())
-    rows = [
+    return [
         {
             "url": u.to_string(),
             "address": u.host,
@@ -310,12 +343,22 @@ def consumers(service: str) -> None:
         }
         for u in urls
     ]
-    if env.json:
-        emit_json(rows)
-        return
-    print_table(
-        f"consumers of {service}",
-        ["ADDRESS", "APPLICATION", "VERSION", "GROUP"],
-        ([r["address"], r["application"], r["version"], r["group"]] for r in rows),
-        empty=f"no consumers of {service}",
-    )
+
+
+def _known_to_one(env: CliEnv, outcomes: list[Outcome[Any]], service: str) -> None:
+    """Not found (naming every registry, with the closest name from the first) unless one of
+    the registries knows ``service``; for a listing that found nothing anywhere."""
+    where = "registries " + ", ".join(o.target.id for o in outcomes)
+    for outcome in outcomes:
+        child = env.for_target(outcome.target)
+        try:
+            names = child.registry.services()
+            if service in names or service in app_level.interfaces(child.registry.store):
+                return
+        finally:
+            child.close()
+    first = env.for_target(outcomes[0].target)
+    try:
+        known_service(first.registry, service, where)
+    finally:
+        first.close()

@@ -6,7 +6,13 @@ import socket
 
 import click
 
-from dubbo_py.admin.common import CONTEXT_SETTINGS, env_of, operator_option
+from dubbo_py.admin.common import (
+    CONTEXT_SETTINGS,
+    AdminError,
+    as_admin_error,
+    env_of,
+    operator_option,
+)
 from dubbo_py.admin.console.security import is_loopback
 
 __all__ = ["console_command"]
@@ -47,6 +53,8 @@ def console_command(port: int, bind: str) -> None:
     route test; calling a method.
 
     It reads and writes the registry this command is given (--registry, $DUBBO_PY_REGISTRY).
+    Given several --registry, it serves each, one per page: the header names the registry (and
+    zone) a page shows and its writes go to, and switches to the others.
     On ZooKeeper it writes only with your registry identity (--auth or
     $DUBBO_PY_REGISTRY_AUTH); every write is versioned and recorded in the rule history
     with the operator (--operator, else the identity's user, else $USER) and the time.
@@ -61,13 +69,29 @@ def console_command(port: int, bind: str) -> None:
 
     from dubbo_py.admin.console.app import ConsoleState, create_app
     from dubbo_py.admin.console.live import LiveReader
+    from dubbo_py.admin.console.state import ConsoleRegistry
 
     env = env_of()
     env.writable = True
     if env.auth and not env.operator:
         env.operator = env.auth.partition(":")[0]
-    registry = env.registry  # fail now, in one line, when it is unreachable
-    registry.services()
+    served: dict[str, ConsoleRegistry] = {}
+    if env.several:
+        for target in env.targets():
+            child = env.for_target(target)
+            try:
+                child.registry.services()  # fail now, naming it, when one is unreachable
+            except Exception as exc:
+                error = as_admin_error(exc)
+                if error is None:
+                    raise
+                raise AdminError(f"registry {target.id}: {error.format_message()}") from None
+            served[target.id] = ConsoleRegistry(target, child, LiveReader(child.registry))
+        first = next(iter(served.values()))
+        env, registry = first.env, first.env.registry
+    else:
+        registry = env.registry  # fail now, in one line, when it is unreachable
+        registry.services()
     if not is_loopback(bind):
         click.echo(
             f"warning: listening on {bind}: anyone who can reach it can read the registry "
@@ -78,12 +102,15 @@ def console_command(port: int, bind: str) -> None:
     host, bound = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     extra = (bind, shown) if bind not in ("0.0.0.0", "::") else ()
-    state = ConsoleState(env, allowed_hosts=extra, live=LiveReader(registry))
+    state = ConsoleState(env, allowed_hosts=extra, live=LiveReader(registry), registries=served)
     app = create_app(state)
-    click.echo(f"dubbo-py console: http://{shown}:{bound}/ (registry {env.address})", err=False)
+    where = f"registries {', '.join(served)}" if served else f"registry {env.address}"
+    click.echo(f"dubbo-py console: http://{shown}:{bound}/ ({where})", err=False)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
+        for each in served.values():
+            each.env.close()

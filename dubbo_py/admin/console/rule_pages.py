@@ -60,7 +60,7 @@ def gutter(text: str, error_line: int | None) -> list[tuple[int, bool]]:
 
 def rules_page(web: Web, request: Request) -> Response:
     """Every rule document, as ``rules list``."""
-    rows = model.rule_rows(web.state.env.registry)
+    rows = model.rule_rows(web.env(request).registry)
     return web.render(request, "rules.html", rows=rows, kinds=rules.KINDS)
 
 
@@ -68,7 +68,7 @@ def rule_view(web: Web, request: Request) -> Response:
     """The editor on a key's document (a template when there is none yet)."""
     key = request.query_params.get("key", "").strip()
     rule = rules.parse_key(key)
-    doc = web.state.env.registry.get_config(key)
+    doc = web.env(request).registry.get_config(key)
     if doc is None:
         template = NEW_RULE_TEMPLATES.get(rule.kind, "configVersion: v3.0\nenabled: true\n")
         text = template.format(
@@ -110,7 +110,7 @@ def rule_check(web: Web, request: Request) -> Response:
     before and after); writes nothing."""
     rule, text, _ = _edited(request)
     dry_run = request.url.path.endswith("dry-run")
-    registry = web.state.env.registry
+    registry = web.env(request).registry
     try:
         names = rules.validate(rule, text, rule.key)
     except RuleError as exc:
@@ -130,9 +130,9 @@ def rule_push(web: Web, request: Request) -> Response:
     """Write the edited text if the key is still at the version the editor opened; a
     concurrent change is shown against the edit, not overwritten."""
     rule, text, form = _edited(request)
-    state = web.state
+    state, env = web.state, web.env(request)
     try:
-        web.check_writable()
+        web.check_writable(request)
         rules.validate(rule, text, rule.key)
     except RuleError as exc:
         return _invalid(web, request, text, exc)
@@ -141,9 +141,9 @@ def rule_push(web: Web, request: Request) -> Response:
     expect = form_int(form.get("version", "-1"), "version")
     try:
         with state.write_lock:
-            result = state.env.rule_ops().put(rule.key, text, action="push", expect_version=expect)
+            result = env.rule_ops().put(rule.key, text, action="push", expect_version=expect)
     except Conflict as exc:
-        current = state.env.registry.get_config(rule.key)
+        current = env.registry.get_config(rule.key)
         theirs = None if current is None else current.text
         return web.render(
             request,
@@ -179,7 +179,7 @@ def rule_history(web: Web, request: Request) -> Response:
     """A key's history, newest first, with each change's diff."""
     key = request.query_params.get("key", "")
     rules.parse_key(key)
-    env = web.state.env
+    env = web.env(request)
     return web.render(
         request,
         "history.html",

@@ -25,7 +25,7 @@ __all__ = [
 def services_page(web: Web, request: Request) -> Response:
     """Every service (or those matching ``q``); htmx asks for the table alone."""
     query = request.query_params.get("q", "")
-    rows = model.services(web.state.env.registry, query)
+    rows = model.services(web.env(request).registry, query)
     template = "services_table.html" if request.headers.get("hx-request") else "services.html"
     return web.render(request, template, rows=rows, query=query)
 
@@ -33,20 +33,21 @@ def services_page(web: Web, request: Request) -> Response:
 def service_view(web: Web, request: Request) -> Response:
     """One service: providers, consumers, the reach matrix, its rules."""
     name = request.path_params["name"]
-    registry = web.state.env.registry
+    registry = web.env(request).registry
     # Known at either level, as for ``dubbo-py providers`` (a service of Java providers
     # registered at the application level only has no interface-level folder).
     if name not in registry.services() and name not in app_level.interfaces(registry.store):
         return web.render(request, "error.html", status=404, message=f"no service {name!r}")
     page = model.service_page(registry, name)
-    return web.render(request, "service.html", page=page, live=web.state.live is not None)
+    return web.render(request, "service.html", page=page, live=web.live(request) is not None)
 
 
 def service_live(web: Web, request: Request) -> Response:
     """The providers' live figures (calls/s, p99, quarantined by), swapped into their rows."""
-    if web.state.live is None:
+    live = web.live(request)
+    if live is None:
         return web.render(request, "live.html", figures={}, failures=[])
-    figures, failures = web.state.live.read(request.path_params["name"])
+    figures, failures = live.read(request.path_params["name"])
     return web.render(request, "live.html", figures=figures, failures=failures)
 
 

@@ -59,7 +59,7 @@ def call_page(web: Web, request: Request) -> Response:
     params = request.query_params
     service = params.get("service", "")
     version, group = params.get("version", ""), params.get("group", "")
-    registry = web.state.env.registry
+    registry = web.env(request).registry
     shape, problem = None, ""
     if service:
         try:
@@ -111,7 +111,7 @@ def call_run(web: Web, request: Request) -> Response:
         name, sep, value = line.partition("=")
         if sep and name.strip():
             attachments[name.strip()] = value.strip()
-    env = web.state.env
+    env = web.env(request)
     call = CallRequest(
         form.get("service", ""),
         form.get("method", ""),

@@ -13,16 +13,32 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from dubbo_py.admin.console.security import CSRF_COOKIE, new_token
-from dubbo_py.admin.console.state import ConsoleState
+from dubbo_py.admin.common import CliEnv
+from dubbo_py.admin.console.live import LiveReader
+from dubbo_py.admin.console.security import CSRF_COOKIE, WriteAccess, new_token
+from dubbo_py.admin.console.state import ConsoleRegistry, ConsoleState, write_access
 from dubbo_py.admin.rules.acl import Untrusted
 from dubbo_py.admin.rules.operations import Conflict, NotFound, RuleOps
 from dubbo_py.errors import RuleError, StoreError
 from dubbo_py.version import __version__
 
-__all__ = ["HERE", "Handler", "Refused", "Web", "form_int", "form_of"]
+__all__ = [
+    "HERE",
+    "REGISTRY_COOKIE",
+    "REGISTRY_HEADER",
+    "Handler",
+    "Refused",
+    "Web",
+    "form_int",
+    "form_of",
+]
 
 HERE = Path(__file__).resolve().parent
+
+#: The header every htmx request of a page sends: the id of the registry the page shows.
+REGISTRY_HEADER = "X-Dubbo-Registry"
+#: The registry chosen last (``?registry=ID``), for the pages that follow.
+REGISTRY_COOKIE = "dubbo_py_registry"
 
 T = TypeVar("T")
 
@@ -51,6 +67,47 @@ class Web:
         self.state = state
         self.templates = _templates()
 
+    def chosen(self, request: Request) -> ConsoleRegistry | None:
+        """The registry a request is for, when the console serves several (None otherwise):
+        a write names it in :data:`REGISTRY_HEADER` (its page set it; a write without it is
+        refused, since the registry chosen last may not be the page's); a page takes
+        ``?registry=ID``, else the one chosen last, else the first. ValueError for an id
+        this console does not serve."""
+        registries = self.state.registries
+        if not registries:
+            return None
+        named = request.headers.get(REGISTRY_HEADER)
+        if request.method == "POST" and not named:
+            raise ValueError(
+                "this console serves several registries and the write names none: reload the "
+                "page and try again"
+            )
+        wanted = (
+            named or request.query_params.get("registry") or request.cookies.get(REGISTRY_COOKIE)
+        )
+        if not wanted:
+            return next(iter(registries.values()))
+        found = registries.get(wanted)
+        if found is None:
+            raise ValueError(
+                f"this console serves no registry {wanted!r} (registries: {', '.join(registries)})"
+            )
+        return found
+
+    def env(self, request: Request) -> CliEnv:
+        """The environment (registry, identity, operator) of the registry a request is for."""
+        chosen = self.chosen(request)
+        return self.state.env if chosen is None else chosen.env
+
+    def live(self, request: Request) -> LiveReader | None:
+        """The live-figures reader of the registry a request is for (None: not shown)."""
+        chosen = self.chosen(request)
+        return self.state.live if chosen is None else chosen.live
+
+    def access(self, request: Request) -> WriteAccess:
+        """Whether the registry a request is for may be written by this console."""
+        return write_access(self.env(request))
+
     def render(
         self,
         request: Request,
@@ -60,14 +117,22 @@ class Web:
         **ctx: Any,
     ) -> HTMLResponse:
         """A template as a response, with the browser's CSRF token (set as a cookie the
-        first time) and the registry and operator every page shows."""
-        env = self.state.env
+        first time) and the registry and operator every page shows (with several registries:
+        which one, its zone, and the others to switch to)."""
+        try:
+            chosen = self.chosen(request)
+        except ValueError:
+            chosen = None  # an error page about that very choice
+        env = self.state.env if chosen is None else chosen.env
         token = request.cookies.get(CSRF_COOKIE) or new_token()
         page = self.templates.get_template(name).render(
             request=request,
             csrf=token,
-            access=self.state.access,
+            access=write_access(env),
             registry=str(env.address),
+            registry_id=None if chosen is None else chosen.target.id,
+            registry_zone=None if chosen is None else chosen.target.zone,
+            registries=[(r.target.id, r.target.zone) for r in self.state.registries.values()],
             operator=env.who(),
             dubbo_py_version=__version__,
             **ctx,
@@ -75,6 +140,8 @@ class Web:
         response = HTMLResponse(page, status_code=status, headers=headers)
         if request.cookies.get(CSRF_COOKIE) != token:
             response.set_cookie(CSRF_COOKIE, token, httponly=False, samesite="strict")
+        if chosen is not None and request.cookies.get(REGISTRY_COOKIE) != chosen.target.id:
+            response.set_cookie(REGISTRY_COOKIE, chosen.target.id, samesite="strict")
         return response
 
     def message(self, request: Request, text: str, *, ok: bool, refresh: bool = False) -> Response:
@@ -82,9 +149,9 @@ class Web:
         headers = {"HX-Refresh": "true"} if refresh else None
         return self.render(request, "message.html", ok=ok, message=text, headers=headers)
 
-    def check_writable(self) -> None:
-        """:class:`Refused` unless this console may write."""
-        access = self.state.access
+    def check_writable(self, request: Request) -> None:
+        """:class:`Refused` unless this console may write to the request's registry."""
+        access = self.access(request)
         if not access.allowed:
             raise Refused(access.reason)
 
@@ -93,9 +160,9 @@ class Web:
         this console may write: what it returns, or the message answering a write that was
         refused, met a newer version, named a missing entry or held a bad rule or value."""
         try:
-            self.check_writable()
+            self.check_writable(request)
             with self.state.write_lock:
-                return change(self.state.env.rule_ops())
+                return change(self.env(request).rule_ops())
         except (Refused, Conflict, NotFound, RuleError, ValueError) as exc:
             return self.message(request, str(exc), ok=False)
         except Untrusted as exc:

@@ -1,4 +1,5 @@
 """Registry addresses: ``zookeeper://h:p[,h:p...][/chroot]``, ``etcd://h:p[,h:p...][/chroot]``,
+``etcds://h:p[,h:p...][/chroot][?ca=PATH&cert=PATH&key=PATH]`` for etcd over TLS,
 ``sqlite:///abs/path.db`` for the embedded store, ``tri://host:port[,host:port]`` for direct,
 registry-less calls.
 
@@ -55,6 +56,9 @@ class RegistryAddress:
     #: What the address's parameters (and ``user:password@``) say; not part of the address's
     #: identity (two applications with different zones share one store).
     parameters: AddressParameters = field(default=AddressParameters(), compare=False)
+    #: The store kind's own ``?name=value`` options, sorted by name (``etcds://``: its TLS
+    #: files ``ca``, ``cert``, ``key``); part of the identity (other files, another session).
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def session_seconds(self) -> float | None:
@@ -65,6 +69,10 @@ class RegistryAddress:
     def empty_protection(self) -> bool | None:
         """The address's ``enable-empty-protection`` (None: not given)."""
         return self.parameters.empty_protection
+
+    def option(self, name: str) -> str | None:
+        """The value of option ``name``; None when not given."""
+        return dict(self.options).get(name)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -84,8 +92,9 @@ class RegistryAddress:
         """A new, unstarted store (a session of its own) on this address, of the class the
         store table (:data:`~dubbo_py.registry.store.kinds.STORES`) names for its kind.
 
-        ``auth`` is a registry identity (a ZooKeeper digest ``(user, password)``); a store that
-        cannot use one refuses it (StoreError) rather than connect without it.
+        ``auth`` is a registry identity (a ZooKeeper digest ``(user, password)``, an etcd user
+        and password); a store that cannot use one refuses it (StoreError) rather than connect
+        without it.
         """
         kind = STORES.get(self.kind)
         if kind is None:
@@ -107,7 +116,8 @@ class RegistryAddress:
         if self.kind == "sqlite":
             return f"sqlite://{self.location}"
         scheme = "tri" if self.kind == "direct" else self.kind
-        return f"{scheme}://{self.location}{self.chroot}"
+        query = "&".join(f"{name}={value}" for name, value in self.options)
+        return f"{scheme}://{self.location}{self.chroot}{'?' if query else ''}{query}"
 
 
 def _check_hosts(text: str, hosts: str, default_port: int | None) -> str:
@@ -144,6 +154,24 @@ def _with_setting(
     )
 
 
+def _check_options(text: str, query: str, known: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    options: dict[str, str] = {}
+    for pair in query.split("&"):
+        if not pair:
+            continue
+        name, sep, value = pair.partition("=")
+        if name not in known:
+            takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+            hint = " (TLS options need etcds://)" if name in STORES["etcds"].options else ""
+            raise RegistryAddressError(f"{text!r}: unknown option {name!r}; {takes}{hint}")
+        if not sep or not value:
+            raise RegistryAddressError(f"{text!r}: option {name!r} needs a value ({name}=...)")
+        if name in options:
+            raise RegistryAddressError(f"{text!r}: option {name!r} given twice")
+        options[name] = value
+    return tuple(sorted(options.items()))
+
+
 def parse_registry_address(text: str | None = None) -> RegistryAddress:
     """Parse an address; ``None`` means ``$DUBBO_PY_REGISTRY`` or the embedded default."""
     if text is None or not text.strip():
@@ -155,14 +183,26 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
     rest, question, query = rest.partition("?")
     if not sep:
         raise RegistryAddressError(
-            f"{text!r}: expected zookeeper://host:port, etcd://host:port, sqlite:///path or "
-            "tri://host:port"
+            f"{text!r}: expected zookeeper://host:port, etcd://host:port, etcds://host:port, "
+            "sqlite:///path or tri://host:port"
         )
     kind = STORES.get(scheme)
     if kind is not None and kind.default_port is not None:
         hosts, slash, chroot = rest.partition("/")
         chroot = f"/{chroot.strip('/')}" if slash and chroot.strip("/") else ""
-        parameters = read_parameters(query, text, networked=True) if question else _NONE
+        tls_pairs: list[str] = []
+        others: list[str] = []
+        for pair in query.split("&") if question else ():
+            name = pair.partition("=")[0]
+            if name in kind.options:
+                tls_pairs.append(pair)
+            elif name in STORES["etcds"].options:
+                raise RegistryAddressError(
+                    f"{text!r}: option {name!r} is a TLS option: it needs etcds://"
+                )
+            else:
+                others.append(pair)
+        parameters = read_parameters("&".join(others), text, networked=True) if others else _NONE
         identity, at, hosts = hosts.rpartition("@")
         if at:
             user, colon, _ = identity.partition(":")
@@ -172,7 +212,8 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
         if parameters.backup:
             hosts = ",".join((hosts, *parameters.backup))
         location = _check_hosts(text, hosts, kind.default_port)
-        return RegistryAddress(kind.scheme, location, chroot, parameters)
+        options = _check_options(text, "&".join(tls_pairs), kind.options)
+        return RegistryAddress(kind.scheme, location, chroot, parameters, options)
     if scheme == "sqlite":
         if not rest.startswith("/"):
             raise RegistryAddressError(f"{text!r}: the embedded registry needs an absolute path")

@@ -26,6 +26,8 @@ class StoreKind:
     target: str
     #: The port a host without one gets; ``None`` for a store that is not a network server.
     default_port: int | None
+    #: The ``?name=value`` options its addresses take (``etcds://``: the TLS files).
+    options: frozenset[str] = frozenset()
 
     @property
     def networked(self) -> bool:
@@ -40,6 +42,15 @@ STORES: Mapping[str, StoreKind] = MappingProxyType(
         for kind in (
             StoreKind("zookeeper", "dubbo_py.registry.store.zookeeper:ZooKeeperStore", 2181),
             StoreKind("etcd", "dubbo_py.registry.store.etcd.store:EtcdStore", 2379),
+            # etcd over TLS: ``ca`` (the CA that signed etcd's certificate; the system's roots
+            # without it), ``cert`` and ``key`` (a client certificate, for etcd's
+            # --client-cert-auth).
+            StoreKind(
+                "etcds",
+                "dubbo_py.registry.store.etcd.store:EtcdStore",
+                2379,
+                frozenset({"ca", "cert", "key"}),
+            ),
             StoreKind("sqlite", "dubbo_py.registry.store.embedded:EmbeddedStore", None),
         )
     }

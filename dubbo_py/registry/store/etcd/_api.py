@@ -1,4 +1,4 @@
-"""etcd's v3 gRPC API (KV, Watch, Lease) for the etcd store: message classes and method stubs.
+"""etcd's v3 gRPC API (KV, Watch, Lease, Auth) for the etcd store: message classes and method stubs.
 
 The messages are built at import time from the serialized descriptors of etcd's own protos
 (vendored, trimmed, in protos/etcd/; compiled by scripts/gen_etcd_api.py) rather than from
@@ -22,7 +22,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from dubbo_py.registry.store.etcd._descriptor import FILE_DESCRIPTOR_SET
 
-__all__ = ["EtcdStub", "message"]
+__all__ = ["EtcdAuthStub", "EtcdStub", "message"]
 
 _POOL = descriptor_pool.DescriptorPool()
 for _file in descriptor_pb2.FileDescriptorSet.FromString(
@@ -64,6 +64,12 @@ LeaseKeepAliveRequest = message("etcdserverpb.LeaseKeepAliveRequest")
 LeaseKeepAliveResponse = message("etcdserverpb.LeaseKeepAliveResponse")
 LeaseTimeToLiveRequest = message("etcdserverpb.LeaseTimeToLiveRequest")
 LeaseTimeToLiveResponse = message("etcdserverpb.LeaseTimeToLiveResponse")
+AuthenticateRequest = message("etcdserverpb.AuthenticateRequest")
+AuthenticateResponse = message("etcdserverpb.AuthenticateResponse")
+Permission = message("authpb.Permission")
+
+#: ``authpb.Permission.Type`` values.
+PERM_READ, PERM_WRITE, PERM_READWRITE = 0, 1, 2
 
 #: ``Compare.CompareTarget`` and ``Compare.CompareResult`` values.
 VERSION, CREATE, MOD, VALUE, LEASE = 0, 1, 2, 3, 4
@@ -117,6 +123,49 @@ class EtcdStub:
             LeaseTimeToLiveRequest,
             LeaseTimeToLiveResponse,
         )
+        self.Authenticate = _unary(channel, AUTHENTICATE, AuthenticateRequest, AuthenticateResponse)
+
+
+#: The method that trades a user name and password for a token (sent without one).
+AUTHENTICATE = "/etcdserverpb.Auth/Authenticate"
+
+
+class EtcdAuthStub:
+    """etcd's user and role administration (what ``etcdctl user/role/auth`` calls), for setting
+    up an etcd's access control; each method takes the request :meth:`request` makes."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        def method(name: str) -> Any:
+            return _unary(
+                channel,
+                f"/etcdserverpb.Auth/{name}",
+                message(f"etcdserverpb.{_AUTH_REQUESTS[name]}"),
+                message(f"etcdserverpb.{_AUTH_REQUESTS[name].replace('Request', 'Response')}"),
+            )
+
+        self.UserAdd = method("UserAdd")
+        self.UserChangePassword = method("UserChangePassword")
+        self.UserGrantRole = method("UserGrantRole")
+        self.RoleAdd = method("RoleAdd")
+        self.RoleGrantPermission = method("RoleGrantPermission")
+        self.RoleRevokePermission = method("RoleRevokePermission")
+        self.AuthEnable = method("AuthEnable")
+
+    @staticmethod
+    def request(method: str, **fields: Any) -> Any:
+        """The request message of ``method`` (e.g. ``request("UserAdd", name=..., ...)``)."""
+        return message(f"etcdserverpb.{_AUTH_REQUESTS[method]}")(**fields)
+
+
+_AUTH_REQUESTS = {
+    "UserAdd": "AuthUserAddRequest",
+    "UserChangePassword": "AuthUserChangePasswordRequest",
+    "UserGrantRole": "AuthUserGrantRoleRequest",
+    "RoleAdd": "AuthRoleAddRequest",
+    "RoleGrantPermission": "AuthRoleGrantPermissionRequest",
+    "RoleRevokePermission": "AuthRoleRevokePermissionRequest",
+    "AuthEnable": "AuthEnableRequest",
+}
 
 
 def prefix_end(prefix: bytes) -> bytes:

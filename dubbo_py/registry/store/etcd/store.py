@@ -34,8 +34,14 @@ the connection dropped), every watched node is read again and watched afresh onc
 Callbacks and session listeners run on one store-owned thread.
 
 **Endpoints.** ``hosts`` is ``host:port[,host:port]``: the client URLs of etcd members. The store
-uses one at a time and moves to the next when it stops answering. Plain-text gRPC only; etcd's
-user/password authentication and TLS are not supported yet (docs/registry.md).
+uses one at a time and moves to the next when it stops answering.
+
+**Security.** ``etcds://`` addresses speak TLS (``tls``: the CA, client certificate and key); a
+user and password (``credentials``, the registry identity) are traded for a token, renewed when
+etcd stops honouring it (:mod:`~dubbo_py.registry.store.etcd.security`). A refused password or
+TLS handshake is not an outage: :meth:`EtcdStore.start` raises it, naming the address, and
+every operation repeats it until the store gets in (it keeps trying: a password or certificate
+may be fixed on the etcd side).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -61,6 +68,14 @@ from dubbo_py.registry.store._watch import (
 )
 from dubbo_py.registry.store.base import Cancel, SessionState, Store
 from dubbo_py.registry.store.etcd import _api as api
+from dubbo_py.registry.store.etcd.security import (
+    EtcdTls,
+    TokenInterceptor,
+    credentials_refused,
+    stale_token,
+    tls_failure,
+    token_rejected,
+)
 
 __all__ = ["EtcdStore"]
 
@@ -198,7 +213,8 @@ class EtcdStore:
     ``chroot`` (a key prefix; none by default, as dubbo-go writes). ``lease_ttl`` is the
     session's lease in whole seconds (etcd raises one below 1.5 election timeouts to that);
     ``connect_timeout`` is how long :meth:`start` waits by default; ``retry_max_delay`` caps
-    the back-off between reconnection attempts, which never stop.
+    the back-off between reconnection attempts, which never stop. ``tls`` makes every
+    connection a TLS one; ``credentials`` is an etcd ``(user, password)``.
     """
 
     @classmethod
@@ -209,12 +225,13 @@ class EtcdStore:
         auth: tuple[str, str] | None = None,
         connect_timeout: float | None = None,
     ) -> EtcdStore:
-        """The store of an ``etcd://`` address (the store table's constructor)."""
-        if auth is not None:
-            raise StoreError(
-                f"{address}: registry identities (--auth, $DUBBO_PY_REGISTRY_AUTH) are ZooKeeper "
-                "digest identities; the etcd store does not authenticate yet"
-            )
+        """The store of an ``etcd://`` or ``etcds://`` address (the store table's
+        constructor); ``auth`` is the etcd user and password."""
+        tls = (
+            EtcdTls.from_options(str(address), dict(address.options))
+            if address.kind == "etcds"
+            else None
+        )
         options: dict[str, Any] = {}
         if connect_timeout is not None:
             options["connect_timeout"] = connect_timeout
@@ -223,7 +240,7 @@ class EtcdStore:
             # Dubbo's session (ms) is how long the registry keeps what a silent client wrote:
             # for etcd, the lease's time to live (whole seconds, at least one).
             options["lease_ttl"] = max(1, round(session))
-        return cls(address.location, address.chroot, **options)
+        return cls(address.location, address.chroot, tls=tls, credentials=auth, **options)
 
     def __init__(
         self,
@@ -233,6 +250,8 @@ class EtcdStore:
         lease_ttl: int = 10,
         connect_timeout: float = 5.0,
         retry_max_delay: float = 2.0,
+        tls: EtcdTls | None = None,
+        credentials: tuple[str, str] | None = None,
     ) -> None:
         endpoints = [h.strip() for h in hosts.split(",")] if hosts else []
         if not endpoints or any(
@@ -247,6 +266,18 @@ class EtcdStore:
         self._hosts = ",".join(endpoints)
         self._endpoints = endpoints
         self._chroot = "" if chroot in ("", "/") else validate_path(chroot)
+        self._scheme = "etcd" if tls is None else "etcds"
+        self._tls = None if tls is None else tls.channel_credentials(self.address)
+        self._credentials = credentials
+        #: The token etcd gave for ``credentials`` ("" before it did, or once it refused it).
+        self._token = ""
+        self._token_lock = threading.Lock()
+        #: etcd answered that authentication is off: the credentials are not used.
+        self._auth_disabled = False
+        #: Why etcd refuses this store (a password or TLS handshake); None while it does not.
+        self._refused: StoreError | None = None
+        #: What the last failed attempt to reach etcd said (None once it answered).
+        self.last_failure: str | None = None
         self._lease_ttl = int(lease_ttl)
         self._connect_timeout = connect_timeout
         self._retry_max_delay = retry_max_delay
@@ -259,8 +290,7 @@ class EtcdStore:
             ("grpc.max_reconnect_backoff_ms", max(100, int(retry_max_delay * 1000))),
         ]
         self._endpoint_index = 0
-        self._channel = grpc.insecure_channel(endpoints[0], options=self._channel_options)
-        self._stub = api.EtcdStub(self._channel)
+        self._channel, self._stub = self._open_channel(endpoints[0])
         self._dispatcher = Dispatcher(f"dubbo-etcd-events[{self.address}]")
         self._listeners = SessionListeners()
         self._lock = threading.Lock()
@@ -281,14 +311,16 @@ class EtcdStore:
         # The watch stream: its request queue and generation (bumped on every new stream).
         self._watch_requests: queue.SimpleQueue[Any] | None = None
         self._watch_call: Any = None
+        #: The token the watch stream was opened with (etcd checks it per watcher created).
+        self._stream_token = ""
         self.stream_generation = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
     @property
     def address(self) -> str:
-        """``etcd://hosts[/chroot]``, as used in messages and configuration."""
-        return f"etcd://{self._hosts}{self._chroot}"
+        """``etcd://hosts[/chroot]`` (``etcds://`` with TLS), as used in messages."""
+        return f"{self._scheme}://{self._hosts}{self._chroot}"
 
     @property
     def chroot(self) -> str:
@@ -318,7 +350,8 @@ class EtcdStore:
     def start(self, timeout: float | None = None) -> bool:
         """Start connecting (in the background, retrying for ever) and wait up to ``timeout``
         seconds (default: ``connect_timeout``) for the connection. Returns whether it is
-        connected; never raises because etcd is unreachable."""
+        connected; never raises because etcd is unreachable, but raises StoreError (naming the
+        address) when etcd refuses the password or the TLS handshake fails."""
         with self._lock:
             if self._closed:
                 raise StoreError(f"{self.address} is closed")
@@ -333,7 +366,14 @@ class EtcdStore:
                 )
                 self._session_thread.start()
                 self._watch_thread.start()
-        return self._live.wait(self._connect_timeout if timeout is None else timeout)
+        wait = self._connect_timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while not self._live.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+            if self._refused is not None:
+                raise self._refused
+            if time.monotonic() >= deadline:
+                return False
+        return True
 
     def close(self) -> None:
         """Revoke the lease (its ephemeral nodes disappear at once) and stop all watches."""
@@ -619,6 +659,7 @@ class EtcdStore:
                 for group in groups:
                     group.watch_id = 0
                 # Under the lock, so that close() finds the call to cancel.
+                self._stream_token = self._token
                 call = self._watch_call = self._stub.Watch(_drain(requests))
             for group in groups:
                 self._dispatcher.submit(functools.partial(group.arm, generation))
@@ -637,9 +678,18 @@ class EtcdStore:
             self._stop.wait(0.1)
 
     def _on_watch_response(self, response: Any, generation: int) -> None:
+        if response.canceled and stale_token(response.cancel_reason) and self._credentials:
+            # The token this stream was opened with expired (etcd answers with watcher -1):
+            # every watcher asked for since is refused; a new stream carries a new token.
+            token = self._stream_token
+            self._dispatcher.submit(lambda: self._renew_stream(token, generation))
+            return
         with self._lock:
             group = self._by_watch_id.get(response.watch_id)
         if group is None or group.closed:
+            return
+        if response.canceled and "permission denied" in response.cancel_reason:
+            self._dispatcher.submit(lambda: self._watch_denied(group, generation))
             return
         if response.canceled or response.compact_revision:
             # The revision it started from was compacted away (or etcd dropped the watcher):
@@ -654,6 +704,35 @@ class EtcdStore:
             return
         if any(group.relevant(bytes(event.kv.key)) for event in response.events):
             group.schedule_refresh()
+
+    def _watch_denied(self, group: _PathWatches[Any], generation: int) -> None:
+        """etcd refused to watch ``group``'s node: either this stream's token is stale (the
+        auth store changed since it was opened; a new stream carries the current token) or
+        the user may not read the node (said once; the watch waits for the next stream)."""
+        if group.closed or generation != self.stream_generation:
+            return
+        try:
+            self._read(group.path, [_range(group.start, group.end, keys_only=True, limit=1)])
+        except StoreError as exc:
+            log.error("%s: cannot watch %s: %s", self.address, group.path, exc)
+            return
+        self._renew_stream(None, generation)
+
+    def _renew_stream(self, stale: str | None, generation: int) -> None:
+        """Open a new watch stream (with a new token, when ``stale`` is still the current
+        one): etcd refused a watcher for the token of the stream of ``generation``."""
+        with self._lock:
+            call = self._watch_call if generation == self.stream_generation else None
+        if call is None:
+            return
+        if stale is not None:
+            try:
+                self._renew_token(stale)
+            except grpc.RpcError as exc:
+                log.warning("%s: could not renew the token: %s", self.address, exc.code().name)
+                self._wake.set()
+        log.info("%s: the watch stream's token is stale; opening a new stream", self.address)
+        call.cancel()
 
     def _send_watch_request(self, request: Any, generation: int) -> None:
         with self._lock:
@@ -678,9 +757,12 @@ class EtcdStore:
         suspended = False
         reported = False  # that etcd does not answer (logged once per outage)
         delay = 0.1
+        token_retried = False  # a rejected token is renewed at once, once
         while not self._stop.is_set():
             event: SessionState | None = None
             try:
+                if self._credentials and not self._token and not self._auth_disabled:
+                    self._authenticate()
                 if self._lease and self._keep_alive(self._lease):
                     if suspended:
                         event = SessionState.RECONNECTED
@@ -698,11 +780,31 @@ class EtcdStore:
                     self._lease = int(granted.ID)
                     event = SessionState.NEW_SESSION if ever_connected else SessionState.CONNECTED
             except grpc.RpcError as exc:
-                if not reported:
+                if self._credentials and token_rejected(exc) and not token_retried:
+                    token_retried = True
+                    self._token = ""  # authenticate again, now
+                    continue
+                refused = self._refusal(exc)
+                if refused is not None:
+                    if self._refused is None or str(self._refused) != str(refused):
+                        log.error("%s; retrying", refused)
+                    self._refused = refused
                     reported = True
-                    log.warning(
-                        "%s: etcd does not answer (%s); retrying", self.address, exc.code().name
+                else:
+                    hint = (
+                        " (if this etcd speaks TLS, use etcds://)"
+                        if self._tls is None and "Socket closed" in str(exc.details())
+                        else ""
                     )
+                    self.last_failure = f"{exc.code().name}: {exc.details()}{hint}"
+                    if not reported:
+                        reported = True
+                        log.warning(
+                            "%s: etcd does not answer (%s)%s; retrying",
+                            self.address,
+                            exc.code().name,
+                            hint,
+                        )
                 self._live.clear()
                 self._end_watch_stream()
                 if ever_connected and not suspended:
@@ -714,6 +816,9 @@ class EtcdStore:
                 continue
             delay = 0.1
             reported = False
+            token_retried = False
+            self._refused = None
+            self.last_failure = None
             ever_connected = True
             suspended = False
             self._live.set()
@@ -724,6 +829,55 @@ class EtcdStore:
             # Renew at a third of the TTL, or at once when something saw etcd fail.
             self._wake.wait(self._lease_ttl / 3)
             self._wake.clear()
+
+    def _authenticate(self) -> None:
+        """Trade the credentials for a token (the session thread, or a request whose token
+        etcd stopped honouring)."""
+        assert self._credentials is not None
+        user, password = self._credentials
+        try:
+            reply = self._stub.Authenticate(
+                api.AuthenticateRequest(name=user, password=password), timeout=self._op_timeout
+            )
+        except grpc.RpcError as exc:
+            if exc.code() is grpc.StatusCode.FAILED_PRECONDITION and "not enabled" in str(
+                exc.details()
+            ):
+                # Nothing to prove: etcd lets everyone in. Said once, since an operator who
+                # gave a password expects it to matter.
+                log.warning(
+                    "%s: etcd's authentication is not enabled; user %r is not used",
+                    self.address,
+                    user,
+                )
+                self._auth_disabled = True
+                return
+            raise
+        self._token = str(reply.token)
+
+    def _renew_token(self, rejected: str) -> None:
+        """Authenticate again unless another thread already replaced ``rejected``."""
+        with self._token_lock:
+            if self._token == rejected:
+                self._authenticate()
+
+    def _refusal(self, exc: grpc.RpcError) -> StoreError | None:
+        """The error to report when etcd refuses this store (rather than not answering)."""
+        if credentials_refused(exc) and self._credentials is not None:
+            return StoreError(
+                f"{self.address}: etcd refused user {self._credentials[0]!r}: "
+                f"{_etcd_text(exc)} (check the registry identity: --auth, "
+                "$DUBBO_PY_REGISTRY_AUTH or auth: in dubbo.yaml)"
+            )
+        reason = tls_failure(exc)
+        if reason is not None:
+            hint = (
+                "check ca=, cert= and key= of the etcds:// address"
+                if self._tls is not None
+                else "does this etcd speak TLS? use etcds://"
+            )
+            return StoreError(f"{self.address}: TLS handshake failed ({hint}): {reason}")
+        return None
 
     def _keep_alive(self, lease: int) -> bool:
         """Renew the lease once; False when etcd no longer has it."""
@@ -743,11 +897,21 @@ class EtcdStore:
         with self._lock:
             self._endpoint_index = (self._endpoint_index + 1) % len(self._endpoints)
             old = self._channel
-            self._channel = grpc.insecure_channel(
-                self._endpoints[self._endpoint_index], options=self._channel_options
-            )
-            self._stub = api.EtcdStub(self._channel)
+            self._channel, self._stub = self._open_channel(self._endpoints[self._endpoint_index])
         old.close()
+
+    def _open_channel(self, endpoint: str) -> tuple[grpc.Channel, api.EtcdStub]:
+        """A channel to ``endpoint`` (TLS for etcds://) and the stub on it (adding the token
+        to every call when the store authenticates)."""
+        channel = (
+            grpc.insecure_channel(endpoint, options=self._channel_options)
+            if self._tls is None
+            else grpc.secure_channel(endpoint, self._tls, options=self._channel_options)
+        )
+        if self._credentials is None:
+            return channel, api.EtcdStub(channel)
+        intercepted = grpc.intercept_channel(channel, TokenInterceptor(lambda: self._token))
+        return channel, api.EtcdStub(intercepted)
 
     # -- reads and writes ----------------------------------------------------------------------
 
@@ -788,16 +952,20 @@ class EtcdStore:
             ops = [_range(self._key(a), keys_only=True) for a in chain]
             ops.append(_range(key, keys_only=True))
             ops.append(_range(below, api.prefix_end(below), keys_only=True, limit=1))
-            parent_below = self._below(parent)
-            ops.append(_range(parent_below, api.prefix_end(parent_below), keys_only=True, limit=1))
+            if parent != "/":  # the root always exists (and reading all of it needs a right
+                # to read every key, which an etcd user limited to its prefixes lacks)
+                parent_below = self._below(parent)
+                ops.append(
+                    _range(parent_below, api.prefix_end(parent_below), keys_only=True, limit=1)
+                )
             responses = self._read(path, ops)
             found = [r.response_range.kvs[0] if r.response_range.kvs else None for r in responses]
-            ancestor_kvs, own, own_below, parent_below_any = (
+            ancestor_kvs, own, own_below = (
                 found[: len(chain)],
                 found[len(chain)],
                 found[len(chain) + 1],
-                found[len(chain) + 2],
             )
+            parent_below_any = found[len(chain) + 2] if parent != "/" else None
             for name, kv in zip(chain, ancestor_kvs, strict=True):
                 if kv is not None and kv.lease:
                     raise StoreError(
@@ -837,17 +1005,39 @@ class EtcdStore:
     def _txn(self, path: str, guards: Sequence[Any], ops: Sequence[Any]) -> Any:
         """One etcd transaction, its failures translated to store errors naming ``path``."""
         self._require(path)
+        request = api.TxnRequest(compare=guards, success=ops)
         try:
-            return self._stub.Txn(
-                api.TxnRequest(compare=guards, success=ops), timeout=self._op_timeout
-            )
+            token = self._token
+            try:
+                return self._stub.Txn(request, timeout=self._op_timeout)
+            except grpc.RpcError as exc:
+                if not (self._credentials and not self._auth_disabled and token_rejected(exc)):
+                    raise
+                self._renew_token(token)
+                return self._stub.Txn(request, timeout=self._op_timeout)
         except grpc.RpcError as exc:
             code = exc.code()
+            refused = self._refusal(exc)
+            if refused is not None:
+                self._wake.set()
+                raise StoreError(f"{refused} ({path})") from exc
             if code in _UNREACHABLE:
                 self._wake.set()  # let the session thread find out what is wrong
                 raise StoreError(f"not connected to {self.address} ({path}): {code.name}") from exc
             if code is grpc.StatusCode.NOT_FOUND:  # "requested lease not found": it expired
                 self._wake.set()
+            if code is grpc.StatusCode.PERMISSION_DENIED:
+                who = f"user {self._credentials[0]!r}" if self._credentials else "this client"
+                raise StoreError(
+                    f"not authorised to {_verb(ops)} {path} in {self.address}: etcd's roles "
+                    f"for {who} do not permit it ({_etcd_text(exc)})"
+                ) from exc
+            if token_rejected(exc) and not self._credentials:
+                raise StoreError(
+                    f"{path} in {self.address}: etcd's authentication is enabled; give a user "
+                    "and password (--auth user:password, $DUBBO_PY_REGISTRY_AUTH or auth: in "
+                    f"dubbo.yaml) ({_etcd_text(exc)})"
+                ) from exc
             raise StoreError(f"{path} in {self.address}: {exc.details()}") from exc
 
     def _require(self, path: str) -> None:
@@ -855,6 +1045,8 @@ class EtcdStore:
         if self._closed:
             raise StoreError(f"{self.address} is closed ({path})")
         if not self._live.is_set():
+            if self._refused is not None:
+                raise StoreError(f"{self._refused} ({path})")
             raise StoreError(f"not connected to {self.address} ({path})")
 
     def _contended(self, path: str) -> StoreError:
@@ -873,6 +1065,19 @@ class EtcdStore:
 
     def __repr__(self) -> str:
         return f"EtcdStore({self.address!r})"
+
+
+def _etcd_text(exc: grpc.RpcError) -> str:
+    """etcd's message without its ``etcdserver:`` prefix."""
+    return str(exc.details() or exc.code().name).removeprefix("etcdserver: ")
+
+
+def _verb(ops: Sequence[Any]) -> str:
+    """What a transaction does, for an error message: read, write or delete."""
+    kinds = {op.WhichOneof("request") for op in ops}
+    if kinds <= {"request_range"}:
+        return "read"
+    return "delete" if "request_delete_range" in kinds else "write"
 
 
 class _RevisionHolder:
