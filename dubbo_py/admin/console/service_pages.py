@@ -55,9 +55,10 @@ def service_snapshot(web: Web, request: Request) -> Response:
     """The router snapshots of the service's live consumers: each router of the chain in
     force and what it keeps out, and the calls recorded since ``dubbo-py snapshot enable``."""
     name = request.path_params["name"]
-    if web.state.live is None:
+    live = web.live(request)  # the page's registry, when the console serves several
+    if live is None:
         return web.render(request, "snapshot.html", service=name, consumers=[], failures=[])
-    consumers, failures = web.state.live.snapshots(name)
+    consumers, failures = live.snapshots(name)
     return web.render(
         request, "snapshot.html", service=name, consumers=consumers, failures=failures
     )
