@@ -16,12 +16,11 @@ import asyncio
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import grpc
-
 from dubbo_py.app.context import AppContext
+from dubbo_py.app.delegation import Forwarded, delegated
 from dubbo_py.app.observability import (
     ApplicationQos,
     qos_settings,
@@ -36,9 +35,7 @@ from dubbo_py.app.registries import (
     registry_choices,
 )
 from dubbo_py.app.serving import Serving
-from dubbo_py.cluster.strategies.failback import FailbackQueue
-from dubbo_py.config.model import ApplicationConfig, ReferenceConfig, application_parameters
-from dubbo_py.config.tls import ServerTLS
+from dubbo_py.config.model import ApplicationConfig, application_parameters
 from dubbo_py.consumer.connections import AsyncSharedChannels, SharedChannels
 from dubbo_py.consumer.filters import ConsumerFilters
 from dubbo_py.consumer.reference import Reference
@@ -203,35 +200,24 @@ class Application:
             self.qos = ApplicationQos(self, self.metrics or Metrics(name), qos)
         self._context.qos = self.qos
 
-    @property
-    def channels(self) -> SharedChannels:
+    channels: Forwarded[SharedChannels] = Forwarded(
+        "_referencing",
+        "channels",
         """One blocking channel per provider address (and security settings), shared by every
-        reference of this application (see :mod:`dubbo_py.consumer.connections`)."""
-        return self._referencing.channels
-
-    @channels.setter
-    def channels(self, channels: SharedChannels) -> None:
-        self._referencing.channels = channels
-
-    @property
-    def async_channels(self) -> AsyncSharedChannels:
+        reference of this application (see :mod:`dubbo_py.consumer.connections`).""",
+    )
+    async_channels: Forwarded[AsyncSharedChannels] = Forwarded(
+        "_referencing",
+        "async_channels",
         """The ``grpc.aio`` channels of :meth:`reference_async` references: one per event loop,
-        provider address and security settings (see :mod:`dubbo_py.consumer.connections`)."""
-        return self._referencing.async_channels
-
-    @async_channels.setter
-    def async_channels(self, channels: AsyncSharedChannels) -> None:
-        self._referencing.async_channels = channels
-
-    @property
-    def filters(self) -> ConsumerFilters:
+        provider address and security settings (see :mod:`dubbo_py.consumer.connections`).""",
+    )
+    filters: Forwarded[ConsumerFilters] = Forwarded(
+        "_context",
+        "filters",
         """Wrappers around every reference's calls, outside each reference's own (see
-        :mod:`dubbo_py.consumer.filters`); set it before building references."""
-        return self._context.filters
-
-    @filters.setter
-    def filters(self, filters: ConsumerFilters) -> None:
-        self._context.filters = filters
+        :mod:`dubbo_py.consumer.filters`); set it before building references.""",
+    )
 
     @classmethod
     def from_config(
@@ -283,46 +269,7 @@ class Application:
 
     # ----------------------------------------------------------------- provider side
 
-    def start(
-        self,
-        *servicers: object,
-        port: int | None = None,
-        host: str | None = None,
-        bind_host: str | None = None,
-        max_workers: int = 32,
-        credentials: grpc.ServerCredentials | None = None,
-        unregister_wait: float = 0.5,
-        tls: ServerTLS | None = None,
-        reflection: bool | None = None,
-        interceptors: Sequence[grpc.ServerInterceptor] = (),
-    ) -> ExportedServer:
-        """Serve ``servicers`` on a new gRPC server and register them; returns at once.
-
-        ``port`` 0 binds any free port; ``host`` is the address registered for consumers
-        (default ``$DUBBO_IP_TO_REGISTRY`` or ``$DUBBO_PY_HOST``, else ``protocol.host``, else
-        for a ZooKeeper registry this machine's address on the route to ZooKeeper, else
-        127.0.0.1); ``bind_host`` is the interface to listen on (default ``$DUBBO_IP_TO_BIND``,
-        else ``protocol.bind_host``, else the registered address); ``tls`` serves over TLS
-        (mutual TLS when it names a client CA) and says so in the provider URL. Whatever is not
-        given comes from the application's configuration file (``protocol``, and
-        ``services.<name>`` for each service's options). ``reflection`` serves gRPC server
-        reflection (default: on unless ``$DUBBO_PY_REFLECTION`` is ``false``), which
-        ``dubbo-py call`` and the console read request types from. ``interceptors`` are gRPC server
-        interceptors, run in order around every call (inside dubbo-py's metrics and tracing,
-        outside its overload limits).
-        """
-        return self._serving.start(
-            *servicers,
-            port=port,
-            host=host,
-            bind_host=bind_host,
-            max_workers=max_workers,
-            credentials=credentials,
-            unregister_wait=unregister_wait,
-            tls=tls,
-            reflection=reflection,
-            interceptors=interceptors,
-        )
+    start = delegated("_serving", Serving.start)
 
     @property
     def access_logs(self) -> ProviderAccessLogs:
@@ -346,52 +293,13 @@ class Application:
         opened = [b.opened for b in self.bindings if b.opened is not None]
         return None if not opened else all(r.connected for r in opened)
 
-    def serve(
-        self, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
-    ) -> None:
-        """Serve and block until SIGINT/SIGTERM, then shut down gracefully (unregister, let
-        consumers notice, drain in-flight calls for up to ``grace`` s).
+    serve = delegated("_serving", Serving.serve)
 
-        Start-up and shutdown are logged at INFO, to stderr when the application configured no
-        logging (``$DUBBO_PY_LOG_LEVEL`` sets the level). A registry that cannot be reached
-        ends the process with one line saying so (exit status 1), not a traceback."""
-        self._serving.serve(*servicers, port=port, grace=grace, **options)
+    wait = delegated("_serving", Serving.wait)
 
-    def wait(self, grace: float = 5.0) -> None:
-        """Block until SIGINT/SIGTERM (or :meth:`close` from another thread), then stop every
-        server this application started, gracefully, and close the application."""
-        self._serving.wait(grace)
+    start_async = delegated("_serving", Serving.start_async)
 
-    async def start_async(
-        self,
-        *servicers: object,
-        port: int | None = None,
-        host: str | None = None,
-        bind_host: str | None = None,
-        credentials: grpc.ServerCredentials | None = None,
-        unregister_wait: float = 0.5,
-        tls: ServerTLS | None = None,
-        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
-    ) -> AsyncExportedServer:
-        """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
-        ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
-        return await self._serving.start_async(
-            *servicers,
-            port=port,
-            host=host,
-            bind_host=bind_host,
-            credentials=credentials,
-            unregister_wait=unregister_wait,
-            tls=tls,
-            interceptors=interceptors,
-        )
-
-    async def serve_async(
-        self, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
-    ) -> None:
-        """Serve async servicers until the task is cancelled, then shut down gracefully
-        (logging as :meth:`serve` does); ``options`` are :meth:`start_async`'s."""
-        await self._serving.serve_async(*servicers, port=port, grace=grace, **options)
+    serve_async = delegated("_serving", Serving.serve_async)
 
     # ----------------------------------------------------------------- consumer side
 
@@ -404,20 +312,7 @@ class Application:
         ref = await self.reference_handle_async(stub_class, **options)
         return ref.stub
 
-    async def reference_handle_async(
-        self,
-        stub_class: type[S],
-        *,
-        failback: FailbackQueue | None = None,
-        filters: ConsumerFilters | None = None,
-        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
-        **options: Any,
-    ) -> Reference[S]:
-        """Like :meth:`reference_async`, but returns the :class:`Reference`; ``interceptors``
-        are ``grpc.aio`` client interceptors, on every channel of the reference."""
-        return await self._referencing.reference_handle_async(
-            stub_class, failback=failback, filters=filters, interceptors=interceptors, **options
-        )
+    reference_handle_async = delegated("_referencing", Referencing.reference_handle_async)
 
     async def aclose(self, wait: float = CLOSE_WAIT) -> None:
         """Refuse new calls, wait up to ``wait`` s for the calls in flight (this loop's
@@ -475,29 +370,9 @@ class Application:
         stub: S = self.reference_handle(stub_class, **options).stub
         return stub
 
-    def reference_config(self, service: str, **options: Any) -> ReferenceConfig:
-        """The configuration a reference to ``service`` uses: the file's section for it (or
-        the defaults) with ``options`` on top."""
-        return self._referencing.reference_config(service, **options)
+    reference_config = delegated("_referencing", Referencing.reference_config)
 
-    def reference_handle(
-        self,
-        stub_class: type[S],
-        *,
-        failback: FailbackQueue | None = None,
-        filters: ConsumerFilters | None = None,
-        interceptors: Sequence[Any] = (),
-        **options: Any,
-    ) -> Reference[S]:
-        """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
-        quarantine) for code that wants to inspect or close it. ``filters`` wrap this
-        reference's calls inside the application's :attr:`filters` (see
-        :mod:`dubbo_py.consumer.filters`); ``interceptors`` are gRPC client interceptors
-        (``grpc.UnaryUnaryClientInterceptor`` and the other three kinds), run around every
-        attempt on a provider's channel, inside dubbo-py's routing and retries."""
-        return self._referencing.reference_handle(
-            stub_class, failback=failback, filters=filters, interceptors=interceptors, **options
-        )
+    reference_handle = delegated("_referencing", Referencing.reference_handle)
 
     @property
     def references(self) -> tuple[Reference[Any], ...]:

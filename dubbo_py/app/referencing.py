@@ -67,13 +67,15 @@ class Referencing:
         self._budgets: dict[str, RetryBudget] = {}
         self._consumer_side = ConsumerSide(app.metrics)
 
-    def reference_config(self, service: str, **options: Any) -> ReferenceConfig:
-        """See :meth:`~dubbo_py.app.application.Application.reference_config`."""
+    def reference_config(self, /, service: str, **options: Any) -> ReferenceConfig:
+        """The configuration a reference to ``service`` uses: the file's section for it (or
+        the defaults) with ``options`` on top."""
         configured = self._app.config.references.get(service) if self._app.config else None
         return (configured or ReferenceConfig()).merged(**options)
 
     def reference_handle(
         self,
+        /,
         stub_class: type[S],
         *,
         failback: FailbackQueue | None = None,
@@ -81,7 +83,12 @@ class Referencing:
         interceptors: Sequence[Any] = (),
         **options: Any,
     ) -> Reference[S]:
-        """See :meth:`~dubbo_py.app.application.Application.reference_handle`."""
+        """Like :meth:`reference`, but returns the :class:`Reference` (stub, directory,
+        quarantine) for code that wants to inspect or close it. ``filters`` wrap this
+        reference's calls inside the application's :attr:`filters` (see
+        :mod:`dubbo_py.consumer.filters`); ``interceptors`` are gRPC client interceptors
+        (``grpc.UnaryUnaryClientInterceptor`` and the other three kinds), run around every
+        attempt on a provider's channel, inside dubbo-py's routing and retries."""
         stacks = self._stacks(
             BlockingAssembly, stub_class, failback, filters, options, interceptors
         )
@@ -96,6 +103,7 @@ class Referencing:
 
     async def reference_handle_async(
         self,
+        /,
         stub_class: type[S],
         *,
         failback: FailbackQueue | None = None,
@@ -103,7 +111,8 @@ class Referencing:
         interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
         **options: Any,
     ) -> Reference[S]:
-        """See :meth:`~dubbo_py.app.application.Application.reference_handle_async`."""
+        """Like :meth:`reference_async`, but returns the :class:`Reference`; ``interceptors``
+        are ``grpc.aio`` client interceptors, on every channel of the reference."""
         stacks = await asyncio.to_thread(
             self._stacks, AsyncAssembly, stub_class, failback, filters, options, interceptors
         )

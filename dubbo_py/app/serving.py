@@ -105,6 +105,7 @@ class Serving:
 
     def start(
         self,
+        /,
         *servicers: object,
         port: int | None = None,
         host: str | None = None,
@@ -116,7 +117,21 @@ class Serving:
         reflection: bool | None = None,
         interceptors: Sequence[grpc.ServerInterceptor] = (),
     ) -> ExportedServer:
-        """See :meth:`~dubbo_py.app.application.Application.start`."""
+        """Serve ``servicers`` on a new gRPC server and register them; returns at once.
+
+        ``port`` 0 binds any free port; ``host`` is the address registered for consumers
+        (default ``$DUBBO_IP_TO_REGISTRY`` or ``$DUBBO_PY_HOST``, else ``protocol.host``, else
+        for a ZooKeeper registry this machine's address on the route to ZooKeeper, else
+        127.0.0.1); ``bind_host`` is the interface to listen on (default ``$DUBBO_IP_TO_BIND``,
+        else ``protocol.bind_host``, else the registered address); ``tls`` serves over TLS
+        (mutual TLS when it names a client CA) and says so in the provider URL. Whatever is not
+        given comes from the application's configuration file (``protocol``, and
+        ``services.<name>`` for each service's options). ``reflection`` serves gRPC server
+        reflection (default: on unless ``$DUBBO_PY_REFLECTION`` is ``false``), which
+        ``dubbo-py call`` and the console read request types from. ``interceptors`` are gRPC server
+        interceptors, run in order around every call (inside dubbo-py's metrics and tracing,
+        outside its overload limits).
+        """
         listen = self._listen(port, host, bind_host, tls)
         plan = self._export_plan(servicers, listen, credentials, reflection)
         plan, observers = self._observe(plan, ProviderObserver, bool(interceptors), aio=False)
@@ -223,9 +238,14 @@ class Serving:
         )
 
     def serve(
-        self, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
+        self, /, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
     ) -> None:
-        """See :meth:`~dubbo_py.app.application.Application.serve`."""
+        """Serve and block until SIGINT/SIGTERM, then shut down gracefully (unregister, let
+        consumers notice, drain in-flight calls for up to ``grace`` s).
+
+        Start-up and shutdown are logged at INFO, to stderr when the application configured no
+        logging (``$DUBBO_PY_LOG_LEVEL`` sets the level). A registry that cannot be reached
+        ends the process with one line saying so (exit status 1), not a traceback."""
         startup.ensure_logging()
         try:
             self.start(*servicers, port=port, **options)
@@ -234,8 +254,9 @@ class Serving:
             raise SystemExit(f"error: {exc}") from None
         self.wait(grace=grace)
 
-    def wait(self, grace: float = 5.0) -> None:
-        """See :meth:`~dubbo_py.app.application.Application.wait`."""
+    def wait(self, /, grace: float = 5.0) -> None:
+        """Block until SIGINT/SIGTERM (or :meth:`close` from another thread), then stop every
+        server this application started, gracefully, and close the application."""
         received: list[str] = []
 
         def on_signal(number: int, _frame: object) -> None:
@@ -259,6 +280,7 @@ class Serving:
 
     async def start_async(
         self,
+        /,
         *servicers: object,
         port: int | None = None,
         host: str | None = None,
@@ -268,7 +290,8 @@ class Serving:
         tls: ServerTLS | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> AsyncExportedServer:
-        """See :meth:`~dubbo_py.app.application.Application.start_async`."""
+        """The asyncio flavour of :meth:`start`: serve ``async def`` servicers on a
+        ``grpc.aio`` server and register them; ``await server.stop()`` shuts down gracefully."""
         from dubbo_py.provider.server import export_async
 
         listen = await asyncio.to_thread(self._listen, port, host, bind_host, tls)
@@ -290,9 +313,10 @@ class Serving:
         return exported
 
     async def serve_async(
-        self, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
+        self, /, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any
     ) -> None:
-        """See :meth:`~dubbo_py.app.application.Application.serve_async`."""
+        """Serve async servicers until the task is cancelled, then shut down gracefully
+        (logging as :meth:`serve` does); ``options`` are :meth:`start_async`'s."""
         startup.ensure_logging()
         exported = await self.start_async(*servicers, port=port, **options)
         try:

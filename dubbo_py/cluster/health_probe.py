@@ -16,6 +16,32 @@ from dubbo_py.url import URL
 __all__ = ["grpc_health_probe", "service_health"]
 
 
+def _ask(url: URL, service: str, timeout: float) -> tuple[bool | None, grpc.StatusCode | None]:
+    """Ask the health service at ``url.address`` about ``service``: (whether it said SERVING,
+    None) when it answered; (None, the status code) when the call failed (code None: no channel
+    could be made, or an error that is not gRPC's). Never raises."""
+    try:
+        # Its own subchannel: a shared one (gRPC's default pool) may be a consumer channel's,
+        # sitting in reconnect backoff although the server is back.
+        channel = grpc.insecure_channel(
+            url.address, options=[("grpc.use_local_subchannel_pool", 1)]
+        )
+    except Exception:
+        return None, None
+    try:
+        stub = health_pb2_grpc.HealthStub(channel)
+        # types-grpcio-health-checking declares HealthStub without its generated methods.
+        check = stub.Check  # type: ignore[attr-defined]
+        reply = check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING), None
+    except grpc.RpcError as error:
+        return None, error.code() if isinstance(error, grpc.Call) else None
+    except Exception:
+        return None, None
+    finally:
+        channel.close()
+
+
 def grpc_health_probe(url: URL, timeout: float = 0.5) -> bool:
     """True when the server at ``url.address`` answers a health check for the whole server
     (service name ``""``) with SERVING within ``timeout`` seconds.
@@ -24,27 +50,10 @@ def grpc_health_probe(url: URL, timeout: float = 0.5) -> bool:
     gRPC, so it counts as alive (a provider from another stack may not register the health
     service). Any other error, a refused connection or a timeout is False; this never raises.
     """
-    try:
-        # Its own subchannel: a shared one (gRPC's default pool) may be a consumer channel's,
-        # sitting in reconnect backoff although the server is back.
-        channel = grpc.insecure_channel(
-            url.address, options=[("grpc.use_local_subchannel_pool", 1)]
-        )
-    except Exception:
-        return False
-    try:
-        stub = health_pb2_grpc.HealthStub(channel)
-        # types-grpcio-health-checking declares HealthStub without its generated methods.
-        check = stub.Check  # type: ignore[attr-defined]
-        reply = check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
-        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-    except grpc.RpcError as error:
-        code = error.code() if isinstance(error, grpc.Call) else None
-        return code is grpc.StatusCode.UNIMPLEMENTED
-    except Exception:
-        return False
-    finally:
-        channel.close()
+    serving, code = _ask(url, "", timeout)
+    if serving is not None:
+        return serving
+    return code is grpc.StatusCode.UNIMPLEMENTED
 
 
 def service_health(url: URL, service: str, timeout: float = 0.5) -> bool | None:
@@ -57,29 +66,12 @@ def service_health(url: URL, service: str, timeout: float = 0.5) -> bool | None:
     nothing more to ask. Apache Dubbo's triple providers report each exported interface as
     dubbo-py's do (SERVING on export, NOT_SERVING on unexport), so the answer means the same
     for them."""
-    try:
-        channel = grpc.insecure_channel(
-            url.address, options=[("grpc.use_local_subchannel_pool", 1)]
-        )
-    except Exception:
-        return None
-    try:
-        stub = health_pb2_grpc.HealthStub(channel)
-        check = stub.Check  # type: ignore[attr-defined]
-        try:
-            reply = check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
-        except grpc.RpcError as error:
-            code = error.code() if isinstance(error, grpc.Call) else None
-            if code is grpc.StatusCode.UNIMPLEMENTED:
-                return True
-            if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE):
-                # Not this service here, or refused / reset before any answer: gone.
-                return False
-            return None
-        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-    except grpc.RpcError:
-        return None
-    except Exception:
-        return None
-    finally:
-        channel.close()
+    serving, code = _ask(url, service, timeout)
+    if serving is not None:
+        return serving
+    if code is grpc.StatusCode.UNIMPLEMENTED:
+        return True
+    if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE):
+        # Not this service here, or refused / reset before any answer: gone.
+        return False
+    return None

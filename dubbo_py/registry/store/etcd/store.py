@@ -454,6 +454,19 @@ class EtcdStore:
             raise NoNodeError(f"no node {path} in {self.address}")
         return node.data, node.version
 
+    def _existing(self, path: str, version: int) -> _Node:
+        """The node at ``path``, which must exist and, unless ``version`` is -1, be at
+        ``version`` (what set and delete check before writing)."""
+        node = self._read_node(path)
+        if not node.exists:
+            raise NoNodeError(f"no node {path} in {self.address}")
+        if version != -1 and version != node.version:
+            raise BadVersionError(
+                f"bad version for {path} in {self.address}: "
+                f"expected {version}, found {node.version}"
+            )
+        return node
+
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         """Replace the data if the version matches; returns the new version."""
         validate_path(path)
@@ -461,14 +474,7 @@ class EtcdStore:
             raise StoreError(f"cannot set the data of the root of {self.address}")
         key = self._key(path)
         for _ in range(_WRITE_ATTEMPTS):
-            node = self._read_node(path)
-            if not node.exists:
-                raise NoNodeError(f"no node {path} in {self.address}")
-            if version != -1 and version != node.version:
-                raise BadVersionError(
-                    f"bad version for {path} in {self.address}: "
-                    f"expected {version}, found {node.version}"
-                )
+            node = self._existing(path, version)
             if node.kv is None:  # an implicit node becomes a key of its own
                 guard = _compare(key, api.VERSION, 0)
                 put = api.PutRequest(key=key, value=bytes(data))
@@ -486,14 +492,7 @@ class EtcdStore:
             raise StoreError(f"cannot delete the root of {self.address}")
         key, below = self._key(path), self._below(path)
         for _ in range(_WRITE_ATTEMPTS):
-            node = self._read_node(path)
-            if not node.exists:
-                raise NoNodeError(f"no node {path} in {self.address}")
-            if version != -1 and version != node.version:
-                raise BadVersionError(
-                    f"bad version for {path} in {self.address}: "
-                    f"expected {version}, found {node.version}"
-                )
+            node = self._existing(path, version)
             if node.below and not recursive:
                 raise NotEmptyError(f"node {path} in {self.address} has children")
             guards = [
