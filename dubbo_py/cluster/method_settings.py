@@ -1,5 +1,9 @@
-"""What one method's calls use — retries, default timeout, forks, stickiness — and the table of
-them a reference's cluster context reads on every call."""
+"""What one method's calls use, as the consumer resolved it from the reference's options
+(:class:`~dubbo_py.config.options.MethodOptions`, what a user writes), consumer override rules
+and the providers' defaults: :class:`MethodSettings` (retries, default timeout, forks,
+stickiness, actives -- read on every call, from a :class:`SettingsTable`) and
+:class:`~dubbo_py.cluster.strategy_settings.StrategySettings` (the strategy and the mock its
+call stack is built with)."""
 
 from __future__ import annotations
 

@@ -7,13 +7,13 @@ A consumer is a stack (Finagle's ``Service``/``Filter``, Dubbo's cluster invoker
         -> call filters: mock, then the application's and the reference's (consumer/filters.py)
           -> cluster strategy (failover ...)  cluster/strategies/ (both forms, one module each)
              routes with the directory's bound router chain   registry/directory.py
-             balances with the reference's balancer           consumer/tuning.py
+             balances with the reference's balancer           consumer/settings.py
              -> attempt filters, then call statistics for the balancers that read them
                -> provider call (MethodInvoker) on a pooled gRPC channel   consumer/invoker.py
 
-:class:`ReferenceAssembly` builds the parts both flavours share -- the method policies, the live
-settings and balancer (:class:`~dubbo_py.consumer.tuning.ReferenceTuning`), the registry directory,
-the quarantine and outlier detector -- and wires each method a stub asks for
+:class:`ReferenceAssembly` builds the parts both flavours share -- the methods' strategy
+settings, the live settings and balancer (:class:`~dubbo_py.consumer.settings.ReferenceSettings`),
+the registry directory, the quarantine and outlier detector -- and wires each method a stub asks for
 (:meth:`ReferenceAssembly.bind`): its provider call, its cluster context, its strategy, its
 filters. :class:`BlockingAssembly` and :class:`AsyncAssembly` supply what differs: the channel
 pool, the invoker, the strategy and the filters of their flavour. Nothing runs until
@@ -38,11 +38,11 @@ from dubbo_py.cluster.hedging import AsyncHedgedCall, HedgeCounts, HedgedCall, H
 from dubbo_py.cluster.hedging_policy import HEDGING_OFF
 from dubbo_py.cluster.mock import MockSpec, parse_mock
 from dubbo_py.cluster.outlier import OutlierDetector
-from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine, QuarantineEvent
 from dubbo_py.cluster.strategies import async_strategy, get_strategy
 from dubbo_py.cluster.strategies.failback import FailbackQueue, failback_async
 from dubbo_py.cluster.strategies.failover import failover, failover_async
+from dubbo_py.cluster.strategy_settings import StrategySettings
 from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.config.options import MethodOptions
@@ -70,8 +70,12 @@ from dubbo_py.consumer.invoker import (
 )
 from dubbo_py.consumer.method import BoundMethod, InvokerBase, StubMethod
 from dubbo_py.consumer.route_snapshots import RouteRecorder
-from dubbo_py.consumer.settings import base_parameters, check_method_options
-from dubbo_py.consumer.tuning import CallOverride, ReferenceTuning
+from dubbo_py.consumer.settings import (
+    CallOverride,
+    ReferenceSettings,
+    base_parameters,
+    check_method_options,
+)
 from dubbo_py.errors import MockSpecError
 from dubbo_py.protocol.introspect import ServiceSpec
 from dubbo_py.protocol.triple import TripleCaller
@@ -88,7 +92,7 @@ from dubbo_py.router import factory
 from dubbo_py.router.chain import BoundChain
 from dubbo_py.url import URL
 
-__all__ = ["AsyncAssembly", "BlockingAssembly", "ReferenceAssembly", "method_policies"]
+__all__ = ["AsyncAssembly", "BlockingAssembly", "ReferenceAssembly", "strategy_settings"]
 
 _NO_OPTIONS = MethodOptions()
 
@@ -101,14 +105,14 @@ _NO_HEDGING = frozenset({"forking", "broadcast"})
 C = TypeVar("C")
 
 
-def method_policies(service: ServiceSpec, config: ReferenceConfig) -> dict[str, MethodPolicy]:
+def strategy_settings(service: ServiceSpec, config: ReferenceConfig) -> dict[str, StrategySettings]:
     """Each method's cluster strategy and parsed mock: its own ``methods`` entry, else the
     reference's. A mock that does not parse is a :class:`~dubbo_py.cluster.mock.MockSpecError`
     now, before anything starts."""
     policies = {}
     for method in service.method_names:
         own = config.methods.get(method, _NO_OPTIONS)
-        policies[method] = MethodPolicy(
+        policies[method] = StrategySettings(
             own.cluster or config.cluster,
             parse_mock(own.mock if own.mock is not None else config.mock),
         )
@@ -159,7 +163,7 @@ class _Bound:
     __slots__ = ("context", "method", "policy", "switch")
 
     def __init__(
-        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext, switch: _Switch
+        self, method: StubMethod, policy: StrategySettings, context: ClusterContext, switch: _Switch
     ) -> None:
         self.method = method
         self.policy = policy
@@ -210,7 +214,7 @@ class ReferenceAssembly(Generic[C]):
         self.service = service
         self.config = config
         self.consumer = consumer
-        self.policies = method_policies(service, config)
+        self.policies = strategy_settings(service, config)
         #: Each bound method's stack, by name (rebuilt when a cluster/mock override changes).
         self._bound: dict[str, _Bound] = {}
         self.tuning = self._tuning()
@@ -252,7 +256,7 @@ class ReferenceAssembly(Generic[C]):
 
     # ------------------------------------------------------------------ shared parts
 
-    def _tuning(self) -> ReferenceTuning:
+    def _tuning(self) -> ReferenceSettings:
         config = self.config
         base = base_parameters(
             retries=config.retries,
@@ -264,7 +268,7 @@ class ReferenceAssembly(Generic[C]):
             actives=config.actives,
             hedging=config.hedging,
         )
-        return ReferenceTuning(
+        return ReferenceSettings(
             self.service.method_names, base, config.loadbalance, check_mock=self._check_mock
         )
 
@@ -370,7 +374,7 @@ class ReferenceAssembly(Generic[C]):
         hedged.ctx = wired.context
         return hedged
 
-    def _may_hedge(self, method: StubMethod, policy: MethodPolicy) -> bool:
+    def _may_hedge(self, method: StubMethod, policy: StrategySettings) -> bool:
         """Whether ``method`` can hedge at all: not a request stream (it can be sent once),
         not ``forking`` (it races already) nor ``broadcast`` (it calls everyone). Hedging
         asked of such a method by its own options is a ValueError now; asked by the reference
@@ -395,7 +399,7 @@ class ReferenceAssembly(Generic[C]):
         override = self.tuning.calls.get(method)
         if override is not None and override.cluster:
             return override.cluster
-        return self.policies.get(method, MethodPolicy(self.config.cluster)).cluster
+        return self.policies.get(method, StrategySettings(self.config.cluster)).cluster
 
     # ------------------------------------------------------------------ binding methods
 
@@ -404,7 +408,7 @@ class ReferenceAssembly(Generic[C]):
         bad mock raises :class:`~dubbo_py.cluster.mock.MockSpecError` here, when the stub is
         built, not in the middle of an outage)."""
         invoker = self._invoker(method)
-        policy = self.policies.get(method.name, MethodPolicy(self.config.cluster))
+        policy = self.policies.get(method.name, StrategySettings(self.config.cluster))
         hedgeable = self._may_hedge(method, policy)
         context = self._wire(invoker, self._attempt_call, method.name if hedgeable else None)
         if policy.mock is not None:
@@ -425,14 +429,14 @@ class ReferenceAssembly(Generic[C]):
         return BoundMethod(method, context, switched, plannable, hooks, self.in_flight)
 
     def _stack(
-        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+        self, method: StubMethod, policy: StrategySettings, context: ClusterContext
     ) -> tuple[Any, bool, list[Any]]:
         """The method's call under ``policy``: its strategy inside its call filters (the mock
         outermost); whether it is plain failover; the filters."""
         if method.request_streaming:
             # A request stream can be consumed only once, so it is never replayed on another
             # provider: client-streaming calls are fail-fast whatever the reference says.
-            policy = MethodPolicy("failfast", policy.mock)
+            policy = StrategySettings("failfast", policy.mock)
         strategy, plannable = self._strategy(method, policy, context)
         filters = list(self.filters.around_calls(self._asyncio))
         if policy.mock is not None:
@@ -454,7 +458,7 @@ class ReferenceAssembly(Generic[C]):
             bound.switch.current, bound.switch.override = bound.switch.base, None
             self._rehedge(bound.context)
             return
-        policy = MethodPolicy(
+        policy = StrategySettings(
             override.cluster or bound.policy.cluster,
             override.mock if override.mock_text is not None else bound.policy.mock,
         )
@@ -593,7 +597,7 @@ class ReferenceAssembly(Generic[C]):
         raise NotImplementedError
 
     def _strategy(
-        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+        self, method: StubMethod, policy: StrategySettings, context: ClusterContext
     ) -> tuple[C, bool]:
         """The method's strategy bound to its context, and whether it is plain failover."""
         raise NotImplementedError
@@ -643,7 +647,7 @@ class BlockingAssembly(ReferenceAssembly[Call]):
         return invoker
 
     def _strategy(
-        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+        self, method: StubMethod, policy: StrategySettings, context: ClusterContext
     ) -> tuple[Call, bool]:
         strategy = get_strategy(policy.cluster)
         return partial(strategy, context), strategy is failover
@@ -709,11 +713,11 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         return invoker
 
     def _strategy(
-        self, method: StubMethod, policy: MethodPolicy, context: ClusterContext
+        self, method: StubMethod, policy: StrategySettings, context: ClusterContext
     ) -> tuple[AsyncCall, bool]:
         if policy.cluster == "failback":
             return partial(failback_async(self._retry_context(method)), context), False
-        strategy = async_strategy(MethodPolicy(policy.cluster), context, None)
+        strategy = async_strategy(StrategySettings(policy.cluster), context, None)
         return partial(strategy, context), strategy is failover_async
 
     def _forget(self, addresses: list[str]) -> None:

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.outlier import OutlierDetector
-from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.strategies.failback import FailbackQueue
+from dubbo_py.cluster.strategy_settings import StrategySettings
 from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.config.model import ReferenceConfig
 from dubbo_py.consumer.assembly import AsyncAssembly, BlockingAssembly
@@ -75,7 +75,7 @@ class Reference(Generic[S]):
         return self.assembly.failback
 
     @property
-    def policies(self) -> Mapping[str, MethodPolicy]:
+    def policies(self) -> Mapping[str, StrategySettings]:
         """Each method's cluster strategy and mock."""
         return self.assembly.policies
 

@@ -12,8 +12,8 @@ import pytest
 from dubbo_py.cluster.loadbalance import BALANCERS, LOADBALANCE_NAMES, get_loadbalance
 from dubbo_py.cluster.loadbalance.base import LoadBalance
 from dubbo_py.cluster.mock import Mock, parse_mock
-from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.strategies import STRATEGIES, STRATEGY_NAMES, async_strategy, get_strategy
+from dubbo_py.cluster.strategy_settings import StrategySettings
 from dubbo_py.cluster.support.context import ClusterContext, FixedRoutes
 from dubbo_py.cluster.support.deadline import Deadline
 from dubbo_py.cluster.support.outcome import retryable
@@ -104,7 +104,7 @@ def test_both_forms_of_a_mocked_strategy_answer_alike() -> None:
     assert spec is not None
     call = Invocation("demo.Greeter", "SayHello")
     blocking = Mock(spec, None).wrap(get_strategy("failover"))
-    awaited = async_strategy(MethodPolicy("failover", spec), ctx, None)
+    awaited = async_strategy(StrategySettings("failover", spec), ctx, None)
     with pytest.raises(ClusterError) as sync_error:
         blocking(ctx, call)
     with pytest.raises(ClusterError) as async_error:

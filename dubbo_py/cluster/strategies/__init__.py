@@ -24,13 +24,13 @@ from types import MappingProxyType
 from google.protobuf.message import Message
 
 from dubbo_py.cluster.mock import Mock
-from dubbo_py.cluster.policy import MethodPolicy
 from dubbo_py.cluster.strategies.broadcast import broadcast, broadcast_async
 from dubbo_py.cluster.strategies.failback import failback, failback_async
 from dubbo_py.cluster.strategies.failfast import failfast, failfast_async
 from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.strategies.failsafe import failsafe, failsafe_async
 from dubbo_py.cluster.strategies.forking import forking, forking_async
+from dubbo_py.cluster.strategy_settings import StrategySettings
 from dubbo_py.cluster.support.context import AsyncStrategy, ClusterContext, Strategy
 
 __all__ = [
@@ -93,7 +93,7 @@ def get_strategy(name: str) -> Strategy:
 
 
 def async_strategy(
-    policy: MethodPolicy,
+    policy: StrategySettings,
     blocking: ClusterContext,
     response_type: type[Message] | None,
     *,
