@@ -115,7 +115,7 @@ def rule_check(web: Web, request: Request) -> Response:
         names = rules.validate(rule, text, rule.key)
     except RuleError as exc:
         return _invalid(web, request, text, exc)
-    warnings, _ = lint_rule(rule, text, rule.key, registry)
+    warnings, _ = lint_rule(rule, text, rule.key, registry, str(web.state.env.address))
     ctx: dict[str, Any] = {"names": names, "warnings": warnings, "dry_run": dry_run}
     if dry_run:
         current = registry.get_config(rule.key)
