@@ -171,7 +171,7 @@ def rule_enable(web: Web, request: Request) -> Response:
     )
     if isinstance(result, Response):
         return result
-    text = f"{result.action}d {key} (version {result.version})"
+    text = f"{result.action}d {key} in {web.state.env.address} (version {result.version})"
     return web.message(request, text, ok=True, refresh=True)
 
 
