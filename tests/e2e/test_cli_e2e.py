@@ -16,6 +16,7 @@ from dubbo_py.admin.connection import open_admin_store
 from dubbo_py.admin.rules.history import History
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store.address import parse_registry_address
+from dubbo_py.registry.store.advice import start_advice
 from tests.support.local_server import free_port
 from tests.support.processes import ROOT, ProviderProcess
 
@@ -198,4 +199,6 @@ def test_unreachable_zookeeper_is_one_line_and_exit_1(command: list[str]) -> Non
     )
     assert result.returncode == 1
     # Said once, also by `registry status` (whose error already names the registry).
-    assert result.stderr.splitlines() == [f"error: registry {address} unreachable (waited 0.5s)"]
+    assert result.stderr.splitlines() == [
+        f"error: registry {address} unreachable (waited 0.5s): {start_advice(address)}"
+    ]
