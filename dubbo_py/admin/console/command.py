@@ -103,9 +103,7 @@ def console_command(port: int, bind: str) -> None:
     shown = f"[{host}]" if ":" in host else host
     extra = (bind, shown) if bind not in ("0.0.0.0", "::") else ()
     try:
-        state = ConsoleState(
-            env, allowed_hosts=extra, live=LiveReader(registry), registries=served
-        )
+        state = ConsoleState(env, allowed_hosts=extra, live=LiveReader(registry), registries=served)
         app = create_app(state)
         where = f"registries {', '.join(served)}" if served else f"registry {env.address}"
         click.echo(f"dubbo-py console: http://{shown}:{bound}/ ({where})", err=False)
