@@ -56,6 +56,10 @@ class Clock:
         return self.ms / 1000
 
 
+#: Where the pages show the embedded registry (the reader's default data directory).
+PAGE_REGISTRY_DIR = "sqlite:///home/you/.local/share/dubbo-py/"
+
+
 @contextlib.contextmanager
 def situation(clock: Clock) -> Iterator[Callable[[str], str]]:
     """A fresh embedded registry; yields ``run("dubbo-py ...") -> output``."""
@@ -80,7 +84,8 @@ def situation(clock: Clock) -> Iterator[Callable[[str], str]]:
             args = shlex.split(command)
             assert args[0] == "dubbo-py", command
             result = CliRunner().invoke(cli, args[1:])
-            return result.stdout + result.stderr
+            # Writes name their registry: the page shows the reader's default one.
+            return (result.stdout + result.stderr).replace(f"sqlite://{tmp}/", PAGE_REGISTRY_DIR)
 
         yield run
 

@@ -10,7 +10,9 @@ provider that served it and the route trace the consumer's router chain gave for
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -21,9 +23,16 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from dubbo_py.admin.reflect import MethodShape, ReflectionError, ServiceShape, describe_service
+from dubbo_py.admin.reflect import (
+    MethodShape,
+    ReflectionError,
+    ServiceShape,
+    describe_service,
+    fields_of,
+)
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry import layout
+from dubbo_py.registry.application import lookup as app_level
 from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router.chain import TraceStep
@@ -132,16 +141,92 @@ def describe(registry: Registry, service: str, version: str = "", group: str = "
     providers = _candidates(registry, CallRequest(service, "", version=version, group=group))
     if not providers:
         known = registry.services()
-        hint = "" if service in known else f" (registered services: {', '.join(known)})"
-        raise ReflectionError(f"no usable provider of {service}{hint}")
+        if service not in known:
+            hint = f" (registered services: {', '.join(known)})"
+            raise ReflectionError(f"no usable provider of {service}{hint}")
+        raise ReflectionError(_elsewhere(registry, service, version, group))
     return describe_service(providers, service)
+
+
+def _flags(version: str, group: str) -> str:
+    flags = [f"--version {version}" if version else "", f"--group {group}" if group else ""]
+    return " ".join(f for f in flags if f) or "no --version and no --group"
+
+
+def _elsewhere(registry: Registry, service: str, version: str, group: str) -> str:
+    """Why no provider matched: the versions and groups the service's providers do have, and
+    the flags that pick them (a consumer matches version and group exactly, as in Dubbo)."""
+    asked = " and ".join(
+        [f"version {version!r}" if version else "no version"]
+        + ([f"group {group!r}"] if group else [])
+    )
+    where = getattr(registry.store, "address", None)
+    place = f" in {where}" if where is not None else ""
+    urls = [
+        *registry.lookup(service, layout.PROVIDERS),
+        *app_level.providers(registry.store, service),
+    ]
+    found: dict[tuple[str, str], set[str]] = {}
+    for url in urls:
+        if is_usable(url):
+            key = (url.get_str("version"), url.get_str("group"))
+            found.setdefault(key, set()).add(url.address)
+    if not found:
+        return f"no usable provider of {service}{place} (none of any version or group)"
+    offers = "; ".join(
+        f"{_flags(v, g)} ({len(addresses)} provider{'s' if len(addresses) != 1 else ''})"
+        for (v, g), addresses in sorted(found.items())
+    )
+    return (
+        f"no provider of {service} with {asked}{place}; it has providers for: {offers}. "
+        "A consumer matches version and group exactly: pass the flags of one of these"
+    )
+
+
+#: protobuf's message for an unknown JSON field (its own wording is replaced, see below).
+_NO_FIELD = re.compile(r'Message type "([\w.]+)" has no field named "([^"]+)"')
 
 
 def _parse_request(method: MethodShape, text: str) -> Any:
     try:
         return json_format.Parse(text or "{}", method.request_class())
     except json_format.ParseError as exc:
+        unknown = _NO_FIELD.search(str(exc))
+        if unknown is not None:
+            raise CallError(_unknown_field(method, unknown.group(1), unknown.group(2))) from None
         raise CallError(f"the request is not a {method.request_type} in JSON: {exc}") from None
+
+
+def _unknown_field(method: MethodShape, message_name: str, name: str) -> str:
+    """``stock.CheckRequest has no field 'itme'; its fields: item (string); did you mean
+    'item'?`` -- in place of protobuf's ``Available Fields(except extensions): "['item']"``."""
+    descriptor = _find_message(method.request_class.DESCRIPTOR, message_name)
+    shapes = fields_of(descriptor) if descriptor is not None else ()
+    listed = ", ".join(
+        f"{f.json_name} ({'repeated ' if f.repeated else ''}{f.type_name})" for f in shapes
+    )
+    names = [f.json_name for f in shapes] + [f.name for f in shapes]
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"the request has a field {name!r} that {message_name} does not have; its fields: "
+        f"{listed or 'none'}{hint}"
+    )
+
+
+def _find_message(root: Any, full_name: str) -> Any:
+    """The descriptor of ``full_name`` among ``root`` and the messages its fields use."""
+    seen: set[str] = set()
+    todo = [root]
+    while todo:
+        descriptor = todo.pop()
+        if descriptor.full_name == full_name:
+            return descriptor
+        if descriptor.full_name in seen:
+            continue
+        seen.add(descriptor.full_name)
+        todo.extend(f.message_type for f in descriptor.fields if f.message_type is not None)
+    return None
 
 
 class _Recorder:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dubbo_py.errors import StoreError
 from dubbo_py.registry.store.address import RegistryAddress
+from dubbo_py.registry.store.advice import start_advice
 from dubbo_py.registry.store.base import Store
 
 __all__ = ["RegistryUnreachable", "StoreOpener", "open_admin_store"]
@@ -54,7 +55,8 @@ def open_admin_store(
         # text sent to a TLS etcd).
         failure = getattr(store, "last_failure", None)
         store.close()
-        said = f": {failure}" if failure else ""
+        # Else what to do about it (ZooKeeper here: installed or not, running or not).
+        said = f": {failure}" if failure else f": {start_advice(str(address))}"
         raise RegistryUnreachable(f"registry {address} unreachable (waited {timeout:g}s){said}")
     return store
 

@@ -28,6 +28,7 @@ __all__ = [
     "levels_label",
     "listed_providers",
     "merge_levels",
+    "own_parameters",
 ]
 
 INTERFACE = "interface"
@@ -128,3 +129,27 @@ def listed_providers(registry: Registry, service: str) -> list[ListedProvider]:
         registry.lookup(service, layout.PROVIDERS),
         app_level.providers(registry.store, service),
     )
+
+
+#: Parameters every dubbo-py (and Apache Dubbo) provider URL carries, or that the listing shows
+#: in columns of their own (version, group, weight, warmup): not what a provider was given.
+FRAMEWORK_PARAMETERS = frozenset(
+    {
+        "anyhost", "application", "interface", "methods", "side", "timestamp", "pid",
+        "release", "dubbo", "version", "group", "weight", "warmup", "category", "protocol",
+        "path", "deprecated", "dynamic", "generic", "register-mode", "service-name-mapping",
+        "revision", "meta-v", "metadata-type", "dubbo.metadata.revision",
+        "dubbo.metadata.storage-type", "dubbo.endpoints", "executor-management-mode",
+        "background", "prefer.serialization", "serialization", "register", "qos.port",
+        "tls", "ssl-enabled", "release-version", "token",
+    }
+)  # fmt: skip
+
+
+def own_parameters(url: URL, everything: bool = False) -> dict[str, str]:
+    """A provider URL's parameters its application gave it (the ones routing rules usually
+    match, such as ``warehouse=north`` or ``dubbo.tag``), sorted; with ``everything``, all."""
+    params = dict(url.parameters)
+    if not everything:
+        params = {k: v for k, v in params.items() if k not in FRAMEWORK_PARAMETERS}
+    return dict(sorted(params.items()))

@@ -266,9 +266,12 @@ class Referencing:
     def _start_stack(self, stack: RegistryStack) -> None:
         """Start one registry's stack and register its consumer URL there."""
         assembly = stack.assembly
+        started = time.monotonic()
         assembly.start()
+        took = time.monotonic() - started
         directory, service = assembly.directory, assembly.service.name
-        startup.consumer_ready(self._app.name, directory, assembly.config.check)
+        where = stack.name if len(self._app.bindings) > 1 else str(self._app.address)
+        startup.consumer_ready(self._app.name, directory, assembly.config.check, where, took)
         registry = stack.registry
         if registry is not None and not registry.connected and not directory.providers:
             log.warning(

@@ -70,7 +70,9 @@ def open_store(
         lease.close()
         raise
     if address.networked and not started:
-        log.warning("registry %s does not answer yet; retrying in the background", address)
+        # Said at DEBUG only: what happens next is said by what uses the store -- a provider
+        # exits with one line (it never retries), a consumer warns that it keeps trying.
+        log.debug("registry %s does not answer yet; connecting in the background", address)
     return lease
 
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dubbo_py.errors import RegistryUnreachableError
+from dubbo_py.registry.store.advice import start_advice
 
 if TYPE_CHECKING:
     from dubbo_py.registry.directory import RegistryDirectory
@@ -112,9 +113,16 @@ def registry_unreachable(directory: RegistryDirectory) -> str | None:
     return str(getattr(store, "address", "the registry"))
 
 
-def consumer_ready(application: str, directory: RegistryDirectory, waited: float) -> None:
+def consumer_ready(
+    application: str,
+    directory: RegistryDirectory,
+    waited: float,
+    registry: str = "",
+    took: float | None = None,
+) -> None:
     """``shop: hello.Greeter:1.0.0 has 2 providers (a, b) and rules: key`` once a reference
-    has its first provider list (or says it has none yet, and why)."""
+    has its first provider list (or says it has none yet, where, and why). ``waited`` is the
+    longest the reference would wait (its ``check``), ``took`` how long it really did."""
     service = _service(directory.consumer)
     providers = directory.providers
     rules = list(
@@ -130,21 +138,28 @@ def consumer_ready(application: str, directory: RegistryDirectory, waited: float
         known = f"{count} from its cache ({addresses})" if providers else "no providers"
         log.warning(
             "%s: the registry %s does not answer (waited %gs): %s starts with %s and keeps "
-            "trying; start ZooKeeper there, or leave the registry unset to use the embedded one",
+            "trying; %s",
             application,
             unreachable,
             waited,
             service,
             known,
+            start_advice(unreachable),
         )
     elif providers:
         log.info("%s: %s has %s (%s) and %s", application, service, count, addresses, rule_text)
     else:
+        # Where, and how long it really waited: the registry answered at once with an empty
+        # list (a wrong registry, a wrong version) reads differently from one that took `check`.
+        where = f" in {registry}" if registry else ""
+        spent = waited if took is None else took
         log.info(
-            "%s: %s has no providers yet (waited %gs; calls fail until one registers); %s",
+            "%s: %s has no providers yet%s (the registry answered in %.2fs; calls fail until one "
+            "registers there); %s",
             application,
             service,
-            waited,
+            where,
+            spent,
             rule_text,
         )
 

@@ -35,6 +35,7 @@ from dubbo_py.provider.limits import MethodGuard, interceptor, interceptor_async
 from dubbo_py.provider.reflection import add_reflection, reflection_wanted
 from dubbo_py.provider.service import ServiceOptions, options_of
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store.advice import start_advice
 from dubbo_py.url import URL
 from dubbo_py.version import __version__
 
@@ -360,9 +361,8 @@ def register_all(registry: Registry | None, urls: Sequence[URL]) -> None:
 def unreachable(registry: str, application: str) -> RegistryUnreachableError:
     """The error a provider that cannot register raises (one line, no node paths)."""
     return RegistryUnreachableError(
-        f"{application}: cannot register: the registry {registry} is unreachable. Start "
-        "ZooKeeper there (Debian/Ubuntu: sudo apt-get install zookeeperd), or leave the "
-        "registry unset to use the embedded one (no server needed)"
+        f"{application}: cannot register: the registry {registry} is unreachable. "
+        + start_advice(registry)
     )
 
 

@@ -66,6 +66,9 @@ def test_route_test_example_and_its_json(cwd: Path) -> None:
     assert result.stderr == output
 
 
+PAGE_REGISTRY = "zookeeper://127.0.0.1:2181"
+
+
 def test_push_dry_run_and_invalid_rule_examples(cwd: Path) -> None:
     tree = MemoryTree()
     live = Registry(MemoryStore(tree))
@@ -78,7 +81,8 @@ def test_push_dry_run_and_invalid_rule_examples(cwd: Path) -> None:
 
     def run(args: list[str]) -> tuple[int, str]:
         env = CliEnv(opener=lambda _address, _timeout: MemoryStore(tree))
-        result = CliRunner().invoke(cli, args, obj=env)
+        # The page's registry (writes name it); the store is the test's in-memory one.
+        result = CliRunner().invoke(cli, args, obj=env, env={"DUBBO_PY_REGISTRY": PAGE_REGISTRY})
         return result.exit_code, result.stdout + result.stderr
 
     cat, rest = block_after("### `rules push FILE").split("\n", 1)

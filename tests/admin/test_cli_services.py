@@ -37,6 +37,8 @@ def test_services_lists_counts(run: Cli) -> None:
             "routers": 0,
             "configurators": 0,
             "instances": 0,
+            "router_rules": [],
+            "override_rules": [],
             "applications": [],
         },
         {
@@ -46,6 +48,8 @@ def test_services_lists_counts(run: Cli) -> None:
             "routers": 0,
             "configurators": 0,
             "instances": 0,
+            "router_rules": [],
+            "override_rules": [],
             "applications": [],
         },
     ]
@@ -78,6 +82,7 @@ def test_providers_and_consumers(run: Cli) -> None:
         "warmup_left_ms": 0,
         "overrides": [],
         "levels": ["interface"],
+        "parameters": {},
     }
     assert run.json("consumers", "demo.Greeter") == [
         {
@@ -368,3 +373,25 @@ def test_zookeeper_auth_comes_from_the_option_or_the_environment(
         "error: --auth / DUBBO_PY_REGISTRY_AUTH must be user:password "
         "(see 'dubbo-py services --help')"
     ]
+
+
+def test_services_counts_the_rules_in_force_as_routers(run: Cli) -> None:
+    """Issue 35, finding 3: a condition rule in force showed as ROUTERS 0."""
+    run.register(P1, P2, CONSUMER)
+    rule = "scope: service\nkey: demo.Greeter:1.0.0\nconditions: ['=> host = 1']\n"
+    assert run("rules", "push", run.file("r.yaml", rule)).exit_code == 0
+    off = rule.replace("1.0.0", "2.0.0") + "enabled: false\n"
+    assert run("rules", "push", run.file("t.yaml", off)).exit_code == 0
+    [row] = run.json("services")
+    assert row["router_rules"] == ["demo.Greeter:1.0.0:.condition-router"]  # not the disabled one
+    assert row["override_rules"] == []
+    table = lines(run("services").stdout)
+    header = [c.strip() for c in table[0].split("┃")]
+    cells = [c.strip() for c in table[2].split("│")]
+    assert dict(zip(header, cells, strict=True))["ROUTERS"] == "1"
+
+
+def test_services_help_says_what_every_column_counts() -> None:
+    text = CliRunner().invoke(cli, ["services", "--help"]).output
+    for column in ("PROVIDERS", "INSTANCES", "CONSUMERS", "ROUTERS", "OVERRIDES", "APPLICATIONS"):
+        assert f"\n    {column} " in text, column

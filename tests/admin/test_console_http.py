@@ -1,11 +1,15 @@
 """The console over HTTP, as a browser (or an attacker's page) talks to it: the host check, the
-CSRF check on every write, read-only without the registry identity, versioned pushes that show a
+CSRF check on every write, writable as the registry's ACLs allow, versioned pushes that show a
 concurrent change, errors at their line and column, and every write in the rule history."""
 
 from __future__ import annotations
 
+import html
 import http.cookiejar
+import os
 import re
+import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -109,12 +113,12 @@ def test_requests_naming_another_host_are_refused(browser: Browser) -> None:
 
 
 def test_push_records_who_and_a_stale_version_shows_the_conflict(
-    browser: Browser, registry: tuple[Registry, History]
+    browser: Browser, registry: tuple[Registry, History], embedded: tuple[ConsoleProcess, str]
 ) -> None:
     key = f"svc{uuid.uuid4().hex[:6]}.Greeter:1.0.0:.condition-router"
     rule = RULE.replace("demo.Greeter", key.split(":")[0])
     status, body = browser.post("/rule/push", {"key": key, "text": rule, "version": "-1"})
-    assert status == 200 and f"pushed {key} (version 0, history #0)" in body
+    assert status == 200 and f"pushed {key} to {embedded[1]} (version 0, history #0)" in body
     [entry] = registry[1].entries(key)
     assert (entry.action, entry.operator, entry.text) == ("push", "carol", rule)
     # A second editor still holding "absent" loses, and sees the text now in the registry.
@@ -151,19 +155,59 @@ def test_route_test_form_shows_survivors_and_trace(browser: Browser) -> None:
     assert 'id="route-error"' in body
 
 
-def test_zookeeper_without_an_identity_is_read_only(zookeeper: ZooKeeperServer) -> None:
+def test_an_open_zookeeper_is_writable_without_an_identity_as_for_the_cli(
+    zookeeper: ZooKeeperServer,
+) -> None:
+    """Issue 35, finding 7: the console was read-only on an open ZooKeeper "until you start it
+    with your registry identity", though the CLI had just written rules there with none."""
     registry = f"zookeeper://{zookeeper.address}/console-{uuid.uuid4().hex[:8]}"
+    with ConsoleProcess(registry, "--operator", "dana", env={"DUBBO_PY_REGISTRY_AUTH": ""}) as c:
+        client = Browser(c.url)
+        status, page = client.get("/rules")
+        assert status == 200 and 'id="readonly"' not in page
+        status, body = client.post("/rule/push", {"key": KEY, "text": RULE, "version": "-1"})
+        assert f"pushed {KEY} to {registry} (version 0, history #0)" in body, body
+        store = open_admin_store(parse_registry_address(registry), 20.0)
+        try:
+            doc = Registry(store).get_config(KEY)
+            assert doc is not None and doc.text == RULE
+            # The same history the CLI writes and reads.
+            [entry] = History(store).entries(KEY)
+            assert (entry.action, entry.operator) == ("push", "dana")
+        finally:
+            store.close()
+
+
+def test_a_secured_zookeeper_is_read_only_without_the_identity_that_owns_it(
+    zookeeper: ZooKeeperServer,
+) -> None:
+    registry = f"zookeeper://{zookeeper.address}/console-{uuid.uuid4().hex[:8]}"
+    secured = subprocess.run(
+        [sys.executable, "-m", "dubbo_py.admin", "--registry", registry, "acl", "secure"],
+        env={**os.environ, "DUBBO_PY_REGISTRY_AUTH": "admin:secret"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert secured.returncode == 0, secured.stderr
     with ConsoleProcess(registry, env={"DUBBO_PY_REGISTRY_AUTH": ""}) as console:
         client = Browser(console.url)
         status, page = client.get("/rules")
-        assert status == 200 and 'id="readonly"' in page
+        banner = re.search(r'id="readonly">([^<]*)<', page)
+        assert status == 200 and banner is not None, page
+        assert html.unescape(banner.group(1)).startswith(
+            f"read-only: {registry} refuses rule writes without an identity "
+            "(/dubbo/config/dubbo (anyone: read; admin: all)); start the console with an "
+            "identity that may write them (--auth or $DUBBO_PY_REGISTRY_AUTH)"
+        )
         status, body = client.post("/rule/push", {"key": KEY, "text": RULE, "version": "-1"})
         assert "read-only" in body
-        store = open_admin_store(parse_registry_address(registry), 20.0)
-        try:
-            assert Registry(store).get_config(KEY) is None
-        finally:
-            store.close()
+    with ConsoleProcess(registry, env={"DUBBO_PY_REGISTRY_AUTH": "admin:secret"}) as console:
+        client = Browser(console.url)
+        status, page = client.get("/rules")
+        assert 'id="readonly"' not in page
+        status, body = client.post("/rule/push", {"key": KEY, "text": RULE, "version": "-1"})
+        assert f"pushed {KEY} to {registry}" in body, body
 
 
 def test_the_console_binds_loopback_by_default(embedded: tuple[ConsoleProcess, str]) -> None:
@@ -185,7 +229,7 @@ def test_provider_weight_is_a_versioned_write_in_the_history(
     form = {"address": "127.0.0.1:50051", "version": "1.0.0", "group": "", "action": "weight"}
     status, body = browser.post(f"/service/{service}/provider", {**form, "weight": "40"})
     key = f"{service}:1.0.0:.configurators"
-    assert status == 200 and f"wrote {key} (version 0, history #0)" in body
+    assert status == 200 and f"wrote {key} to " in body and "(version 0, history #0)" in body
     status, body = browser.post(f"/service/{service}/provider", {**form, "weight": "-3"})
     assert "weight must be &gt;= 0" in body
     status, body = browser.post(f"/service/{service}/provider", {**form, "weight": "x"})
@@ -214,7 +258,12 @@ def test_the_service_page_shows_a_provider_once_with_its_levels(
         r'<tr class="provider-row[^"]*" data-address="([^"]+)">(.*?)</tr>', body, re.S
     )
     levels = [
-        (address, re.findall(r'<td class="levels">([^<]*)</td>', row)) for address, row in rows
+        # (a line may break after "+": the page fits 1280 px)
+        (
+            address,
+            [c.replace("<wbr>", "") for c in re.findall(r'<td class="levels">(.*?)</td>', row)],
+        )
+        for address, row in rows
     ]
     assert levels == [
         ("10.0.0.5:50051", ["interface+application"]),

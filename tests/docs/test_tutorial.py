@@ -18,9 +18,9 @@ import fcntl
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
-import sys
 import termios
 import threading
 import time
@@ -36,12 +36,20 @@ from tests.support.zookeeper import ZooKeeperServer
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "tutorial.md"
 
-#: Shown but not run: installing needs root and the network. The test runs dubbo-py from this
-#: source tree instead, and the suite's fixture is the ZooKeeper.
+#: Shown but not run: system packages need root and change the machine (this one has them);
+#: the suite's fixture is the ZooKeeper. dubbo-py itself is installed as the page says: a fresh
+#: virtual environment, `pip install` from a checkout (a copy of this tree's files, put where
+#: the page's `dubbo-py` folder is), packages from PyPI (or this machine's pip configuration).
 NOT_RUN = (
-    "pip install dubbo-grpc grpcio-tools",
+    "sudo apt-get install -y python3-venv",
     "sudo apt-get install -y zookeeperd",
+    "sudo /usr/share/zookeeper/bin/zkServer.sh start",
 )
+#: pip's complaint about this machine's local package folders (its pip configuration names
+#: local indexes that hold only some packages); a reader's pip has none.
+LOCAL_INDEX_WARNING = re.compile(r"WARNING: Location 'file://[^']*' is ignored: .*")
+#: Where the page's checkout is, relative to the reader's first folder.
+TUTORIAL_CHECKOUT = "dubbo-py"
 #: The tutorial's ZooKeeper address is replaced by the test's own (in a fresh chroot).
 TUTORIAL_ZOOKEEPER = "zookeeper://127.0.0.1:2181"
 #: The reader's data directory as the page shows it (the test uses a temporary one).
@@ -111,9 +119,25 @@ def normalise(line: str) -> str:
     return line.rstrip()
 
 
+def rows_in_any_order(lines: list[str]) -> list[str]:
+    """Consecutive lines naming a provider (`127.0.0.1:PORT`) sorted: the page lists two
+    providers by address, and which of them got the lower port differs on every run."""
+    out: list[str] = []
+    run: list[str] = []
+    for line in [*lines, None]:
+        if line is not None and line.startswith("127.0.0.1:PORT "):
+            run.append(line)
+            continue
+        out.extend(sorted(run))
+        run = []
+        if line is not None:
+            out.append(line)
+    return out
+
+
 def same(actual: list[str], expected: list[str], what: str) -> None:
-    got = [normalise(x) for x in actual]
-    want = [normalise(x) for x in expected]
+    got = rows_in_any_order([normalise(x) for x in actual])
+    want = rows_in_any_order([normalise(x) for x in expected])
     assert got == want, f"{what}:\n--- page\n" + "\n".join(want) + "\n--- ran\n" + "\n".join(got)
 
 
@@ -209,29 +233,50 @@ class Terminal:
 # ----------------------------------------------------------------------------- running it
 
 
+def copy_checkout(destination: Path) -> None:
+    """This tree's files as a checkout has them (tracked, and new ones not ignored), without
+    build leftovers: what `git clone` of this commit gives a reader."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
 @pytest.fixture
 def reader(tmp_path: Path, zookeeper: ZooKeeperServer) -> Iterator[tuple[Path, dict[str, str]]]:
-    """An empty folder and the environment of a reader who installed dubbo-grpc."""
+    """An empty folder beside a checkout of dubbo-py, and the environment of a reader who has
+    Python but has not installed dubbo-py (nothing of this tree on PYTHONPATH)."""
     home = tmp_path / "home"
-    bin_dir = home / "bin"
-    bin_dir.mkdir(parents=True)
-    # `dubbo-py` as `pip install` would put it on PATH, running this source tree.
-    shim = bin_dir / "dubbo-py"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m dubbo_py.admin "$@"\n')
-    shim.chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DUBBO_PY_")}
+    home.mkdir()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DUBBO_PY_", "PYTHON", "VIRTUAL_ENV"))
+    }
     env.update(
-        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
-        PYTHONPATH=str(ROOT),
         XDG_DATA_HOME=str(home / "data"),
         XDG_CACHE_HOME=str(home / "cache"),
         USER=TUTORIAL_USER,
         PYTHONUNBUFFERED="1",
+        PYTHONNOUSERSITE="1",
+        # Quieter and faster than a reader's pip, nothing else: no root warning (the test runs
+        # as root), no version check, no byte-compiling of every installed module.
+        PIP_ROOT_USER_ACTION="ignore",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_COMPILE="1",
     )
     env["TUTORIAL_ZOOKEEPER"] = f"zookeeper://{zookeeper.address}/tutorial-{uuid.uuid4().hex[:8]}"
     folder = tmp_path / "work"
     folder.mkdir()
+    copy_checkout(folder / TUTORIAL_CHECKOUT)
     yield folder, env
 
 
@@ -277,6 +322,17 @@ def test_the_tutorial_works_as_written(reader: tuple[Path, dict[str, str]]) -> N
         for terminal in terminals.values():
             terminal.kill()
     assert ran >= 20  # the page was read (a parser that found nothing would pass vacuously)
+    # dubbo-py ran from the environment the page made, not from this tree.
+    venv = Path(env["VIRTUAL_ENV"])
+    where = subprocess.run(
+        [venv / "bin" / "python", "-c", "import dubbo_py; print(dubbo_py.__file__)"],
+        cwd=venv.parent,  # not this tree (`-c` puts the working directory first on sys.path)
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(where).is_relative_to(venv) and not Path(where).is_relative_to(ROOT), where
 
 
 def run_here(
@@ -293,6 +349,14 @@ def run_here(
         env[name] = value
         same([], expected, what)
         return cwd
+    if activated := re.fullmatch(r"\. (\S+)/bin/activate", command):
+        # What `activate` does to the shell the later commands (and terminals) run in.
+        venv = cwd / activated.group(1)
+        assert (venv / "bin" / "python").exists(), f"{what}: no virtual environment at {venv}"
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+        same([], expected, what)
+        return cwd
     output: list[str] = []
     for part in command.split(" && "):
         if part.startswith("cd "):
@@ -305,9 +369,13 @@ def run_here(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            timeout=120,
+            timeout=600,
         )
-        output.extend(unsub(line) for line in done.stdout.splitlines())
+        output.extend(
+            unsub(line)
+            for line in done.stdout.splitlines()
+            if not LOCAL_INDEX_WARNING.fullmatch(line)
+        )
         # A command whose documented output ends in an error is meant to fail.
         failing = bool(expected) and expected[-1].startswith("error: ")
         assert (done.returncode != 0) == failing, f"{what} exited {done.returncode}:\n{done.stdout}"

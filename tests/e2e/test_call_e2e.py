@@ -111,7 +111,16 @@ def test_call_explains_bad_requests_and_missing_reflection(
         zk_registry, "call", "demo.Greeter", "SayHello", '{"nam": 1}', "--version", "1.0.0"
     )
     assert bad.returncode == 1
-    assert "is not a demo.HelloRequest in JSON" in bad.stderr and "nam" in bad.stderr
+    # In the project's words, not protobuf's "Available Fields(except extensions)" (issue 35, 5).
+    assert bad.stderr == (
+        "error: the request has a field 'nam' that demo.HelloRequest does not have; its fields: "
+        "name (string), count (int32), key (string); did you mean 'name'?\n"
+    )
+    not_json = dubbo_py(
+        zk_registry, "call", "demo.Greeter", "SayHello", '{"name": 1', "--version", "1.0.0"
+    )
+    assert not_json.returncode == 1
+    assert "is not a demo.HelloRequest in JSON" in not_json.stderr
     missing = dubbo_py(zk_registry, "call", "demo.Greeter", "Nope", "--version", "1.0.0")
     assert missing.returncode == 1
     assert "has no method 'Nope' (methods: SayHello, SayHelloStream)" in missing.stderr
@@ -121,3 +130,33 @@ def test_call_explains_bad_requests_and_missing_reflection(
     off = dubbo_py(zk_registry, "call", "demo.Greeter", "SayHello", "--version", "2.0.0")
     assert off.returncode == 1
     assert "serves no gRPC reflection" in off.stderr
+
+
+def test_call_without_the_version_lists_what_exists_and_the_flag(
+    zk_registry: str, start_provider: Callable[..., ProviderProcess]
+) -> None:
+    """Issue 35, finding 5: 'no usable provider of stock.Inventory' and nothing more."""
+    one = start_provider()  # version 1.0.0
+    two = start_provider("--version", "2.0.0")
+    plain = dubbo_py(zk_registry, "call", "demo.Greeter", "SayHello", '{"name": "ada"}')
+    assert plain.returncode == 1
+    offers = "--version 1.0.0 (1 provider); --version 2.0.0 (1 provider)"
+    advice = "A consumer matches version and group exactly: pass the flags of one of these"
+    assert plain.stderr == (
+        f"error: no provider of demo.Greeter with no version in {zk_registry}; it has providers "
+        f"for: {offers}. {advice}\n"
+    )
+    grouped = dubbo_py(
+        zk_registry, "call", "demo.Greeter", "SayHello", "--version", "2.0.0", "--group", "gray"
+    )
+    assert grouped.returncode == 1
+    assert grouped.stderr == (
+        f"error: no provider of demo.Greeter with version '2.0.0' and group 'gray' in "
+        f"{zk_registry}; it has providers for: {offers}. {advice}\n"
+    )
+    called = dubbo_py(
+        zk_registry, "call", "demo.Greeter", "SayHello", '{"name": "ada"}', "--version", "2.0.0",
+        "--json",
+    )  # fmt: skip
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout)["provider"] == two.address != one.address

@@ -16,6 +16,7 @@ from dubbo_py.admin.connection import open_admin_store
 from dubbo_py.admin.rules.history import History
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store.address import parse_registry_address
+from dubbo_py.registry.store.advice import start_advice
 from tests.support.local_server import free_port
 from tests.support.processes import ROOT, ProviderProcess
 
@@ -65,7 +66,7 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 def test_push_and_read_back(registry_address: str, tmp_path: Path) -> None:
     rule = write(tmp_path, "rule.yaml", RULE)
     out = ok(registry_address, "rules", "push", rule)
-    assert out.strip() == f"pushed {KEY} (version 0, history #0)"
+    assert out.strip() == f"pushed {KEY} to {registry_address} (version 0, history #0)"
     assert ok(registry_address, "rules", "get", KEY) == RULE
     assert json.loads(ok(registry_address, "rules", "list", "--json")) == [
         {
@@ -102,7 +103,9 @@ def test_two_concurrent_pushes_exactly_one_conflict(
     assert codes == [0, 1], results
     [winner] = [i for i, (code, _, _) in enumerate(results) if code == 0]
     [loser] = [err for code, _, err in results if code == 1]
-    assert re.fullmatch(rf"error: conflict: {re.escape(KEY)} .*; re-read and retry\n", loser)
+    # (after the warning that nothing in this empty registry reads the rule)
+    last = loser.splitlines()[-1]
+    assert re.fullmatch(rf"error: conflict: {re.escape(KEY)} .*; re-read and retry", last), loser
     registry, history = check
     doc = registry.get_config(KEY)
     assert doc is not None and (doc.text, doc.version) == ((OTHER, THIRD)[winner], 1)
@@ -116,7 +119,7 @@ def test_rollback_restores_the_previous_text(
     ok(registry_address, "rules", "push", write(tmp_path, "a.yaml", RULE), "--operator", "alice")
     ok(registry_address, "rules", "push", write(tmp_path, "b.yaml", OTHER), "--operator", "bob")
     out = ok(registry_address, "rules", "rollback", KEY)
-    assert out.strip() == f"rolled back {KEY} to #0 (version 2, history #2)"
+    assert out.strip() == f"rolled back {KEY} to #0 in {registry_address} (version 2, history #2)"
     assert ok(registry_address, "rules", "get", KEY) == RULE
     ok(registry_address, "rules", "delete", KEY)
     assert registry.get_config(KEY) is None
@@ -198,4 +201,6 @@ def test_unreachable_zookeeper_is_one_line_and_exit_1(command: list[str]) -> Non
     )
     assert result.returncode == 1
     # Said once, also by `registry status` (whose error already names the registry).
-    assert result.stderr.splitlines() == [f"error: registry {address} unreachable (waited 0.5s)"]
+    assert result.stderr.splitlines() == [
+        f"error: registry {address} unreachable (waited 0.5s): {start_advice(address)}"
+    ]

@@ -89,7 +89,7 @@ def secure(keys: tuple[str, ...]) -> None:
         emit_json([r.to_json() for r in results])
     else:
         print_table(
-            None,
+            f"access control in {env.address}",
             ["PATH", "RESULT", "DETAIL"],
             ([r.path, r.result, r.detail] for r in results),
         )

@@ -66,11 +66,12 @@ def _url_json(url: URL, action: str) -> dict[str, Any]:
 
 def _report(written: list[tuple[str, URL]]) -> None:
     env = env_of()
+    where = str(env.address)
     if env.json:
-        emit_json([_url_json(url, action) for action, url in written])
+        emit_json([{**_url_json(url, action), "registry": where} for action, url in written])
         return
     for action, url in written:
-        click.echo(f"{action} {url.to_string()}")
+        click.echo(f"{action} {url.to_string()} in {where}")
 
 
 @click.group("override", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)

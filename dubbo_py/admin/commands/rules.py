@@ -75,11 +75,16 @@ strict_option = click.option(
 
 
 def _lint(
-    rule: rules.RuleKey, text: str, file: str, registry: Registry | None, strict: bool
+    rule: rules.RuleKey,
+    text: str,
+    file: str,
+    registry: Registry | None,
+    strict: bool,
+    where: str = "",
 ) -> tuple[list[LintWarning], list[str]]:
     """Run the checks on a valid rule; print the warnings on stderr (the JSON output carries
     them too); with ``strict`` a warning refuses the command."""
-    warnings, notes = lint_rule(rule, text, file, registry)
+    warnings, notes = lint_rule(rule, text, file, registry, where)
     for warning in warnings:
         click.echo(f"warning: {warning.message}", err=True)
     if strict and warnings:
@@ -123,21 +128,27 @@ def _missing_key(key: str, env: CliEnv | None = None) -> AdminError:
 def _report_write(
     result: WriteResult, done: str, warnings: list[LintWarning] | None = None
 ) -> None:
+    """One line naming what was written and the registry it went to (a write to a registry
+    nobody reads, e.g. with ``DUBBO_PY_REGISTRY`` forgotten, shows where it went)."""
     env = env_of()
+    where = str(env.address)
     if env.json:
-        out = result.to_json()
+        out = {**result.to_json(), "registry": where}
         if warnings is not None:
             out["warnings"] = [w.to_json() for w in warnings]
         emit_json(out)
         return
     if not result.changed:
-        click.echo(f"unchanged: {result.key} already has this text (version {result.version})")
+        click.echo(
+            f"unchanged: {result.key} in {where} already has this text (version {result.version})"
+        )
         return
     entry = result.entry
     restored = f" to #{entry.restored}" if entry and entry.restored is not None else ""
     seq = f", history #{entry.seq}" if entry else ""
     version = "deleted" if result.version is None else f"version {result.version}"
-    click.echo(f"{done} {result.key}{restored} ({version}{seq})")
+    preposition = "to" if done == "pushed" else "in"
+    click.echo(f"{done} {result.key}{restored} {preposition} {where} ({version}{seq})")
 
 
 @click.group("rules", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
@@ -452,7 +463,7 @@ def push_rule(
         return
     # A push may create the registry (an embedded one not written yet); a dry run only reads.
     ops = None if dry_run else env.rule_ops()
-    warnings, _ = _lint(rule, text, file, env.registry, strict)
+    warnings, _ = _lint(rule, text, file, env.registry, strict, str(env.address))
     if ops is None:
         found = _dry_run(rule, text, file, methods, attachment_pairs(attachments), warnings)
         if env.json:
@@ -473,7 +484,7 @@ def _push_each(
 
     def push(child: CliEnv) -> WriteResult:
         ops = child.rule_ops()
-        warnings, _ = _lint(rule, text, file, child.registry, strict)
+        warnings, _ = _lint(rule, text, file, child.registry, strict, str(child.address))
         warned[str(child.registry_text)] = warnings
         return ops.put(rule.key, text, action="push", expect_version=expect_version)
 
@@ -502,7 +513,7 @@ def _dry_run_each(
     def dry_run(child: CliEnv) -> list[dict[str, Any]]:
         target = next(t for t in targets if t.address == child.registry_text)
         zone = f" (zone {target.zone})" if target.zone else ""
-        warnings, _ = _lint(rule, text, file, child.registry, strict)
+        warnings, _ = _lint(rule, text, file, child.registry, strict, str(child.address))
         where = f" on registry {target.id}{zone}"
         return [_dry_run(rule, text, file, methods, attachments, warnings, child, where)]
 

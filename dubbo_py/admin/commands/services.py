@@ -18,7 +18,13 @@ from dubbo_py.admin.common import (
     print_table,
 )
 from dubbo_py.admin.fanout import Outcome, each_registry, labelled, raise_failures
-from dubbo_py.admin.provider_levels import ListedProvider, levels_label, listed_providers
+from dubbo_py.admin.provider_levels import (
+    ListedProvider,
+    levels_label,
+    listed_providers,
+    own_parameters,
+)
+from dubbo_py.admin.rules import documents as rule_documents
 from dubbo_py.admin.rules import overrides
 from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance.base import DEFAULT_WARMUP, effective_weight
@@ -58,13 +64,23 @@ def services() -> None:
       dubbo-py services --json
 
     \b
-    PROVIDERS counts the interface-level provider URLs, INSTANCES the providers registered
-    at the application level (instances whose metadata offers the service) and APPLICATIONS
-    the applications the service-name mapping names.
+    What each column counts:
+      PROVIDERS     provider URLs at the interface level (/dubbo/SERVICE/providers)
+      INSTANCES     providers registered at the application level (instances whose
+                    metadata offers the service)
+      CONSUMERS     consumer URLs (/dubbo/SERVICE/consumers)
+      ROUTERS       routing rules in force for the service: enabled rule documents
+                    (condition, affinity, tag, script, shard; keyed by the service or by
+                    one of its provider applications, as `rules list` shows them) plus
+                    router URLs (/dubbo/SERVICE/routers)
+      OVERRIDES     override rules in force: enabled configurators documents plus
+                    override URLs (/dubbo/SERVICE/configurators)
+      APPLICATIONS  the applications the service-name mapping names
 
     \b
     JSON: [{"service", "providers", "consumers", "routers", "configurators", "instances",
-            "applications": [...]}]
+            "router_rules": [keys], "override_rules": [keys], "applications": [...]}]
+    ("routers" and "configurators" count the URLs; the *_rules lists name the documents)
     """
     env = env_of()
     several = env.several
@@ -96,8 +112,8 @@ def services() -> None:
                     r["providers"],
                     r["instances"],
                     r["consumers"],
-                    r["routers"],
-                    r["configurators"],
+                    r["routers"] + len(r["router_rules"]),
+                    r["configurators"] + len(r["override_rules"]),
                     ",".join(r["applications"]),
                 ]
                 for r in rows
@@ -111,12 +127,43 @@ def services() -> None:
 def _service_rows(registry: Registry) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     names = sorted({*registry.services(), *app_level.interfaces(registry.store)})
+    in_force = _rules_in_force(registry)
     for name in names:
+        providers = registry.lookup(name, layout.PROVIDERS)
         counts = {c: len(registry.lookup(name, c)) for c in layout.CATEGORIES}
-        counts["instances"] = len(app_level.providers(registry.store, name))
+        app_providers = app_level.providers(registry.store, name)
+        counts["instances"] = len(app_providers)
         apps = sorted(read_applications(registry.store, name))
-        rows.append({"service": name, **counts, "applications": apps})
+        owners = {u.get_str("application") for u in [*providers, *app_providers]} - {""}
+        keys = [
+            key
+            for key, rule in in_force
+            if (rule.interface == name) or (rule.application_scoped and rule.target in owners)
+        ]
+        rows.append(
+            {
+                "service": name,
+                **counts,
+                "router_rules": [k for k in keys if not k.endswith(".configurators")],
+                "override_rules": [k for k in keys if k.endswith(".configurators")],
+                "applications": apps,
+            }
+        )
     return rows
+
+
+def _rules_in_force(registry: Registry) -> list[tuple[str, rule_documents.RuleKey]]:
+    """Every enabled rule document, with its parsed key."""
+    out = []
+    for key in sorted(registry.config_keys()):
+        try:
+            rule = rule_documents.parse_key(key)
+        except ValueError:
+            continue  # other config-center data
+        doc = registry.get_config(key)
+        if doc is not None and rule_documents.document_enabled(doc.text) is not False:
+            out.append((key, rule))
+    return out
 
 
 def warmup_left_ms(url: URL, now_ms: int) -> int:
@@ -134,10 +181,12 @@ def provider_json(
     active: list[str],
     configured: URL | None = None,
     now_ms: int | None = None,
+    all_parameters: bool = False,
 ) -> dict[str, Any]:
     """One provider as ``providers --json`` prints it; ``configured`` is its shown URL with
     the override rules applied (what consumers balance on), ``now_ms`` the clock warmup is
-    read against (default: now)."""
+    read against (default: now); ``parameters`` holds the URL parameters the application gave
+    it (every one with ``all_parameters``)."""
     url = provider.url
     configured = configured or url
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -155,6 +204,7 @@ def provider_json(
         "warmup_left_ms": warmup_left_ms(configured, now),
         "overrides": active,
         "levels": list(provider.levels),
+        "parameters": own_parameters(url, all_parameters),
     }
 
 
@@ -183,13 +233,21 @@ def _documents(registry: Registry, service: str, urls: list[URL]) -> dict[str, s
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("service")
+@click.option(
+    "--all-parameters",
+    is_flag=True,
+    help="Show every URL parameter (default: the ones the application gave the provider).",
+)
 @json_option
-def providers(service: str) -> None:
+def providers(service: str, all_parameters: bool) -> None:
     """List the providers of a service: the weight consumers balance on now (after override
     rules and warmup), how much warmup is left, and the overrides that apply to each.
 
     SERVICE is the interface name, e.g. demo.Greeter. A provider's weight ramps up over its
     warmup (default 10 minutes) after it starts: "37 of 100" is a provider still warming up.
+    PARAMETERS shows the URL parameters the provider's application gave it (e.g.
+    warehouse=north from @dubbo_py.service(warehouse="north"), dubbo.tag) -- what routing
+    rules match on; --all-parameters shows every one (pid, timestamp, methods ...).
 
     \b
     Examples:
@@ -200,7 +258,7 @@ def providers(service: str) -> None:
     JSON: [{"url", "urls": {"interface": ..., "application": ...}, "address", "protocol",
             "application", "version", "group", "weight", "effective_weight", "warmup_ms",
             "warmup_left_ms", "overrides": ["weight=50", ...],
-            "levels": ["interface", "application"]}]
+            "levels": ["interface", "application"], "parameters": {name: value}}]
 
     \b
     One row per provider (address, protocol, application, version and group), with the
@@ -215,9 +273,11 @@ def providers(service: str) -> None:
     if not several:
         registry = env.registry
         known_service(registry, service)
-        shown = _provider_rows(registry, service)
+        shown = _provider_rows(registry, service, all_parameters)
     else:
-        outcomes = each_registry(env, lambda child: _provider_rows(child.registry, service))
+        outcomes = each_registry(
+            env, lambda child: _provider_rows(child.registry, service, all_parameters)
+        )
         if all(o.error is None and not o.value for o in outcomes):
             _known_to_one(env, outcomes, service)
         shown = [({**o.labels(), **r}, c) for o in outcomes for r, c in o.value or []]
@@ -230,7 +290,9 @@ def providers(service: str) -> None:
         raise_failures(outcomes)
 
 
-def _provider_rows(registry: Registry, service: str) -> list[tuple[dict[str, Any], URL]]:
+def _provider_rows(
+    registry: Registry, service: str, all_parameters: bool = False
+) -> list[tuple[dict[str, Any], URL]]:
     """Each provider of ``service`` as JSON, with its URL after the override rules."""
     listed = listed_providers(registry, service)
     urls = [p.url for p in listed]
@@ -238,7 +300,7 @@ def _provider_rows(registry: Registry, service: str) -> list[tuple[dict[str, Any
     configured = configurators.apply(urls, rules, _documents(registry, service, urls))
     now_ms = int(time.time() * 1000)
     return [
-        (provider_json(p, overrides.effective(rules, p.url), c, now_ms), c)
+        (provider_json(p, overrides.effective(rules, p.url), c, now_ms, all_parameters), c)
         for p, c in zip(listed, configured, strict=True)
     ]
 
@@ -257,6 +319,7 @@ def _print_providers(service: str, shown: list[tuple[dict[str, Any], URL]], seve
             "WEIGHT",
             "WARMUP",
             "OVERRIDES",
+            "PARAMETERS",
         ],
         (
             [
@@ -270,6 +333,7 @@ def _print_providers(service: str, shown: list[tuple[dict[str, Any], URL]], seve
                 _weight_cell(r, c.get_int("weight", DEFAULT_WEIGHT)),
                 f"{_duration(r['warmup_left_ms'])} left" if r["warmup_left_ms"] else "done",
                 "; ".join(r["overrides"]),
+                " ".join(f"{k}={v}" for k, v in r["parameters"].items()),
             ]
             for r, c in shown
         ),

@@ -102,14 +102,19 @@ def console_command(port: int, bind: str) -> None:
     host, bound = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     extra = (bind, shown) if bind not in ("0.0.0.0", "::") else ()
-    state = ConsoleState(env, allowed_hosts=extra, live=LiveReader(registry), registries=served)
-    app = create_app(state)
-    where = f"registries {', '.join(served)}" if served else f"registry {env.address}"
-    click.echo(f"dubbo-py console: http://{shown}:{bound}/ ({where})", err=False)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
     try:
+        state = ConsoleState(env, allowed_hosts=extra, live=LiveReader(registry), registries=served)
+        app = create_app(state)
+        where = f"registries {', '.join(served)}" if served else f"registry {env.address}"
+        click.echo(f"dubbo-py console: http://{shown}:{bound}/ ({where})", err=False)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        server = uvicorn.Server(config)
         server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        # uvicorn stops on SIGINT, then raises it again for the caller (and a Ctrl-C before it
+        # took the signal over lands here directly): Ctrl-C is how an operator ends the
+        # console, not an error -- exit 0, as on SIGTERM.
+        pass
     finally:
         sock.close()
         for each in served.values():

@@ -96,6 +96,12 @@ class ProviderRow:
         """The provider's ``dubbo.tag``, if any."""
         return self.configured.get_str("dubbo.tag")
 
+    @property
+    def parameters(self) -> dict[str, str]:
+        """The URL parameters the provider's application gave it (``warehouse=north``), as
+        ``dubbo-py providers`` shows them: what routing rules match on."""
+        return provider_levels.own_parameters(self.url)
+
 
 @dataclass(frozen=True)
 class ReachMatrix:

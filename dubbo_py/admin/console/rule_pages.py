@@ -115,7 +115,7 @@ def rule_check(web: Web, request: Request) -> Response:
         names = rules.validate(rule, text, rule.key)
     except RuleError as exc:
         return _invalid(web, request, text, exc)
-    warnings, _ = lint_rule(rule, text, rule.key, registry)
+    warnings, _ = lint_rule(rule, text, rule.key, registry, str(web.env(request).address))
     ctx: dict[str, Any] = {"names": names, "warnings": warnings, "dry_run": dry_run}
     if dry_run:
         current = registry.get_config(rule.key)
@@ -171,7 +171,7 @@ def rule_enable(web: Web, request: Request) -> Response:
     )
     if isinstance(result, Response):
         return result
-    text = f"{result.action}d {key} (version {result.version})"
+    text = f"{result.action}d {key} in {web.env(request).address} (version {result.version})"
     return web.message(request, text, ok=True, refresh=True)
 
 

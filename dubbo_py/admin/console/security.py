@@ -8,11 +8,14 @@
   in the page; a write (any method but GET/HEAD/OPTIONS) must send it back in the
   ``X-CSRF-Token`` header and, when the browser sends an ``Origin``, come from the console's own
   origin. A page on another origin can neither read the token nor set the header.
-* **Writes need the registry identity.** On ZooKeeper the console writes only when started
-  with the operator's digest identity (``--auth`` / ``$DUBBO_PY_REGISTRY_AUTH``), so the rules it
-  writes are protected by that identity's ACL and every history entry names the writer; without
-  one it is read-only. The embedded registry has no identities: its file's permissions are
-  the protection, and the console writes when it can open it.
+* **Writes as the registry allows them.** The console writes where the registry lets its
+  identity write, as the CLI does: on ZooKeeper it reads the ACLs of the rule and history
+  folders (:func:`dubbo_py.admin.rules.acl.rule_write_refusal`), so on an open ZooKeeper it
+  writes without an identity (as ``dubbo-py rules push`` does), and once the rules are secured
+  (``dubbo-py acl secure``) only with the identity that owns them (``--auth`` /
+  ``$DUBBO_PY_REGISTRY_AUTH``); a banner on every page says why it is read-only. Its writes are
+  the CLI's (versioned, in the same rule history, naming the operator). The embedded registry
+  has no identities: its file's permissions are the protection.
 """
 
 from __future__ import annotations

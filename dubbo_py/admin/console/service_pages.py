@@ -99,5 +99,5 @@ def provider_change(web: Web, request: Request) -> Response:
     if isinstance(result, Response):
         return result
     seq = result.entry.seq if result.entry else None
-    text = f"wrote {key} (version {result.version}, history #{seq})"
+    text = f"wrote {key} to {web.env(request).address} (version {result.version}, history #{seq})"
     return web.message(request, text, ok=True, refresh=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from dubbo_py.admin.common import CliEnv, RegistryTarget
 from dubbo_py.admin.console.live import LiveReader
 from dubbo_py.admin.console.security import WriteAccess
+from dubbo_py.admin.rules import acl
 
 __all__ = ["ConsoleRegistry", "ConsoleState", "write_access"]
 
@@ -49,12 +50,17 @@ class ConsoleState:
 
 
 def write_access(env: CliEnv) -> WriteAccess:
-    """Whether the console may write to ``env``'s registry (see
-    :mod:`dubbo_py.admin.console.security`)."""
-    if env.address.kind == "zookeeper" and not env.auth:
-        return WriteAccess(
-            False,
-            "read-only: start the console with your registry identity "
-            "(--auth or $DUBBO_PY_REGISTRY_AUTH) to change rules",
-        )
-    return WriteAccess(True)
+    """Whether the console may write to ``env``'s registry: as the registry's access control
+    allows this console's identity to (see :mod:`dubbo_py.admin.console.security`), read on
+    each page so that a registry secured meanwhile turns the console read-only at once."""
+    refusal = acl.rule_write_refusal(env.store)
+    if not refusal:
+        return WriteAccess(True)
+    auth = env.auth
+    who = f"by the identity {auth.partition(':')[0]!r}" if auth else "without an identity"
+    return WriteAccess(
+        False,
+        f"read-only: {env.address} refuses rule writes {who} ({refusal}); "
+        "start the console with an identity that may write them "
+        "(--auth or $DUBBO_PY_REGISTRY_AUTH)",
+    )

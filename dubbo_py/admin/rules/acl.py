@@ -36,6 +36,7 @@ __all__ = [
     "check_entry",
     "controlled",
     "guard",
+    "rule_write_refusal",
     "secure_key",
     "secure_roots",
 ]
@@ -77,6 +78,30 @@ def controlled(store: Store) -> AccessControlled | None:
     if isinstance(store, AccessControlled) and store.identity:
         return store
     return None
+
+
+def rule_write_refusal(store: Store) -> str:
+    """Why this store's identity (or, without one, anyone) may not add rules or history
+    entries, as ``"<node> (<its ACL>)"``; ``""`` when it may -- the registry's own answer,
+    read from the ACLs of the rule and history folders (or of their nearest existing
+    parent). A store without ACLs (embedded, etcd) is writable to whoever can reach it."""
+    if not isinstance(store, AccessControlled):
+        return ""
+    me = store.identity
+    for folder in (layout.CONFIG_ROOT, layout.HISTORY_ROOT):
+        node = folder
+        while True:
+            try:
+                access = store.access(node)
+            except NoNodeError:
+                if node == "/":
+                    break
+                node = node.rsplit("/", 1)[0] or "/"
+                continue
+            if "create" not in access.world and not (me and access.may(me, "create")):
+                return f"{node} ({access.describe()})"
+            break
+    return ""
 
 
 def _secure(

@@ -29,6 +29,7 @@ from dubbo_py.admin.common import closest
 from dubbo_py.admin.rules.documents import RuleKey
 from dubbo_py.errors import RuleError
 from dubbo_py.registry import layout
+from dubbo_py.registry.application import lookup as app_level
 from dubbo_py.registry.directory import ServiceRules
 from dubbo_py.registry.registry import Registry
 from dubbo_py.router.condition.parser import parse_rule, parse_side
@@ -264,6 +265,33 @@ def _target_warnings(rule: RuleKey, view: RegistryView) -> list[LintWarning]:
     ]
 
 
+#: The likely cause of a rule nobody reads, and how to name the right registry.
+_WRONG_REGISTRY = (
+    "is this the registry your services use? name it with --registry or DUBBO_PY_REGISTRY"
+)
+
+
+def _reader_warnings(
+    rule: RuleKey, view: RegistryView, registry: Registry, where: str
+) -> list[LintWarning]:
+    """A service rule for a service registered here once, with no live provider or consumer
+    now (e.g. pushed to the embedded registry while the services moved to ZooKeeper)."""
+    if rule.application_scoped or not rule.interface:
+        return []
+    service = rule.interface
+    if view.providers.get(service) or view.consumers.get(service):
+        return []
+    if app_level.providers(registry.store, service):
+        return []
+    return [
+        LintWarning(
+            "no-reader",
+            f"{rule.key}: no provider or consumer of {service} is registered in {where} now, "
+            f"so nothing there reads this rule ({_WRONG_REGISTRY})",
+        )
+    ]
+
+
 def _reach_warnings(registry: Registry, rule: RuleKey, text: str) -> list[LintWarning]:
     # Loaded here: only a check against a live registry needs it (rules validate offline
     # starts without it).
@@ -287,20 +315,32 @@ def _reach_warnings(registry: Registry, rule: RuleKey, text: str) -> list[LintWa
 
 
 def lint_rule(
-    rule: RuleKey, text: str, source: str, registry: Registry | None
+    rule: RuleKey, text: str, source: str, registry: Registry | None, where: str = ""
 ) -> tuple[list[LintWarning], list[str]]:
     """Every check for a valid document about to go to ``rule.key``: (warnings, notes). Without
-    a registry only :func:`lint_offline` runs, and a note says so."""
+    a registry only :func:`lint_offline` runs, and a note says so. ``where`` names the registry
+    in warnings (default: the store's address)."""
     warnings = lint_offline(rule, text, source)
     if registry is None:
         return warnings, ["registry checks skipped (name a registry with --registry to run them)"]
     view = RegistryView.read(registry)
     notes: list[str] = []
+    where = where or str(getattr(registry.store, "address", "the registry"))
     if not any(True for _ in view.urls()):
         notes.append("the registry has no provider or consumer: keys and targets not checked")
+        if rule.key and not rule.application_scoped:
+            warnings += _reader_warnings(rule, view, registry, where)
+        elif rule.key and not app_level.instances(registry.store, rule.target):
+            warnings.append(
+                LintWarning(
+                    "no-reader",
+                    f"{rule.key}: {where} has no provider or consumer at all, so nothing there "
+                    f"reads this rule ({_WRONG_REGISTRY})",
+                )
+            )
         return warnings, notes
     warnings += _key_warnings(rule, text, source, view)
     if rule.key:
-        warnings += _target_warnings(rule, view)
+        warnings += _target_warnings(rule, view) or _reader_warnings(rule, view, registry, where)
         warnings += _reach_warnings(registry, rule, text)
     return warnings, notes
