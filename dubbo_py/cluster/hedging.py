@@ -89,6 +89,8 @@ BUDGET_TTL = 10.0
 WARMUP_DELAY = 0.1
 #: The shortest delay: below it, a hedge would race its own first attempt's thread hand-off.
 MIN_DELAY = 0.001
+#: The largest share of a call's remaining deadline a hedge waits before it is sent.
+MAX_DELAY_SHARE = 0.5
 #: Lost races of one provider closer together than this count once against it (seconds).
 LOSS_SPACING = 0.025
 
@@ -235,8 +237,16 @@ class _Race:
         self.deadline = None if timeout is None else self.started + timeout
         self.attempts: list[_Attempt] = []
         self.more = hedging.policy.max_attempts > 1
-        self.next_hedge = self.started + hedging.delay()
+        self.next_hedge = self.started + self._delay(timeout)
         self.first_error: BaseException | None = None
+
+    def _delay(self, left: float | None) -> float:
+        """The method's hedge delay, at most half of what is ``left`` of the call's deadline:
+        a hedge sent at the deadline is no hedge. (A percentile delay grows with the method's
+        latencies; on a machine that slows everything down, p99 alone could reach the deadline
+        and a blackholed provider's calls would fail unhedged.)"""
+        delay = self.hedging.delay()
+        return delay if left is None else min(delay, left * MAX_DELAY_SHARE)
 
     def wait(self) -> float | None:
         """Seconds to wait for an attempt now (None: until one ends)."""
@@ -265,7 +275,7 @@ class _Race:
             return None
         self.hedging.counts.add("sent")
         self.more = len(self.attempts) + 1 < self.hedging.policy.max_attempts
-        self.next_hedge = monotonic() + self.hedging.delay()
+        self.next_hedge = monotonic() + self._delay(self.remaining())
         return other
 
     def ended(self, attempt: _Attempt, error: BaseException | None) -> bool:

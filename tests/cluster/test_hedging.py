@@ -206,6 +206,21 @@ def test_races_lost_together_count_once_against_the_provider() -> None:
     assert ctx.outliers is not None and ctx.outliers.failing == {"10.0.0.1:50051": 1}
 
 
+def test_a_delay_longer_than_the_deadline_still_hedges_within_it() -> None:
+    """A 10 s delay (a p99 grown on a slow machine, say) against a 1 s deadline: the hedge goes
+    out at half the deadline, and the call is answered by the other provider."""
+    providers = urls(2)
+    fakes = Fakes({"10.0.0.1"})
+    hedging = Hedging(HedgingPolicy(10.0, 2, 1.0), clock=itertools.count(0.0, 1.0).__next__)
+    hedged = HedgedCall(fakes, hedging)
+    ctx, _ = _context(hedged, providers)
+    hedged.ctx = ctx
+    # Round robin: the first call starts on the dark provider.
+    answer = failover(ctx, Invocation(SERVICE, "SayHello", None, timeout=1.0))
+    assert answer == "10.0.0.2"
+    assert hedging.counts.sent == 1 and hedging.counts.won == 1
+
+
 def test_an_answer_before_the_delay_sends_no_hedge() -> None:
     providers = urls(2)
     hedging = Hedging(HedgingPolicy(5.0, 2, 1.0))
