@@ -12,7 +12,7 @@ comparison is end to end and process against process:
 
 * **raw**: a raw ``GreeterStub(grpc.insecure_channel(...))`` (``grpc.aio`` for the asyncio
   modes) calling a raw ``grpc.server`` process (32 worker threads, as dubbo-py's provider) that
-  serves the same Greeter;
+  serves the very servicer of examples/quickstart/provider.py (``make_greeter``);
 * **dubbo-py**: ``app.reference(GreeterStub)`` (``reference_async``) through a real ZooKeeper
   with every default, calling a dubbo-py provider process (``app.start``) found there.
 
@@ -75,31 +75,16 @@ METHODS = ("unary", "stream")
 # ----------------------------- the server processes -----------------------------
 
 
-class RawGreeter(greeter_pb2_grpc.GreeterServicer):
-    """The Greeter of examples/quickstart/provider.py without dubbo-py: the same replies."""
-
-    address = ""
-
-    def SayHello(self, request: Any, context: Any) -> Any:
-        if request.name == "fail":
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "asked to fail")
-        return greeter_pb2.HelloReply(
-            message=f"Hello, {request.name}!", provider=self.address, shard=-1
-        )
-
-    def SayHelloStream(self, request: Any, context: Any) -> Any:
-        for i in range(max(1, request.count)):
-            yield greeter_pb2.HelloReply(
-                message=f"Hello #{i}, {request.name}!", provider=self.address, shard=-1
-            )
-
-
 def serve(kind: str, registries: list[str], metrics: bool) -> None:
     """Run a server and print ``READY <address>``: ``raw`` grpcio, or a dubbo-py provider
     registered in ``registries``."""
+    from provider import make_greeter
+
+    # The same servicer on both sides (@dubbo_py.service only marks its class), so the two
+    # servers differ by dubbo-py alone.
+    greeter = make_greeter("1.0.0", None, None)
     if kind == "raw":
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
-        greeter = RawGreeter()
         greeter_pb2_grpc.add_GreeterServicer_to_server(greeter, server)
         port = server.add_insecure_port("127.0.0.1:0")
         server.start()
@@ -107,15 +92,12 @@ def serve(kind: str, registries: list[str], metrics: bool) -> None:
         print(f"READY {greeter.address}", flush=True)
         server.wait_for_termination()
         return
-    from provider import make_greeter
-
     registry: Any = registries[0]
     if len(registries) > 1:
         registry = {f"r{i}": RegistryConfig(r) for i, r in enumerate(registries)}
     app = dubbo_py.Application("bench-cpu-provider", registry=registry, metrics=metrics)
-    provided = make_greeter("1.0.0", None, None)
-    started = app.start(provided, port=0)
-    provided.address = started.address
+    started = app.start(greeter, port=0)
+    greeter.address = started.address
     print(f"READY {started.address}", flush=True)
     app.wait()
 
@@ -166,7 +148,8 @@ class Side:
 
     client: list[float] = field(default_factory=list)
     server: list[float] = field(default_factory=list)
-    latencies: list[int] = field(default_factory=list)
+    #: p50, p99 and p99.9 latency (µs) over every call of every round (blocking only).
+    latency: list[float] = field(default_factory=list)
 
 
 def spread(values: Sequence[float]) -> tuple[float, float, float]:
@@ -199,21 +182,17 @@ class Comparison:
                 f"  dubbo-py {dm * 1e6:6.1f} [{dl * 1e6:.1f}, {dh * 1e6:.1f}] µs/call"
                 f"  ratio {qm:.3f} [{ql:.3f}, {qh:.3f}]"
             )
-        if self.raw.latencies and self.dubbo.latencies:
-            raw, dubbo = sorted(self.raw.latencies), sorted(self.dubbo.latencies)
+        if self.raw.latency and self.dubbo.latency:
             cells = []
-            for q, name in ((0.5, "p50"), (0.99, "p99"), (0.999, "p99.9")):
-                r, d = percentile(raw, q), percentile(dubbo, q)
+            names = ("p50", "p99", "p99.9")
+            for r, d, name in zip(self.raw.latency, self.dubbo.latency, names, strict=True):
                 cells.append(f"{name} raw {r:7.0f} dubbo-py {d:7.0f} µs ({d / r:.3f})")
             out.append(f"{self.label:<34} latency  " + "  ".join(cells))
         return out
 
 
-def blocking_round(
-    call: Callable[[], Any], threads: int, calls: int, server: int
-) -> tuple[float, float, list[int]]:
-    """``calls`` calls split over ``threads`` threads: client and server CPU seconds per call,
-    and every call's latency (ns)."""
+def blocking_round(call: Callable[[], Any], threads: int, calls: int) -> list[int]:
+    """``calls`` calls split over ``threads`` threads; every call's latency (ns)."""
     share = [calls // threads + (1 if i < calls % threads else 0) for i in range(threads)]
     timings: list[list[int]] = [[] for _ in range(threads)]
     clock = time.perf_counter_ns
@@ -226,28 +205,22 @@ def blocking_round(
             times.append(clock() - t0)
 
     pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    served0, cpu0 = process_cpu(server), time.process_time()
     for t in pool:
         t.start()
     for t in pool:
         t.join()
-    cpu, served = time.process_time() - cpu0, process_cpu(server) - served0
-    return cpu / calls, served / calls, [t for times in timings for t in times]
+    return [t for times in timings for t in times]
 
 
-async def asyncio_round(
-    call: Callable[[], Any], tasks: int, calls: int, server: int
-) -> tuple[float, float]:
-    """``calls`` awaited calls split over ``tasks`` tasks: client and server CPU s per call."""
+async def asyncio_round(call: Callable[[], Any], tasks: int, calls: int) -> None:
+    """``calls`` awaited calls split over ``tasks`` tasks."""
     share = [calls // tasks + (1 if i < calls % tasks else 0) for i in range(tasks)]
 
     async def worker(n: int) -> None:
         for _ in range(n):
             await call()
 
-    served0, cpu0 = process_cpu(server), time.process_time()
     await asyncio.gather(*(worker(n) for n in share))
-    return (time.process_time() - cpu0) / calls, (process_cpu(server) - served0) / calls
 
 
 def unary(stub: Any, request: Any) -> Callable[[], Any]:
@@ -274,7 +247,7 @@ def streamed_async(stub: Any, request: Any) -> Callable[[], Any]:
     return call
 
 
-# ----------------------------- the run -----------------------------
+# ----------------------------- the client processes -----------------------------
 
 
 def registries_of(zk: str, setup: str) -> list[str]:
@@ -295,77 +268,151 @@ def consumer_app(zk: str, setup: str) -> dubbo_py.Application:
     )
 
 
-def run_blocking(
-    args: argparse.Namespace, raw: Server, providers: dict[str, Server], apps: dict[str, Any]
-) -> None:
-    unary_request = greeter_pb2.HelloRequest(name="bench")
-    stream_request = greeter_pb2.HelloRequest(name="bench", count=args.stream_count)
-    channel = grpc.insecure_channel(raw.address)
-    raw_stub = greeter_pb2_grpc.GreeterStub(channel)
-    stubs = {
-        s: app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0") for s, app in apps.items()
-    }
-    for mode in (m for m in args.modes if m.startswith("blocking")):
-        threads = int(mode.split("-")[1])
-        for method in args.methods:
-            make, request = (
-                (unary, unary_request) if method == "unary" else (streamed, stream_request)
-            )
-            for setup, stub in stubs.items():
-                sides = {"raw": make(raw_stub, request), "dubbo": make(stub, request)}
-                servers = {"raw": raw.pid, "dubbo": providers[setup].pid}
-                for call in sides.values():
-                    for _ in range(300):  # warm up: channels, plans, caches
-                        call()
-                result = Comparison(f"{mode} {method} {setup}")
-                for round_no in range(args.rounds):
-                    order = ("raw", "dubbo") if round_no % 2 == 0 else ("dubbo", "raw")
-                    for name in order:
-                        c, s, lat = blocking_round(sides[name], threads, args.calls, servers[name])
-                        side = getattr(result, name)
-                        side.client.append(c)
-                        side.server.append(s)
-                        side.latencies.extend(lat)
-                print("\n".join(result.lines()), flush=True)
-    channel.close()
+class Client:
+    """The commands a client process answers, one line each on stdin: ``run METHOD N CALLS``
+    (N threads or tasks) prints ``cpu SECONDS``, the process's CPU time over the calls;
+    ``latency METHOD N`` prints ``latency P50 P99 P999`` (µs) over every call run so far
+    with that method and N; ``quit``."""
+
+    def __init__(self, stream_count: int) -> None:
+        self.requests = {
+            "unary": greeter_pb2.HelloRequest(name="bench"),
+            "stream": greeter_pb2.HelloRequest(name="bench", count=stream_count),
+        }
+        self.warm: set[str] = set()
+        self.latencies: dict[tuple[str, int], list[int]] = {}
+
+    def latency(self, method: str, n: int) -> str:
+        ordered = sorted(self.latencies.get((method, n), [0]))
+        return "latency " + " ".join(f"{percentile(ordered, q):.1f}" for q in (0.5, 0.99, 0.999))
+
+    def blocking(self, stub: Any) -> None:
+        for line in sys.stdin:
+            command, *rest = line.split()
+            if command == "quit":
+                return
+            method, n = rest[0], int(rest[1])
+            if command == "latency":
+                print(self.latency(method, n), flush=True)
+                continue
+            make = unary if method == "unary" else streamed
+            call = make(stub, self.requests[method])
+            if method not in self.warm:
+                for _ in range(300):  # channels, plans, caches
+                    call()
+                self.warm.add(method)
+            cpu0 = time.process_time()
+            timings = blocking_round(call, n, int(rest[2]))
+            print(f"cpu {time.process_time() - cpu0}", flush=True)
+            self.latencies.setdefault((method, n), []).extend(timings)
+
+    async def asyncio(self, stub: Any) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            command, *rest = line.split() or ["quit"]
+            if command == "quit":
+                return
+            method = rest[0]
+            make = unary if method == "unary" else streamed_async
+            call = make(stub, self.requests[method])
+            if method not in self.warm:
+                for _ in range(300):
+                    await call()
+                self.warm.add(method)
+            cpu0 = time.process_time()
+            await asyncio_round(call, int(rest[1]), int(rest[2]))
+            print(f"cpu {time.process_time() - cpu0}", flush=True)
 
 
-async def run_asyncio(
-    args: argparse.Namespace, raw: Server, providers: dict[str, Server], apps: dict[str, Any]
-) -> None:
-    unary_request = greeter_pb2.HelloRequest(name="bench")
-    stream_request = greeter_pb2.HelloRequest(name="bench", count=args.stream_count)
-    channel = grpc.aio.insecure_channel(raw.address)
-    raw_stub = greeter_pb2_grpc.GreeterStub(channel)
-    stubs = {
-        s: await app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
-        for s, app in apps.items()
-    }
-    for mode in (m for m in args.modes if m.startswith("asyncio")):
-        tasks = int(mode.split("-")[1])
-        for method in args.methods:
-            if method == "unary":
-                sides_of = lambda stub: unary(stub, unary_request)  # noqa: E731
-            else:
-                sides_of = lambda stub: streamed_async(stub, stream_request)  # noqa: E731
-            for setup, stub in stubs.items():
-                sides = {"raw": sides_of(raw_stub), "dubbo": sides_of(stub)}
-                servers = {"raw": raw.pid, "dubbo": providers[setup].pid}
-                for call in sides.values():
-                    for _ in range(300):
-                        await call()
-                result = Comparison(f"{mode} {method} {setup}")
-                for round_no in range(args.rounds):
-                    order = ("raw", "dubbo") if round_no % 2 == 0 else ("dubbo", "raw")
-                    for name in order:
-                        c, s = await asyncio_round(sides[name], tasks, args.calls, servers[name])
-                        side = getattr(result, name)
-                        side.client.append(c)
-                        side.server.append(s)
-                print("\n".join(result.lines()), flush=True)
-    await channel.close()
-    for app in apps.values():
-        await app.aclose()
+def client(kind: str, flavour: str, target: str, setup: str, stream_count: int) -> None:
+    """A client process: raw grpcio to the server at ``target``, or dubbo-py through the
+    ZooKeeper at ``target`` in ``setup``; answers :class:`Client`'s commands."""
+    commands = Client(stream_count)
+    if flavour == "blocking":
+        if kind == "raw":
+            with grpc.insecure_channel(target) as channel:
+                commands.blocking(greeter_pb2_grpc.GreeterStub(channel))
+            return
+        with consumer_app(target, setup) as app:
+            commands.blocking(app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0"))
+        return
+
+    async def run() -> None:
+        if kind == "raw":
+            async with grpc.aio.insecure_channel(target) as channel:
+                await commands.asyncio(greeter_pb2_grpc.GreeterStub(channel))
+            return
+        app = consumer_app(target, setup)
+        try:
+            stub = await app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            await commands.asyncio(stub)
+        finally:
+            await app.aclose()
+
+    asyncio.run(run())
+
+
+class ClientProcess:
+    """A ``--client`` process of this script, driven over its stdin and stdout."""
+
+    def __init__(self, kind: str, flavour: str, target: str, setup: str, stream_count: int):
+        cmd = [sys.executable, __file__, "--client", kind, "--flavour", flavour]
+        cmd += ["--target", target, "--setup", setup, "--stream-count", str(stream_count)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def send(self, line: str) -> None:
+        """Send a command (its answer is read with :meth:`answer`)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> list[str]:
+        """The words of the next answer line."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"client process ended (exit code {self.proc.wait()})")
+        return line.split()
+
+    def close(self) -> None:
+        """Ask it to quit; kill it when it does not."""
+        try:
+            self.send("quit")
+            self.proc.wait(20)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+# ----------------------------- the run -----------------------------
+
+
+def compare(
+    args: argparse.Namespace,
+    label: str,
+    clients: dict[str, ClientProcess],
+    servers: dict[str, int],
+    method: str,
+    n: int,
+) -> Comparison:
+    """``args.rounds`` rounds of ``args.calls`` calls per side, the sides alternating (or at
+    once with ``--side-by-side``)."""
+    result = Comparison(label)
+    for round_no in range(args.rounds):
+        order = ("raw", "dubbo") if round_no % 2 == 0 else ("dubbo", "raw")
+        command = f"run {method} {n} {args.calls}"
+        groups = [order] if args.side_by_side else [(name,) for name in order]
+        for group in groups:
+            served0 = {name: process_cpu(servers[name]) for name in group}
+            for name in group:
+                clients[name].send(command)
+            cpu = {name: float(clients[name].answer()[1]) for name in group}
+            for name in group:
+                side = getattr(result, name)
+                side.client.append(cpu[name] / args.calls)
+                side.server.append((process_cpu(servers[name]) - served0[name]) / args.calls)
+    return result
 
 
 def main() -> None:
@@ -378,19 +425,30 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--setups", nargs="+", choices=SETUPS, default=list(SETUPS))
+    parser.add_argument(
+        "--side-by-side", action="store_true", help="run both sides of a round at once"
+    )
     parser.add_argument("--serve", choices=("raw", "dubbo"), help=argparse.SUPPRESS)
     parser.add_argument("--registry", action="append", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--metrics", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
+    parser.add_argument("--client", choices=("raw", "dubbo"), help=argparse.SUPPRESS)
+    parser.add_argument("--flavour", default="blocking", help=argparse.SUPPRESS)
+    parser.add_argument("--target", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--setup", default="1reg", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.registry, args.metrics == "on")
+        return
+    if args.client:
+        client(args.client, args.flavour, args.target, args.setup, args.stream_count)
         return
 
     from tests.support.zookeeper import ZooKeeperServer
 
     print(f"# dubbo_py from {Path(dubbo_py.__file__).parent}")
+    how = "at once" if args.side_by_side else "alternating"
     print(
-        f"# {args.rounds} rounds x {args.calls} calls per side, alternating;"
+        f"# {args.rounds} rounds x {args.calls} calls per side, {how};"
         f" stream = {args.stream_count} replies"
     )
     with ExitStack() as stack:
@@ -404,20 +462,32 @@ def main() -> None:
             )
             for setup in args.setups
         }
-        if any(m.startswith("blocking") for m in args.modes):
-            apps = {setup: consumer_app(zk.address, setup) for setup in args.setups}
-            try:
-                run_blocking(args, raw, providers, apps)
-            finally:
-                for app in apps.values():
-                    app.close()
-        if any(m.startswith("asyncio") for m in args.modes):
-
-            async def asyncio_part() -> None:
-                apps = {setup: consumer_app(zk.address, setup) for setup in args.setups}
-                await run_asyncio(args, raw, providers, apps)
-
-            asyncio.run(asyncio_part())
+        for flavour in ("blocking", "asyncio"):
+            modes = [m for m in args.modes if m.startswith(flavour)]
+            if not modes:
+                continue
+            for setup in args.setups:
+                count = args.stream_count
+                clients = {
+                    "raw": ClientProcess("raw", flavour, raw.address, setup, count),
+                    "dubbo": ClientProcess("dubbo", flavour, zk.address, setup, count),
+                }
+                for process in clients.values():
+                    stack.callback(process.close)
+                servers = {"raw": raw.pid, "dubbo": providers[setup].pid}
+                for mode in modes:
+                    n = int(mode.split("-")[1])
+                    for method in args.methods:
+                        label = f"{mode} {method} {setup}"
+                        result = compare(args, label, clients, servers, method, n)
+                        if flavour == "blocking":
+                            for name, process in clients.items():
+                                process.send(f"latency {method} {n}")
+                                words = process.answer()
+                                getattr(result, name).latency = [float(w) for w in words[1:]]
+                        print("\n".join(result.lines()), flush=True)
+                for process in clients.values():
+                    process.close()
 
 
 if __name__ == "__main__":
