@@ -32,6 +32,12 @@ dubbo-py / raw [min, max], for the client process and for the server process. Th
 figure includes every thread of this process (gRPC's, ZooKeeper's session thread) and the
 server's every thread of the server process, on both sides alike.
 
+``--headers`` adds a third side to the blocking modes: a raw stub sending the two Triple
+headers dubbo-py sends on every call (``tri-service-version``, ``tri-consumer-appname``) to
+the dubbo-py provider: its client line is what those headers cost raw grpcio, the part of
+dubbo-py's client cost that is the protocol's. (Its server CPU is the dubbo-py provider's, so
+no server line; with ``--side-by-side`` the dubbo-py server line then covers both clients.)
+
 Latency: every blocking call is timed (``perf_counter_ns`` around the call, on both sides
 alike); the blocking comparisons also print p50 / p99 / p99.9 per side over all rounds and
 the ratio. Wall-clock latency does move with load (run ``uptime`` beside it); the ratio of the
@@ -51,6 +57,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -164,30 +171,42 @@ def percentile(ordered: Sequence[int], q: float) -> float:
 
 @dataclass
 class Comparison:
-    """Raw grpcio against dubbo-py for one (mode, method, setup)."""
+    """Raw grpcio against dubbo-py for one (mode, method, setup); with ``--headers``, also a
+    raw stub sending dubbo-py's Triple headers (``raw+headers``), to the dubbo-py provider."""
 
     label: str
-    raw: Side = field(default_factory=Side)
-    dubbo: Side = field(default_factory=Side)
+    sides: dict[str, Side] = field(default_factory=dict)
+
+    def side(self, name: str) -> Side:
+        """The rounds of one side (``raw``, ``dubbo`` or ``raw+headers``)."""
+        return self.sides.setdefault(name, Side())
 
     def lines(self) -> list[str]:
         """Client and server lines, plus latencies when calls were timed."""
         out = []
-        for part in ("client", "server"):
-            raw, dubbo = getattr(self.raw, part), getattr(self.dubbo, part)
-            ratios = [d / r for d, r in zip(dubbo, raw, strict=True)]
-            (rm, rl, rh), (dm, dl, dh), (qm, ql, qh) = spread(raw), spread(dubbo), spread(ratios)
-            out.append(
-                f"{self.label:<34} {part:<6} raw {rm * 1e6:6.1f} [{rl * 1e6:.1f}, {rh * 1e6:.1f}]"
-                f"  dubbo-py {dm * 1e6:6.1f} [{dl * 1e6:.1f}, {dh * 1e6:.1f}] µs/call"
-                f"  ratio {qm:.3f} [{ql:.3f}, {qh:.3f}]"
-            )
-        if self.raw.latency and self.dubbo.latency:
-            cells = []
-            names = ("p50", "p99", "p99.9")
-            for r, d, name in zip(self.raw.latency, self.dubbo.latency, names, strict=True):
-                cells.append(f"{name} raw {r:7.0f} dubbo-py {d:7.0f} µs ({d / r:.3f})")
-            out.append(f"{self.label:<34} latency  " + "  ".join(cells))
+        raw_side = self.sides["raw"]
+        for name, other in self.sides.items():
+            if name == "raw":
+                continue
+            # raw+headers calls the dubbo-py provider: its server CPU is not a side of its own.
+            for part in ("client",) if name == "raw+headers" else ("client", "server"):
+                raw, dubbo = getattr(raw_side, part), getattr(other, part)
+                ratios = [d / r for d, r in zip(dubbo, raw, strict=True)]
+                (rm, rl, rh), (dm, dl, dh) = spread(raw), spread(dubbo)
+                qm, ql, qh = spread(ratios)
+                shown = "dubbo-py" if name == "dubbo" else name
+                out.append(
+                    f"{self.label:<30} {part:<6}"
+                    f" raw {rm * 1e6:6.1f} [{rl * 1e6:.1f}, {rh * 1e6:.1f}]"
+                    f"  {shown} {dm * 1e6:6.1f} [{dl * 1e6:.1f}, {dh * 1e6:.1f}] µs/call"
+                    f"  ratio {qm:.3f} [{ql:.3f}, {qh:.3f}]"
+                )
+            if raw_side.latency and other.latency:
+                cells = []
+                names = ("p50", "p99", "p99.9")
+                for r, d, q in zip(raw_side.latency, other.latency, names, strict=True):
+                    cells.append(f"{q} raw {r:7.0f} {name} {d:7.0f} µs ({d / r:.3f})")
+                out.append(f"{self.label:<30} latency  " + "  ".join(cells))
         return out
 
 
@@ -325,6 +344,14 @@ class Client:
             print(f"cpu {time.process_time() - cpu0}", flush=True)
 
 
+class _Headed:
+    """A stub whose calls carry ``headers``."""
+
+    def __init__(self, stub: Any, headers: Any) -> None:
+        self.SayHello = partial(stub.SayHello, metadata=headers)
+        self.SayHelloStream = partial(stub.SayHelloStream, metadata=headers)
+
+
 def client(kind: str, flavour: str, target: str, setup: str, stream_count: int) -> None:
     """A client process: raw grpcio to the server at ``target``, or dubbo-py through the
     ZooKeeper at ``target`` in ``setup``; answers :class:`Client`'s commands."""
@@ -334,8 +361,15 @@ def client(kind: str, flavour: str, target: str, setup: str, stream_count: int) 
             with grpc.insecure_channel(target) as channel:
                 commands.blocking(greeter_pb2_grpc.GreeterStub(channel))
             return
+        if kind == "raw-headers":  # what the Triple headers cost a raw stub
+            headers = (("tri-service-version", "1.0.0"), ("tri-consumer-appname", "bench-cpu"))
+            with grpc.insecure_channel(target) as channel:
+                stub = greeter_pb2_grpc.GreeterStub(channel)
+                commands.blocking(_Headed(stub, headers))
+            return
         with consumer_app(target, setup) as app:
-            commands.blocking(app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0"))
+            stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            commands.blocking(stub)
         return
 
     async def run() -> None:
@@ -400,7 +434,7 @@ def compare(
     once with ``--side-by-side``)."""
     result = Comparison(label)
     for round_no in range(args.rounds):
-        order = ("raw", "dubbo") if round_no % 2 == 0 else ("dubbo", "raw")
+        order = tuple(clients) if round_no % 2 == 0 else tuple(reversed(clients))
         command = f"run {method} {n} {args.calls}"
         groups = [order] if args.side_by_side else [(name,) for name in order]
         for group in groups:
@@ -409,7 +443,7 @@ def compare(
                 clients[name].send(command)
             cpu = {name: float(clients[name].answer()[1]) for name in group}
             for name in group:
-                side = getattr(result, name)
+                side = result.side(name)
                 side.client.append(cpu[name] / args.calls)
                 side.server.append((process_cpu(servers[name]) - served0[name]) / args.calls)
     return result
@@ -428,10 +462,19 @@ def main() -> None:
     parser.add_argument(
         "--side-by-side", action="store_true", help="run both sides of a round at once"
     )
+    parser.add_argument(
+        "--headers",
+        action="store_true",
+        help="blocking modes: also a raw stub sending dubbo-py's Triple headers to its provider",
+    )
     parser.add_argument("--serve", choices=("raw", "dubbo"), help=argparse.SUPPRESS)
     parser.add_argument("--registry", action="append", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--metrics", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
-    parser.add_argument("--client", choices=("raw", "dubbo"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--client",
+        choices=("raw", "raw-headers", "dubbo"),
+        help=argparse.SUPPRESS,
+    )
     parser.add_argument("--flavour", default="blocking", help=argparse.SUPPRESS)
     parser.add_argument("--target", default="", help=argparse.SUPPRESS)
     parser.add_argument("--setup", default="1reg", help=argparse.SUPPRESS)
@@ -475,6 +518,13 @@ def main() -> None:
                 for process in clients.values():
                     stack.callback(process.close)
                 servers = {"raw": raw.pid, "dubbo": providers[setup].pid}
+                if args.headers and flavour == "blocking":
+                    address = providers[setup].address
+                    clients["raw+headers"] = ClientProcess(
+                        "raw-headers", flavour, address, setup, count
+                    )
+                    stack.callback(clients["raw+headers"].close)
+                    servers["raw+headers"] = providers[setup].pid
                 for mode in modes:
                     n = int(mode.split("-")[1])
                     for method in args.methods:
@@ -484,7 +534,7 @@ def main() -> None:
                             for name, process in clients.items():
                                 process.send(f"latency {method} {n}")
                                 words = process.answer()
-                                getattr(result, name).latency = [float(w) for w in words[1:]]
+                                result.side(name).latency = [float(w) for w in words[1:]]
                         print("\n".join(result.lines()), flush=True)
                 for process in clients.values():
                     process.close()

@@ -96,10 +96,25 @@ class FixedRoutes:
 
 
 class Budget(Protocol):
-    """The retry budget: retries are limited to a fraction of recent requests."""
+    """The retry budget: retries are limited to a fraction of recent requests.
+
+    Failover's first attempt counts its request without a frame of the budget's own:
+    ``if clock() >= next_fold: fold()``, then ``count_request()`` -- what :meth:`deposit`
+    does (:class:`~dubbo_py.cluster.budget.RetryBudget`)."""
+
+    #: The clock the budget reads (seconds, monotonic).
+    clock: Callable[[], float]
+    #: When the current slice ends (on :attr:`clock`): a request counted after it folds first.
+    next_fold: float
+    #: Counts one request (a C-level call), after :meth:`fold` when ``clock() >= next_fold``.
+    count_request: Callable[[], None]
 
     def deposit(self) -> None:
         """Count one request."""
+        ...
+
+    def fold(self) -> None:
+        """Credit the requests counted so far and move the window to now."""
         ...
 
     def try_withdraw(self) -> bool:
