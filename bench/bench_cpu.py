@@ -4,11 +4,14 @@ latency under 8 threads.
     python bench/bench_cpu.py [--rounds 8] [--calls 4000] [--stream-count 10]
                               [--modes blocking-1 blocking-8 asyncio-1 asyncio-32]
                               [--methods unary stream] [--setups 1reg 2reg 1reg-metrics]
+                              [--side-by-side] [--headers]
 
 Calls per second swing by ±10 % from run to run on a shared 2-core machine, so they cannot show
 a gap of a few per cent; CPU time per call (user + system, every thread of a process, from
-``/proc``) hardly moves with load, because time spent waiting for a core is not counted. Each
-comparison is end to end and process against process:
+``/proc``) does not count time spent waiting for a core. It still moves with load (caches
+shared with the neighbours: one round against the next differed by up to 1.8x at load 5-12
+here), so compare sides *within* a round: the ratios printed are per round. Each comparison
+is end to end and process against process:
 
 * **raw**: a raw ``GreeterStub(grpc.insecure_channel(...))`` (``grpc.aio`` for the asyncio
   modes) calling a raw ``grpc.server`` process (32 worker threads, as dubbo-py's provider) that
@@ -16,27 +19,32 @@ comparison is end to end and process against process:
 * **dubbo-py**: ``app.reference(GreeterStub)`` (``reference_async``) through a real ZooKeeper
   with every default, calling a dubbo-py provider process (``app.start``) found there.
 
-Both server processes are started by this script (``--serve``) and serve every mode; the
-client is this process. Setups (``--setups``): ``1reg`` (one ZooKeeper registry), ``2reg``
-(provider and consumer in two registries, two chroots of the same ZooKeeper server) and
-``1reg-metrics`` (``metrics=True`` on both sides; raw grpcio has none, so that line is what
-metrics cost over raw). Modes: blocking stubs from 1 and 8 threads, asyncio stubs from 1 and
-32 tasks on one event loop. Methods: ``unary`` (``SayHello``) and ``stream``
-(``SayHelloStream``, ``--stream-count`` replies read to the end).
+The server processes are started by this script (``--serve``: one raw server, one dubbo-py
+provider per setup) and serve every mode; each side's client is a process of its own
+(``--client``, driven over its stdin), so its CPU is that side's alone. Setups
+(``--setups``): ``1reg`` (one ZooKeeper registry), ``2reg`` (provider and consumer in two
+registries, two chroots of the same ZooKeeper server) and ``1reg-metrics`` (``metrics=True``
+on both sides; raw grpcio has none, so that line is what metrics cost over raw). Modes:
+blocking stubs from 1 and 8 threads, asyncio stubs from 1 and 32 tasks on one event loop.
+Methods: ``unary`` (``SayHello``) and ``stream`` (``SayHelloStream``, ``--stream-count``
+replies read to the end).
 
 Every comparison runs ``--rounds`` rounds of ``--calls`` calls per side, raw and dubbo-py
 alternating in order round by round (raw first, then dubbo-py first, ...), as
-``bench/interleave.py`` does for calls/s. Printed per comparison: each side's median CPU per
-call over the rounds (µs) with its spread [min, max], and the median of the per-round ratios
-dubbo-py / raw [min, max], for the client process and for the server process. The client's
-figure includes every thread of this process (gRPC's, ZooKeeper's session thread) and the
+``bench/interleave.py`` does for calls/s; with ``--side-by-side`` both sides of a round run at
+once, so both meet the same neighbours at every instant (the tighter measure on a busy
+machine). Printed per comparison: each side's median CPU per call over the rounds (µs) with
+its spread [min, max], and the median of the per-round ratios dubbo-py / raw [min, max], for
+the client process and for the server process. The client's
+figure includes every thread of its process (gRPC's, ZooKeeper's session thread) and the
 server's every thread of the server process, on both sides alike.
 
 ``--headers`` adds a third side to the blocking modes: a raw stub sending the two Triple
 headers dubbo-py sends on every call (``tri-service-version``, ``tri-consumer-appname``) to
 the dubbo-py provider: its client line is what those headers cost raw grpcio, the part of
-dubbo-py's client cost that is the protocol's. (Its server CPU is the dubbo-py provider's, so
-no server line; with ``--side-by-side`` the dubbo-py server line then covers both clients.)
+dubbo-py's client cost that is the protocol's. Its server is the dubbo-py provider, so it has
+no server line, and it runs alternating only (side by side, the provider would serve two
+clients at once while the raw server serves one).
 
 Latency: every blocking call is timed (``perf_counter_ns`` around the call, on both sides
 alike); the blocking comparisons also print p50 / p99 / p99.9 per side over all rounds and
@@ -479,6 +487,8 @@ def main() -> None:
     parser.add_argument("--target", default="", help=argparse.SUPPRESS)
     parser.add_argument("--setup", default="1reg", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.headers and args.side_by_side:
+        parser.error("--headers runs alternating only (see the description)")
     if args.serve:
         serve(args.serve, args.registry, args.metrics == "on")
         return
