@@ -27,7 +27,7 @@ attempt on the provider it picks.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -340,17 +340,8 @@ class _AsyncMultiCallable(PlannedSite):
         observers.finish(token, None)
         return response
 
-    async def _stream(self, invocation: Invocation) -> AsyncIterator[Any]:
-        in_flight = self._in_flight
-        if not in_flight.enter():
-            raise in_flight.refused(self._service, self._method)
-        try:
-            responses = await self._invoke(invocation)
-        finally:
-            # Counted until the stream is open (see dubbo_py/consumer/in_flight.py).
-            in_flight.leave()
-        async for response in responses:
-            yield response
+    def _stream(self, invocation: Invocation) -> AsyncIterator[Any]:
+        return _OpeningStream(self, invocation)
 
     async def with_call(
         self,
@@ -387,6 +378,51 @@ class _AsyncMultiCallable(PlannedSite):
             from_wire(await made.initial_metadata()),
             from_wire(await made.trailing_metadata()),
         )
+
+
+class _OpeningStream:
+    """A server-streaming call's replies (``async for``): the call is made when the first
+    reply is awaited, counted in flight until its stream is open (see
+    dubbo_py/consumer/in_flight.py); after that each ``__anext__`` is the stream's own, so a
+    reply costs no coroutine of ours (an async generator re-yielding each reply did). Once
+    the call failed or the replies ended, it is over, as an async generator is."""
+
+    __slots__ = ("_invocation", "_replies", "_site")
+
+    def __init__(self, site: _AsyncMultiCallable, invocation: Invocation) -> None:
+        self._site: _AsyncMultiCallable | None = site
+        self._invocation = invocation
+        self._replies: AsyncIterator[Any] | None = None
+
+    def __aiter__(self) -> _OpeningStream:
+        return self
+
+    def __anext__(self) -> Awaitable[Any]:
+        replies = self._replies
+        if replies is not None:
+            return replies.__anext__()
+        return self._open()
+
+    async def _open(self) -> Any:
+        site, self._site = self._site, None
+        if site is None:  # failed to open, closed, or another __anext__ is opening it
+            raise StopAsyncIteration
+        in_flight = site._in_flight
+        if not in_flight.enter():
+            raise in_flight.refused(site._service, site._method)
+        try:
+            responses = await site._invoke(self._invocation)
+        finally:
+            # Counted until the stream is open (see dubbo_py/consumer/in_flight.py).
+            in_flight.leave()
+        replies = responses.__aiter__()
+        self._replies = replies
+        return await replies.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop: later ``__anext__`` calls end the iteration (as an async generator's)."""
+        self._site = None
+        self._replies = None
 
 
 class AsyncClusterChannel(StubChannel[AsyncCall, _AsyncMultiCallable]):
