@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -499,6 +500,7 @@ def main() -> None:
     from tests.support.zookeeper import ZooKeeperServer
 
     print(f"# dubbo_py from {Path(dubbo_py.__file__).parent}")
+    print("# load average at start: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     how = "at once" if args.side_by_side else "alternating"
     print(
         f"# {args.rounds} rounds x {args.calls} calls per side, {how};"
@@ -548,6 +550,7 @@ def main() -> None:
                         print("\n".join(result.lines()), flush=True)
                 for process in clients.values():
                     process.close()
+    print("# load average at end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
