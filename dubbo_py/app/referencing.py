@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import threading
 import time
@@ -41,9 +40,8 @@ from dubbo_py.version import __version__
 
 __all__ = ["Referencing"]
 
-# The name docs/observability.md promises for start-up and shutdown messages (the application
-# module was dubbo_py/rpc/application.py).
-log = logging.getLogger("dubbo_py.rpc.application")
+# Start-up and shutdown messages, under the logger name the docs promise (app/startup.py).
+log = startup.log
 
 S = TypeVar("S")
 A = TypeVar("A", BlockingAssembly, AsyncAssembly)

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 # The name docs/observability.md promises for start-up and shutdown, kept where the module
-# moved (it was dubbo_py/app/application.py).
+# moved (it was dubbo_py/rpc/application.py); the application's halves log through it too.
 log = logging.getLogger("dubbo_py.rpc.application")
 
 #: The level of dubbo-py's own log lines (DEBUG, INFO, WARNING, ERROR); default INFO under
