@@ -168,37 +168,34 @@ def _token_error(text: str, source: str, exc: UnexpectedToken) -> RuleError:
 
 
 def _when_side(side: Tree[Token], text: str, source: str) -> tuple[Clause, ...]:
-    if side.data == "constant":
-        word = side.children[0]
-        assert isinstance(word, Token)
-        if str(word) == "true":
-            return ()
-        if str(word) == "false":
-            raise _error(
-                text,
-                source,
-                word.start_pos or 0,
-                "'false' is not a when condition (to disable a rule, set enabled=false)",
-            )
-        raise _missing_operator(word, text, source)
+    refusal = "'false' is not a when condition (to disable a rule, set enabled=false)"
+    if _accepted_constant(side, text, source, "true", refused="false", refusal=refusal):
+        return ()
     return _clauses(side, text, source)
 
 
 def _then_side(side: Tree[Token], text: str, source: str) -> tuple[Clause, ...] | None:
-    if side.data == "constant":
-        word = side.children[0]
-        assert isinstance(word, Token)
-        if str(word) == "false":
-            return None
-        if str(word) == "true":
-            raise _error(
-                text,
-                source,
-                word.start_pos or 0,
-                "'true' is not a then condition (leave the when side empty or omit the rule)",
-            )
-        raise _missing_operator(word, text, source)
+    refusal = "'true' is not a then condition (leave the when side empty or omit the rule)"
+    if _accepted_constant(side, text, source, "false", refused="true", refusal=refusal):
+        return None
     return _clauses(side, text, source)
+
+
+def _accepted_constant(
+    side: Tree[Token], text: str, source: str, accepted: str, *, refused: str, refusal: str
+) -> bool:
+    """Whether ``side`` is the lone word ``accepted``; False when it is clauses. Any other lone
+    word is an error: ``refused`` (the other constant) with ``refusal``, else a word that
+    lacks its operator."""
+    if side.data != "constant":
+        return False
+    word = side.children[0]
+    assert isinstance(word, Token)
+    if str(word) == accepted:
+        return True
+    if str(word) == refused:
+        raise _error(text, source, word.start_pos or 0, refusal)
+    raise _missing_operator(word, text, source)
 
 
 def _missing_operator(word: Token, text: str, source: str) -> RuleError:
