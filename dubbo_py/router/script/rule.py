@@ -280,16 +280,12 @@ def _check_shape(script: str, source: str) -> None:
     starting = True  # the next token starts a statement
     try:
         for token in tokenize.generate_tokens(io.StringIO(script).readline):
-            line, column = token.start[0], token.start[1] + 1
             if token.type == tokenize.INDENT:
                 indent += 1
                 chains.append(0)
                 if indent > MAX_INDENT_DEPTH:
-                    raise RuleError(
-                        f"blocks nested deeper than {MAX_INDENT_DEPTH} levels",
-                        source=source,
-                        line=line,
-                        column=column,
+                    raise _token_error(
+                        f"blocks nested deeper than {MAX_INDENT_DEPTH} levels", source, token
                     )
             elif token.type == tokenize.DEDENT:
                 indent -= 1
@@ -303,31 +299,26 @@ def _check_shape(script: str, source: str) -> None:
                     if token.type == tokenize.NAME and token.string == "elif":
                         chains[-1] += 1
                         if indent + sum(chains) > MAX_BLOCK_DEPTH:
-                            raise RuleError(
+                            raise _token_error(
                                 f"blocks nested deeper than {MAX_BLOCK_DEPTH} levels "
                                 "(each elif counts as one level)",
-                                source=source,
-                                line=line,
-                                column=column,
+                                source,
+                                token,
                             )
                     elif not (token.type == tokenize.NAME and token.string == "else"):
                         chains[-1] = 0
                 statement += 1
                 if statement > MAX_STATEMENT_TOKENS:
-                    raise RuleError(
-                        f"statement longer than {MAX_STATEMENT_TOKENS} tokens",
-                        source=source,
-                        line=line,
-                        column=column,
+                    raise _token_error(
+                        f"statement longer than {MAX_STATEMENT_TOKENS} tokens", source, token
                     )
                 if token.string in ("(", "[", "{"):
                     depth += 1
                     if depth > MAX_BRACKET_DEPTH:
-                        raise RuleError(
+                        raise _token_error(
                             f"brackets nested deeper than {MAX_BRACKET_DEPTH} levels",
-                            source=source,
-                            line=line,
-                            column=column,
+                            source,
+                            token,
                         )
                 elif token.string in (")", "]", "}"):
                     depth = max(depth - 1, 0)
@@ -340,6 +331,11 @@ def _check_shape(script: str, source: str) -> None:
         raise RuleError(
             f"cannot read script: {exc.args[0]}", source=source, line=at_line, column=at_column
         ) from None
+
+
+def _token_error(reason: str, source: str, token: tokenize.TokenInfo) -> RuleError:
+    """A RuleError at ``token``'s line and (1-based) column."""
+    return RuleError(reason, source=source, line=token.start[0], column=token.start[1] + 1)
 
 
 def _check_top_level(script: str, source: str) -> None:
