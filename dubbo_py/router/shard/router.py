@@ -28,7 +28,6 @@ from functools import lru_cache
 
 from dubbo_py.invocation import Invocation
 from dubbo_py.router.base import BoundRouter, Router
-from dubbo_py.router.shard.plan import plan_split
 from dubbo_py.router.shard.rule import ShardRule, parse_shard_rule
 from dubbo_py.router.shard.schemes import Location, Scheme
 from dubbo_py.router.snapshot import Snapshot, iter_bits
@@ -113,19 +112,13 @@ def _index_providers(rule: ShardRule, snapshot: Snapshot) -> _Index:
 
 def _effective_masks(rule: ShardRule, index: _Index) -> tuple[int, ...]:
     """The providers serving each shard of the rule's layout, split fallback included."""
-    if rule.split_from is None:
+    plan = rule.split_plan
+    if plan is None:
         return index.new
-    plan = plan_split(
-        rule.scheme,
-        rule.split_from,
-        rule.shards,
-        rule.routing_num_shards if rule.split_from > 1 else None,
-        rule.initial_shards,
-    )
     masks = []
     for j, source in enumerate(plan.sources):
         own = index.new[j]
-        if rule.scheme is Scheme.ELASTICSEARCH_MODULO and j < rule.split_from:
+        if rule.scheme is Scheme.ELASTICSEARCH_MODULO and j < plan.from_shards:
             own |= index.old[j]
         masks.append(own if own else index.old[source])
     return tuple(masks)

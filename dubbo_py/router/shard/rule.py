@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
-from dubbo_py.router.shard.plan import plan_split
+from dubbo_py.router.shard.plan import SplitPlan, plan_split
 from dubbo_py.router.shard.schemes import Layout, LayoutError, Scheme, make_layout
 from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
@@ -149,6 +149,20 @@ class ShardRule:
             initial_shards=self.initial_shards,
         )
 
+    @cached_property
+    def split_plan(self) -> SplitPlan | None:
+        """The plan of the split in progress (``split_from`` -> ``shards`` shards), or ``None``
+        when not splitting; :class:`LayoutError` when the counts describe no layout."""
+        if self.split_from is None:
+            return None
+        return plan_split(
+            self.scheme,
+            self.split_from,
+            self.shards,
+            self.routing_num_shards if self.split_from > 1 else None,
+            self.initial_shards,
+        )
+
 
 class _Doc:
     """The parsed document plus the position of each top-level value, for error messages."""
@@ -171,13 +185,17 @@ class _Doc:
             line, column = self.doc.position(())
         return RuleError(f"{path}: {message}", source=self.source, line=line, column=column)
 
-    def integer(self, name: str, *, required: bool = False) -> int | None:
+    def value(self, name: str, *, required: bool = False, takes: str = "") -> Any:
+        """The field's value, ``None`` when absent: then an error if ``required`` (``takes``
+        says what it takes)."""
         value = self.data.get(name)
-        if value is None:
-            if required:
-                raise self.fail(name, "is required")
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
+        if value is None and required:
+            raise self.fail(name, f"is required{takes}")
+        return value
+
+    def integer(self, name: str, *, required: bool = False) -> int | None:
+        value = self.value(name, required=required)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise self.fail(name, f"must be an integer, got {value!r}")
         return value
 
@@ -188,10 +206,8 @@ class _Doc:
         return value
 
     def key_source(self, name: str, *, required: bool = False) -> KeySource | None:
-        value = self.data.get(name)
+        value = self.value(name, required=required, takes=" (attachments[name] or arguments[N])")
         if value is None:
-            if required:
-                raise self.fail(name, "is required (attachments[name] or arguments[N])")
             return None
         if not isinstance(value, str):
             raise self.fail(name, f"must be attachments[name] or arguments[N], got {value!r}")
@@ -212,9 +228,9 @@ def _shard_rule(yaml_doc: YamlDocument) -> ShardRule:
     for name in doc.data:
         if name not in _FIELDS:
             raise doc.fail(str(name), f"unknown field (expected one of {', '.join(_FIELDS)})")
-    scheme_text = doc.data.get("scheme")
-    if scheme_text is None:
-        raise doc.fail("scheme", "is required (elasticsearch, elasticsearch-modulo or solr)")
+    scheme_text = doc.value(
+        "scheme", required=True, takes=" (elasticsearch, elasticsearch-modulo or solr)"
+    )
     try:
         scheme = Scheme(str(scheme_text))
     except ValueError:
@@ -275,18 +291,13 @@ def _check_split(doc: _Doc, rule: ShardRule) -> None:
             "ranges depend on the count the collection was created with",
         )
     try:
-        plan = plan_split(
-            rule.scheme,
-            rule.split_from,
-            rule.shards,
-            rule.routing_num_shards if rule.split_from > 1 else None,
-            rule.initial_shards,
-        )
+        plan = rule.split_plan
     except LayoutError as exc:
         field = (
             "split_from" if exc.field in ("shards", "to_shards", "initial_shards") else exc.field
         )
         raise doc.fail(field, exc.reason) from None
+    assert plan is not None
     if not plan.ok:
         raise doc.fail(
             "split_from", f"cannot split {rule.split_from} -> {rule.shards}: {plan.refusal}"
