@@ -41,6 +41,7 @@ __all__ = [
     "Path",
     "YamlDocument",
     "YamlError",
+    "as_boolean",
     "compile_yaml",
     "describe",
     "key_node",
@@ -207,11 +208,10 @@ class YamlDocument:
         value = self._get(path)
         if value is None:
             return default
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise self.error(path, f"expected true or false, got {value!r}")
+        flag = as_boolean(value)
+        if flag is None:
+            raise self.error(path, f"expected true or false, got {value!r}")
+        return flag
 
     def get_int(self, path: Path, default: int) -> int:
         """An integer (or an integral string); an error otherwise."""
@@ -378,6 +378,19 @@ def value_node(node: yaml.Node | None, key: str) -> yaml.Node | None:
     return None
 
 
+def as_boolean(value: object) -> bool | None:
+    """A document's boolean: a YAML boolean, or the text ``true`` or ``false`` in any case
+    (Dubbo's ``Boolean.parseBoolean`` reads other text as false; it is refused here rather than
+    read as false); ``None`` for any other value."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+    return None
+
+
 def kind_of(value: object) -> str:
     """How an error names a value's kind: ``a mapping``, ``the string 'x'``, ``null``..."""
     if value is None:
@@ -440,23 +453,17 @@ def _is_anchor(event: yaml.Event) -> bool:
     return isinstance(event, yaml.AliasEvent) or bool(getattr(event, "anchor", None))
 
 
+@dataclass(frozen=True, eq=False)
 class _Builder:
     """Plain values from a node tree, recording each value's node by path."""
 
-    def __init__(
-        self,
-        loader: yaml.SafeLoader | yaml.CSafeLoader,
-        source: str,
-        error: ErrorFactory,
-        string_keys: bool,
-    ) -> None:
-        self.loader = loader
-        self.source = source
-        self.error = error
-        self.string_keys = string_keys
-        self.nodes: dict[Path, yaml.Node] = {}
-        self.key_nodes: dict[Path, yaml.Node] = {}
-        self.seen: set[int] = set()
+    loader: yaml.SafeLoader | yaml.CSafeLoader
+    source: str
+    error: ErrorFactory
+    string_keys: bool
+    nodes: dict[Path, yaml.Node] = field(default_factory=dict)
+    key_nodes: dict[Path, yaml.Node] = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)
 
     def fail(self, path: Path, message: str, node: yaml.Node) -> Exception:
         mark = node.start_mark

@@ -55,7 +55,7 @@ from dubbo_py.router.condition.matcher import sample_value
 from dubbo_py.router.snapshot import Snapshot
 from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL
-from dubbo_py.yaml_loader import YamlDocument, compile_yaml, value_node
+from dubbo_py.yaml_loader import YamlDocument, as_boolean, compile_yaml, value_node
 
 __all__ = [
     "AFFINITY_PROVIDER_APPLICATION_PRIORITY",
@@ -254,13 +254,10 @@ class _Reader:
 
     def boolean(self, data: Mapping[str, Any], root: yaml.Node | None, name: str) -> bool:
         value = data.get(name, True)
-        if isinstance(value, bool):
-            return value
-        # Dubbo's Boolean.parseBoolean(String.valueOf(value)): "true" in any case, else false;
-        # a value that is neither is refused here rather than read as false.
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise self.error(f"{name} must be true or false, not {value!r}", value_node(root, name))
+        flag = as_boolean(value)  # Dubbo's Boolean.parseBoolean(String.valueOf(value))
+        if flag is None:
+            raise self.error(f"{name} must be true or false, not {value!r}", value_node(root, name))
+        return flag
 
     def ratio(self, value: Any, node: yaml.Node | None) -> float:
         # Dubbo: Double.valueOf(String.valueOf(ratio)), so 40.1 and "20" are both ratios.

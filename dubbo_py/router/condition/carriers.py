@@ -40,7 +40,7 @@ from dubbo_py.router.condition.router import (
 from dubbo_py.router.condition.rule import Clause
 from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL, decode_component
-from dubbo_py.yaml_loader import YamlDocument, compile_yaml, value_node
+from dubbo_py.yaml_loader import YamlDocument, as_boolean, compile_yaml, value_node
 
 __all__ = [
     "APPLICATION_SCOPE_PRIORITY",
@@ -306,11 +306,10 @@ class _Document:
 
     def boolean(self, data: Mapping[str, Any], node: yaml.Node, name: str, default: bool) -> bool:
         value = data.get(name, default)
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise self.error(f"{name} must be true or false, not {value!r}", value_node(node, name))
+        flag = as_boolean(value)
+        if flag is None:
+            raise self.error(f"{name} must be true or false, not {value!r}", value_node(node, name))
+        return flag
 
     def integer(
         self, data: Mapping[str, Any], node: yaml.Node, name: str, default: int, where: str = ""
