@@ -29,6 +29,7 @@ __all__ = [
     "FieldNote",
     "acted",
     "count_unread",
+    "document_fields",
     "ignored",
     "note_unread",
     "unread_fields",
@@ -59,6 +60,19 @@ def acted(**each: Field) -> Field:
 def ignored(why: str) -> Field:
     """A field Dubbo knows and dubbo-py ignores, and why."""
     return Field(False, why)
+
+
+def document_fields(**fields: Field) -> Mapping[str, Field]:
+    """The table of a rule document: ``fields`` after the header every kind acts on: the
+    document's ``configVersion`` and ``enabled``, and ``scope`` and ``key``, which name where
+    it is stored for ``rules push`` (consumers, like Dubbo's, go by the key it is stored at)."""
+    return {
+        "configVersion": acted(),
+        "scope": acted(),
+        "key": acted(),
+        "enabled": acted(),
+        **fields,
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,7 @@ from dubbo_py.cluster.override import (
     parse_override_url,
 )
 from dubbo_py.errors import RuleError
-from dubbo_py.rule_fields import Field, acted
+from dubbo_py.rule_fields import Field, acted, document_fields
 from dubbo_py.url import URL
 
 __all__ = [
@@ -79,12 +79,8 @@ log = logging.getLogger(__name__)
 #: Every field of a configurators document (the no-silent-drop table,
 #: :mod:`dubbo_py.rule_fields`): all of them are read; what an item says that nothing acts on
 #: is judged item by item by :func:`unacted_fields` (``rules validate`` warns about each).
-FIELDS: Mapping[str, Field] = {
-    "configVersion": acted(),
-    "scope": acted(),
-    "key": acted(),
-    "enabled": acted(),
-    "configs": acted(
+FIELDS: Mapping[str, Field] = document_fields(
+    configs=acted(
         side=acted(),
         addresses=acted(),
         providerAddresses=acted(),
@@ -95,7 +91,7 @@ FIELDS: Mapping[str, Field] = {
         type=acted(),
         match=acted(),
     ),
-}
+)
 
 
 def parse_configurators_yaml(text: str, source: str = "") -> list[Override]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from dubbo_py.errors import RuleError
 from dubbo_py.router.address_pattern import AddressPattern, parse_address_pattern
 from dubbo_py.router.string_match import MATCH_KINDS, ParamMatch, parse_string_match
-from dubbo_py.rule_fields import Field, acted, ignored
+from dubbo_py.rule_fields import Field, acted, document_fields, ignored
 from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
 __all__ = ["TagDefinition", "TagRule", "parse_tag_rule", "validate_tag_yaml"]
@@ -76,24 +76,20 @@ def parse_tag_rule(text: str, source: str) -> TagRule:
 
 #: Every field of a tag document and what dubbo-py does with it (the no-silent-drop table,
 #: :mod:`dubbo_py.rule_fields`).
-FIELDS: Mapping[str, Field] = {
-    "configVersion": acted(),
-    "scope": acted(),
-    "key": acted(),
-    "enabled": acted(),
-    "force": acted(),
-    "runtime": ignored(
+FIELDS: Mapping[str, Field] = document_fields(
+    force=acted(),
+    runtime=ignored(
         "tags are matched for every call (Dubbo 3.3's TagStateRouter does not read it either)"
     ),
-    "priority": ignored("the tag router runs at its fixed place in the chain, as Dubbo's"),
-    "dynamic": ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
-    "valid": ignored("Dubbo reads and drops it"),
-    "tags": acted(
+    priority=ignored("the tag router runs at its fixed place in the chain, as Dubbo's"),
+    dynamic=ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
+    valid=ignored("Dubbo reads and drops it"),
+    tags=acted(
         name=acted(),
         addresses=acted(),
         match=acted(key=acted(), value=acted(**{kind: acted() for kind in MATCH_KINDS})),
     ),
-}
+)
 
 
 def _tag_rule(doc: YamlDocument) -> TagRule:

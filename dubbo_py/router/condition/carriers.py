@@ -38,7 +38,7 @@ from dubbo_py.router.condition.router import (
     MultiDestinationRouter,
 )
 from dubbo_py.router.condition.rule import Clause
-from dubbo_py.rule_fields import Field, acted, ignored
+from dubbo_py.rule_fields import Field, acted, document_fields, ignored
 from dubbo_py.url import URL, decode_component
 from dubbo_py.yaml_loader import YamlDocument, as_boolean, compile_yaml, value_node
 
@@ -86,25 +86,20 @@ log = logging.getLogger(__name__)
 #: Every field of a condition document and what dubbo-py does with it (the no-silent-drop
 #: table, :mod:`dubbo_py.rule_fields`): ``rules validate`` names those not acted on, and
 #: consumers log them.
-FIELDS: Mapping[str, Field] = {
-    "configVersion": acted(),
-    # The key the document is stored at decides; these two name it for `rules push`.
-    "scope": acted(),
-    "key": acted(),
-    "enabled": acted(),
-    "force": acted(),
-    "runtime": ignored(
+FIELDS: Mapping[str, Field] = document_fields(
+    force=acted(),
+    runtime=ignored(
         "conditions are evaluated for every call (Dubbo 3.3's state routers do not read it either)"
     ),
-    "priority": ignored(
+    priority=ignored(
         "the document's routers run at the priority of the key it is stored "
         "at (service 140, application 145/150), as Dubbo's state routers do"
     ),
-    "dynamic": ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
+    dynamic=ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
     # ``valid: false`` builds no router, as Dubbo's AbstractRouterRule reads it.
-    "valid": acted(),
+    valid=acted(),
     # v3.0: each a 'when => then' string; v3.1: each a mapping.
-    "conditions": acted(
+    conditions=acted(
         **{
             "from": acted(match=acted()),
             "to": acted(match=acted(), weight=acted()),
@@ -114,7 +109,7 @@ FIELDS: Mapping[str, Field] = {
             "trafficDisable": acted(),
         }
     ),
-}
+)
 
 
 # --------------------------------------------------------------------------- registry URLs

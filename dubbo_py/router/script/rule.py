@@ -47,7 +47,7 @@ from dubbo_py.errors import RuleError, URLError
 from dubbo_py.router.script import engine
 from dubbo_py.router.script.checker import CHECKING
 from dubbo_py.router.script.sandbox import SCRIPT, UNAVAILABLE, Sandbox, default_sandbox
-from dubbo_py.rule_fields import Field, acted, ignored
+from dubbo_py.rule_fields import Field, acted, document_fields, ignored
 from dubbo_py.url import URL, decode_component
 from dubbo_py.yaml_loader import YamlDocument, compile_yaml
 
@@ -113,19 +113,15 @@ class ScriptRule:
 
 #: Every field of a script document and what dubbo-py does with it (the no-silent-drop table,
 #: :mod:`dubbo_py.rule_fields`).
-FIELDS: Mapping[str, Field] = {
-    "configVersion": acted(),
-    "scope": acted(),
-    "key": acted(),
-    "type": acted(),
-    "script": acted(),
-    "enabled": acted(),
-    "force": acted(),
-    "priority": acted(),
-    "runtime": ignored("the script runs for every call that reaches the router"),
-    "dynamic": ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
-    "valid": ignored("Dubbo reads and drops it"),
-}
+FIELDS: Mapping[str, Field] = document_fields(
+    type=acted(),
+    script=acted(),
+    force=acted(),
+    priority=acted(),
+    runtime=ignored("the script runs for every call that reaches the router"),
+    dynamic=ignored("rule documents are always dynamic (Dubbo reads and drops it)"),
+    valid=ignored("Dubbo reads and drops it"),
+)
 
 
 def parse_script_rule(text: str, source: str, *, sandbox: Sandbox | None = None) -> ScriptRule:
