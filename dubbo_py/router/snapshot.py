@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import compress, count
 from operator import is_not, lt
-from typing import Any
+from typing import Any, TypeVar
 
 from dubbo_py.url import URL
 
@@ -49,6 +49,11 @@ PATCH_LIMIT = 64
 #: Most groups a :meth:`Snapshot.partition` has for it to be patched (each group's mask is
 #: shifted); a partition with more groups is computed from scratch.
 PARTITION_PATCH_LIMIT = 64
+
+#: What a keyed memo holds (a mask, a column, a partition), and the function of a provider it
+#: is made from (see Snapshot._remember).
+M = TypeVar("M")
+F = TypeVar("F")
 
 # bin() digits '0'/'1' to bytes 0/1, so itertools.compress can walk a mask's bits in C.
 _BIT_BYTES = bytes.maketrans(b"01", b"\x00\x01")
@@ -238,72 +243,51 @@ class Snapshot:
         must read nothing but the provider it is given: the mask is then patched from the
         previous snapshot's mask of the same key, testing only the providers that arrived.
         ``compute`` (default: :meth:`mask_where`) gives it from scratch."""
-        masks = self._masks
-        found = masks.get(key)
+        found = self._masks.get(key)
         if found is not None:
             return found
-        basis = self._basis
-        old = None if basis is None else basis.masks.get(key)
-        if old is not None and basis is not None:
-            delta = basis.delta
-            mask = delta.shift(old)
-            providers = self.providers
-            for a in delta.added:
-                if holds(providers[a]):
-                    mask |= 1 << a
-        else:
-            mask = compute() if compute is not None else self.mask_where(holds)
-        masks[key] = mask
-        return mask
+        if compute is None:
+            compute = partial(self.mask_where, holds)
+        return self._remember(self._masks, key, _patched_mask, holds, compute)
 
     def column(self, key: Hashable, value: Callable[[URL], Any]) -> tuple[Any, ...]:
         """``value(provider)`` of every provider, in snapshot order, remembered under ``key``
         and patched like :meth:`mask_by` (same contract on ``key`` and ``value``): the previous
         snapshot's values are kept for the providers in both, ``value`` is called for those
         that arrived. The values are shared between snapshots: do not mutate them."""
-        columns = self._columns
-        found = columns.get(key)
+        found = self._columns.get(key)
         if found is not None:
             return found
-        basis = self._basis
-        old = None if basis is None else basis.columns.get(key)
-        providers = self.providers
-        if old is not None and basis is not None:
-            delta = basis.delta
-            values = list(old)
-            for r in reversed(delta.removed):
-                del values[r]
-            for a in delta.added:
-                values.insert(a, value(providers[a]))
-            made = tuple(values)
-        else:
-            made = tuple([value(p) for p in providers])
-        columns[key] = made
-        return made
+        compute = partial(_column, self.providers, value)
+        return self._remember(self._columns, key, _patched_column, value, compute)
 
     def partition(self, key: Hashable, value: Callable[[URL], Hashable]) -> Mapping[Hashable, int]:
         """The providers grouped by ``value(provider)``: each value taken -> the mask of the
         providers taking it (no empty group), remembered under ``key`` and patched like
         :meth:`mask_by` (same contract on ``key`` and ``value``). Read-only."""
-        partitions = self._partitions
-        found = partitions.get(key)
+        found = self._partitions.get(key)
         if found is not None:
             return found
+        compute = partial(_groups, self.providers, value)
+        return self._remember(self._partitions, key, _patched_partition, value, compute)
+
+    def _remember(
+        self,
+        memos: dict[Hashable, M],
+        key: Hashable,
+        patched: Callable[[_Basis, Hashable, tuple[URL, ...], F], M | None],
+        value: F,
+        compute: Callable[[], M],
+    ) -> M:
+        """Make what ``key`` stands for and keep it in ``memos``: patched from the previous
+        snapshot's (``patched`` answers None when that has none, or is not worth patching),
+        else computed."""
         basis = self._basis
-        old = None if basis is None else basis.partitions.get(key)
-        providers = self.providers
-        if old is not None and basis is not None and len(old) <= PARTITION_PATCH_LIMIT:
-            delta = basis.delta
-            shift = delta.shift
-            groups = {v: shift(m) for v, m in old.items()}
-            for a in delta.added:
-                v = value(providers[a])
-                groups[v] = groups.get(v, 0) | (1 << a)
-            groups = {v: m for v, m in groups.items() if m}
-        else:
-            groups = _groups(providers, value)
-        partitions[key] = groups
-        return groups
+        made = None if basis is None else patched(basis, key, self.providers, value)
+        if made is None:
+            made = compute()
+        memos[key] = made
+        return made
 
     def select(self, mask: int) -> tuple[URL, ...]:
         """The providers of ``mask``, in snapshot order; the same mask gives the same tuple
@@ -311,6 +295,58 @@ class Snapshot:
         if mask == self.all:
             return self.providers
         return self._select(mask)
+
+
+# How each keyed memo follows from the previous snapshot's (see Snapshot.mask_by); None when
+# that snapshot has none under the key.
+
+
+def _patched_mask(
+    basis: _Basis, key: Hashable, providers: tuple[URL, ...], holds: Callable[[URL], bool]
+) -> int | None:
+    old = basis.masks.get(key)
+    if old is None:
+        return None
+    delta = basis.delta
+    mask = delta.shift(old)
+    for a in delta.added:
+        if holds(providers[a]):
+            mask |= 1 << a
+    return mask
+
+
+def _patched_column(
+    basis: _Basis, key: Hashable, providers: tuple[URL, ...], value: Callable[[URL], Any]
+) -> tuple[Any, ...] | None:
+    old = basis.columns.get(key)
+    if old is None:
+        return None
+    delta = basis.delta
+    values = list(old)
+    for r in reversed(delta.removed):
+        del values[r]
+    for a in delta.added:
+        values.insert(a, value(providers[a]))
+    return tuple(values)
+
+
+def _patched_partition(
+    basis: _Basis, key: Hashable, providers: tuple[URL, ...], value: Callable[[URL], Hashable]
+) -> dict[Hashable, int] | None:
+    old = basis.partitions.get(key)
+    if old is None or len(old) > PARTITION_PATCH_LIMIT:
+        return None  # also when each of too many groups would have to be shifted
+    delta = basis.delta
+    shift = delta.shift
+    groups = {v: shift(m) for v, m in old.items()}
+    for a in delta.added:
+        v = value(providers[a])
+        groups[v] = groups.get(v, 0) | (1 << a)
+    return {v: m for v, m in groups.items() if m}
+
+
+def _column(providers: tuple[URL, ...], value: Callable[[URL], Any]) -> tuple[Any, ...]:
+    return tuple([value(p) for p in providers])
 
 
 def _groups(providers: tuple[URL, ...], value: Callable[[URL], Hashable]) -> dict[Hashable, int]:
