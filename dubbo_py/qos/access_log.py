@@ -24,7 +24,6 @@ The line, as Dubbo's ``AccessLogData`` with the outcome and duration added::
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 import queue
 import threading
@@ -215,6 +214,9 @@ class AccessLogWriter:
 
 
 def _file_handler(path: str) -> logging.Handler:
+    # Imported here: every application imports this module, few write access logs to files.
+    import logging.handlers
+
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     handler = logging.handlers.TimedRotatingFileHandler(path, when="midnight", encoding="utf-8")
