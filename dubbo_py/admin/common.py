@@ -49,6 +49,7 @@ __all__ = [
     "json_option",
     "operator_option",
     "print_table",
+    "seconds_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -341,6 +342,13 @@ def json_option(f: F) -> F:
         callback=_set_json,
         help="Print JSON for scripts instead of tables.",
     )(f)
+
+
+def seconds_option(name: str, default: float, help: str) -> Callable[[F], F]:
+    """An option taking a number of seconds, at least 0.1, its default shown in the help."""
+    return click.option(
+        name, type=click.FloatRange(min=0.1), default=default, show_default=True, help=help
+    )
 
 
 def _set_operator(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:

@@ -32,6 +32,7 @@ from dubbo_py.admin.common import (
     emit_json,
     env_of,
     json_option,
+    seconds_option,
 )
 from dubbo_py.qos.client import (
     MethodCounts,
@@ -369,13 +370,7 @@ def render(rows: dict[str, Any], failures: list[dict[str, str]], several: bool =
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("service", required=False)
 @click.option("--once", is_flag=True, help="Print one view and exit (rates over --interval).")
-@click.option(
-    "--interval",
-    type=click.FloatRange(min=0.1),
-    default=1.0,
-    show_default=True,
-    help="Seconds between reads (the window calls/s is measured over).",
-)
+@seconds_option("--interval", 1.0, "Seconds between reads (the window calls/s is measured over).")
 @json_option
 def top(service: str | None, once: bool, interval: float) -> None:
     """Live calls/s, error rate, p50/p99 per provider and consumer, from their QoS ports.
