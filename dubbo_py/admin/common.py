@@ -43,6 +43,7 @@ __all__ = [
     "as_admin_error",
     "attachment_pairs",
     "closest",
+    "command_group",
     "emit_json",
     "env_of",
     "global_options",
@@ -543,6 +544,12 @@ class SuggestingGroup(click.Group):
             error.json = bool(env and env.json)
             _name_registry(error, env)
             raise error from None
+
+
+def command_group(name: str | None = None) -> Callable[[Callable[..., Any]], SuggestingGroup]:
+    """Declare a ``dubbo-py`` command with subcommands (``@command_group("rules")``): a
+    :class:`SuggestingGroup` with the CLI's context settings (``-h``, 100 columns)."""
+    return click.group(name, cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
 
 
 def _name_registry(error: AdminError, env: CliEnv | None) -> None:

@@ -18,8 +18,8 @@ from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
     CliEnv,
-    SuggestingGroup,
     attachment_pairs,
+    command_group,
     console,
     did_you_mean,
     emit_json,
@@ -152,7 +152,7 @@ def _report_write(
     click.echo(f"{done} {result.key}{restored} {preposition} {where} ({version}{seq})")
 
 
-@click.group("rules", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group("rules")
 def rules_group() -> None:
     """Config-center rule documents: condition, tag, script, shard rules and configurators.
 

@@ -16,7 +16,7 @@ import click
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
-    SuggestingGroup,
+    command_group,
     emit_json,
     env_of,
     json_option,
@@ -95,7 +95,7 @@ def warn_unreachable(
         )
 
 
-@click.group("snapshot", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group("snapshot")
 def snapshot_group() -> None:
     """Router snapshots of live consumers: how their last calls were routed, and why.
 
