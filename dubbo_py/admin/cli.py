@@ -21,6 +21,7 @@ from dubbo_py.admin.common import (
     AdminGroup,
     CliEnv,
     global_options,
+    seconds_option,
     set_registries,
 )
 from dubbo_py.registry.store.address import ENV_REGISTRY
@@ -119,13 +120,7 @@ class LazyCommands(MutableMapping[str, click.Command]):
     ),
 )
 @click.option("--operator", help="Who to record in rule history (default: $USER).")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=5.0,
-    show_default=True,
-    help="Seconds to wait for the registry to answer.",
-)
+@seconds_option("--timeout", 5.0, "Seconds to wait for the registry to answer.")
 @click.version_option(__version__, "-V", "--version", prog_name="dubbo-py")
 @click.pass_context
 def cli(

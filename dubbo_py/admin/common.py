@@ -43,12 +43,14 @@ __all__ = [
     "as_admin_error",
     "attachment_pairs",
     "closest",
+    "command_group",
     "emit_json",
     "env_of",
     "global_options",
     "json_option",
     "operator_option",
     "print_table",
+    "seconds_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -343,6 +345,13 @@ def json_option(f: F) -> F:
     )(f)
 
 
+def seconds_option(name: str, default: float, help: str) -> Callable[[F], F]:
+    """An option taking a number of seconds, at least 0.1, its default shown in the help."""
+    return click.option(
+        name, type=click.FloatRange(min=0.1), default=default, show_default=True, help=help
+    )
+
+
 def _set_operator(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value:
         env_of(ctx).operator = value
@@ -535,6 +544,12 @@ class SuggestingGroup(click.Group):
             error.json = bool(env and env.json)
             _name_registry(error, env)
             raise error from None
+
+
+def command_group(name: str | None = None) -> Callable[[Callable[..., Any]], SuggestingGroup]:
+    """Declare a ``dubbo-py`` command with subcommands (``@command_group("rules")``): a
+    :class:`SuggestingGroup` with the CLI's context settings (``-h``, 100 columns)."""
+    return click.group(name, cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
 
 
 def _name_registry(error: AdminError, env: CliEnv | None) -> None:

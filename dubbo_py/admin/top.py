@@ -32,6 +32,7 @@ from dubbo_py.admin.common import (
     emit_json,
     env_of,
     json_option,
+    seconds_option,
 )
 from dubbo_py.qos.client import (
     MethodCounts,
@@ -44,7 +45,7 @@ from dubbo_py.registry import layout
 from dubbo_py.registry.registry import Registry
 from dubbo_py.url import URL
 
-__all__ = ["Endpoint", "discover", "discover_each", "fetch_json", "top", "view"]
+__all__ = ["Endpoint", "discover", "discover_each", "fetch_each", "fetch_json", "top", "view"]
 
 QOS_PORT_KEY = "qos.port"
 LOOPBACK = "127.0.0.1"
@@ -159,6 +160,25 @@ def fetch_json(endpoint: Endpoint, path: str, timeout: float = 5.0) -> Any:
         return qos_json(local, path, timeout)
 
 
+def fetch_each(
+    endpoints: Iterable[Endpoint], path: str, timeout: float
+) -> tuple[list[tuple[Endpoint, Any]], list[dict[str, str]]]:
+    """GET ``path`` of each endpoint's QoS port in turn (:func:`fetch_json`): each endpoint that
+    answered with its answer; those that did not are listed with the reason."""
+    answers: list[tuple[Endpoint, Any]] = []
+    failures: list[dict[str, str]] = []
+    for endpoint in endpoints:
+        try:
+            answers.append((endpoint, fetch_json(endpoint, path, timeout)))
+        except QosUnreachableError as exc:
+            failures.append(_failure(endpoint, str(exc)))
+    return answers, failures
+
+
+def _failure(endpoint: Endpoint, error: str) -> dict[str, str]:
+    return {"application": endpoint.application, "qos": endpoint.address, "error": error}
+
+
 def read_all(endpoints: Iterable[Endpoint]) -> tuple[list[QosReading], list[dict[str, str]]]:
     """Read every endpoint at once; those that do not answer are listed with the reason."""
     chosen = list(endpoints)
@@ -172,9 +192,7 @@ def read_all(endpoints: Iterable[Endpoint]) -> tuple[list[QosReading], list[dict
         if isinstance(result, QosReading):
             readings.append(result)
         else:
-            failures.append(
-                {"application": endpoint.application, "qos": endpoint.address, "error": result}
-            )
+            failures.append(_failure(endpoint, result))
     return readings, failures
 
 
@@ -369,13 +387,7 @@ def render(rows: dict[str, Any], failures: list[dict[str, str]], several: bool =
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("service", required=False)
 @click.option("--once", is_flag=True, help="Print one view and exit (rates over --interval).")
-@click.option(
-    "--interval",
-    type=click.FloatRange(min=0.1),
-    default=1.0,
-    show_default=True,
-    help="Seconds between reads (the window calls/s is measured over).",
-)
+@seconds_option("--interval", 1.0, "Seconds between reads (the window calls/s is measured over).")
 @json_option
 def top(service: str | None, once: bool, interval: float) -> None:
     """Live calls/s, error rate, p50/p99 per provider and consumer, from their QoS ports.

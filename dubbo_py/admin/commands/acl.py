@@ -13,7 +13,7 @@ import click
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
-    SuggestingGroup,
+    command_group,
     emit_json,
     env_of,
     json_option,
@@ -26,7 +26,7 @@ from dubbo_py.admin.rules.history import History
 __all__ = ["acl_group"]
 
 
-@click.group("acl", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group("acl")
 def acl_group() -> None:
     """Access control of rules and rule history: on ZooKeeper (needs --auth) and, as etcd
     roles to grant, on etcd."""

@@ -16,6 +16,7 @@ from dubbo_py.admin.common import (
     env_of,
     json_option,
     print_table,
+    seconds_option,
 )
 from dubbo_py.admin.reflect import ReflectionError
 
@@ -44,13 +45,7 @@ CHECK_WAIT = 15.0
     show_default=True,
     help="The consumer application to call as (rules naming consumers see this name).",
 )
-@click.option(
-    "--call-timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    help="Seconds the call may take.",
-)
+@seconds_option("--call-timeout", 10.0, "Seconds the call may take.")
 @json_option
 def call(
     service: str,

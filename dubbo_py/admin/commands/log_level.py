@@ -3,12 +3,11 @@ switched through their QoS ports (Dubbo's ``loggerInfo`` and ``switchLogLevel``)
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
 import click
 
-from dubbo_py.admin.commands.snapshot import consumers_of
+from dubbo_py.admin.commands.snapshot import consumers_of, warn_unreachable
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
@@ -17,8 +16,7 @@ from dubbo_py.admin.common import (
     json_option,
     print_table,
 )
-from dubbo_py.admin.top import Endpoint, discover, fetch_json
-from dubbo_py.qos.client import QosUnreachableError
+from dubbo_py.admin.top import Endpoint, discover, fetch_each
 from dubbo_py.qos.log_levels import LOG_LEVELS, ROOT_LOGGER
 from dubbo_py.registry import layout
 
@@ -80,17 +78,11 @@ def log_level(level: str | None, service: str | None, application: str | None, l
         if level is None
         else f"/switchLogLevel?level={quote(level)}&logger={quote(logger)}"
     )
-    rows: list[dict[str, Any]] = []
-    failures: list[dict[str, str]] = []
-    for endpoint in _targets(service, application):
-        try:
-            answer = fetch_json(endpoint, path, env_of().timeout)
-        except QosUnreachableError as exc:
-            failures.append(
-                {"application": endpoint.application, "qos": endpoint.address, "error": str(exc)}
-            )
-            continue
-        rows.append({"application": endpoint.application, "qos": endpoint.address, **answer})
+    answers, failures = fetch_each(_targets(service, application), path, env_of().timeout)
+    rows = [
+        {"application": endpoint.application, "qos": endpoint.address, **answer}
+        for endpoint, answer in answers
+    ]
     payload = {"applications": rows, "unreachable": failures}
     if env_of().json:
         emit_json(payload)
@@ -114,14 +106,4 @@ def log_level(level: str | None, service: str | None, application: str | None, l
             ["APPLICATION", "QOS", "LOGGER", "LEVEL", "WAS"],
             ([r["application"], r["qos"], r["logger"], r["level"], r["previous"]] for r in rows),
         )
-    for failure in failures:
-        click.echo(
-            f"warning: {failure['application']} ({failure['qos']}): {failure['error']}", err=True
-        )
-    if failures and not rows:
-        raise AdminError(
-            "no application's QoS port answered",
-            reason="unreachable",
-            payload=payload,
-            printed=True,
-        )
+    warn_unreachable(payload, failures, bool(rows), "application")

@@ -11,7 +11,7 @@ from dubbo_py.admin.commands.services import known_service
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
-    SuggestingGroup,
+    command_group,
     emit_json,
     env_of,
     json_option,
@@ -74,7 +74,7 @@ def _report(written: list[tuple[str, URL]]) -> None:
         click.echo(f"{action} {url.to_string()} in {where}")
 
 
-@click.group("override", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group("override")
 def override_group() -> None:
     """Override rules: provider weight and disabling (Dubbo override:// URLs).
 

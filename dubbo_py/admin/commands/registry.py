@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
-    SuggestingGroup,
+    command_group,
     emit_json,
     env_of,
     json_option,
@@ -25,7 +23,7 @@ from dubbo_py.registry.application.paths import SERVICES_ROOT
 __all__ = ["registry_group"]
 
 
-@click.group("registry", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group("registry")
 def registry_group() -> None:
     """The registry itself."""
 

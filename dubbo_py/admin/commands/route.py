@@ -8,7 +8,7 @@ import click
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
-    SuggestingGroup,
+    command_group,
     emit_json,
     env_of,
     json_option,
@@ -21,7 +21,7 @@ from dubbo_py.errors import RuleError
 __all__ = ["route_group"]
 
 
-@click.group("route", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group("route")
 def route_group() -> None:
     """Try routing rules without a registry."""
 

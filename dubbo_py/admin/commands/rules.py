@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -17,8 +18,8 @@ from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
     CliEnv,
-    SuggestingGroup,
     attachment_pairs,
+    command_group,
     console,
     did_you_mean,
     emit_json,
@@ -151,7 +152,7 @@ def _report_write(
     click.echo(f"{done} {result.key}{restored} {preposition} {where} ({version}{seq})")
 
 
-@click.group("rules", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group("rules")
 def rules_group() -> None:
     """Config-center rule documents: condition, tag, script, shard rules and configurators.
 
@@ -536,26 +537,40 @@ def _dry_run_each(
     raise_failures(outcomes)
 
 
-def _flip(key: rules.RuleKey, enabled: bool, expect_version: int | None) -> None:
+def _write(key: str, done: str, write: Callable[[CliEnv], WriteResult]) -> None:
+    """Run ``write`` on the run's registry and report what it did; with several registries,
+    on each of them (one that fails does not stop the others)."""
     env = env_of()
+    if env.several:
+        report_writes(env, key, done, each_registry(env, write))
+        return
+    _report_write(write(env), done)
 
+
+def _key_write(name: str) -> Callable[[Callable[..., None]], click.Command]:
+    """Declare ``rules NAME KEY``, a versioned write of the rule at KEY (enable, disable,
+    delete): --expect-version pins the version, --operator names who is recorded."""
+
+    def declare(f: Callable[..., None]) -> click.Command:
+        f = json_option(f)
+        f = operator_option(f)
+        f = expect_version_option(f)
+        f = click.argument("key", type=RULE_KEY)(f)
+        return rules_group.command(name, context_settings=CONTEXT_SETTINGS)(f)
+
+    return declare
+
+
+def _flip(key: rules.RuleKey, enabled: bool, expect_version: int | None) -> None:
     def flip(child: CliEnv) -> WriteResult:
         if child.registry.get_config(key.key) is None:
             raise _missing_key(key.key, child)
         return child.rule_ops().set_enabled(key.key, enabled, expect_version=expect_version)
 
-    done = "enabled" if enabled else "disabled"
-    if env.several:
-        report_writes(env, key.key, done, each_registry(env, flip))
-        return
-    _report_write(flip(env), done)
+    _write(key.key, "enabled" if enabled else "disabled", flip)
 
 
-@rules_group.command("enable", context_settings=CONTEXT_SETTINGS)
-@click.argument("key", type=RULE_KEY)
-@expect_version_option
-@operator_option
-@json_option
+@_key_write("enable")
 def enable_rule(key: rules.RuleKey, expect_version: int | None) -> None:
     """Set 'enabled: true' in the rule at KEY (the rest of its text is kept).
 
@@ -566,11 +581,7 @@ def enable_rule(key: rules.RuleKey, expect_version: int | None) -> None:
     _flip(key, True, expect_version)
 
 
-@rules_group.command("disable", context_settings=CONTEXT_SETTINGS)
-@click.argument("key", type=RULE_KEY)
-@expect_version_option
-@operator_option
-@json_option
+@_key_write("disable")
 def disable_rule(key: rules.RuleKey, expect_version: int | None) -> None:
     """Set 'enabled: false' in the rule at KEY (the rest of its text is kept).
 
@@ -581,11 +592,7 @@ def disable_rule(key: rules.RuleKey, expect_version: int | None) -> None:
     _flip(key, False, expect_version)
 
 
-@rules_group.command("delete", context_settings=CONTEXT_SETTINGS)
-@click.argument("key", type=RULE_KEY)
-@expect_version_option
-@operator_option
-@json_option
+@_key_write("delete")
 def delete_rule(key: rules.RuleKey, expect_version: int | None) -> None:
     """Delete the rule at KEY (recorded in its history, so it can be rolled back).
 
@@ -593,17 +600,13 @@ def delete_rule(key: rules.RuleKey, expect_version: int | None) -> None:
     Examples:
       dubbo-py rules delete demo.Greeter:1.0.0:.condition-router
     """
-    env = env_of()
 
     def delete(child: CliEnv) -> WriteResult:
         if expect_version is None and child.registry.get_config(key.key) is None:
             raise _missing_key(key.key, child)
         return child.rule_ops().delete(key.key, expect_version=expect_version)
 
-    if env.several:
-        report_writes(env, key.key, "deleted", each_registry(env, delete))
-        return
-    _report_write(delete(env), "deleted")
+    _write(key.key, "deleted", delete)
 
 
 @rules_group.command("history", context_settings=CONTEXT_SETTINGS)
@@ -703,19 +706,15 @@ def rollback_rule(key: rules.RuleKey, to_seq: int | None, expect_version: int | 
       dubbo-py rules rollback demo.Greeter:1.0.0:.condition-router
       dubbo-py rules rollback demo.Greeter:1.0.0:.condition-router --to 0
     """
-    env = env_of()
-    if env.several:
-        if to_seq is not None:
-            raise click.UsageError(
-                "--to takes one --registry: each registry numbers its own history, so entry "
-                f"#{to_seq} is a different change in each (see 'rules history' with several "
-                "--registry); leave --to out to restore each registry's previous version"
-            )
-        outcomes = each_registry(
-            env,
-            lambda child: child.rule_ops().rollback(key.key, None, expect_version=expect_version),
+    if to_seq is not None and env_of().several:
+        raise click.UsageError(
+            "--to takes one --registry: each registry numbers its own history, so entry "
+            f"#{to_seq} is a different change in each (see 'rules history' with several "
+            "--registry); leave --to out to restore each registry's previous version"
         )
-        report_writes(env, key.key, "rolled back", outcomes)
-        return
-    result = env.rule_ops().rollback(key.key, to_seq, expect_version=expect_version)
-    _report_write(result, "rolled back")
+    # With several registries each one restores its own previous version (to_seq is None).
+    _write(
+        key.key,
+        "rolled back",
+        lambda child: child.rule_ops().rollback(key.key, to_seq, expect_version=expect_version),
+    )

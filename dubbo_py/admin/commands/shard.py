@@ -16,7 +16,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from dubbo_py.admin.common import CONTEXT_SETTINGS, SuggestingGroup, env_of
+from dubbo_py.admin.common import command_group, env_of
 from dubbo_py.router.shard.plan import SplitPlan, plan_split
 from dubbo_py.router.shard.schemes import Layout, LayoutError, Location, Scheme, make_layout
 
@@ -30,7 +30,7 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-@click.group(cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group()
 def shard() -> None:
     """Shard routing tools: where keys live, and how a split moves them (offline: no
     registry is read)."""

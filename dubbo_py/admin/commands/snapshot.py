@@ -16,17 +16,16 @@ import click
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
-    SuggestingGroup,
+    command_group,
     emit_json,
     env_of,
     json_option,
     print_table,
 )
-from dubbo_py.admin.top import Endpoint, discover, fetch_json
-from dubbo_py.qos.client import QosUnreachableError
+from dubbo_py.admin.top import Endpoint, discover, fetch_each
 from dubbo_py.registry import layout
 
-__all__ = ["consumers_of", "snapshot_group"]
+__all__ = ["consumers_of", "snapshot_group", "warn_unreachable"]
 
 _APPLICATION = click.option(
     "--application", "application", default=None, help="Only the consumers of this application."
@@ -75,39 +74,47 @@ def _each(
 ) -> tuple[list[Any], list[dict[str, str]]]:
     """GET ``path`` of every consumer's QoS port; (what ``read`` makes of each answer, the
     consumers that did not answer)."""
-    results: list[Any] = []
-    failures: list[dict[str, str]] = []
-    for endpoint in consumers_of(service, application):
-        try:
-            answer = fetch_json(endpoint, path, env_of().timeout)
-        except QosUnreachableError as exc:
-            failures.append(
-                {"application": endpoint.application, "qos": endpoint.address, "error": str(exc)}
-            )
-            continue
-        results.append(read(endpoint, answer))
-    return results, failures
+    answers, failures = fetch_each(consumers_of(service, application), path, env_of().timeout)
+    return [read(endpoint, answer) for endpoint, answer in answers], failures
 
 
-def _finish(payload: dict[str, Any], failures: list[dict[str, str]], any_answer: bool) -> None:
-    """Print the unreachable consumers; exit 1 when none answered."""
+def warn_unreachable(
+    payload: dict[str, Any],
+    failures: list[dict[str, str]],
+    any_answer: bool,
+    who: str = "consumer",
+) -> None:
+    """Print the applications (``who``) that did not answer; exit 1 when none answered."""
     for failure in failures:
         click.echo(
             f"warning: {failure['application']} ({failure['qos']}): {failure['error']}", err=True
         )
     if not any_answer and failures:
         raise AdminError(
-            "no consumer's QoS port answered", reason="unreachable", payload=payload, printed=True
+            f"no {who}'s QoS port answered", reason="unreachable", payload=payload, printed=True
         )
 
 
-@click.group("snapshot", cls=SuggestingGroup, context_settings=CONTEXT_SETTINGS)
+@command_group("snapshot")
 def snapshot_group() -> None:
     """Router snapshots of live consumers: how their last calls were routed, and why.
 
     SERVICE is a service name (demo.Greeter), a service key (demo.Greeter:1.0.0) or a regular
     expression matching them in full. The consumers are those registered with a QoS port.
     """
+
+
+def _service_command(name: str) -> Callable[[Callable[..., None]], click.Command]:
+    """Declare ``snapshot NAME SERVICE [--application APP]``, a command on the consumers of
+    SERVICE."""
+
+    def declare(f: Callable[..., None]) -> click.Command:
+        f = json_option(f)
+        f = _APPLICATION(f)
+        f = click.argument("service")(f)
+        return snapshot_group.command(name, context_settings=CONTEXT_SETTINGS)(f)
+
+    return declare
 
 
 def _switch(command: str, service: str, application: str | None) -> None:
@@ -131,13 +138,10 @@ def _switch(command: str, service: str, application: str | None) -> None:
             ["APPLICATION", "QOS", "SERVICES SWITCHED"],
             ([r["application"], r["qos"], ", ".join(r["services"]) or "-"] for r in rows),
         )
-    _finish(payload, failures, bool(rows))
+    warn_unreachable(payload, failures, bool(rows))
 
 
-@snapshot_group.command("enable", context_settings=CONTEXT_SETTINGS)
-@click.argument("service")
-@_APPLICATION
-@json_option
+@_service_command("enable")
 def enable(service: str, application: str | None) -> None:
     """Start recording how the consumers of SERVICE route each call (costs a little per call
     while on; `dubbo-py snapshot disable` stops it).
@@ -150,10 +154,7 @@ def enable(service: str, application: str | None) -> None:
     _switch("enableRouterSnapshot", service, application)
 
 
-@snapshot_group.command("disable", context_settings=CONTEXT_SETTINGS)
-@click.argument("service")
-@_APPLICATION
-@json_option
+@_service_command("disable")
 def disable(service: str, application: str | None) -> None:
     """Stop recording the calls of SERVICE (what was recorded stays readable).
 
@@ -164,10 +165,7 @@ def disable(service: str, application: str | None) -> None:
     _switch("disableRouterSnapshot", service, application)
 
 
-@snapshot_group.command("show", context_settings=CONTEXT_SETTINGS)
-@click.argument("service")
-@_APPLICATION
-@json_option
+@_service_command("show")
 def show(service: str, application: str | None) -> None:
     """The router chain in force on each consumer of SERVICE: each router's priority, rule
     and version, and the providers it keeps out of the full list (per method, for a call
@@ -211,13 +209,10 @@ def show(service: str, application: str | None) -> None:
                         for r in ref["routers"]
                     ),
                 )
-    _finish(payload, failures, bool(rows))
+    warn_unreachable(payload, failures, bool(rows))
 
 
-@snapshot_group.command("recent", context_settings=CONTEXT_SETTINGS)
-@click.argument("service")
-@_APPLICATION
-@json_option
+@_service_command("recent")
 def recent(service: str, application: str | None) -> None:
     """The last calls the consumers of SERVICE recorded (after `dubbo-py snapshot enable`):
     the call's attachments and arguments, each router's providers in and out, then the
@@ -252,7 +247,7 @@ def recent(service: str, application: str | None) -> None:
             click.echo("no call recorded (is it enabled? dubbo-py snapshot enable SERVICE)")
         for call in calls:
             _print_call(call)
-    _finish(payload, failures, bool(answers))
+    warn_unreachable(payload, failures, bool(answers))
 
 
 def _print_call(call: dict[str, Any]) -> None:

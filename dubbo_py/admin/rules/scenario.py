@@ -253,6 +253,18 @@ class _Reader:
                     key_node(node, key),
                 )
 
+    def items(
+        self, raw: Any, node: yaml.Node | None, not_a_list: str
+    ) -> list[tuple[Any, yaml.Node | None]]:
+        """The items of a list field (null: none), each with its node (the list's when it has
+        none of its own); the error ``not_a_list`` when the field is not a list."""
+        if raw is None:
+            return []
+        if not isinstance(raw, list):
+            raise self.error(not_a_list, node)
+        nodes = list(node.value) if isinstance(node, yaml.SequenceNode) else []
+        return [(item, nodes[i] if i < len(nodes) else node) for i, item in enumerate(raw)]
+
     def url(self, value: Any, node: yaml.Node | None, what: str) -> URL:
         if not isinstance(value, str) or not value.strip():
             raise self.error(f"{what} must be a URL string", node)
@@ -277,12 +289,6 @@ class _Reader:
         return self.error(reason + where, node)
 
 
-def _items(node: yaml.Node | None) -> list[yaml.Node | None]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []
-
-
 def _scalar_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -305,17 +311,14 @@ def load(text: str, source: str = "scenario") -> Scenario:
 
     if "providers" not in data:
         raise reader.error("the scenario needs a 'providers' list (provider URLs)", root)
-    providers_node = value_node(root, "providers")
-    raw_providers = data["providers"]
-    if raw_providers is None:
-        raw_providers = []
-    if not isinstance(raw_providers, list):
-        raise reader.error("providers must be a list of provider URLs", providers_node)
-    nodes = _items(providers_node)
+    providers = reader.items(
+        data["providers"],
+        value_node(root, "providers"),
+        "providers must be a list of provider URLs",
+    )
     written: list[str] = []
     urls: list[URL] = []
-    for i, value in enumerate(raw_providers):
-        node = nodes[i] if i < len(nodes) else providers_node
+    for i, (value, node) in enumerate(providers):
         urls.append(reader.url(value, node, f"providers[{i}]"))
         written.append(str(value).strip())
 
@@ -381,17 +384,11 @@ def _invocation(reader: _Reader, consumer: URL, raw: Any, root: yaml.Node) -> In
 def _rules(
     reader: _Reader, consumer: URL, raw: Any, root: yaml.Node
 ) -> tuple[list[Router], list[URL], dict[str, str]]:
-    node = value_node(root, "rules")
-    if raw is None:
-        raw = []
-    if not isinstance(raw, list):
-        raise reader.error("rules must be a list", node)
-    nodes = _items(node)
+    items = reader.items(raw, value_node(root, "rules"), "rules must be a list")
     routers: list[Router] = []
     cfg_urls: list[URL] = []
     cfg_docs: dict[str, str] = {}
-    for i, rule in enumerate(raw):
-        rule_node = nodes[i] if i < len(nodes) else node
+    for i, (rule, rule_node) in enumerate(items):
         what = f"rules[{i}]"
         if not isinstance(rule, dict):
             raise reader.error(f"{what} must be a mapping with condition, url or config", rule_node)
