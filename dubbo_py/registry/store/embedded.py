@@ -40,7 +40,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
-from dubbo_py.registry.store._paths import ancestors, name_of, parent_of, validate_path
+from dubbo_py.registry.store._paths import (
+    ancestors,
+    name_of,
+    parent_of,
+    validate_deletable_path,
+    validate_new_path,
+    validate_path,
+)
 from dubbo_py.registry.store._watch import (
     ChildrenState,
     DataState,
@@ -290,9 +297,7 @@ class EmbeddedStore:
     ) -> None:
         """Create a node (see :class:`~dubbo_py.registry.store.base.Store`). ``protected`` has no
         effect here: who may write the embedded registry is who may write its file."""
-        validate_path(path)
-        if path == "/":
-            raise NodeExistsError(f"node / already exists in {self.address}")
+        validate_new_path(path, self.address)
         with self._connection(path, write=True) as conn:
             if self._row(conn, path) is not None:
                 raise NodeExistsError(f"node {path} already exists in {self.address}")
@@ -370,9 +375,7 @@ class EmbeddedStore:
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
         """Delete the node (and its subtree when ``recursive``), atomically."""
-        validate_path(path)
-        if path == "/":
-            raise StoreError(f"cannot delete the root of {self.address}")
+        validate_deletable_path(path, self.address)
         with self._connection(path, write=True) as conn:
             self._checked_version(conn, path, version)
             # Every descendant's path lies in [path + "/", path + "0"): "0" follows "/".
