@@ -49,7 +49,7 @@ DEFAULT_GROUP = "dubbo"
 class RegistryParameter:
     """One registry URL parameter Dubbo reads, and dubbo-py's meaning for it."""
 
-    #: The name as Dubbo writes it.
+    #: The name as Dubbo (for a tls option, dubbo-py) writes it.
     name: str
     #: ``"setting"`` (a RegistryConfig field), ``"connection"`` (the store), ``"protection"``
     #: (the consumers' empty protection), ``"tls"`` (a store option of ``etcds://``:
