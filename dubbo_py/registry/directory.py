@@ -13,13 +13,13 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from dubbo_py.errors import RuleError
 from dubbo_py.registry import layout, rule_kinds
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.empty_protection import EmptyProtection
 from dubbo_py.registry.first_reads import FirstReads
 from dubbo_py.registry.matching import ProviderFilter
-from dubbo_py.registry.provider_list import Configure, ProviderList
+from dubbo_py.registry.overrides import Configure, Validate, document_valid
+from dubbo_py.registry.provider_list import ProviderList
 from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.rule_kinds import WatchedKey
 from dubbo_py.registry.store.base import Cancel
@@ -130,7 +130,7 @@ class RegistryDirectory:
         assemble: Callable[[list[Router]], list[Router]] = list,
         configure: Configure = _no_overrides,
         configure_consumer: ConfigureConsumer | None = None,
-        validate_configurators: Callable[[str, str], object] | None = None,
+        validate_configurators: Validate | None = None,
         cache: NotifyCache | None = None,
         static_providers: Iterable[URL] = (),
         subscribe: Subscribe | None = None,
@@ -298,27 +298,13 @@ class RegistryDirectory:
             if watched.kind.overrides:
                 if text is None:
                     self._configurator_docs.pop(key, None)
-                elif self._configurators_valid(key, text):
+                elif document_valid(self._validate_configurators, key, text, log):
                     self._configurator_docs[key] = text
                 else:
                     return
                 self._rebuild(providers_changed=True)
             elif self._rulebook.set_document(layout.config_path(key), text, watched.compile):
                 self._rebuild()
-
-    def _configurators_valid(self, key: str, text: str) -> bool:
-        if self._validate_configurators is None:
-            return True
-        try:
-            self._validate_configurators(text, layout.config_path(key))
-        except RuleError as exc:
-            log.error(
-                "invalid override rule at %s: %s (previous overrides stay in force)",
-                layout.config_path(key),
-                exc,
-            )
-            return False
-        return True
 
     def _watch_provider_apps(self, providers: list[URL]) -> None:
         # Distinct applications first: a fleet has thousands of providers and a few apps.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from dubbo_py.url import URL
 
@@ -133,14 +133,8 @@ class ProviderFilter:
     def select_pairs(self, raw: Iterable[URL]) -> list[tuple[URL, URL]]:
         """``(registered URL, provider to use)`` for each URL of ``raw`` this consumer may
         call, in the order given (what :meth:`select` returns, with where each came from)."""
-        previous = self._verdicts
         verdicts: dict[URL, URL | None] = {}
-        out: list[tuple[URL, URL]] = []
-        for url in raw:
-            verdict = previous[url] if url in previous else self._judge(url)
-            verdicts[url] = verdict
-            if verdict is not None:
-                out.append((url, verdict))
+        out = self._judge_all(raw, self._verdicts, verdicts)
         self._verdicts = verdicts
         self._forget_reports()
         return out
@@ -151,13 +145,24 @@ class ProviderFilter:
         verdicts = self._verdicts
         for url in left:
             verdicts.pop(url, None)
+        out = self._judge_all(arrived, verdicts, verdicts)
+        self._forget_reports()
+        return out
+
+    def _judge_all(
+        self,
+        urls: Iterable[URL],
+        known: Mapping[URL, URL | None],
+        verdicts: dict[URL, URL | None],
+    ) -> list[tuple[URL, URL]]:
+        """The ``(URL, provider to use)`` pairs of ``urls``, each verdict taken from ``known``
+        or judged, and recorded in ``verdicts``."""
         out: list[tuple[URL, URL]] = []
-        for url in arrived:
-            verdict = verdicts[url] if url in verdicts else self._judge(url)
+        for url in urls:
+            verdict = known[url] if url in known else self._judge(url)
             verdicts[url] = verdict
             if verdict is not None:
                 out.append((url, verdict))
-        self._forget_reports()
         return out
 
     def _forget_reports(self) -> None:

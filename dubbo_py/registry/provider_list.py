@@ -18,19 +18,15 @@ provider reached from two registered URLs.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dubbo_py.registry.matching import ProviderFilter, is_usable
+from dubbo_py.registry.overrides import Configure
 from dubbo_py.router.snapshot import PATCH_LIMIT, Delta
 from dubbo_py.url import URL
 
-__all__ = ["Configure", "ProviderList", "Update"]
-
-#: Applies override rules: (providers, configurator URLs, configurator documents) -> providers,
-#: one for each provider given, in the same order, each depending only on that provider and
-#: the rules (the shortcut applies it to the providers that arrived only).
-Configure = Callable[[list[URL], list[URL], Mapping[str, str]], list[URL]]
+__all__ = ["ProviderList", "Update"]
 
 
 def _full_string(url: URL) -> str:

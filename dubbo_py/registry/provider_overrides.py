@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from dubbo_py.errors import StoreError
 from dubbo_py.registry import layout
 from dubbo_py.registry.first_reads import FirstReads
+from dubbo_py.registry.overrides import Configure, Validate, document_valid
 from dubbo_py.registry.registry import Registry, is_empty
 from dubbo_py.registry.store.base import Cancel
 from dubbo_py.url import URL
@@ -31,11 +32,6 @@ log = logging.getLogger(__name__)
 
 #: Seconds a provider waits for its override rules before registering without the unread ones.
 RULES_WAIT = 3.0
-
-#: (providers, configurator URLs, configurator documents) -> providers with overrides applied.
-Configure = Callable[[list[URL], list[URL], Mapping[str, str]], list[URL]]
-#: Raises :class:`~dubbo_py.router.base.RuleError`-like ValueError for a document to refuse.
-Validate = Callable[[str, str], object]
 
 _CATEGORY = "/" + layout.CONFIGURATORS
 
@@ -102,27 +98,12 @@ class _Export:
             with self._lock:
                 if text is None:
                     self._documents.pop(key, None)
-                elif self._valid(key, text):
+                elif document_valid(self.owner.validate, key, text, log):
                     self._documents[key] = text
                 self._refresh()
             self._reads.read(key)
 
         return on_document
-
-    def _valid(self, key: str, text: str) -> bool:
-        validate = self.owner.validate
-        if validate is None:
-            return True
-        try:
-            validate(text, layout.config_path(key))
-        except ValueError as exc:
-            log.error(
-                "invalid override rule at %s: %s (previous overrides stay in force)",
-                layout.config_path(key),
-                exc,
-            )
-            return False
-        return True
 
     def _on_category(self, _category: str, urls: list[URL]) -> None:
         with self._lock:

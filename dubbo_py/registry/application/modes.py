@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Mapping
+from typing import TypeVar
 
 from dubbo_py.registry import layout
 from dubbo_py.registry.application.publisher import InstancePublisher
@@ -81,38 +82,43 @@ class MigrationStep(enum.Enum):
             raise ValueError(f"{where}: {text!r} is not a migration step ({names})") from None
 
 
-def _from_env(names: tuple[str, ...], environ: Mapping[str, str] | None) -> tuple[str, str] | None:
+_Level = TypeVar("_Level", RegisterMode, MigrationStep)
+
+
+def _resolve(
+    kind: type[_Level],
+    given: str | _Level | None,
+    env_names: tuple[str, ...],
+    default: _Level,
+    environ: Mapping[str, str] | None,
+) -> _Level:
+    """``given`` (code or file), else the first of ``env_names`` set, else ``default``."""
+    if isinstance(given, str):
+        if given:
+            return kind.parse(given)
+    elif given is not None:
+        return given
     env = os.environ if environ is None else environ
-    for name in names:
+    for name in env_names:
         value = env.get(name, "").strip()
         if value:
-            return name, value
-    return None
+            return kind.parse(value, f"${name}")
+    return default
 
 
 def resolve_register_mode(
     given: str | RegisterMode | None, environ: Mapping[str, str] | None = None
 ) -> RegisterMode:
     """The register mode: ``given`` (code or file), else the environment, else ``all``."""
-    if isinstance(given, RegisterMode):
-        return given
-    if given:
-        return RegisterMode.parse(given)
-    found = _from_env(REGISTER_MODE_ENV, environ)
-    return RegisterMode.parse(found[1], f"${found[0]}") if found else RegisterMode.ALL
+    return _resolve(RegisterMode, given, REGISTER_MODE_ENV, RegisterMode.ALL, environ)
 
 
 def resolve_migration_step(
     given: str | MigrationStep | None, environ: Mapping[str, str] | None = None
 ) -> MigrationStep:
     """The consumer's step: ``given``, else the environment, else ``APPLICATION_FIRST``."""
-    if isinstance(given, MigrationStep):
-        return given
-    if given:
-        return MigrationStep.parse(given)
-    found = _from_env(MIGRATION_STEP_ENV, environ)
-    return (
-        MigrationStep.parse(found[1], f"${found[0]}") if found else MigrationStep.APPLICATION_FIRST
+    return _resolve(
+        MigrationStep, given, MIGRATION_STEP_ENV, MigrationStep.APPLICATION_FIRST, environ
     )
 
 

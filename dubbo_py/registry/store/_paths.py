@@ -1,10 +1,19 @@
-"""Node paths as both stores accept them: ZooKeeper's rules (``PathUtils.validatePath``)."""
+"""Node paths as every store accepts them: ZooKeeper's rules (``PathUtils.validatePath``), and
+the root, which every store has and none deletes."""
 
 from __future__ import annotations
 
-from dubbo_py.errors import StoreError
+from dubbo_py.errors import NodeExistsError, StoreError
 
-__all__ = ["ancestors", "child_path", "name_of", "parent_of", "validate_path"]
+__all__ = [
+    "ancestors",
+    "child_path",
+    "name_of",
+    "parent_of",
+    "validate_deletable_path",
+    "validate_new_path",
+    "validate_path",
+]
 
 
 def validate_path(path: str) -> str:
@@ -26,6 +35,20 @@ def validate_path(path: str) -> str:
             raise StoreError(f"invalid node path {path!r}: relative segment {segment!r}")
         if any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in segment):
             raise StoreError(f"invalid node path {path!r}: control character")
+    return path
+
+
+def validate_new_path(path: str, address: str) -> str:
+    """:func:`validate_path` for a node to create: :class:`NodeExistsError` for the root."""
+    if validate_path(path) == "/":
+        raise NodeExistsError(f"node / already exists in {address}")
+    return path
+
+
+def validate_deletable_path(path: str, address: str) -> str:
+    """:func:`validate_path` for a node to delete: :class:`StoreError` for the root."""
+    if validate_path(path) == "/":
+        raise StoreError(f"cannot delete the root of {address}")
     return path
 
 

@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from dubbo_py.registry.store.base import SessionState
 
-__all__ = ["ChildrenState", "DataState", "Dispatcher", "SessionListeners", "Watch"]
+__all__ = ["ChildrenState", "DataState", "Dispatcher", "SessionListeners", "Watch", "WatchSet"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,42 @@ class Watch(Generic[S]):
         thread that is cancelling its watch)."""
         with self._lock:
             self._cancelled = True
+
+
+class WatchSet(Generic[S]):
+    """The watches of one node and kind in a store, which reads the node once per change for
+    all of them and offers each of them the state (a watch reports only what differs from its
+    last). :meth:`add` and :meth:`remove` are called under the store's lock; the set is
+    replaced whole on every change, so the store's thread iterates it without a lock."""
+
+    def __init__(self) -> None:
+        self._watches: tuple[Watch[S], ...] = ()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: events and reads still in flight are ignored."""
+        return self._closed
+
+    def add(self, watch: Watch[S]) -> None:
+        """Add a watch."""
+        self._watches = (*self._watches, watch)
+
+    def remove(self, watch: Watch[S]) -> bool:
+        """Remove a watch; True when none is left."""
+        self._watches = tuple(w for w in self._watches if w is not watch)
+        return not self._watches
+
+    def offer(self, state: S) -> None:
+        """Offer ``state`` to every watch."""
+        for watch in self._watches:
+            watch.offer(state)
+
+    def close(self) -> None:
+        """Cancel every watch and stop offering."""
+        self._closed = True
+        for watch in self._watches:
+            watch.cancel()
 
 
 class SessionListeners:

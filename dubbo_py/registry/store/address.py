@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -145,31 +145,7 @@ def _with_setting(
 ) -> AddressParameters:
     if any(k == name for k, _ in parameters.settings):
         raise RegistryAddressError(f"{text!r}: {name} is given twice")
-    return AddressParameters(
-        (*parameters.settings, (name, value)),
-        parameters.backup,
-        parameters.connect_timeout,
-        parameters.session_timeout,
-        parameters.empty_protection,
-    )
-
-
-def _check_options(text: str, query: str, known: frozenset[str]) -> tuple[tuple[str, str], ...]:
-    options: dict[str, str] = {}
-    for pair in query.split("&"):
-        if not pair:
-            continue
-        name, sep, value = pair.partition("=")
-        if name not in known:
-            takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
-            hint = " (TLS options need etcds://)" if name in STORES["etcds"].options else ""
-            raise RegistryAddressError(f"{text!r}: unknown option {name!r}; {takes}{hint}")
-        if not sep or not value:
-            raise RegistryAddressError(f"{text!r}: option {name!r} needs a value ({name}=...)")
-        if name in options:
-            raise RegistryAddressError(f"{text!r}: option {name!r} given twice")
-        options[name] = value
-    return tuple(sorted(options.items()))
+    return replace(parameters, settings=(*parameters.settings, (name, value)))
 
 
 def parse_registry_address(text: str | None = None) -> RegistryAddress:
@@ -190,19 +166,11 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
     if kind is not None and kind.default_port is not None:
         hosts, slash, chroot = rest.partition("/")
         chroot = f"/{chroot.strip('/')}" if slash and chroot.strip("/") else ""
-        tls_pairs: list[str] = []
-        others: list[str] = []
-        for pair in query.split("&") if question else ():
-            name = pair.partition("=")[0]
-            if name in kind.options:
-                tls_pairs.append(pair)
-            elif name in STORES["etcds"].options:
-                raise RegistryAddressError(
-                    f"{text!r}: option {name!r} is a TLS option: it needs etcds://"
-                )
-            else:
-                others.append(pair)
-        parameters = read_parameters("&".join(others), text, networked=True) if others else _NONE
+        parameters = (
+            read_parameters(query, text, networked=True, options=kind.options)
+            if question
+            else _NONE
+        )
         identity, at, hosts = hosts.rpartition("@")
         if at:
             user, colon, _ = identity.partition(":")
@@ -212,8 +180,7 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
         if parameters.backup:
             hosts = ",".join((hosts, *parameters.backup))
         location = _check_hosts(text, hosts, kind.default_port)
-        options = _check_options(text, "&".join(tls_pairs), kind.options)
-        return RegistryAddress(kind.scheme, location, chroot, parameters, options)
+        return RegistryAddress(kind.scheme, location, chroot, parameters, parameters.options)
     if scheme == "sqlite":
         if not rest.startswith("/"):
             raise RegistryAddressError(f"{text!r}: the embedded registry needs an absolute path")

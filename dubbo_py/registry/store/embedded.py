@@ -40,7 +40,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
-from dubbo_py.registry.store._paths import ancestors, name_of, parent_of, validate_path
+from dubbo_py.registry.store._paths import (
+    ancestors,
+    name_of,
+    parent_of,
+    validate_deletable_path,
+    validate_new_path,
+    validate_path,
+)
 from dubbo_py.registry.store._watch import (
     ChildrenState,
     DataState,
@@ -290,10 +297,8 @@ class EmbeddedStore:
     ) -> None:
         """Create a node (see :class:`~dubbo_py.registry.store.base.Store`). ``protected`` has no
         effect here: who may write the embedded registry is who may write its file."""
-        validate_path(path)
-        if path == "/":
-            raise NodeExistsError(f"node / already exists in {self.address}")
-        with self._write(path) as conn:
+        validate_new_path(path, self.address)
+        with self._connection(path, write=True) as conn:
             if self._row(conn, path) is not None:
                 raise NodeExistsError(f"node {path} already exists in {self.address}")
             parent = parent_of(path)
@@ -329,7 +334,7 @@ class EmbeddedStore:
         validate_path(path)
         if path == "/":
             return
-        with self._write(path) as conn:
+        with self._connection(path, write=True) as conn:
             created = False
             for node in [*ancestors(path), path]:
                 row = self._row(conn, node)
@@ -344,13 +349,13 @@ class EmbeddedStore:
     def exists(self, path: str) -> bool:
         """Whether the node exists."""
         validate_path(path)
-        with self._read(path) as conn:
+        with self._connection(path, write=False) as conn:
             return self._row(conn, path) is not None
 
     def get(self, path: str) -> tuple[bytes, int]:
         """The node's data and version."""
         validate_path(path)
-        with self._read(path) as conn:
+        with self._connection(path, write=False) as conn:
             row = self._row(conn, path)
         if row is None:
             raise NoNodeError(f"no node {path} in {self.address}")
@@ -359,7 +364,7 @@ class EmbeddedStore:
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         """Replace the data if the version matches; returns the new version."""
         validate_path(path)
-        with self._write(path) as conn:
+        with self._connection(path, write=True) as conn:
             current = self._checked_version(conn, path, version)
             conn.execute(
                 "UPDATE nodes SET data = ?, version = ? WHERE path = ?",
@@ -370,10 +375,8 @@ class EmbeddedStore:
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
         """Delete the node (and its subtree when ``recursive``), atomically."""
-        validate_path(path)
-        if path == "/":
-            raise StoreError(f"cannot delete the root of {self.address}")
-        with self._write(path) as conn:
+        validate_deletable_path(path, self.address)
+        with self._connection(path, write=True) as conn:
             self._checked_version(conn, path, version)
             # Every descendant's path lies in [path + "/", path + "0"): "0" follows "/".
             below = (path + "/", path + "0")
@@ -387,7 +390,7 @@ class EmbeddedStore:
     def children(self, path: str) -> list[str]:
         """The sorted names of the node's children."""
         validate_path(path)
-        with self._read(path) as conn:
+        with self._connection(path, write=False) as conn:
             names = self._children(conn, path)
         if names is None:
             raise NoNodeError(f"no node {path} in {self.address}")
@@ -494,7 +497,7 @@ class EmbeddedStore:
         read_once: dict[tuple[str, str], object] = {}
         generation = self._generation
         try:
-            with self._read("/") as conn:
+            with self._connection("/", write=False) as conn:
                 for watch, (key, read) in watches:
                     if not watch.cancelled:
                         if key not in read_once:
@@ -689,7 +692,7 @@ class EmbeddedStore:
     def _new_session(self) -> None:
         self._session = uuid.uuid4().hex
         now = time.time()
-        with self._write("/") as conn:
+        with self._connection("/", write=True) as conn:
             conn.execute(
                 "INSERT INTO sessions (id, expires, pid, host) VALUES (?, ?, ?, ?)",
                 (self._session, now + self._lease, os.getpid(), socket.gethostname()),
@@ -699,7 +702,7 @@ class EmbeddedStore:
 
     def _renew_quietly(self) -> bool:
         """Renew this session if the file holds it; never calls it damage."""
-        with self._write("/") as conn:
+        with self._connection("/", write=True) as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET expires = ? WHERE id = ?",
                 (time.time() + self._lease, self._session),
@@ -712,7 +715,7 @@ class EmbeddedStore:
     def _renew(self) -> bool:
         """Extend this session's lease; False if it is gone (expired and reaped)."""
         now = time.time()
-        with self._write("/") as conn:
+        with self._connection("/", write=True) as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET expires = ? WHERE id = ?",
                 (now + self._lease, self._session),
@@ -727,7 +730,7 @@ class EmbeddedStore:
 
     def _reap(self) -> None:
         """Delete expired sessions and every ephemeral node whose session is gone."""
-        with self._write("/") as conn:
+        with self._connection("/", write=True) as conn:
             conn.execute("DELETE FROM sessions WHERE expires < ?", (time.time(),))
             removed = conn.execute(
                 "DELETE FROM nodes WHERE owner IS NOT NULL "
@@ -814,17 +817,11 @@ class EmbeddedStore:
         return self._conn
 
     @contextmanager
-    def _write(self, path: str) -> Iterator[sqlite3.Connection]:
+    def _connection(self, path: str, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """The open connection, held under the lock, in a transaction about ``path``."""
         with self._lock:
             conn = self._require(path)
-            with self._transaction(conn, path, write=True):
-                yield conn
-
-    @contextmanager
-    def _read(self, path: str) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self._require(path)
-            with self._transaction(conn, path, write=False):
+            with self._transaction(conn, path, write=write):
                 yield conn
 
     @contextmanager

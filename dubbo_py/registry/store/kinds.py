@@ -42,9 +42,8 @@ STORES: Mapping[str, StoreKind] = MappingProxyType(
         for kind in (
             StoreKind("zookeeper", "dubbo_py.registry.store.zookeeper:ZooKeeperStore", 2181),
             StoreKind("etcd", "dubbo_py.registry.store.etcd.store:EtcdStore", 2379),
-            # etcd over TLS: ``ca`` (the CA that signed etcd's certificate; the system's roots
-            # without it), ``cert`` and ``key`` (a client certificate, for etcd's
-            # --client-cert-auth).
+            # etcd over TLS: its options are the "tls" rows of the parameter table
+            # (dubbo_py/registry/store/parameters.py).
             StoreKind(
                 "etcds",
                 "dubbo_py.registry.store.etcd.store:EtcdStore",

@@ -3,7 +3,7 @@
 A Dubbo estate writes its registries as URLs whose parameters say how the registry is used
 (Dubbo 3.3's ``RegistryConfig``, read by ``ZookeeperRegistry``, ``AbstractRegistry`` and
 ``ZoneAwareClusterInvoker``). :data:`REGISTRY_PARAMETERS` is the one table of every name Dubbo
-reads there and what dubbo-py does with it:
+reads there, and of dubbo-py's own store options, with what dubbo-py does with each:
 
 * **settings** (``zone``, ``weight``, ``preferred``, ``register``, ``subscribe``,
   ``register-mode``) become the registry's :class:`~dubbo_py.config.model.RegistryConfig`
@@ -13,7 +13,9 @@ reads there and what dubbo-py does with it:
   do what they ask (a ``group`` other than Dubbo's default root);
 * **ignored** ones (Dubbo options with no meaning in dubbo-py: ``check``, ``file``, ...) are
   accepted and logged once by name, with the reason;
-* a name Dubbo does not know either is refused, naming it and the address.
+* **tls** options (``ca``, ``cert``, ``key``: dubbo-py's own, not Dubbo's) name the files of
+  an ``etcds://`` address, and are refused on any other;
+* a name neither Dubbo nor dubbo-py knows is refused, naming it and the address.
 
 Dubbo spells a multi-word key both with dashes and dots (``register-mode``,
 ``registry.weight``); both are read.
@@ -47,12 +49,14 @@ DEFAULT_GROUP = "dubbo"
 class RegistryParameter:
     """One registry URL parameter Dubbo reads, and dubbo-py's meaning for it."""
 
-    #: The name as Dubbo writes it.
+    #: The name as Dubbo (for a tls option, dubbo-py) writes it.
     name: str
     #: ``"setting"`` (a RegistryConfig field), ``"connection"`` (the store), ``"protection"``
-    #: (the consumers' empty protection) or ``"ignored"``.
+    #: (the consumers' empty protection), ``"tls"`` (a store option of ``etcds://``:
+    #: :attr:`~dubbo_py.registry.store.kinds.StoreKind.options`) or ``"ignored"``.
     use: str
-    #: The RegistryConfig field or the connection attribute it sets; for ignored ones, why.
+    #: The RegistryConfig field or the connection attribute it sets; for tls ones, the file;
+    #: for ignored ones, why.
     meaning: str
 
 
@@ -77,6 +81,11 @@ def _table() -> Mapping[str, RegistryParameter]:
             "protection",
             "keep providers that still answer when the registry loses them (docs/registry.md)",
         ),
+        # etcd over TLS: the system's roots are trusted without ``ca``; ``cert`` and ``key``
+        # are for etcd's --client-cert-auth.
+        RegistryParameter("ca", "tls", "the CA that signed etcd's certificate"),
+        RegistryParameter("cert", "tls", "a client certificate"),
+        RegistryParameter("key", "tls", "the client certificate's private key"),
     ]
     ignored = {
         "check": "dubbo-py never fails startup on a registry that does not answer: it retries "
@@ -126,6 +135,8 @@ class AddressParameters:
     session_timeout: float | None = None
     #: ``enable-empty-protection``; None when not given.
     empty_protection: bool | None = None
+    #: The store's ``tls`` options and their values, sorted by name.
+    options: tuple[tuple[str, str], ...] = ()
 
 
 def _boolean(name: str, value: str, text: str) -> bool:
@@ -164,12 +175,16 @@ def _setting(field: str, name: str, value: str, text: str) -> object:
     return _boolean(name, value, text)
 
 
-def read_parameters(query: str, text: str, *, networked: bool) -> AddressParameters:
-    """Read the part after ``?`` of the address ``text`` (see the module docstring):
-    RegistryAddressError naming the parameter and the address for an unknown name, a bad
-    value, a name given twice or a connection parameter of a store that is not a server."""
+def read_parameters(
+    query: str, text: str, *, networked: bool, options: frozenset[str] = frozenset()
+) -> AddressParameters:
+    """Read the part after ``?`` of the address ``text`` (see the module docstring), for a
+    store that takes the tls ``options`` named: RegistryAddressError naming the parameter and
+    the address for an unknown name, a bad value, a name given twice, a connection parameter
+    of a store that is not a server or a tls option of a store that does not take it."""
     settings: dict[str, object] = {}
     seen: dict[str, str] = {}
+    tls: dict[str, str] = {}
     backup: tuple[str, ...] = ()
     connect: float | None = None
     session: float | None = None
@@ -185,6 +200,17 @@ def read_parameters(query: str, text: str, *, networked: bool) -> AddressParamet
                 f"{text!r}: unknown registry parameter {name!r} (Dubbo's registry parameters: "
                 "docs/registry.md, Registry URL parameters)"
             )
+        if row.use == "tls":
+            if name not in options:
+                raise RegistryAddressError(
+                    f"{text!r}: option {name!r} is a TLS option: it needs etcds://"
+                )
+            if not value:
+                raise RegistryAddressError(f"{text!r}: option {name!r} needs a value ({name}=...)")
+            if name in tls:
+                raise RegistryAddressError(f"{text!r}: option {name!r} given twice")
+            tls[name] = value
+            continue
         if not sep and row.use != "ignored":
             raise RegistryAddressError(f"{text!r}: parameter {name!r} needs a value ({name}=...)")
         key = row.meaning if row.use == "setting" else name
@@ -215,7 +241,9 @@ def read_parameters(query: str, text: str, *, networked: bool) -> AddressParamet
                 f"dubbo-py reads and writes Dubbo's default root /{DEFAULT_GROUP} (a chroot, "
                 f"zookeeper://host:port/path, puts /{DEFAULT_GROUP} under /path)"
             )
-    return AddressParameters(tuple(settings.items()), backup, connect, session, protection)
+    return AddressParameters(
+        tuple(settings.items()), backup, connect, session, protection, tuple(sorted(tls.items()))
+    )
 
 
 def _log_ignored(row: RegistryParameter) -> None:

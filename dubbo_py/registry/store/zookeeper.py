@@ -29,13 +29,20 @@ from kazoo.retry import KazooRetry
 from kazoo.security import ACL, Permissions, make_acl, make_digest_acl
 
 from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
-from dubbo_py.registry.store._paths import child_path, parent_of, validate_path
+from dubbo_py.registry.store._paths import (
+    child_path,
+    parent_of,
+    validate_deletable_path,
+    validate_new_path,
+    validate_path,
+)
 from dubbo_py.registry.store._watch import (
     ChildrenState,
     DataState,
     Dispatcher,
     SessionListeners,
     Watch,
+    WatchSet,
 )
 from dubbo_py.registry.store.base import AccessControlled, Cancel, NodeAccess, SessionState, Store
 
@@ -90,8 +97,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 
 class _PathWatches(Generic[T]):
-    """Every watch of one node and kind in one store: one ZooKeeper watcher, one read per
-    change, each watch offered the state (a watch reports only what differs from its last).
+    """Every watch of one node and kind in one store (:attr:`watches`): one ZooKeeper watcher,
+    one read per change, each watch offered the state.
 
     Reads go out from two threads -- a change's from kazoo's event thread as soon as it is
     announced, a refresh's (a watch added to a watched node, a reconnection) from the store's
@@ -107,35 +114,18 @@ class _PathWatches(Generic[T]):
         self._full = full
         self._read = read
         self._send = send
-        # Replaced whole on every change, so the store's thread iterates without a lock.
-        self._watches: tuple[Watch[T], ...] = ()
-        self._closed = False
+        self.watches: WatchSet[T] = WatchSet()
         # Numbers reads in the order kazoo queues them (hence the lock around the send).
         self._send_lock = threading.Lock()
         self._sent = 0
         # The number of the read whose state was offered last (the store's thread only).
         self._offered = 0
 
-    def add(self, watch: Watch[T]) -> None:
-        """Add a watch (under the store's lock)."""
-        self._watches = (*self._watches, watch)
-
-    def remove(self, watch: Watch[T]) -> bool:
-        """Remove a watch (under the store's lock); True when none is left."""
-        self._watches = tuple(w for w in self._watches if w is not watch)
-        return not self._watches
-
-    def close(self) -> None:
-        """Stop: events and reads still in flight are ignored."""
-        self._closed = True
-        for watch in self._watches:
-            watch.cancel()
-
     def on_event(self, event: WatchedEvent) -> None:
         """kazoo's watcher (the same function object every time, so kazoo keeps one per path
         however often it is re-armed); runs on kazoo's event thread."""
         # Connection-state events (type NONE) carry no change: reconnection re-reads all.
-        if event.type == EventType.NONE or self._closed:
+        if event.type == EventType.NONE or self.watches.closed:
             return
         sent: tuple[int, Any] | None = None
         if self._client.connected:
@@ -155,7 +145,7 @@ class _PathWatches(Generic[T]):
         """Read the state (collecting ``sent``, a numbered request already on its way, if
         any), re-arm the watcher and offer the state to every watch unless a read sent after
         this one was offered already; on the store's thread."""
-        if self._closed or not self._client.connected:
+        if self.watches.closed or not self._client.connected:
             return
         try:
             number, request = sent if sent is not None else self._send_read()
@@ -165,8 +155,7 @@ class _PathWatches(Generic[T]):
         if number < self._offered:
             return  # older than what the watches were told: the newer state stands
         self._offered = number
-        for watch in self._watches:
-            watch.offer(state)
+        self.watches.offer(state)
 
 
 class ZooKeeperStore:
@@ -317,7 +306,7 @@ class ZooKeeperStore:
             groups = list(self._groups.values())
             self._groups.clear()
         for group in groups:
-            group.close()
+            group.watches.close()
         self._listeners.clear()
         self._client.remove_listener(self._on_kazoo_state)
         if self._started:
@@ -348,9 +337,7 @@ class ZooKeeperStore:
     ) -> None:
         """Create a node (see :class:`~dubbo_py.registry.store.base.Store`); ``protected`` nodes
         get the ACL "our digest identity: all; anyone: read"."""
-        validate_path(path)
-        if path == "/":
-            raise NodeExistsError(f"node / already exists in {self.address}")
+        validate_new_path(path, self.address)
         acl = self._protected_acl if protected else None
         self._call(
             path,
@@ -385,9 +372,7 @@ class ZooKeeperStore:
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
         """Delete the node (and its subtree when ``recursive``)."""
-        validate_path(path)
-        if path == "/":
-            raise StoreError(f"cannot delete the root of {self.address}")
+        validate_deletable_path(path, self.address)
         if recursive:
             if version != -1:
                 _, current = self.get(path)
@@ -455,15 +440,15 @@ class ZooKeeperStore:
             if group is None:
                 group = _PathWatches(self, self._full(watch.path), read, send)
                 self._groups[key] = group
-            group.add(watch)
+            group.watches.add(watch)
         self._dispatcher.submit(group.refresh)
 
         def cancel() -> None:
             watch.cancel()
             with self._lock:
-                if group.remove(watch) and self._groups.get(key) is group:
+                if group.watches.remove(watch) and self._groups.get(key) is group:
                     del self._groups[key]
-                    group.close()
+                    group.watches.close()
 
         return cancel
 

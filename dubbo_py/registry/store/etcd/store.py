@@ -58,13 +58,20 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import grpc
 
 from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, StoreError
-from dubbo_py.registry.store._paths import ancestors, parent_of, validate_path
+from dubbo_py.registry.store._paths import (
+    ancestors,
+    parent_of,
+    validate_deletable_path,
+    validate_new_path,
+    validate_path,
+)
 from dubbo_py.registry.store._watch import (
     ChildrenState,
     DataState,
     Dispatcher,
     SessionListeners,
     Watch,
+    WatchSet,
 )
 from dubbo_py.registry.store.base import Cancel, SessionState, Store
 from dubbo_py.registry.store.etcd import _api as api
@@ -134,7 +141,8 @@ class _Node:
 
 
 class _PathWatches(Generic[T]):
-    """Every watch of one node and kind: one etcd watcher, one read per change."""
+    """Every watch of one node and kind (:attr:`watches`): one etcd watcher, one read per
+    change."""
 
     def __init__(self, store: EtcdStore, kind: str, path: str, read: Callable[[str], T]) -> None:
         self._store = store
@@ -142,31 +150,10 @@ class _PathWatches(Generic[T]):
         self.path = path
         self._read = read
         self.start, self.end, self._key, self._below = store.watch_range(path)
-        # Replaced whole on every change, so the store's thread iterates without a lock.
-        self._watches: tuple[Watch[T], ...] = ()
-        self._closed = False
+        self.watches: WatchSet[T] = WatchSet()
         self._refresh_pending = False
         #: The etcd watcher id while armed (0: none).
         self.watch_id = 0
-
-    def add(self, watch: Watch[T]) -> None:
-        """Add a watch (under the store's lock)."""
-        self._watches = (*self._watches, watch)
-
-    def remove(self, watch: Watch[T]) -> bool:
-        """Remove a watch (under the store's lock); True when none is left."""
-        self._watches = tuple(w for w in self._watches if w is not watch)
-        return not self._watches
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        """Stop: events and reads still in flight are ignored."""
-        self._closed = True
-        for watch in self._watches:
-            watch.cancel()
 
     def relevant(self, key: bytes) -> bool:
         """Whether a change of ``key`` can change this node's state."""
@@ -174,36 +161,32 @@ class _PathWatches(Generic[T]):
 
     def schedule_refresh(self) -> None:
         """Read again on the store's thread (once, however many events came meanwhile)."""
-        if not self._refresh_pending and not self._closed:
+        if not self._refresh_pending and not self.watches.closed:
             self._refresh_pending = True
             self._store.dispatcher.submit(self.refresh)
 
     def refresh(self) -> None:
         """Read the state and offer it to every watch; on the store's thread."""
         self._refresh_pending = False
-        if self._closed:
+        if self.watches.closed:
             return
         try:
             state = self._read(self.path)
         except StoreError:
             return  # read again once the watch stream is back
-        self._offer(state)
+        self.watches.offer(state)
 
     def arm(self, generation: int) -> None:
         """Read the state, offer it, and watch for changes from the revision after the read
         on the watch stream of ``generation``; on the store's thread."""
-        if self._closed or generation != self._store.stream_generation:
+        if self.watches.closed or generation != self._store.stream_generation:
             return
         try:
             state, revision = self._store.read_at_revision(lambda: self._read(self.path))
         except StoreError:
             return  # armed again with the next stream
-        self._offer(state)
+        self.watches.offer(state)
         self._store.create_watcher(self, revision + 1, generation)
-
-    def _offer(self, state: T) -> None:
-        for watch in self._watches:
-            watch.offer(state)
 
 
 class EtcdStore:
@@ -385,7 +368,7 @@ class EtcdStore:
             self._groups.clear()
             self._by_watch_id.clear()
         for group in groups:
-            group.close()
+            group.watches.close()
         self._listeners.clear()
         self._stop.set()
         self._wake.set()
@@ -424,9 +407,7 @@ class EtcdStore:
         """Create a node (see :class:`~dubbo_py.registry.store.base.Store`). ``protected`` has no
         effect: etcd's access control (users and roles on key ranges) is not managed by this
         store."""
-        validate_path(path)
-        if path == "/":
-            raise NodeExistsError(f"node / already exists in {self.address}")
+        validate_new_path(path, self.address)
         self._write_node(path, bytes(data), ephemeral=ephemeral, makepath=makepath, exist_ok=False)
 
     def ensure_path(self, path: str) -> None:
@@ -487,9 +468,7 @@ class EtcdStore:
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
         """Delete the node (and its subtree when ``recursive``)."""
-        validate_path(path)
-        if path == "/":
-            raise StoreError(f"cannot delete the root of {self.address}")
+        validate_deletable_path(path, self.address)
         key, below = self._key(path), self._below(path)
         for _ in range(_WRITE_ATTEMPTS):
             node = self._existing(path, version)
@@ -551,7 +530,7 @@ class EtcdStore:
             if group is None:
                 group = _PathWatches(self, kind, watch.path, read)
                 self._groups[key] = group
-            group.add(watch)
+            group.watches.add(watch)
             generation = self.stream_generation
         if fresh:
             self._dispatcher.submit(lambda: group.arm(generation))
@@ -561,10 +540,10 @@ class EtcdStore:
         def cancel() -> None:
             watch.cancel()
             with self._lock:
-                if not group.remove(watch) or self._groups.get(key) is not group:
+                if not group.watches.remove(watch) or self._groups.get(key) is not group:
                     return
                 del self._groups[key]
-                group.close()
+                group.watches.close()
                 watch_id, group.watch_id = group.watch_id, 0
                 self._by_watch_id.pop(watch_id, None)
             if watch_id:
@@ -599,7 +578,7 @@ class EtcdStore:
         """Ask etcd to watch ``group``'s range from ``start_revision`` on the stream of
         ``generation`` (replacing the group's previous watcher)."""
         with self._lock:
-            if group.closed or generation != self.stream_generation:
+            if group.watches.closed or generation != self.stream_generation:
                 return
             old = group.watch_id
             if old:
@@ -685,7 +664,7 @@ class EtcdStore:
             return
         with self._lock:
             group = self._by_watch_id.get(response.watch_id)
-        if group is None or group.closed:
+        if group is None or group.watches.closed:
             return
         if response.canceled and "permission denied" in response.cancel_reason:
             self._dispatcher.submit(lambda: self._watch_denied(group, generation))
@@ -708,7 +687,7 @@ class EtcdStore:
         """etcd refused to watch ``group``'s node: either this stream's token is stale (the
         auth store changed since it was opened; a new stream carries the current token) or
         the user may not read the node (said once; the watch waits for the next stream)."""
-        if group.closed or generation != self.stream_generation:
+        if group.watches.closed or generation != self.stream_generation:
             return
         try:
             self._read(group.path, [_range(group.start, group.end, keys_only=True, limit=1)])
