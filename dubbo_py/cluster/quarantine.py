@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
+from dubbo_py.callbacks import add_callback
 from dubbo_py.url import URL
 
 __all__ = ["Quarantine", "QuarantineEntry", "QuarantineEvent"]
@@ -186,15 +187,7 @@ class Quarantine:
     def on_change(self, listener: Callable[[QuarantineEvent], None]) -> Callable[[], None]:
         """Call ``listener`` after every change (on the thread that made it); returns a function
         that unsubscribes it. A listener that raises is logged and otherwise ignored."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return add_callback(self._lock, self._listeners, listener)
 
     def before_revive(self, hook: Callable[[URL], object]) -> Callable[[], None]:
         """Call ``hook(url)`` when a probe found ``url`` alive, *before* it leaves quarantine
@@ -204,15 +197,7 @@ class Quarantine:
         reach it afresh -- a new channel instead of one in reconnect backoff -- must be in
         place first; a ``revived`` listener runs too late for that. A hook that raises is
         logged and the provider is revived all the same (it answered the probe)."""
-        with self._lock:
-            self._revive_hooks.append(hook)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if hook in self._revive_hooks:
-                    self._revive_hooks.remove(hook)
-
-        return unsubscribe
+        return add_callback(self._lock, self._revive_hooks, hook)
 
     def _prepare_revival(self, url: URL) -> None:
         with self._lock:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dubbo_py.callbacks import add_callback
 from dubbo_py.registry import layout
 from dubbo_py.registry.application.discovery import AppLevelProviders, ApplicationDiscovery
 from dubbo_py.registry.application.modes import MigrationStep
@@ -204,15 +205,7 @@ class MigrationRules:
 
     def add_listener(self, listener: Callable[[MigrationRule], None]) -> Callable[[], None]:
         """Be called with each new rule; returns a function that removes the listener."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
+        return add_callback(self._lock, self._listeners, listener)
 
     def _on_data(self, data: bytes | None, _version: int) -> None:
         text = "" if data is None else data.decode("utf-8", errors="replace")
