@@ -263,28 +263,25 @@ def choose(
     return "application" if new / old >= threshold else "interface"
 
 
+@dataclass(eq=False)
 class MigrationSubscriber:
     """Subscribes one consumer to both levels and passes on the chosen one's providers.
 
     Call it as :meth:`Registry.subscribe`; the ``providers`` category is replaced by the
     chosen level's (see the module doc), the other categories come from the registry."""
 
-    def __init__(
-        self,
-        registry: Registry,
-        discovery: ApplicationDiscovery,
-        rules: MigrationRules | None,
-        consumer: URL,
-        step: MigrationStep,
-    ) -> None:
-        self.registry = registry
-        self.discovery = discovery
-        self.rules = rules
-        self.consumer = consumer
-        self.configured = step
-        self.step = step
-        self.level = "interface" if step is MigrationStep.FORCE_INTERFACE else "application"
-        self._filter = CountingFilter(consumer, consumer.service_interface)
+    registry: Registry
+    discovery: ApplicationDiscovery
+    rules: MigrationRules | None
+    consumer: URL
+    #: The step in force: the configured one until the migration rule says otherwise.
+    step: MigrationStep
+
+    def __post_init__(self) -> None:
+        #: The step the consumer was configured with (in force while the rule names none for it).
+        self.configured = self.step
+        self.level = "interface" if self.step is MigrationStep.FORCE_INTERFACE else "application"
+        self._filter = CountingFilter(self.consumer, self.consumer.service_interface)
         self._lock = threading.RLock()
         self._interface: list[URL] | None = None
         self._app: AppLevelProviders | None = None
