@@ -443,10 +443,14 @@ class _BlockingRace:
         _attempt_pool.get().submit(self.context.run, self._run_hedge, attempt)
 
     def _run_hedge(self, attempt: _Attempt) -> None:
-        race = self.race
+        self.run(attempt, self.race.remaining())
+
+    def run(self, attempt: _Attempt, timeout: float | None) -> None:
+        """Make ``attempt``'s provider call, its gRPC calls kept in its own sink, and record
+        how it ended."""
         token = CALL_SINK.set(attempt.calls)
         try:
-            response = self.call.inner(attempt.provider, race.invocation, race.remaining())
+            response = self.call.inner(attempt.provider, self.race.invocation, timeout)
         except BaseException as error:
             self.ended(attempt, None, error)
         else:
@@ -512,15 +516,7 @@ class HedgedCall:
         if race.more:
             state.arm()
         outer = CALL_SINK.get()
-        token = CALL_SINK.set(first.calls)
-        try:
-            response = self.inner(provider, invocation, timeout)
-        except BaseException as error:
-            state.ended(first, None, error)
-        else:
-            state.ended(first, response, None)
-        finally:
-            CALL_SINK.reset(token)
+        state.run(first, timeout)
         with state.lock:
             # The first attempt failed: wait for the hedges in flight, if any (as an unhedged
             # call, a failure before any hedge goes to the strategy at once).

@@ -27,16 +27,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, TypeVar
 
+from dubbo_py.callbacks import add_callback
 from dubbo_py.url import URL
 
 __all__ = ["Quarantine", "QuarantineEntry", "QuarantineEvent"]
 
 _log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,15 +189,7 @@ class Quarantine:
     def on_change(self, listener: Callable[[QuarantineEvent], None]) -> Callable[[], None]:
         """Call ``listener`` after every change (on the thread that made it); returns a function
         that unsubscribes it. A listener that raises is logged and otherwise ignored."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return add_callback(self._lock, self._listeners, listener)
 
     def before_revive(self, hook: Callable[[URL], object]) -> Callable[[], None]:
         """Call ``hook(url)`` when a probe found ``url`` alive, *before* it leaves quarantine
@@ -204,33 +199,26 @@ class Quarantine:
         reach it afresh -- a new channel instead of one in reconnect backoff -- must be in
         place first; a ``revived`` listener runs too late for that. A hook that raises is
         logged and the provider is revived all the same (it answered the probe)."""
-        with self._lock:
-            self._revive_hooks.append(hook)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if hook in self._revive_hooks:
-                    self._revive_hooks.remove(hook)
-
-        return unsubscribe
+        return add_callback(self._lock, self._revive_hooks, hook)
 
     def _prepare_revival(self, url: URL) -> None:
-        with self._lock:
-            hooks = tuple(self._revive_hooks)
-        for hook in hooks:
-            try:
-                hook(url)
-            except Exception:
-                _log.exception("before_revive hook %r failed for %s", hook, url.address)
+        self._call_each(self._revive_hooks, url, "before_revive hook %r failed for %s", url.address)
 
     def _emit(self, event: QuarantineEvent) -> None:
+        self._call_each(self._listeners, event, "quarantine listener %r failed on %s", event.kind)
+
+    def _call_each(
+        self, callbacks: Sequence[Callable[[_T], object]], arg: _T, failed: str, about: str
+    ) -> None:
+        """Call each of ``callbacks`` (as they are now) with ``arg``; one that raises is logged
+        by ``failed`` (with the callback and ``about``) and the others still run."""
         with self._lock:
-            listeners = tuple(self._listeners)
-        for listener in listeners:
+            snapshot = tuple(callbacks)
+        for callback in snapshot:
             try:
-                listener(event)
+                callback(arg)
             except Exception:
-                _log.exception("quarantine listener %r failed on %s", listener, event.kind)
+                _log.exception(failed, callback, about)
 
     # ------------------------------------------------------------------ probing
 

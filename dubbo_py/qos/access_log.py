@@ -247,20 +247,17 @@ def _outcome(error: BaseException | None) -> str:
     return type(error).__name__
 
 
+@dataclass(slots=True, eq=False)
 class _ConsumerLog:
-    """What both flavours of the consumer's access log share."""
+    """What both flavours of the consumer's access log share: the provider call inside, the
+    log's target and what each line says of the consumer."""
 
-    __slots__ = ("_call", "caller", "group", "interface", "target", "version")
-
-    def __init__(
-        self, call: Any, target: str, caller: str, interface: str, version: str, group: str
-    ) -> None:
-        self._call = call
-        self.target = target
-        self.caller = caller
-        self.interface = interface
-        self.version = version
-        self.group = group
+    _call: Any
+    target: str
+    caller: str
+    interface: str
+    version: str
+    group: str
 
     def _log(
         self, provider: Any, invocation: Any, started: float, began: float, error: Any

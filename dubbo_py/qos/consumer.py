@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -60,24 +61,15 @@ def call_failure_reason(error: BaseException) -> str:
     )
 
 
+@dataclass(slots=True)
 class _Traced:
     """A call's CLIENT span, the invocation carrying its context, and what to undo after."""
 
-    __slots__ = ("attempts", "attempts_token", "invocation", "span", "token")
-
-    def __init__(
-        self,
-        span: Any,
-        invocation: Invocation,
-        token: object,
-        attempts_token: Any,
-        attempts: list[int],
-    ) -> None:
-        self.span = span
-        self.invocation = invocation
-        self.token = token
-        self.attempts_token = attempts_token
-        self.attempts = attempts
+    span: Any
+    invocation: Invocation
+    token: object
+    attempts_token: Any
+    attempts: list[int]
 
 
 class _Observer:

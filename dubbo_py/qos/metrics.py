@@ -31,6 +31,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from dubbo_py.callbacks import add_callback
+
 __all__ = [
     "BUCKETS_MS",
     "FAILURE_REASONS",
@@ -231,15 +233,7 @@ class Metrics:
 
     def add_source(self, source: Callable[[], Iterable[Metric]]) -> Callable[[], None]:
         """Read ``source`` at every scrape; returns a function that stops reading it."""
-        with self._lock:
-            self._sources.append(source)
-
-        def remove() -> None:
-            with self._lock:
-                if source in self._sources:
-                    self._sources.remove(source)
-
-        return remove
+        return add_callback(self._lock, self._sources, source)
 
     def inc(self, name: str, help_text: str, labels: dict[str, str], amount: float = 1.0) -> None:
         """Add to a governance counter (events off the call path: ejections, rule changes)."""

@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from dubbo_py.url import URL
 
@@ -65,6 +65,7 @@ class KeptProvider:
     probes: int = 0
 
 
+@dataclass(eq=False)
 class EmptyProtection:
     """Keeps the providers a registry lost at once while they answer (see the module text).
 
@@ -75,23 +76,17 @@ class EmptyProtection:
     provider): rebuild the provider list.
     """
 
-    def __init__(
-        self,
-        service: str,
-        probe: Callable[[URL], bool | None],
-        on_change: Callable[[], None],
-        *,
-        window: float = 30.0,
-        interval: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.service = service
-        self._probe = probe
-        self._on_change = on_change
-        #: Providers that left within this many seconds of each other count as lost at once.
-        self.window = window
-        self._interval = interval
-        self._clock = clock
+    service: str
+    probe: Callable[[URL], bool | None]
+    on_change: Callable[[], None]
+    _: KW_ONLY
+    #: Providers that left within this many seconds of each other count as lost at once.
+    window: float = 30.0
+    #: Seconds between probe rounds.
+    interval: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         #: Providers that left recently, by address (candidates for keeping).
         self._left: dict[str, KeptProvider] = {}
@@ -121,7 +116,7 @@ class EmptyProtection:
         it engages (then once O(providers))."""
         if not departed and not self._kept and not (arrived and self._left):
             return []  # nothing left, nothing kept, nothing to take back: every notification
-        now = self._clock()
+        now = self.clock()
         with self._lock:
             was_engaged = bool(self._kept)
             for url in departed:
@@ -210,7 +205,7 @@ class EmptyProtection:
         dropped: list[tuple[URL, bool]] = []
         for address, url in snapshot:
             try:
-                answer = self._probe(url)
+                answer = self.probe(url)
             except Exception:
                 answer = None
             with self._lock:
@@ -248,7 +243,7 @@ class EmptyProtection:
                 ", ".join(still),
             )
         if dropped:
-            self._on_change()
+            self.on_change()
         return [url for url, _ in dropped]
 
     def _start(self) -> None:
@@ -273,7 +268,7 @@ class EmptyProtection:
                 self.probe_once()
             except Exception:  # never let the prober die silently
                 log.exception("empty protection probe round failed")
-            if self._stop.wait(self._interval):
+            if self._stop.wait(self.interval):
                 return
 
     def stop(self) -> None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dubbo_py.callbacks import add_callback
 from dubbo_py.registry import layout
 from dubbo_py.registry.application.discovery import AppLevelProviders, ApplicationDiscovery
 from dubbo_py.registry.application.modes import MigrationStep
@@ -204,15 +205,7 @@ class MigrationRules:
 
     def add_listener(self, listener: Callable[[MigrationRule], None]) -> Callable[[], None]:
         """Be called with each new rule; returns a function that removes the listener."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
+        return add_callback(self._lock, self._listeners, listener)
 
     def _on_data(self, data: bytes | None, _version: int) -> None:
         text = "" if data is None else data.decode("utf-8", errors="replace")
@@ -270,28 +263,25 @@ def choose(
     return "application" if new / old >= threshold else "interface"
 
 
+@dataclass(eq=False)
 class MigrationSubscriber:
     """Subscribes one consumer to both levels and passes on the chosen one's providers.
 
     Call it as :meth:`Registry.subscribe`; the ``providers`` category is replaced by the
     chosen level's (see the module doc), the other categories come from the registry."""
 
-    def __init__(
-        self,
-        registry: Registry,
-        discovery: ApplicationDiscovery,
-        rules: MigrationRules | None,
-        consumer: URL,
-        step: MigrationStep,
-    ) -> None:
-        self.registry = registry
-        self.discovery = discovery
-        self.rules = rules
-        self.consumer = consumer
-        self.configured = step
-        self.step = step
-        self.level = "interface" if step is MigrationStep.FORCE_INTERFACE else "application"
-        self._filter = CountingFilter(consumer, consumer.service_interface)
+    registry: Registry
+    discovery: ApplicationDiscovery
+    rules: MigrationRules | None
+    consumer: URL
+    #: The step in force: the configured one until the migration rule says otherwise.
+    step: MigrationStep
+
+    def __post_init__(self) -> None:
+        #: The step the consumer was configured with (in force while the rule names none for it).
+        self.configured = self.step
+        self.level = "interface" if self.step is MigrationStep.FORCE_INTERFACE else "application"
+        self._filter = CountingFilter(self.consumer, self.consumer.service_interface)
         self._lock = threading.RLock()
         self._interface: list[URL] | None = None
         self._app: AppLevelProviders | None = None

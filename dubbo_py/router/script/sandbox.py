@@ -247,6 +247,7 @@ _SHARED_LANE = "\0shared"
 _CHECK_CACHE = 256
 
 
+@dataclass(kw_only=True, eq=False)
 class ProcessSandbox:
     """Runs scripts in child processes with a memory cap and a time budget enforced from here.
 
@@ -266,34 +267,24 @@ class ProcessSandbox:
     crashes repeat); meanwhile that lane's runs report UNAVAILABLE.
     """
 
-    def __init__(
-        self,
-        *,
-        memory_limit: int = 256 * 1024 * 1024,
-        grace: float = 1.0,
-        startup_timeout: float = 10.0,
-        restart_backoff: float = 0.2,
-        max_programs: int = 32,
-        max_workers: int = 16,
-        check_timeout: float = 10.0,
-        slack: float = 0.02,
-        nice: int = 0,
-        hog_share: float = 0.25,
-    ) -> None:
-        self.memory_limit = memory_limit
-        self.grace = grace
-        self.startup_timeout = startup_timeout
-        self.restart_backoff = restart_backoff
-        self.max_programs = max_programs
-        self.max_workers = max(1, max_workers)
-        self.check_timeout = check_timeout
-        self.slack = slack
-        #: The workers' niceness. A lane whose runs use more than ``hog_share`` of a CPU
-        #: lately (an expensive rule called often) has its worker moved to
-        #: the lowest priority (niceness 19): it then gets the CPU that the router process and
-        #: the other rules' workers leave, so it cannot slow them down.
-        self.nice = nice
-        self.hog_share = hog_share
+    memory_limit: int = 256 * 1024 * 1024
+    grace: float = 1.0
+    startup_timeout: float = 10.0
+    restart_backoff: float = 0.2
+    max_programs: int = 32
+    #: At least 1 (a smaller number is taken for 1).
+    max_workers: int = 16
+    check_timeout: float = 10.0
+    slack: float = 0.02
+    #: The workers' niceness. A lane whose runs use more than ``hog_share`` of a CPU
+    #: lately (an expensive rule called often) has its worker moved to
+    #: the lowest priority (niceness 19): it then gets the CPU that the router process and
+    #: the other rules' workers leave, so it cannot slow them down.
+    nice: int = 0
+    hog_share: float = 0.25
+
+    def __post_init__(self) -> None:
+        self.max_workers = max(1, self.max_workers)
         self._lanes_lock = threading.Lock()
         self._lanes: dict[str, _Lane] = {}
         self._checked: dict[str, Outcome] = {}
