@@ -39,12 +39,15 @@ the client process and for the server process. The client's
 figure includes every thread of its process (gRPC's, ZooKeeper's session thread) and the
 server's every thread of the server process, on both sides alike.
 
-``--headers`` adds a third side to the blocking modes: a raw stub sending the two Triple
-headers dubbo-py sends on every call (``tri-service-version``, ``tri-consumer-appname``) to
-the dubbo-py provider: its client line is what those headers cost raw grpcio, the part of
-dubbo-py's client cost that is the protocol's. Its server is the dubbo-py provider, so it has
-no server line, and it runs alternating only (side by side, the provider would serve two
-clients at once while the raw server serves one).
+``--headers`` adds a side: a raw stub sending the two Triple headers dubbo-py sends on every
+call (``tri-service-version``, ``tri-consumer-appname``) to the dubbo-py provider: its client
+line is what those headers cost raw grpcio, the part of dubbo-py's client cost that is the
+protocol's. ``--in-app`` adds the same stub in a process that also runs a dubbo-py consumer
+application holding a reference to the service (its ZooKeeper session, threads and imports),
+unused during the rounds: against it, dubbo-py's client line is what the call path alone
+costs. These sides call the dubbo-py provider, so they have no server line, and they run
+alternating only (side by side, the provider would serve two clients at once while the raw
+server serves one).
 
 Latency: every blocking call is timed (``perf_counter_ns`` around the call, on both sides
 alike); the blocking comparisons also print p50 / p99 / p99.9 per side over all rounds and
@@ -197,8 +200,9 @@ class Comparison:
         for name, other in self.sides.items():
             if name == "raw":
                 continue
-            # raw+headers calls the dubbo-py provider: its server CPU is not a side of its own.
-            for part in ("client",) if name == "raw+headers" else ("client", "server"):
+            # raw+headers and raw-in-app call the dubbo-py provider: their server CPU is not a
+            # side of its own.
+            for part in ("client", "server") if name == "dubbo" else ("client",):
                 raw, dubbo = getattr(raw_side, part), getattr(other, part)
                 ratios = [d / r for d, r in zip(dubbo, raw, strict=True)]
                 (rm, rl, rh), (dm, dl, dh) = spread(raw), spread(dubbo)
@@ -210,6 +214,16 @@ class Comparison:
                     f"  {shown} {dm * 1e6:6.1f} [{dl * 1e6:.1f}, {dh * 1e6:.1f}] µs/call"
                     f"  ratio {qm:.3f} [{ql:.3f}, {qh:.3f}]"
                 )
+            for ref in ("raw+headers", "raw-in-app") if name == "dubbo" else ():
+                if ref in self.sides:
+                    ratios = [
+                        d / r for d, r in zip(other.client, self.sides[ref].client, strict=True)
+                    ]
+                    qm, ql, qh = spread(ratios)
+                    out.append(
+                        f"{self.label:<30} client dubbo-py against {ref}:"
+                        f" ratio {qm:.3f} [{ql:.3f}, {qh:.3f}]"
+                    )
             if raw_side.latency and other.latency:
                 cells = []
                 names = ("p50", "p99", "p99.9")
@@ -361,20 +375,31 @@ class _Headed:
         self.SayHelloStream = partial(stub.SayHelloStream, metadata=headers)
 
 
-def client(kind: str, flavour: str, target: str, setup: str, stream_count: int) -> None:
+def client(
+    kind: str, flavour: str, target: str, setup: str, stream_count: int, zk: str = ""
+) -> None:
     """A client process: raw grpcio to the server at ``target``, or dubbo-py through the
-    ZooKeeper at ``target`` in ``setup``; answers :class:`Client`'s commands."""
+    ZooKeeper at ``target`` in ``setup``; answers :class:`Client`'s commands. ``raw-headers``
+    is a raw stub sending dubbo-py's Triple headers to the dubbo-py provider at ``target``;
+    ``raw-in-app`` the same stub in a process that also runs a dubbo-py consumer application
+    (through the ZooKeeper at ``zk``) holding a reference to the service, which it does not
+    call during the rounds."""
     commands = Client(stream_count)
+    headers = (("tri-service-version", "1.0.0"), ("tri-consumer-appname", f"bench-cpu-{setup}"))
     if flavour == "blocking":
         if kind == "raw":
             with grpc.insecure_channel(target) as channel:
                 commands.blocking(greeter_pb2_grpc.GreeterStub(channel))
             return
-        if kind == "raw-headers":  # what the Triple headers cost a raw stub
-            headers = (("tri-service-version", "1.0.0"), ("tri-consumer-appname", "bench-cpu"))
-            with grpc.insecure_channel(target) as channel:
-                stub = greeter_pb2_grpc.GreeterStub(channel)
-                commands.blocking(_Headed(stub, headers))
+        if kind in ("raw-headers", "raw-in-app"):
+            with ExitStack() as stack:
+                if kind == "raw-in-app":
+                    app = stack.enter_context(consumer_app(zk, setup))
+                    app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0").SayHello(
+                        greeter_pb2.HelloRequest(name="warm")
+                    )
+                channel = stack.enter_context(grpc.insecure_channel(target))
+                commands.blocking(_Headed(greeter_pb2_grpc.GreeterStub(channel), headers))
             return
         with consumer_app(target, setup) as app:
             stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
@@ -385,6 +410,19 @@ def client(kind: str, flavour: str, target: str, setup: str, stream_count: int) 
         if kind == "raw":
             async with grpc.aio.insecure_channel(target) as channel:
                 await commands.asyncio(greeter_pb2_grpc.GreeterStub(channel))
+            return
+        if kind in ("raw-headers", "raw-in-app"):
+            held = consumer_app(zk, setup) if kind == "raw-in-app" else None
+            try:
+                if held is not None:
+                    ref = await held.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+                    await ref.SayHello(greeter_pb2.HelloRequest(name="warm"))
+                async with grpc.aio.insecure_channel(target) as channel:
+                    stub = greeter_pb2_grpc.GreeterStub(channel)
+                    await commands.asyncio(_Headed(stub, headers))
+            finally:
+                if held is not None:
+                    await held.aclose()
             return
         app = consumer_app(target, setup)
         try:
@@ -399,9 +437,12 @@ def client(kind: str, flavour: str, target: str, setup: str, stream_count: int) 
 class ClientProcess:
     """A ``--client`` process of this script, driven over its stdin and stdout."""
 
-    def __init__(self, kind: str, flavour: str, target: str, setup: str, stream_count: int):
+    def __init__(
+        self, kind: str, flavour: str, target: str, setup: str, stream_count: int, zk: str = ""
+    ):
         cmd = [sys.executable, __file__, "--client", kind, "--flavour", flavour]
         cmd += ["--target", target, "--setup", setup, "--stream-count", str(stream_count)]
+        cmd += ["--zk", zk] if zk else []
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def send(self, line: str) -> None:
@@ -474,27 +515,33 @@ def main() -> None:
     parser.add_argument(
         "--headers",
         action="store_true",
-        help="blocking modes: also a raw stub sending dubbo-py's Triple headers to its provider",
+        help="also a raw stub sending dubbo-py's Triple headers to its provider",
+    )
+    parser.add_argument(
+        "--in-app",
+        action="store_true",
+        help="also raw-headers' stub in a process running a dubbo-py consumer application",
     )
     parser.add_argument("--serve", choices=("raw", "dubbo"), help=argparse.SUPPRESS)
     parser.add_argument("--registry", action="append", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--metrics", choices=("on", "off"), default="off", help=argparse.SUPPRESS)
     parser.add_argument(
         "--client",
-        choices=("raw", "raw-headers", "dubbo"),
+        choices=("raw", "raw-headers", "raw-in-app", "dubbo"),
         help=argparse.SUPPRESS,
     )
     parser.add_argument("--flavour", default="blocking", help=argparse.SUPPRESS)
     parser.add_argument("--target", default="", help=argparse.SUPPRESS)
     parser.add_argument("--setup", default="1reg", help=argparse.SUPPRESS)
+    parser.add_argument("--zk", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.headers and args.side_by_side:
-        parser.error("--headers runs alternating only (see the description)")
+    if (args.headers or args.in_app) and args.side_by_side:
+        parser.error("--headers and --in-app run alternating only (see the description)")
     if args.serve:
         serve(args.serve, args.registry, args.metrics == "on")
         return
     if args.client:
-        client(args.client, args.flavour, args.target, args.setup, args.stream_count)
+        client(args.client, args.flavour, args.target, args.setup, args.stream_count, args.zk)
         return
 
     from tests.support.zookeeper import ZooKeeperServer
@@ -530,13 +577,13 @@ def main() -> None:
                 for process in clients.values():
                     stack.callback(process.close)
                 servers = {"raw": raw.pid, "dubbo": providers[setup].pid}
-                if args.headers and flavour == "blocking":
+                extra = [("raw+headers", "raw-headers")] if args.headers else []
+                extra += [("raw-in-app", "raw-in-app")] if args.in_app else []
+                for name, kind in extra:
                     address = providers[setup].address
-                    clients["raw+headers"] = ClientProcess(
-                        "raw-headers", flavour, address, setup, count
-                    )
-                    stack.callback(clients["raw+headers"].close)
-                    servers["raw+headers"] = providers[setup].pid
+                    clients[name] = ClientProcess(kind, flavour, address, setup, count, zk.address)
+                    stack.callback(clients[name].close)
+                    servers[name] = providers[setup].pid
                 for mode in modes:
                     n = int(mode.split("-")[1])
                     for method in args.methods:
