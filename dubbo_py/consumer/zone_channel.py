@@ -23,8 +23,7 @@ two registries is one connection.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
-from concurrent import futures
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -34,6 +33,7 @@ from dubbo_py.cluster.support.pool import LazyPool
 from dubbo_py.cluster.zone import REGISTRY_ZONE, REGISTRY_ZONE_FORCE, ZoneForcedError, ZoneSelector
 from dubbo_py.config.model import RegistryConfig
 from dubbo_py.consumer.assembly import ReferenceAssembly
+from dubbo_py.consumer.channel import AsyncCallForms, CallForms
 from dubbo_py.consumer.method import MethodFactories, StubMethod
 from dubbo_py.invocation import CallOptions
 from dubbo_py.registry.registry import Registry
@@ -42,7 +42,6 @@ from dubbo_py.router.chain import BoundChain
 
 __all__ = ["AsyncZoneAwareChannel", "RegistryStack", "ZoneAwareChannel", "call_zone"]
 
-_futures = LazyPool(32, "dubbo-zone-future")
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
 
@@ -150,9 +149,11 @@ def _remaining(timeout: float | None, started: float) -> float | None:
     return max(0.0, timeout - (time.monotonic() - started))
 
 
-class _ZoneMultiCallable(_ZoneSite):
+class _ZoneMultiCallable(_ZoneSite, CallForms):
     """A stub method of a zone-aware channel: ``stub.Method(request, timeout=...,
     metadata=...)``, ``.with_call`` and ``.future``."""
+
+    _futures = LazyPool(32, "dubbo-zone-future")
 
     def __call__(
         self,
@@ -169,14 +170,36 @@ class _ZoneMultiCallable(_ZoneSite):
             # The common call: no attachment, so the application's zone decides.
             index, zone, force = self._selector.default(), None, False
         started = time.monotonic() if timeout is not None else 0.0
-        # gRPC's per-call arguments go to the registry's multicallable (and on a fall-over).
-        extra = (credentials, wait_for_ready, compression)
         try:
-            return self._subs[index](request, timeout, metadata, *extra)
-        except ClusterError as error:
-            return self._fall_over(
-                error, index, zone, force, "__call__", request, timeout, metadata, started, extra
+            return self._subs[index](
+                request, timeout, metadata, credentials, wait_for_ready, compression
             )
+        except ClusterError as error:
+            # gRPC's per-call arguments go to the registry's multicallable, on a fall-over too.
+            def again(sub: Any, left: float | None) -> Any:
+                return sub(request, left, metadata, credentials, wait_for_ready, compression)
+
+            return self._fall_over(error, index, zone, force, timeout, started, again)
+
+    def _with_call(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> tuple[Any, Any]:
+        return self._tried(  # type: ignore[no-any-return]
+            metadata, timeout, lambda sub, left: sub._with_call(request, left, metadata, options)
+        )
+
+    def _tried(
+        self, metadata: Any, timeout: float | None, call: Callable[[Any, float | None], Any]
+    ) -> Any:
+        """``call`` (a registry's multicallable, the time left) on the registry the selector
+        picks, then on the next after each failure that never reached a provider (what
+        ``__call__`` does, written out there)."""
+        index, zone, force = self._first(metadata)
+        started = time.monotonic()
+        try:
+            return call(self._subs[index], timeout)
+        except ClusterError as error:
+            return self._fall_over(error, index, zone, force, timeout, started, call)
 
     def _fall_over(
         self,
@@ -184,132 +207,65 @@ class _ZoneMultiCallable(_ZoneSite):
         index: int,
         zone: str | None,
         force: bool,
-        kind: str,
-        request: Any,
         timeout: float | None,
-        metadata: Any,
         started: float,
-        extra: tuple[Any, Any, Any],
+        call: Callable[[Any, float | None], Any],
     ) -> Any:
         tried = [index]
         while True:
             index = self._next(error, tried, zone, force)
             tried.append(index)
             try:
-                return getattr(self._subs[index], kind)(
-                    request, _remaining(timeout, started), metadata, *extra
-                )
+                return call(self._subs[index], _remaining(timeout, started))
             except ClusterError as again:
                 error = again
 
-    def with_call(
-        self,
-        request: Any,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
-    ) -> tuple[Any, Any]:
-        """The call, and a ``grpc.Call``-like view of the provider call that answered."""
-        index, zone, force = self._first(metadata)
-        started = time.monotonic()
-        extra = (credentials, wait_for_ready, compression)
-        try:
-            return self._subs[index].with_call(request, timeout, metadata, *extra)  # type: ignore[no-any-return]
-        except ClusterError as error:
-            return self._fall_over(  # type: ignore[no-any-return]
-                error, index, zone, force, "with_call", request, timeout, metadata, started, extra
-            )
 
-    def future(
-        self,
-        request: Any,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
-    ) -> futures.Future[Any]:
-        """Run the call on a shared thread pool (a ``concurrent.futures.Future``)."""
-        CallOptions.of(credentials, wait_for_ready, compression)  # checked in the caller's frame
-        return _futures.get().submit(
-            self, request, timeout, metadata, credentials, wait_for_ready, compression
-        )
-
-
-class _AsyncZoneMultiCallable(_ZoneSite):
+class _AsyncZoneMultiCallable(_ZoneSite, AsyncCallForms):
     """A stub method of an asyncio zone-aware channel: ``await stub.Method(request)``,
-    ``async for`` over a server-streaming one, ``await ....with_call``."""
+    ``async for`` over a server-streaming one, ``await ....with_call``; each form is the
+    registry's multicallable's (:class:`~dubbo_py.consumer.channel.AsyncCallForms`)."""
 
     def __init__(self, method: StubMethod, subs: Sequence[Any], selector: ZoneSelector) -> None:
         super().__init__(method, subs, selector)
         self._streaming = method.response_streaming
 
-    def __call__(
-        self,
-        request: Any,
-        *,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
-    ) -> Any:
-        extra = CallOptions.of(credentials, wait_for_ready, compression)
-        kw = {} if extra is None else extra.grpc_arguments
-        if self._streaming:
-            return self._stream(request, timeout, metadata, kw)
-        return self._unary(request, timeout, metadata, kw)
-
     async def _unary(
-        self, request: Any, timeout: float | None, metadata: Any, kw: dict[str, Any]
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> Any:
-        index, zone, force = self._first(metadata)
-        started = time.monotonic()
-        tried = [index]
-        while True:
-            try:
-                return await self._subs[index](
-                    request, timeout=_remaining(timeout, started), metadata=metadata, **kw
-                )
-            except ClusterError as error:
-                index = self._next(error, tried, zone, force)
-                tried.append(index)
+        return await self._tried(
+            metadata, timeout, lambda sub, left: sub._unary(request, left, metadata, options)
+        )
 
     async def _stream(
-        self, request: Any, timeout: float | None, metadata: Any, kw: dict[str, Any]
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> AsyncIterator[Any]:
         # A stream that has begun cannot move: the registry is chosen once.
         index = self._first(metadata)[0]
-        async for response in self._subs[index](request, timeout=timeout, metadata=metadata, **kw):
+        async for response in self._subs[index]._stream(request, timeout, metadata, options):
             yield response
 
-    async def with_call(
-        self,
-        request: Any,
-        *,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
+    async def _with_call(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> tuple[Any, Any]:
-        """``await stub.Method.with_call(request)``: the response and the provider call's
-        status and metadata (see :class:`~dubbo_py.consumer.channel.CallResult`)."""
+        return await self._tried(  # type: ignore[no-any-return]
+            metadata, timeout, lambda sub, left: sub._with_call(request, left, metadata, options)
+        )
+
+    async def _tried(
+        self,
+        metadata: Any,
+        timeout: float | None,
+        call: Callable[[Any, float | None], Awaitable[Any]],
+    ) -> Any:
+        """``call`` (a registry's multicallable, the time left) on the registry the selector
+        picks, then on the next after each failure that never reached a provider."""
         index, zone, force = self._first(metadata)
         started = time.monotonic()
         tried = [index]
         while True:
             try:
-                return await self._subs[index].with_call(  # type: ignore[no-any-return]
-                    request,
-                    timeout=_remaining(timeout, started),
-                    metadata=metadata,
-                    credentials=credentials,
-                    wait_for_ready=wait_for_ready,
-                    compression=compression,
-                )
+                return await call(self._subs[index], _remaining(timeout, started))
             except ClusterError as error:
                 index = self._next(error, tried, zone, force)
                 tried.append(index)
