@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar, cast
 
@@ -117,6 +117,12 @@ def strategy_settings(service: ServiceSpec, config: ReferenceConfig) -> dict[str
             parse_mock(own.mock if own.mock is not None else config.mock),
         )
     return policies
+
+
+def _forget(invokers: Sequence[InvokerBase], addresses: list[str]) -> None:
+    """Drop what ``invokers`` keep for the channels to ``addresses`` (gone, or replaced)."""
+    for invoker in list(invokers):
+        invoker.forget(addresses)
 
 
 class _Wired:
@@ -628,8 +634,8 @@ class BlockingAssembly(ReferenceAssembly[Call]):
     def __init__(self, service: ServiceSpec, config: ReferenceConfig, consumer: URL, **parts: Any):
         super().__init__(service, config, consumer, **parts)
         self.pool = ChannelPool(config.client_tls, shared=self.shared_channels)
-        self.pool.on_dropped = self._forget
         self._invokers: list[MethodInvoker] = []
+        self.pool.on_dropped = partial(_forget, self._invokers)
 
     def channel(self) -> ClusterChannel:
         """The channel a stub is built on."""
@@ -657,18 +663,14 @@ class BlockingAssembly(ReferenceAssembly[Call]):
     _record_stats = RecordStats
     _hedged = HedgedCall
 
-    def _forget(self, addresses: list[str]) -> None:
-        for invoker in list(self._invokers):
-            invoker.forget(addresses)
-
     def _retain(self, providers: tuple[URL, ...]) -> None:
         gone = self.pool.retain(providers)
         if gone:
-            self._forget(gone)
+            _forget(self._invokers, gone)
 
     def _revived(self, provider: URL) -> None:
         if self.pool.reset(provider.address):
-            self._forget([provider.address])
+            _forget(self._invokers, [provider.address])
 
     def close(self) -> None:
         """Everything :meth:`ReferenceAssembly.close` does, then close the provider channels."""
@@ -689,8 +691,8 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         self.pool = AsyncChannelPool(
             config.client_tls, interceptors=self.interceptors, shared=self.shared_async_channels
         )
-        self.pool.on_dropped = self._forget
         self._invokers: list[AsyncMethodInvoker] = []
+        self.pool.on_dropped = partial(_forget, self._invokers)
         #: Blocking channels and invokers for ``failback`` retries (opened on first need).
         self._retry_pool: ChannelPool | None = None
         self._retry_invokers: list[MethodInvoker] = []
@@ -720,10 +722,6 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         strategy = async_strategy(StrategySettings(policy.cluster), context, None)
         return partial(strategy, context), strategy is failover_async
 
-    def _forget(self, addresses: list[str]) -> None:
-        for invoker in list(self._invokers):
-            invoker.forget(addresses)
-
     def _retry_context(self, method: StubMethod) -> ClusterContext:
         """The blocking context ``failback`` retries of ``method`` go through."""
         with self._lock:
@@ -732,7 +730,7 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
                 return known
             if self._retry_pool is None:
                 self._retry_pool = ChannelPool(self.config.client_tls, shared=self.shared_channels)
-                self._retry_pool.on_dropped = self._forget_retry
+                self._retry_pool.on_dropped = partial(_forget, self._retry_invokers)
             invoker = MethodInvoker(
                 self._retry_pool,
                 method,
@@ -755,22 +753,15 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     def _retain(self, providers: tuple[URL, ...]) -> None:
         self.pool.retain(providers)
         if self._retry_pool is not None:
-            gone = self._retry_pool.retain(providers)
-            for invoker in list(self._retry_invokers):
-                invoker.forget(gone)
-
-    def _forget_retry(self, addresses: list[str]) -> None:
-        for invoker in list(self._retry_invokers):
-            invoker.forget(addresses)
+            _forget(self._retry_invokers, self._retry_pool.retain(providers))
 
     def _revived(self, provider: URL) -> None:
         # The pool replaces the channel on the loop, soon; a plan must not take the old one
         # meanwhile, so its callables go now (after reset: a call then finds it stale).
         self.pool.reset(provider.address)
-        self._forget([provider.address])
+        _forget(self._invokers, [provider.address])
         if self._retry_pool is not None and self._retry_pool.reset(provider.address):
-            for invoker in list(self._retry_invokers):
-                invoker.forget([provider.address])
+            _forget(self._retry_invokers, [provider.address])
 
     def close(self) -> None:
         """Everything :meth:`ReferenceAssembly.close` does, and close the blocking channels of
