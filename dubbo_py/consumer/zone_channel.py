@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from dataclasses import InitVar, dataclass, field
+from typing import Any, TypeVar
 
 import grpc
 
@@ -59,31 +60,28 @@ def call_zone(metadata: Any) -> tuple[str | None, bool]:
     return zone or None, force
 
 
+@dataclass(eq=False, repr=False)
 class RegistryStack:
     """One registry's stack of a reference: the assembly, its channel and the registry's
     settings, with :attr:`available` kept current (see the module doc)."""
 
-    def __init__(
-        self,
-        name: str,
-        config: RegistryConfig,
-        registry: Registry | None,
-        assembly: ReferenceAssembly[Any],
-        channel: Any,
-    ) -> None:
-        self.name = name
+    name: str
+    config: InitVar[RegistryConfig]
+    registry: Registry | None
+    assembly: ReferenceAssembly[Any]
+    #: The stack's own channel (a :class:`~dubbo_py.consumer.channel.ClusterChannel` or its
+    #: asyncio flavour).
+    channel: Any
+    #: Whether the stack has a provider outside the quarantine and a live registry
+    #: session; read by the selector on every call, so it is a plain attribute.
+    available: bool = field(default=False, init=False)
+
+    def __post_init__(self, config: RegistryConfig) -> None:
+        # What the selector reads of the registry's settings, as plain attributes.
         self.zone = config.zone
         self.weight = config.weight
         self.preferred = config.preferred
-        self.registry = registry
-        self.assembly = assembly
-        #: The stack's own channel (a :class:`~dubbo_py.consumer.channel.ClusterChannel` or its
-        #: asyncio flavour).
-        self.channel = channel
-        #: Whether the stack has a provider outside the quarantine and a live registry
-        #: session; read by the selector on every call, so it is a plain attribute.
-        self.available = False
-        self._session_up = registry.connected if registry is not None else True
+        self._session_up = self.registry.connected if self.registry is not None else True
 
     def watch(self) -> None:
         """Keep :attr:`available` current: on each new chain, quarantine change and registry
@@ -271,17 +269,29 @@ class _AsyncZoneMultiCallable(_ZoneSite, AsyncCallForms):
                 tried.append(index)
 
 
-class ZoneAwareChannel(MethodFactories[_ZoneMultiCallable], grpc.Channel):
-    """A ``grpc.Channel`` look-alike in front of one :class:`RegistryStack` per registry (see
-    the module doc); ``zone`` is the application's."""
+M = TypeVar("M", _ZoneMultiCallable, _AsyncZoneMultiCallable)
+
+
+class _ZoneChannel(MethodFactories[M]):
+    """What both flavours' zone-aware channels share: the stacks, the selector, and a
+    multicallable of the flavour (``_kind``) over the stacks' own for each method."""
+
+    _kind: Callable[[StubMethod, Sequence[Any], ZoneSelector], M]
 
     def __init__(self, stacks: Sequence[RegistryStack], zone: str | None = None) -> None:
         self.stacks = tuple(stacks)
         self.selector = ZoneSelector(self.stacks, zone)
 
-    def _multicallable(self, method: StubMethod) -> _ZoneMultiCallable:
+    def _multicallable(self, method: StubMethod) -> M:
         subs = [s.channel._multicallable(method) for s in self.stacks]
-        return _ZoneMultiCallable(method, subs, self.selector)
+        return self._kind(method, subs, self.selector)
+
+
+class ZoneAwareChannel(_ZoneChannel[_ZoneMultiCallable], grpc.Channel):
+    """A ``grpc.Channel`` look-alike in front of one :class:`RegistryStack` per registry (see
+    the module doc); ``zone`` is the application's."""
+
+    _kind = _ZoneMultiCallable
 
     def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
         """Connectivity callbacks have no single meaning for a cluster; accepted and ignored."""
@@ -301,17 +311,11 @@ class ZoneAwareChannel(MethodFactories[_ZoneMultiCallable], grpc.Channel):
         self.close()
 
 
-class AsyncZoneAwareChannel(MethodFactories[_AsyncZoneMultiCallable]):
+class AsyncZoneAwareChannel(_ZoneChannel[_AsyncZoneMultiCallable]):
     """The asyncio flavour of :class:`ZoneAwareChannel` (a ``grpc.aio.Channel``
     look-alike)."""
 
-    def __init__(self, stacks: Sequence[RegistryStack], zone: str | None = None) -> None:
-        self.stacks = tuple(stacks)
-        self.selector = ZoneSelector(self.stacks, zone)
-
-    def _multicallable(self, method: StubMethod) -> _AsyncZoneMultiCallable:
-        subs = [s.channel._multicallable(method) for s in self.stacks]
-        return _AsyncZoneMultiCallable(method, subs, self.selector)
+    _kind = _AsyncZoneMultiCallable
 
     async def close(self) -> None:
         """Close every stack's provider channels (on the loop that made them)."""
