@@ -103,6 +103,8 @@ _NO_HEDGING = frozenset({"forking", "broadcast"})
 
 #: The call a bound method runs: :data:`~dubbo_py.consumer.filters.Call` or ``AsyncCall``.
 C = TypeVar("C")
+#: A provider call of either flavour (:class:`~dubbo_py.consumer.invoker.MethodInvoker` ...).
+V = TypeVar("V", bound=InvokerBase)
 
 
 def strategy_settings(service: ServiceSpec, config: ReferenceConfig) -> dict[str, StrategySettings]:
@@ -602,6 +604,27 @@ class ReferenceAssembly(Generic[C]):
     def _invoker(self, method: StubMethod) -> InvokerBase:
         raise NotImplementedError
 
+    def _new_invoker(
+        self,
+        kind: Callable[..., V],
+        pool: ChannelPool | AsyncChannelPool,
+        method: StubMethod,
+        kept: list[V],
+        **options: Any,
+    ) -> V:
+        """A provider call of ``method`` on ``pool``, with the reference's caller and the
+        method's compression, kept in ``kept`` (whose callables of dropped channels are
+        forgotten)."""
+        invoker = kind(
+            pool,
+            method,
+            caller=self.caller,
+            compression=self.config.compression_of(method.name),
+            **options,
+        )
+        kept.append(invoker)
+        return invoker
+
     def _strategy(
         self, method: StubMethod, policy: StrategySettings, context: ClusterContext
     ) -> tuple[C, bool]:
@@ -642,15 +665,9 @@ class BlockingAssembly(ReferenceAssembly[Call]):
         return ClusterChannel(self, self.config.attachments, self.pool.close)
 
     def _invoker(self, method: StubMethod) -> MethodInvoker:
-        invoker = MethodInvoker(
-            self.pool,
-            method,
-            caller=self.caller,
-            interceptors=self.interceptors,
-            compression=self.config.compression_of(method.name),
+        return self._new_invoker(
+            MethodInvoker, self.pool, method, self._invokers, interceptors=self.interceptors
         )
-        self._invokers.append(invoker)
-        return invoker
 
     def _strategy(
         self, method: StubMethod, policy: StrategySettings, context: ClusterContext
@@ -705,14 +722,7 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         return AsyncClusterChannel(self, self.config.attachments, self.pool.close)
 
     def _invoker(self, method: StubMethod) -> AsyncMethodInvoker:
-        invoker = AsyncMethodInvoker(
-            self.pool,
-            method,
-            caller=self.caller,
-            compression=self.config.compression_of(method.name),
-        )
-        self._invokers.append(invoker)
-        return invoker
+        return self._new_invoker(AsyncMethodInvoker, self.pool, method, self._invokers)
 
     def _strategy(
         self, method: StubMethod, policy: StrategySettings, context: ClusterContext
@@ -731,13 +741,9 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
             if self._retry_pool is None:
                 self._retry_pool = ChannelPool(self.config.client_tls, shared=self.shared_channels)
                 self._retry_pool.on_dropped = partial(_forget, self._retry_invokers)
-            invoker = MethodInvoker(
-                self._retry_pool,
-                method,
-                caller=self.caller,
-                compression=self.config.compression_of(method.name),
+            invoker = self._new_invoker(
+                MethodInvoker, self._retry_pool, method, self._retry_invokers
             )
-            self._retry_invokers.append(invoker)
             context = self._wire(invoker, self._retry_attempt_call)
             self._retry_contexts[method.name] = context
         return context
