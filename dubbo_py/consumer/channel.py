@@ -11,7 +11,10 @@ gRPC's per-call arguments (``credentials=``, ``wait_for_ready=``, ``compression=
 invocation (:class:`~dubbo_py.invocation.CallOptions`) through the method's stack to every
 provider call; a call giving any of them does not take the plan.
 
-Both flavours live here: the blocking ClusterChannel first, then the asyncio one.
+Both flavours live here: the blocking ClusterChannel first, then the asyncio one. What gRPC
+offers besides the blocking call (``with_call``, ``future``) and the asyncio forms are
+:class:`CallForms` and :class:`AsyncCallForms`, which the zone-aware channels
+(:mod:`dubbo_py.consumer.zone_channel`) share.
 
 AsyncClusterChannel: the asyncio flavour of :mod:`dubbo_py.consumer.channel`.
 
