@@ -187,7 +187,9 @@ class ReferenceAssembly(Generic[C]):
     (shared by every reference to it in the application); ``failback`` the queue of
     ``failback`` retries; ``filters`` the wrappers around each call (see
     :mod:`dubbo_py.consumer.filters`); ``subscribe`` replaces the registry's subscription (the
-    directory then reads providers at the level the migration step says)."""
+    directory then reads providers at the level the migration step says); ``empty_protection``
+    keeps providers the registry lost at once while they answer (``enable-empty-protection``;
+    :mod:`dubbo_py.registry.empty_protection`)."""
 
     def __init__(
         self,
@@ -213,12 +215,6 @@ class ReferenceAssembly(Generic[C]):
         self.shared_channels = channels
         #: The application's shared asyncio channels, per event loop (None: its own).
         self.shared_async_channels = async_channels
-        #: How the directory subscribes (None: the registry's own; application-level
-        #: discovery passes one that also reads ``/services``).
-        self._subscribe = subscribe
-        #: Keep providers the registry lost at once while they answer (``enable-empty-
-        #: protection``; :mod:`dubbo_py.registry.empty_protection`).
-        self._empty_protection = empty_protection
         self.service = service
         self.config = config
         self.consumer = consumer
@@ -233,7 +229,9 @@ class ReferenceAssembly(Generic[C]):
         #: The consumer overrides every call made from now on runs under (set once the
         #: settings, balancer, strategies, mocks and limits they ask for are in place).
         self.applied_overrides: Mapping[str, str] = {}
-        self.directory = self._directory(registry, cache, static_providers)
+        self.directory = self._directory(
+            registry, cache, static_providers, subscribe, empty_protection
+        )
         self.budget = budget if budget is not None else RetryBudget()
         self.failback = failback if failback is not None else FailbackQueue()
         self.filters = filters if filters is not None else ConsumerFilters()
@@ -288,7 +286,12 @@ class ReferenceAssembly(Generic[C]):
             spec.check(method, bound.method.response_type())
 
     def _directory(
-        self, registry: Registry | None, cache: NotifyCache | None, static: tuple[URL, ...]
+        self,
+        registry: Registry | None,
+        cache: NotifyCache | None,
+        static: tuple[URL, ...],
+        subscribe: Subscribe | None,
+        empty_protection: bool,
     ) -> RegistryDirectory:
         return RegistryDirectory(
             self.consumer,
@@ -300,8 +303,8 @@ class ReferenceAssembly(Generic[C]):
             validate_configurators=configurators.validate_document,
             cache=cache,
             static_providers=list(static),
-            subscribe=self._subscribe,
-            empty_protection=self._serves_service if self._empty_protection else None,
+            subscribe=subscribe,
+            empty_protection=self._serves_service if empty_protection else None,
         )
 
     def _serves_service(self, provider: URL) -> bool | None:
