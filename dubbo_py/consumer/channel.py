@@ -328,9 +328,9 @@ class AsyncCallForms:
         options = CallOptions.of(credentials, wait_for_ready, compression)
         return await self._with_call(request, timeout, metadata, options)
 
-    async def _unary(
+    def _unary(
         self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
-    ) -> Any:
+    ) -> Awaitable[Any]:
         raise NotImplementedError
 
     def _stream(
@@ -338,9 +338,9 @@ class AsyncCallForms:
     ) -> AsyncIterator[Any]:
         raise NotImplementedError
 
-    async def _with_call(
+    def _with_call(
         self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
-    ) -> tuple[Any, CallResult]:
+    ) -> Awaitable[tuple[Any, CallResult]]:
         raise NotImplementedError
 
 

@@ -228,10 +228,10 @@ class _AsyncZoneMultiCallable(_ZoneSite, AsyncCallForms):
         super().__init__(method, subs, selector)
         self._streaming = method.response_streaming
 
-    async def _unary(
+    def _unary(
         self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
-    ) -> Any:
-        return await self._tried(
+    ) -> Awaitable[Any]:
+        return self._tried(
             metadata, timeout, lambda sub, left: sub._unary(request, left, metadata, options)
         )
 
@@ -243,10 +243,10 @@ class _AsyncZoneMultiCallable(_ZoneSite, AsyncCallForms):
         async for response in self._subs[index]._stream(request, timeout, metadata, options):
             yield response
 
-    async def _with_call(
+    def _with_call(
         self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
-    ) -> tuple[Any, Any]:
-        return await self._tried(  # type: ignore[no-any-return]
+    ) -> Awaitable[tuple[Any, Any]]:
+        return self._tried(
             metadata, timeout, lambda sub, left: sub._with_call(request, left, metadata, options)
         )
 
