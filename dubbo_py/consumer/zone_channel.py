@@ -147,6 +147,13 @@ def _remaining(timeout: float | None, started: float) -> float | None:
     return max(0.0, timeout - (time.monotonic() - started))
 
 
+def _calling(request: Any, metadata: Any, *extra: Any) -> Callable[[Any, float | None], Any]:
+    """The call of a registry's blocking multicallable with these arguments and the time
+    left (made here, so that ``__call__`` holds no closure: its variables stay plain
+    locals)."""
+    return lambda sub, left: sub(request, left, metadata, *extra)
+
+
 class _ZoneMultiCallable(_ZoneSite, CallForms):
     """A stub method of a zone-aware channel: ``stub.Method(request, timeout=...,
     metadata=...)``, ``.with_call`` and ``.future``."""
@@ -174,9 +181,7 @@ class _ZoneMultiCallable(_ZoneSite, CallForms):
             )
         except ClusterError as error:
             # gRPC's per-call arguments go to the registry's multicallable, on a fall-over too.
-            def again(sub: Any, left: float | None) -> Any:
-                return sub(request, left, metadata, credentials, wait_for_ready, compression)
-
+            again = _calling(request, metadata, credentials, wait_for_ready, compression)
             return self._fall_over(error, index, zone, force, timeout, started, again)
 
     def _with_call(
@@ -231,9 +236,7 @@ class _AsyncZoneMultiCallable(_ZoneSite, AsyncCallForms):
     def _unary(
         self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> Awaitable[Any]:
-        return self._tried(
-            metadata, timeout, lambda sub, left: sub._unary(request, left, metadata, options)
-        )
+        return self._tried("_unary", request, timeout, metadata, options)
 
     async def _stream(
         self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
@@ -246,24 +249,26 @@ class _AsyncZoneMultiCallable(_ZoneSite, AsyncCallForms):
     def _with_call(
         self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> Awaitable[tuple[Any, Any]]:
-        return self._tried(
-            metadata, timeout, lambda sub, left: sub._with_call(request, left, metadata, options)
-        )
+        return self._tried("_with_call", request, timeout, metadata, options)
 
     async def _tried(
         self,
-        metadata: Any,
+        form: str,
+        request: Any,
         timeout: float | None,
-        call: Callable[[Any, float | None], Awaitable[Any]],
+        metadata: Any,
+        options: CallOptions | None,
     ) -> Any:
-        """``call`` (a registry's multicallable, the time left) on the registry the selector
-        picks, then on the next after each failure that never reached a provider."""
+        """The call in ``form`` (``_unary`` or ``_with_call``) of the registry's multicallable
+        the selector picks, then of the next after each failure that never reached a
+        provider, with what is left of ``timeout``."""
         index, zone, force = self._first(metadata)
         started = time.monotonic()
         tried = [index]
         while True:
+            sub = getattr(self._subs[index], form)
             try:
-                return await call(self._subs[index], _remaining(timeout, started))
+                return await sub(request, _remaining(timeout, started), metadata, options)
             except ClusterError as error:
                 index = self._next(error, tried, zone, force)
                 tried.append(index)
