@@ -38,8 +38,8 @@ class CallsInFlight:
     __slots__ = ("closing", "running")
 
     def __init__(self) -> None:
-        #: One entry per call running. The stubs' hot paths append and pop it themselves, as
-        #: :meth:`counted` does, to save its calls per call.
+        #: One entry per call running. The stubs' hot paths append and pop it themselves
+        #: (what :meth:`counted` does), saving its calls on every call.
         self.running: list[None] = []
         #: Set by :meth:`refuse`: new calls fail, those running go on.
         self.closing = False
