@@ -30,6 +30,7 @@ from dubbo_py.app.registries import (
     ENV_AUTH,
     RegistryArgument,
     RegistryBinding,
+    empty_protection_of,
     open_store,
     parse_auth,
     registry_choices,
@@ -176,7 +177,7 @@ class Application:
                 register_mode=str(choice.address.settings().get("register_mode", ""))
                 or register_mode,
                 migration_step=migration_step,
-                empty_protection=app_protection,
+                empty_protection=empty_protection_of(choice, app_protection),
             )
             for index, choice in enumerate(choices)
         )

@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 from dubbo_py.cluster import configurators
 from dubbo_py.config.model import RegistryConfig
@@ -35,6 +35,7 @@ from dubbo_py.url import URL
 __all__ = [
     "RegistryBinding",
     "RegistryChoice",
+    "empty_protection_of",
     "open_store",
     "registry_choices",
 ]
@@ -142,56 +143,58 @@ def _config(value: str | RegistryConfig) -> RegistryConfig:
     return RegistryConfig(value) if isinstance(value, str) else value
 
 
+def empty_protection_of(choice: RegistryChoice, application: bool | None) -> bool:
+    """Whether consumers on the registry ``choice`` keep providers it lost at once while they
+    answer (``enable-empty-protection``): the address's parameter, else the registry's entry,
+    else the ``application``'s setting, else on (docs/registry.md)."""
+    return next(
+        (
+            v
+            for v in (
+                choice.address.empty_protection,
+                choice.config.enable_empty_protection,
+                application,
+            )
+            if v is not None
+        ),
+        DEFAULT_EMPTY_PROTECTION,
+    )
+
+
+@dataclass(eq=False, repr=False)
 class RegistryBinding:
     """One registry of an application and what the application opened on it (on first use):
     the store lease, the :class:`Registry`, application-level discovery, the registry its
-    providers register through and the consumers' notify cache file."""
+    providers register through and the consumers' notify cache file. The settings it opens
+    them with are the application's for this registry."""
 
-    def __init__(
-        self,
-        choice: RegistryChoice,
-        *,
-        application: str,
-        auth: tuple[str, str] | None,
-        connect_timeout: float,
-        cache_path: str | os.PathLike[str] | None,
-        register_mode: str | None,
-        migration_step: str | None,
-        empty_protection: bool | None = None,
-    ) -> None:
-        self.choice = choice
+    choice: RegistryChoice
+    _: KW_ONLY
+    #: The application's name (application-level discovery, the cache file's default name).
+    application: str
+    #: The store session's identity (a ZooKeeper digest identity or an etcd user).
+    auth: tuple[str, str] | None
+    connect_timeout: float
+    #: The notify cache file (None: the default for the application and the address).
+    cache_path: str | os.PathLike[str] | None
+    register_mode: str | None
+    migration_step: str | None
+    #: Whether consumers on this registry keep providers it lost at once while they answer
+    #: (:func:`empty_protection_of`).
+    empty_protection: bool = DEFAULT_EMPTY_PROTECTION
+    #: Told (URL as exported, URL as registered with its override rules) at each provider
+    #: registration (the application's provider access logs follow it).
+    on_provider_registered: Callable[[URL, URL], None] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
         #: The registry's id (``""`` for an application's only registry given as an address).
-        self.id = choice.id
-        self.address = choice.address
-        self.config = choice.config
-        self.auth = auth
-        self._application = application
-        self._connect_timeout = connect_timeout
-        self._cache_path = cache_path
-        self._register_mode = register_mode
-        self._migration_step = migration_step
-        #: Whether consumers on this registry keep providers it lost at once while they
-        #: answer (``enable-empty-protection``): the address's parameter, else the registry's
-        #: entry, else the application's setting, else on (docs/registry.md).
-        self.empty_protection: bool = next(
-            (
-                v
-                for v in (
-                    choice.address.empty_protection,
-                    choice.config.enable_empty_protection,
-                    empty_protection,
-                )
-                if v is not None
-            ),
-            DEFAULT_EMPTY_PROTECTION,
-        )
+        self.id = self.choice.id
+        self.address = self.choice.address
+        self.config = self.choice.config
         self._lock = threading.Lock()
         self._store: Store | None = None
         self._registry: Registry | None = None
         self._provider_registry: Registry | None = None
-        #: Told (URL as exported, URL as registered with its override rules) at each
-        #: provider registration (the application's provider access logs follow it).
-        self.on_provider_registered: Callable[[URL, URL], None] | None = None
         self._app_level: ApplicationLevel | None = None
         self._cache: NotifyCache | None = None
 
@@ -208,15 +211,15 @@ class RegistryBinding:
         with self._lock:
             if self._registry is None and self.address.kind != "direct":
                 self._store = open_store(
-                    self.address, connect_timeout=self._connect_timeout, auth=self.auth
+                    self.address, connect_timeout=self.connect_timeout, auth=self.auth
                 )
                 assert self._store is not None
                 self._registry = Registry(self._store, protect=self.auth is not None)
                 self._app_level = ApplicationLevel(
                     self._registry,
-                    self._application,
-                    register_mode=self._register_mode,
-                    migration_step=self._migration_step,
+                    self.application,
+                    register_mode=self.register_mode,
+                    migration_step=self.migration_step,
                 )
             return self._registry
 
@@ -254,7 +257,7 @@ class RegistryBinding:
         with self._lock:
             if self._cache is None:
                 self._cache = NotifyCache(
-                    self._cache_path or default_cache_path(self._application, str(self.address))
+                    self.cache_path or default_cache_path(self.application, str(self.address))
                 )
             return self._cache
 

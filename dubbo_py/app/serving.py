@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -36,6 +36,8 @@ from dubbo_py.url import URL
 __all__ = ["Serving"]
 
 _O = TypeVar("_O")
+#: A started server of either flavour.
+_S = TypeVar("_S", ExportedServer, AsyncExportedServer)
 
 
 def _bind_error(exc: OSError, listen: ProtocolConfig) -> OSError:
@@ -68,11 +70,8 @@ class Serving:
 
     @property
     def provider_registry(self) -> Registry | None:
-        """The registry providers register through: their URLs carry the provider-side
-        override rules that match them, read before the first registration and followed after
-        it (see :mod:`dubbo_py.registry.provider_overrides`). With several registries, one
-        that registers in each marked ``register`` (:class:`~dubbo_py.registry.fanout.
-        FanOutRegistry`), each service in the registries its options name."""
+        """:attr:`Application.provider_registry <dubbo_py.app.application.Application.
+        provider_registry>`, opened on first use."""
         with self._lock:
             if self._provider_registry is not None:
                 return self._provider_registry
@@ -136,19 +135,31 @@ class Serving:
         plan = self._export_plan(servicers, listen, credentials, reflection)
         plan, observers = self._observe(plan, ProviderObserver, bool(interceptors), aio=False)
         plan = replace(plan, wrap=self.access_logs.wrap(plan.wrap, aio=False))
+        with self._exporting(listen):
+            exported = export(
+                plan,
+                self.provider_registry,
+                max_workers=max_workers,
+                interceptors=[*observers, *interceptors],
+            )
+        return self._started(exported, self._servers, unregister_wait)
+
+    @contextlib.contextmanager
+    def _exporting(self, listen: ProtocolConfig) -> Iterator[None]:
+        """Around an export on ``listen``: the providers it registers publish the application's
+        instance once (:meth:`_batch`), and a failure to bind says where the address came
+        from."""
         try:
             with self._batch():
-                exported = export(
-                    plan,
-                    self.provider_registry,
-                    max_workers=max_workers,
-                    interceptors=[*observers, *interceptors],
-                )
+                yield
         except OSError as exc:
             raise _bind_error(exc, listen) from exc
+
+    def _started(self, exported: _S, servers: list[_S], unregister_wait: float) -> _S:
+        """Keep ``exported`` in ``servers`` (its flavour's) and say the provider is ready."""
         exported.unregister_wait = unregister_wait
         with self._lock:
-            self._servers.append(exported)
+            servers.append(exported)
         self._provider_ready(exported.address, exported.urls)
         return exported
 
@@ -299,18 +310,9 @@ class Serving:
         plan = self._export_plan(servicers, listen, credentials)
         plan, observers = self._observe(plan, AsyncProviderObserver, bool(interceptors), aio=True)
         plan = replace(plan, wrap=self.access_logs.wrap(plan.wrap, aio=True))
-        try:
-            with self._batch():
-                exported = await export_async(
-                    plan, registry, interceptors=[*observers, *interceptors]
-                )
-        except OSError as exc:
-            raise _bind_error(exc, listen) from exc
-        exported.unregister_wait = unregister_wait
-        with self._lock:
-            self._async_servers.append(exported)
-        self._provider_ready(exported.address, exported.urls)
-        return exported
+        with self._exporting(listen):
+            exported = await export_async(plan, registry, interceptors=[*observers, *interceptors])
+        return self._started(exported, self._async_servers, unregister_wait)
 
     async def serve_async(
         self, /, *servicers: object, port: int | None = None, grace: float = 5.0, **options: Any

@@ -26,13 +26,14 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
 
 from dubbo_py.cluster.method_settings import MethodSettings
 from dubbo_py.cluster.support.outcome import SHED_KEY
+from dubbo_py.consumer.filters import AsyncProviderCall, ProviderCall
 from dubbo_py.invocation import Invocation
 from dubbo_py.url import URL
 
@@ -152,11 +153,7 @@ class ActiveLimit:
         self.limits = limits
 
     def __call__(
-        self,
-        provider: URL,
-        invocation: Invocation,
-        timeout: float | None,
-        proceed: Callable[[URL, Invocation, float | None], Any],
+        self, provider: URL, invocation: Invocation, timeout: float | None, proceed: ProviderCall
     ) -> Any:
         limit = self.limits.settings[invocation.method].actives
         if limit <= 0:
@@ -196,7 +193,7 @@ class AsyncActiveLimit:
         provider: URL,
         invocation: Invocation,
         timeout: float | None,
-        proceed: Callable[[URL, Invocation, float | None], Awaitable[Any]],
+        proceed: AsyncProviderCall,
     ) -> Any:
         limit = self.limits.settings[invocation.method].actives
         if limit <= 0:

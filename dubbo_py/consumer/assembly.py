@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar, cast
 
@@ -103,6 +103,8 @@ _NO_HEDGING = frozenset({"forking", "broadcast"})
 
 #: The call a bound method runs: :data:`~dubbo_py.consumer.filters.Call` or ``AsyncCall``.
 C = TypeVar("C")
+#: A provider call of either flavour (:class:`~dubbo_py.consumer.invoker.MethodInvoker` ...).
+V = TypeVar("V", bound=InvokerBase)
 
 
 def strategy_settings(service: ServiceSpec, config: ReferenceConfig) -> dict[str, StrategySettings]:
@@ -117,6 +119,12 @@ def strategy_settings(service: ServiceSpec, config: ReferenceConfig) -> dict[str
             parse_mock(own.mock if own.mock is not None else config.mock),
         )
     return policies
+
+
+def _forget(invokers: Sequence[InvokerBase], addresses: list[str]) -> None:
+    """Drop what ``invokers`` keep for the channels to ``addresses`` (gone, or replaced)."""
+    for invoker in list(invokers):
+        invoker.forget(addresses)
 
 
 class _Wired:
@@ -179,7 +187,9 @@ class ReferenceAssembly(Generic[C]):
     (shared by every reference to it in the application); ``failback`` the queue of
     ``failback`` retries; ``filters`` the wrappers around each call (see
     :mod:`dubbo_py.consumer.filters`); ``subscribe`` replaces the registry's subscription (the
-    directory then reads providers at the level the migration step says)."""
+    directory then reads providers at the level the migration step says); ``empty_protection``
+    keeps providers the registry lost at once while they answer (``enable-empty-protection``;
+    :mod:`dubbo_py.registry.empty_protection`)."""
 
     def __init__(
         self,
@@ -205,12 +215,6 @@ class ReferenceAssembly(Generic[C]):
         self.shared_channels = channels
         #: The application's shared asyncio channels, per event loop (None: its own).
         self.shared_async_channels = async_channels
-        #: How the directory subscribes (None: the registry's own; application-level
-        #: discovery passes one that also reads ``/services``).
-        self._subscribe = subscribe
-        #: Keep providers the registry lost at once while they answer (``enable-empty-
-        #: protection``; :mod:`dubbo_py.registry.empty_protection`).
-        self._empty_protection = empty_protection
         self.service = service
         self.config = config
         self.consumer = consumer
@@ -225,7 +229,9 @@ class ReferenceAssembly(Generic[C]):
         #: The consumer overrides every call made from now on runs under (set once the
         #: settings, balancer, strategies, mocks and limits they ask for are in place).
         self.applied_overrides: Mapping[str, str] = {}
-        self.directory = self._directory(registry, cache, static_providers)
+        self.directory = self._directory(
+            registry, cache, static_providers, subscribe, empty_protection
+        )
         self.budget = budget if budget is not None else RetryBudget()
         self.failback = failback if failback is not None else FailbackQueue()
         self.filters = filters if filters is not None else ConsumerFilters()
@@ -280,7 +286,12 @@ class ReferenceAssembly(Generic[C]):
             spec.check(method, bound.method.response_type())
 
     def _directory(
-        self, registry: Registry | None, cache: NotifyCache | None, static: tuple[URL, ...]
+        self,
+        registry: Registry | None,
+        cache: NotifyCache | None,
+        static: tuple[URL, ...],
+        subscribe: Subscribe | None,
+        empty_protection: bool,
     ) -> RegistryDirectory:
         return RegistryDirectory(
             self.consumer,
@@ -292,8 +303,8 @@ class ReferenceAssembly(Generic[C]):
             validate_configurators=configurators.validate_document,
             cache=cache,
             static_providers=list(static),
-            subscribe=self._subscribe,
-            empty_protection=self._serves_service if self._empty_protection else None,
+            subscribe=subscribe,
+            empty_protection=self._serves_service if empty_protection else None,
         )
 
     def _serves_service(self, provider: URL) -> bool | None:
@@ -596,6 +607,27 @@ class ReferenceAssembly(Generic[C]):
     def _invoker(self, method: StubMethod) -> InvokerBase:
         raise NotImplementedError
 
+    def _new_invoker(
+        self,
+        kind: Callable[..., V],
+        pool: ChannelPool | AsyncChannelPool,
+        method: StubMethod,
+        kept: list[V],
+        **options: Any,
+    ) -> V:
+        """A provider call of ``method`` on ``pool``, with the reference's caller and the
+        method's compression, kept in ``kept`` (whose callables of dropped channels are
+        forgotten)."""
+        invoker = kind(
+            pool,
+            method,
+            caller=self.caller,
+            compression=self.config.compression_of(method.name),
+            **options,
+        )
+        kept.append(invoker)
+        return invoker
+
     def _strategy(
         self, method: StubMethod, policy: StrategySettings, context: ClusterContext
     ) -> tuple[C, bool]:
@@ -628,23 +660,17 @@ class BlockingAssembly(ReferenceAssembly[Call]):
     def __init__(self, service: ServiceSpec, config: ReferenceConfig, consumer: URL, **parts: Any):
         super().__init__(service, config, consumer, **parts)
         self.pool = ChannelPool(config.client_tls, shared=self.shared_channels)
-        self.pool.on_dropped = self._forget
         self._invokers: list[MethodInvoker] = []
+        self.pool.on_dropped = partial(_forget, self._invokers)
 
     def channel(self) -> ClusterChannel:
         """The channel a stub is built on."""
         return ClusterChannel(self, self.config.attachments, self.pool.close)
 
     def _invoker(self, method: StubMethod) -> MethodInvoker:
-        invoker = MethodInvoker(
-            self.pool,
-            method,
-            caller=self.caller,
-            interceptors=self.interceptors,
-            compression=self.config.compression_of(method.name),
+        return self._new_invoker(
+            MethodInvoker, self.pool, method, self._invokers, interceptors=self.interceptors
         )
-        self._invokers.append(invoker)
-        return invoker
 
     def _strategy(
         self, method: StubMethod, policy: StrategySettings, context: ClusterContext
@@ -657,18 +683,14 @@ class BlockingAssembly(ReferenceAssembly[Call]):
     _record_stats = RecordStats
     _hedged = HedgedCall
 
-    def _forget(self, addresses: list[str]) -> None:
-        for invoker in list(self._invokers):
-            invoker.forget(addresses)
-
     def _retain(self, providers: tuple[URL, ...]) -> None:
         gone = self.pool.retain(providers)
         if gone:
-            self._forget(gone)
+            _forget(self._invokers, gone)
 
     def _revived(self, provider: URL) -> None:
         if self.pool.reset(provider.address):
-            self._forget([provider.address])
+            _forget(self._invokers, [provider.address])
 
     def close(self) -> None:
         """Everything :meth:`ReferenceAssembly.close` does, then close the provider channels."""
@@ -689,8 +711,8 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         self.pool = AsyncChannelPool(
             config.client_tls, interceptors=self.interceptors, shared=self.shared_async_channels
         )
-        self.pool.on_dropped = self._forget
         self._invokers: list[AsyncMethodInvoker] = []
+        self.pool.on_dropped = partial(_forget, self._invokers)
         #: Blocking channels and invokers for ``failback`` retries (opened on first need).
         self._retry_pool: ChannelPool | None = None
         self._retry_invokers: list[MethodInvoker] = []
@@ -703,14 +725,7 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         return AsyncClusterChannel(self, self.config.attachments, self.pool.close)
 
     def _invoker(self, method: StubMethod) -> AsyncMethodInvoker:
-        invoker = AsyncMethodInvoker(
-            self.pool,
-            method,
-            caller=self.caller,
-            compression=self.config.compression_of(method.name),
-        )
-        self._invokers.append(invoker)
-        return invoker
+        return self._new_invoker(AsyncMethodInvoker, self.pool, method, self._invokers)
 
     def _strategy(
         self, method: StubMethod, policy: StrategySettings, context: ClusterContext
@@ -720,10 +735,6 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
         strategy = async_strategy(StrategySettings(policy.cluster), context, None)
         return partial(strategy, context), strategy is failover_async
 
-    def _forget(self, addresses: list[str]) -> None:
-        for invoker in list(self._invokers):
-            invoker.forget(addresses)
-
     def _retry_context(self, method: StubMethod) -> ClusterContext:
         """The blocking context ``failback`` retries of ``method`` go through."""
         with self._lock:
@@ -732,14 +743,10 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
                 return known
             if self._retry_pool is None:
                 self._retry_pool = ChannelPool(self.config.client_tls, shared=self.shared_channels)
-                self._retry_pool.on_dropped = self._forget_retry
-            invoker = MethodInvoker(
-                self._retry_pool,
-                method,
-                caller=self.caller,
-                compression=self.config.compression_of(method.name),
+                self._retry_pool.on_dropped = partial(_forget, self._retry_invokers)
+            invoker = self._new_invoker(
+                MethodInvoker, self._retry_pool, method, self._retry_invokers
             )
-            self._retry_invokers.append(invoker)
             context = self._wire(invoker, self._retry_attempt_call)
             self._retry_contexts[method.name] = context
         return context
@@ -755,22 +762,15 @@ class AsyncAssembly(ReferenceAssembly[AsyncCall]):
     def _retain(self, providers: tuple[URL, ...]) -> None:
         self.pool.retain(providers)
         if self._retry_pool is not None:
-            gone = self._retry_pool.retain(providers)
-            for invoker in list(self._retry_invokers):
-                invoker.forget(gone)
-
-    def _forget_retry(self, addresses: list[str]) -> None:
-        for invoker in list(self._retry_invokers):
-            invoker.forget(addresses)
+            _forget(self._retry_invokers, self._retry_pool.retain(providers))
 
     def _revived(self, provider: URL) -> None:
         # The pool replaces the channel on the loop, soon; a plan must not take the old one
         # meanwhile, so its callables go now (after reset: a call then finds it stale).
         self.pool.reset(provider.address)
-        self._forget([provider.address])
+        _forget(self._invokers, [provider.address])
         if self._retry_pool is not None and self._retry_pool.reset(provider.address):
-            for invoker in list(self._retry_invokers):
-                invoker.forget([provider.address])
+            _forget(self._retry_invokers, [provider.address])
 
     def close(self) -> None:
         """Everything :meth:`ReferenceAssembly.close` does, and close the blocking channels of

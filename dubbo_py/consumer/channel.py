@@ -11,7 +11,10 @@ gRPC's per-call arguments (``credentials=``, ``wait_for_ready=``, ``compression=
 invocation (:class:`~dubbo_py.invocation.CallOptions`) through the method's stack to every
 provider call; a call giving any of them does not take the plan.
 
-Both flavours live here: the blocking ClusterChannel first, then the asyncio one.
+Both flavours live here: the blocking ClusterChannel first, then the asyncio one. What gRPC
+offers besides the blocking call (``with_call``, ``future``) and the asyncio forms are
+:class:`CallForms` and :class:`AsyncCallForms`, which the zone-aware channels
+(:mod:`dubbo_py.consumer.zone_channel`) share.
 
 AsyncClusterChannel: the asyncio flavour of :mod:`dubbo_py.consumer.channel`.
 
@@ -27,10 +30,11 @@ attempt on the provider it picks.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 
@@ -45,10 +49,7 @@ from dubbo_py.protocol.triple import CALL_SINK, Metadata, from_wire
 from dubbo_py.router.offloop import settle_scripts
 from dubbo_py.url import URL
 
-__all__ = ["AsyncClusterChannel", "CallResult", "ClusterChannel"]
-
-
-_futures = LazyPool(32, "dubbo-future")
+__all__ = ["AsyncCallForms", "AsyncClusterChannel", "CallForms", "CallResult", "ClusterChannel"]
 
 
 class _Call:
@@ -72,9 +73,73 @@ class _Call:
         return () if self._call is None else from_wire(self._call.trailing_metadata())
 
 
-class _MultiCallable(PlannedSite):
+class CallForms:
+    """The forms of a blocking gRPC call besides the call itself, ``.with_call`` and
+    ``.future``, for both blocking channels (this module's and the zone-aware one,
+    :mod:`dubbo_py.consumer.zone_channel`). Each multicallable writes its own ``__call__`` (one
+    frame: it runs on every call) and ``_with_call``, which takes gRPC's per-call arguments
+    checked (a :class:`~dubbo_py.invocation.CallOptions`, None when none is given)."""
+
+    #: Where ``future`` runs the calls.
+    _futures: ClassVar[LazyPool]
+    #: The call itself (``stub.Method(request, ...)``), which ``future`` runs.
+    __call__: Callable[..., Any]
+
+    def with_call(
+        self,
+        request: Any,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
+    ) -> tuple[Any, Any]:
+        """The call, and a ``grpc.Call``-like view of the provider call that answered (its
+        trailing metadata carries the provider's attachments)."""
+        options = CallOptions.of(credentials, wait_for_ready, compression)
+        return self._with_call(request, timeout, metadata, options)
+
+    def _with_call(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def future(
+        self,
+        request: Any,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
+    ) -> futures.Future[Any]:
+        """Run the call on a shared thread pool (a ``concurrent.futures.Future``)."""
+        # The arguments are checked now, in the caller's frame.
+        CallOptions.of(credentials, wait_for_ready, compression)
+        return self._futures.get().submit(
+            self, request, timeout, metadata, credentials, wait_for_ready, compression
+        )
+
+
+@contextmanager
+def _recording(site: _MultiCallable | _AsyncMultiCallable) -> Iterator[list[Any]]:
+    """Around a ``with_call`` of ``site``: the call counted in flight (see
+    dubbo_py/consumer/in_flight.py), and the provider calls it makes collected (the last one
+    answered)."""
+    with site._in_flight.counted(site._service, site._method):
+        made: list[Any] = []
+        token = CALL_SINK.set(made)
+        try:
+            yield made
+        finally:
+            CALL_SINK.reset(token)
+
+
+class _MultiCallable(PlannedSite, CallForms):
     """What a stub calls for one method: ``stub.Method(request, timeout=..., metadata=...,
     credentials=..., wait_for_ready=..., compression=...)``, ``.with_call`` and ``.future``."""
+
+    _futures = LazyPool(32, "dubbo-future")
 
     def __init__(self, bound: BoundMethod[Call], attachments: Mapping[str, str]) -> None:
         super().__init__(bound, attachments)
@@ -152,45 +217,12 @@ class _MultiCallable(PlannedSite):
             self._replan(request, metadata)
         return self._invoke(self._invocation(request, timeout, metadata, options))
 
-    def with_call(
-        self,
-        request: Any,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
+    def _with_call(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> tuple[Any, _Call]:
-        """The call, and a ``grpc.Call``-like view of the provider call that answered (its
-        trailing metadata carries the provider's attachments)."""
-        in_flight = self._in_flight
-        if not in_flight.enter():
-            raise in_flight.refused(self._service, self._method)
-        options = CallOptions.of(credentials, wait_for_ready, compression)
-        sink: list[Any] = []
-        token = CALL_SINK.set(sink)
-        try:
+        with _recording(self) as made:
             response = self._call(request, timeout, metadata, options)
-        finally:
-            CALL_SINK.reset(token)
-            in_flight.leave()
-        return response, _Call(sink[-1] if sink else None)
-
-    def future(
-        self,
-        request: Any,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
-    ) -> futures.Future[Any]:
-        """Run the call on a shared thread pool (a ``concurrent.futures.Future``)."""
-        # The arguments are checked now, in the caller's frame.
-        CallOptions.of(credentials, wait_for_ready, compression)
-        return _futures.get().submit(
-            self, request, timeout, metadata, credentials, wait_for_ready, compression
-        )
+        return response, _Call(made[-1] if made else None)
 
 
 class ClusterChannel(StubChannel[Call, _MultiCallable], grpc.Channel):
@@ -251,21 +283,14 @@ class CallResult:
         return self._trailing
 
 
-class _AsyncMultiCallable(PlannedSite):
-    """What a stub calls for one method: ``await stub.Method(request, timeout=...,
-    metadata=...)``, ``async for`` over a server-streaming one, ``await ....with_call``."""
+class AsyncCallForms:
+    """The forms of an asyncio gRPC call (``grpc.aio``), ``await stub.Method(request)``,
+    ``async for`` over a server-streaming one and ``await ....with_call``, for both asyncio
+    channels (this module's and the zone-aware one). Each multicallable writes ``_unary``,
+    ``_stream`` and ``_with_call``, which take gRPC's per-call arguments checked (a
+    :class:`~dubbo_py.invocation.CallOptions`, None when none is given)."""
 
-    def __init__(self, bound: BoundMethod[AsyncCall], attachments: Mapping[str, str]) -> None:
-        super().__init__(bound, attachments)
-        self._in_flight = bound.in_flight
-        call, context = bound.call, self._context
-
-        async def invoke(invocation: Invocation) -> Any:
-            # A script rule's run waits for the sandbox: never on the loop (see settle_scripts).
-            await settle_scripts(context.routes.chain, invocation)
-            return await call(invocation)
-
-        self._invoke = invoke
+    _streaming: bool
 
     def __call__(
         self,
@@ -282,10 +307,60 @@ class _AsyncMultiCallable(PlannedSite):
         else:  # checked here, when the call is made, as grpc.aio does
             options = CallOptions(credentials, wait_for_ready, compression)
         if self._streaming:
-            return self._stream(self._invocation(request, timeout, metadata, options))
-        return self._counted(request, timeout, metadata, options)
+            return self._stream(request, timeout, metadata, options)
+        return self._unary(request, timeout, metadata, options)
 
-    async def _counted(
+    async def with_call(
+        self,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        metadata: Any = None,
+        credentials: grpc.CallCredentials | None = None,
+        wait_for_ready: bool | None = None,
+        compression: grpc.Compression | None = None,
+    ) -> tuple[Any, CallResult]:
+        """``await stub.Method.with_call(request)``: the response and what the provider call
+        that answered sent besides it (:class:`CallResult`: its trailing metadata carries the
+        provider's attachments). For unary-response methods, as in blocking gRPC."""
+        if self._streaming:
+            raise TypeError("with_call is for methods answering with one response")
+        options = CallOptions.of(credentials, wait_for_ready, compression)
+        return await self._with_call(request, timeout, metadata, options)
+
+    def _unary(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> Awaitable[Any]:
+        raise NotImplementedError
+
+    def _stream(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> AsyncIterator[Any]:
+        raise NotImplementedError
+
+    def _with_call(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> Awaitable[tuple[Any, CallResult]]:
+        raise NotImplementedError
+
+
+class _AsyncMultiCallable(PlannedSite, AsyncCallForms):
+    """What a stub calls for one method: ``await stub.Method(request, timeout=...,
+    metadata=...)``, ``async for`` over a server-streaming one, ``await ....with_call``."""
+
+    def __init__(self, bound: BoundMethod[AsyncCall], attachments: Mapping[str, str]) -> None:
+        super().__init__(bound, attachments)
+        self._in_flight = bound.in_flight
+        call, context = bound.call, self._context
+
+        async def invoke(invocation: Invocation) -> Any:
+            # A script rule's run waits for the sandbox: never on the loop (see settle_scripts).
+            await settle_scripts(context.routes.chain, invocation)
+            return await call(invocation)
+
+        self._invoke = invoke
+
+    async def _unary(
         self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> Any:
         # Counted while it runs, so that closing the application lets it finish
@@ -340,43 +415,24 @@ class _AsyncMultiCallable(PlannedSite):
         observers.finish(token, None)
         return response
 
-    def _stream(self, invocation: Invocation) -> AsyncIterator[Any]:
-        return _OpeningStream(self, invocation)
+    def _stream(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> AsyncIterator[Any]:
+        return _OpeningStream(self, self._invocation(request, timeout, metadata, options))
 
-    async def with_call(
-        self,
-        request: Any,
-        *,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
+    async def _with_call(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> tuple[Any, CallResult]:
-        """``await stub.Method.with_call(request)``: the response and what the provider call
-        that answered sent besides it (:class:`CallResult`: its trailing metadata carries the
-        provider's attachments). For unary-response methods, as in blocking gRPC."""
-        if self._streaming:
-            raise TypeError("with_call is for methods answering with one response")
-        in_flight = self._in_flight
-        if not in_flight.enter():
-            raise in_flight.refused(self._service, self._method)
-        options = CallOptions.of(credentials, wait_for_ready, compression)
-        sink: list[Any] = []
-        token = CALL_SINK.set(sink)
-        try:
+        with _recording(self) as made:
             response = await self._invoke(self._invocation(request, timeout, metadata, options))
-        finally:
-            CALL_SINK.reset(token)
-            in_flight.leave()
-        if not sink:
+        if not made:
             return response, CallResult()
-        made = sink[-1]
+        answered = made[-1]
         return response, CallResult(
-            await made.code(),
-            str(await made.details() or ""),
-            from_wire(await made.initial_metadata()),
-            from_wire(await made.trailing_metadata()),
+            await answered.code(),
+            str(await answered.details() or ""),
+            from_wire(await answered.initial_metadata()),
+            from_wire(await answered.trailing_metadata()),
         )
 
 
@@ -407,14 +463,9 @@ class _OpeningStream:
         site, self._site = self._site, None
         if site is None:  # failed to open, closed, or another __anext__ is opening it
             raise StopAsyncIteration
-        in_flight = site._in_flight
-        if not in_flight.enter():
-            raise in_flight.refused(site._service, site._method)
-        try:
+        # Counted until the stream is open (see dubbo_py/consumer/in_flight.py).
+        with site._in_flight.counted(site._service, site._method):
             responses = await site._invoke(self._invocation)
-        finally:
-            # Counted until the stream is open (see dubbo_py/consumer/in_flight.py).
-            in_flight.leave()
         replies = responses.__aiter__()
         self._replies = replies
         return await replies.__anext__()

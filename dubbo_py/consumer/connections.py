@@ -51,6 +51,7 @@ driver around it: :class:`SharedChannels` serialises it with a lock and closes w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Hashable
@@ -184,30 +185,56 @@ class ChannelTable(Generic[C]):
         return entries
 
 
-class SharedChannels:
-    """The application's blocking channels by ``(address, security key)``; thread-safe."""
+class _Driver(Generic[C]):
+    """What both flavours' drivers of a :class:`ChannelTable` share: ``_lock`` serialises the
+    table's calls (a lock; a no-op for a loop's channels, used on their loop only);
+    ``_retire`` closes a replaced channel ``linger`` seconds later."""
 
-    def __init__(self, *, linger: float = 30.0) -> None:
-        self._linger = linger
-        self._lock = threading.Lock()
-        self._table: ChannelTable[grpc.Channel] = ChannelTable()
-        self._retiring: list[threading.Timer] = []
-        self._closed = False
+    _table: ChannelTable[C]
+    _lock: contextlib.AbstractContextManager[Any]
 
     def acquire(
-        self,
-        address: str,
-        security: Hashable,
-        holder: ChannelHolder,
-        open_channel: Callable[[], grpc.Channel],
-    ) -> grpc.Channel:
+        self, address: str, security: Hashable, holder: ChannelHolder, open_channel: Callable[[], C]
+    ) -> C:
         """The channel to ``address`` with these security settings, opened with
         ``open_channel`` if none is; ``holder`` holds it until it :meth:`release` s it."""
         with self._lock:
             channel, stale = self._table.acquire((address, security), holder, open_channel)
         if stale is not None:
-            self._close_later(stale)
+            self._retire(stale)
         return channel
+
+    def reset(self, address: str, security: Hashable, channel: C) -> bool:
+        """Replace the channel to ``address`` if it still is ``channel``: every holder is told
+        to drop it (:meth:`ChannelHolder.dropped`), the next :meth:`acquire` opens a new one,
+        and the old one closes ``linger`` seconds later. False when it was replaced already."""
+        with self._lock:
+            holders = self._table.reset((address, security), channel)
+        if holders is None:
+            return False
+        for holder in holders:
+            holder.dropped(address)
+        self._retire(channel)
+        return True
+
+    def open_count(self) -> int:
+        """Channels open now (held or lingering; replaced ones not counted)."""
+        with self._lock:
+            return len(self._table.entries)
+
+    def _retire(self, channel: C) -> None:
+        raise NotImplementedError
+
+
+class SharedChannels(_Driver[grpc.Channel]):
+    """The application's blocking channels by ``(address, security key)``; thread-safe."""
+
+    def __init__(self, *, linger: float = 30.0) -> None:
+        self._linger = linger
+        self._lock = threading.Lock()
+        self._table = ChannelTable()
+        self._retiring: list[threading.Timer] = []
+        self._closed = False
 
     def release(self, address: str, security: Hashable, holder: ChannelHolder) -> None:
         """``holder`` no longer uses the channel to ``address``; the last holder's release
@@ -254,20 +281,7 @@ class SharedChannels:
                 return
         entry.channel.close()
 
-    def reset(self, address: str, security: Hashable, channel: grpc.Channel) -> bool:
-        """Replace the channel to ``address`` if it still is ``channel``: every holder is told
-        to drop it (:meth:`ChannelHolder.dropped`), the next :meth:`acquire` opens a new one,
-        and the old one closes ``linger`` seconds later. False when it was replaced already."""
-        with self._lock:
-            holders = self._table.reset((address, security), channel)
-        if holders is None:
-            return False
-        for holder in holders:
-            holder.dropped(address)
-        self._close_later(channel)
-        return True
-
-    def _close_later(self, channel: grpc.Channel) -> None:
+    def _retire(self, channel: grpc.Channel) -> None:
         if self._linger <= 0:
             channel.close()
             return
@@ -277,11 +291,6 @@ class SharedChannels:
             self._retiring = [t for t in self._retiring if t.is_alive()]
             self._retiring.append(timer)
         timer.start()
-
-    def open_count(self) -> int:
-        """Channels open now (held or lingering; replaced ones not counted)."""
-        with self._lock:
-            return len(self._table.entries)
 
     def close(self) -> None:
         """Close every channel now, held or not (the application is closing)."""
@@ -301,33 +310,20 @@ class SharedChannels:
 # ----------------------------- the asyncio flavour -----------------------------
 
 
-class LoopChannels:
+class LoopChannels(_Driver[grpc.aio.Channel]):
     """The channels of one event loop by ``(address, security key)``; used on that loop only."""
 
     def __init__(self, owner: AsyncSharedChannels, loop: asyncio.AbstractEventLoop) -> None:
         self._owner = owner
         self.loop = loop
         self._linger = owner.linger
-        self._table: ChannelTable[grpc.aio.Channel] = ChannelTable()
+        self._lock = contextlib.nullcontext()
+        self._table = ChannelTable()
         self._retiring: dict[grpc.aio.Channel, asyncio.TimerHandle] = {}
         self._closing: set[asyncio.Task[None]] = set()
         #: The pools on this loop that joined and have not left.
         self.members: set[ChannelHolder] = set()
         self.closed = False
-
-    def acquire(
-        self,
-        address: str,
-        security: Hashable,
-        holder: ChannelHolder,
-        open_channel: Callable[[], grpc.aio.Channel],
-    ) -> grpc.aio.Channel:
-        """The channel to ``address`` with these settings, opened with ``open_channel`` if
-        none is; ``holder`` holds it until it :meth:`release` s it."""
-        channel, stale = self._table.acquire((address, security), holder, open_channel)
-        if stale is not None:
-            self._retire(stale)
-        return channel
 
     def release(self, address: str, security: Hashable, holder: ChannelHolder) -> None:
         """``holder`` no longer uses the channel to ``address``; the last holder's release
@@ -359,21 +355,6 @@ class LoopChannels:
     def _expire(self, key: Key, entry: Entry[grpc.aio.Channel]) -> None:
         if self._table.expire(key, entry):
             self._close_soon(entry.channel)
-
-    def reset(self, address: str, security: Hashable, channel: grpc.aio.Channel) -> None:
-        """Replace the channel to ``address`` if it still is ``channel``: every holder is told
-        to drop it, the next :meth:`acquire` opens a new one, and the old one closes ``linger``
-        seconds later."""
-        holders = self._table.reset((address, security), channel)
-        if holders is None:
-            return
-        for holder in holders:
-            holder.dropped(address)
-        self._retire(channel)
-
-    def open_count(self) -> int:
-        """Channels open on this loop now (held or lingering; replaced ones not counted)."""
-        return len(self._table.entries)
 
     def _retire(self, channel: grpc.aio.Channel) -> None:
         def close() -> None:

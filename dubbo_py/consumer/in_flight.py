@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from dubbo_py.call_errors import ClusterError
 
@@ -36,24 +38,25 @@ class CallsInFlight:
     __slots__ = ("closing", "running")
 
     def __init__(self) -> None:
-        #: One entry per call running. The blocking stub's hot path appends and pops it
-        #: itself, as :meth:`enter` and :meth:`leave` do, to save two calls per call.
+        #: One entry per call running. The stubs' hot paths append and pop it themselves
+        #: (what :meth:`counted` does), saving its calls on every call.
         self.running: list[None] = []
         #: Set by :meth:`refuse`: new calls fail, those running go on.
         self.closing = False
 
-    def enter(self) -> bool:
-        """Count a call about to start; False (and not counted) once calls are refused."""
+    @contextmanager
+    def counted(self, service: str, method: str) -> Iterator[None]:
+        """Count a call of ``method`` while the block runs; :meth:`refused` raised (and
+        nothing counted) once calls are refused."""
         running = self.running
         running.append(None)
         if self.closing:
             running.pop()
-            return False
-        return True
-
-    def leave(self) -> None:
-        """A counted call ended."""
-        self.running.pop()
+            raise self.refused(service, method)
+        try:
+            yield
+        finally:
+            running.pop()
 
     def __len__(self) -> int:
         return len(self.running)

@@ -23,9 +23,9 @@ two registries is one connection.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
-from concurrent import futures
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import InitVar, dataclass, field
+from typing import Any, TypeVar
 
 import grpc
 
@@ -34,6 +34,7 @@ from dubbo_py.cluster.support.pool import LazyPool
 from dubbo_py.cluster.zone import REGISTRY_ZONE, REGISTRY_ZONE_FORCE, ZoneForcedError, ZoneSelector
 from dubbo_py.config.model import RegistryConfig
 from dubbo_py.consumer.assembly import ReferenceAssembly
+from dubbo_py.consumer.channel import AsyncCallForms, CallForms
 from dubbo_py.consumer.method import MethodFactories, StubMethod
 from dubbo_py.invocation import CallOptions
 from dubbo_py.registry.registry import Registry
@@ -42,7 +43,6 @@ from dubbo_py.router.chain import BoundChain
 
 __all__ = ["AsyncZoneAwareChannel", "RegistryStack", "ZoneAwareChannel", "call_zone"]
 
-_futures = LazyPool(32, "dubbo-zone-future")
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
 
@@ -60,31 +60,28 @@ def call_zone(metadata: Any) -> tuple[str | None, bool]:
     return zone or None, force
 
 
+@dataclass(eq=False, repr=False)
 class RegistryStack:
     """One registry's stack of a reference: the assembly, its channel and the registry's
     settings, with :attr:`available` kept current (see the module doc)."""
 
-    def __init__(
-        self,
-        name: str,
-        config: RegistryConfig,
-        registry: Registry | None,
-        assembly: ReferenceAssembly[Any],
-        channel: Any,
-    ) -> None:
-        self.name = name
+    name: str
+    config: InitVar[RegistryConfig]
+    registry: Registry | None
+    assembly: ReferenceAssembly[Any]
+    #: The stack's own channel (a :class:`~dubbo_py.consumer.channel.ClusterChannel` or its
+    #: asyncio flavour).
+    channel: Any
+    #: Whether the stack has a provider outside the quarantine and a live registry
+    #: session; read by the selector on every call, so it is a plain attribute.
+    available: bool = field(default=False, init=False)
+
+    def __post_init__(self, config: RegistryConfig) -> None:
+        # What the selector reads of the registry's settings, as plain attributes.
         self.zone = config.zone
         self.weight = config.weight
         self.preferred = config.preferred
-        self.registry = registry
-        self.assembly = assembly
-        #: The stack's own channel (a :class:`~dubbo_py.consumer.channel.ClusterChannel` or its
-        #: asyncio flavour).
-        self.channel = channel
-        #: Whether the stack has a provider outside the quarantine and a live registry
-        #: session; read by the selector on every call, so it is a plain attribute.
-        self.available = False
-        self._session_up = registry.connected if registry is not None else True
+        self._session_up = self.registry.connected if self.registry is not None else True
 
     def watch(self) -> None:
         """Keep :attr:`available` current: on each new chain, quarantine change and registry
@@ -150,9 +147,18 @@ def _remaining(timeout: float | None, started: float) -> float | None:
     return max(0.0, timeout - (time.monotonic() - started))
 
 
-class _ZoneMultiCallable(_ZoneSite):
+def _calling(request: Any, metadata: Any, *extra: Any) -> Callable[[Any, float | None], Any]:
+    """The call of a registry's blocking multicallable with these arguments and the time
+    left (made here, so that ``__call__`` holds no closure: its variables stay plain
+    locals)."""
+    return lambda sub, left: sub(request, left, metadata, *extra)
+
+
+class _ZoneMultiCallable(_ZoneSite, CallForms):
     """A stub method of a zone-aware channel: ``stub.Method(request, timeout=...,
     metadata=...)``, ``.with_call`` and ``.future``."""
+
+    _futures = LazyPool(32, "dubbo-zone-future")
 
     def __call__(
         self,
@@ -169,14 +175,34 @@ class _ZoneMultiCallable(_ZoneSite):
             # The common call: no attachment, so the application's zone decides.
             index, zone, force = self._selector.default(), None, False
         started = time.monotonic() if timeout is not None else 0.0
-        # gRPC's per-call arguments go to the registry's multicallable (and on a fall-over).
-        extra = (credentials, wait_for_ready, compression)
         try:
-            return self._subs[index](request, timeout, metadata, *extra)
-        except ClusterError as error:
-            return self._fall_over(
-                error, index, zone, force, "__call__", request, timeout, metadata, started, extra
+            return self._subs[index](
+                request, timeout, metadata, credentials, wait_for_ready, compression
             )
+        except ClusterError as error:
+            # gRPC's per-call arguments go to the registry's multicallable, on a fall-over too.
+            again = _calling(request, metadata, credentials, wait_for_ready, compression)
+            return self._fall_over(error, index, zone, force, timeout, started, again)
+
+    def _with_call(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> tuple[Any, Any]:
+        return self._tried(  # type: ignore[no-any-return]
+            metadata, timeout, lambda sub, left: sub._with_call(request, left, metadata, options)
+        )
+
+    def _tried(
+        self, metadata: Any, timeout: float | None, call: Callable[[Any, float | None], Any]
+    ) -> Any:
+        """``call`` (a registry's multicallable, the time left) on the registry the selector
+        picks, then on the next after each failure that never reached a provider (what
+        ``__call__`` does, written out there)."""
+        index, zone, force = self._first(metadata)
+        started = time.monotonic()
+        try:
+            return call(self._subs[index], timeout)
+        except ClusterError as error:
+            return self._fall_over(error, index, zone, force, timeout, started, call)
 
     def _fall_over(
         self,
@@ -184,148 +210,93 @@ class _ZoneMultiCallable(_ZoneSite):
         index: int,
         zone: str | None,
         force: bool,
-        kind: str,
-        request: Any,
         timeout: float | None,
-        metadata: Any,
         started: float,
-        extra: tuple[Any, Any, Any],
+        call: Callable[[Any, float | None], Any],
     ) -> Any:
         tried = [index]
         while True:
             index = self._next(error, tried, zone, force)
             tried.append(index)
             try:
-                return getattr(self._subs[index], kind)(
-                    request, _remaining(timeout, started), metadata, *extra
-                )
+                return call(self._subs[index], _remaining(timeout, started))
             except ClusterError as again:
                 error = again
 
-    def with_call(
-        self,
-        request: Any,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
-    ) -> tuple[Any, Any]:
-        """The call, and a ``grpc.Call``-like view of the provider call that answered."""
-        index, zone, force = self._first(metadata)
-        started = time.monotonic()
-        extra = (credentials, wait_for_ready, compression)
-        try:
-            return self._subs[index].with_call(request, timeout, metadata, *extra)  # type: ignore[no-any-return]
-        except ClusterError as error:
-            return self._fall_over(  # type: ignore[no-any-return]
-                error, index, zone, force, "with_call", request, timeout, metadata, started, extra
-            )
 
-    def future(
-        self,
-        request: Any,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
-    ) -> futures.Future[Any]:
-        """Run the call on a shared thread pool (a ``concurrent.futures.Future``)."""
-        CallOptions.of(credentials, wait_for_ready, compression)  # checked in the caller's frame
-        return _futures.get().submit(
-            self, request, timeout, metadata, credentials, wait_for_ready, compression
-        )
-
-
-class _AsyncZoneMultiCallable(_ZoneSite):
+class _AsyncZoneMultiCallable(_ZoneSite, AsyncCallForms):
     """A stub method of an asyncio zone-aware channel: ``await stub.Method(request)``,
-    ``async for`` over a server-streaming one, ``await ....with_call``."""
+    ``async for`` over a server-streaming one, ``await ....with_call``; each form is the
+    registry's multicallable's (:class:`~dubbo_py.consumer.channel.AsyncCallForms`)."""
 
     def __init__(self, method: StubMethod, subs: Sequence[Any], selector: ZoneSelector) -> None:
         super().__init__(method, subs, selector)
         self._streaming = method.response_streaming
 
-    def __call__(
-        self,
-        request: Any,
-        *,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
-    ) -> Any:
-        extra = CallOptions.of(credentials, wait_for_ready, compression)
-        kw = {} if extra is None else extra.grpc_arguments
-        if self._streaming:
-            return self._stream(request, timeout, metadata, kw)
-        return self._unary(request, timeout, metadata, kw)
-
-    async def _unary(
-        self, request: Any, timeout: float | None, metadata: Any, kw: dict[str, Any]
-    ) -> Any:
-        index, zone, force = self._first(metadata)
-        started = time.monotonic()
-        tried = [index]
-        while True:
-            try:
-                return await self._subs[index](
-                    request, timeout=_remaining(timeout, started), metadata=metadata, **kw
-                )
-            except ClusterError as error:
-                index = self._next(error, tried, zone, force)
-                tried.append(index)
+    def _unary(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> Awaitable[Any]:
+        return self._tried("_unary", request, timeout, metadata, options)
 
     async def _stream(
-        self, request: Any, timeout: float | None, metadata: Any, kw: dict[str, Any]
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
     ) -> AsyncIterator[Any]:
         # A stream that has begun cannot move: the registry is chosen once.
         index = self._first(metadata)[0]
-        async for response in self._subs[index](request, timeout=timeout, metadata=metadata, **kw):
+        async for response in self._subs[index]._stream(request, timeout, metadata, options):
             yield response
 
-    async def with_call(
+    def _with_call(
+        self, request: Any, timeout: float | None, metadata: Any, options: CallOptions | None
+    ) -> Awaitable[tuple[Any, Any]]:
+        return self._tried("_with_call", request, timeout, metadata, options)
+
+    async def _tried(
         self,
+        form: str,
         request: Any,
-        *,
-        timeout: float | None = None,
-        metadata: Any = None,
-        credentials: grpc.CallCredentials | None = None,
-        wait_for_ready: bool | None = None,
-        compression: grpc.Compression | None = None,
-    ) -> tuple[Any, Any]:
-        """``await stub.Method.with_call(request)``: the response and the provider call's
-        status and metadata (see :class:`~dubbo_py.consumer.channel.CallResult`)."""
+        timeout: float | None,
+        metadata: Any,
+        options: CallOptions | None,
+    ) -> Any:
+        """The call in ``form`` (``_unary`` or ``_with_call``) of the registry's multicallable
+        the selector picks, then of the next after each failure that never reached a
+        provider, with what is left of ``timeout``."""
         index, zone, force = self._first(metadata)
         started = time.monotonic()
         tried = [index]
         while True:
+            sub = getattr(self._subs[index], form)
             try:
-                return await self._subs[index].with_call(  # type: ignore[no-any-return]
-                    request,
-                    timeout=_remaining(timeout, started),
-                    metadata=metadata,
-                    credentials=credentials,
-                    wait_for_ready=wait_for_ready,
-                    compression=compression,
-                )
+                return await sub(request, _remaining(timeout, started), metadata, options)
             except ClusterError as error:
                 index = self._next(error, tried, zone, force)
                 tried.append(index)
 
 
-class ZoneAwareChannel(MethodFactories[_ZoneMultiCallable], grpc.Channel):
-    """A ``grpc.Channel`` look-alike in front of one :class:`RegistryStack` per registry (see
-    the module doc); ``zone`` is the application's."""
+M = TypeVar("M", _ZoneMultiCallable, _AsyncZoneMultiCallable)
+
+
+class _ZoneChannel(MethodFactories[M]):
+    """What both flavours' zone-aware channels share: the stacks, the selector, and a
+    multicallable of the flavour (``_kind``) over the stacks' own for each method."""
+
+    _kind: Callable[[StubMethod, Sequence[Any], ZoneSelector], M]
 
     def __init__(self, stacks: Sequence[RegistryStack], zone: str | None = None) -> None:
         self.stacks = tuple(stacks)
         self.selector = ZoneSelector(self.stacks, zone)
 
-    def _multicallable(self, method: StubMethod) -> _ZoneMultiCallable:
+    def _multicallable(self, method: StubMethod) -> M:
         subs = [s.channel._multicallable(method) for s in self.stacks]
-        return _ZoneMultiCallable(method, subs, self.selector)
+        return self._kind(method, subs, self.selector)
+
+
+class ZoneAwareChannel(_ZoneChannel[_ZoneMultiCallable], grpc.Channel):
+    """A ``grpc.Channel`` look-alike in front of one :class:`RegistryStack` per registry (see
+    the module doc); ``zone`` is the application's."""
+
+    _kind = _ZoneMultiCallable
 
     def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
         """Connectivity callbacks have no single meaning for a cluster; accepted and ignored."""
@@ -345,17 +316,11 @@ class ZoneAwareChannel(MethodFactories[_ZoneMultiCallable], grpc.Channel):
         self.close()
 
 
-class AsyncZoneAwareChannel(MethodFactories[_AsyncZoneMultiCallable]):
+class AsyncZoneAwareChannel(_ZoneChannel[_AsyncZoneMultiCallable]):
     """The asyncio flavour of :class:`ZoneAwareChannel` (a ``grpc.aio.Channel``
     look-alike)."""
 
-    def __init__(self, stacks: Sequence[RegistryStack], zone: str | None = None) -> None:
-        self.stacks = tuple(stacks)
-        self.selector = ZoneSelector(self.stacks, zone)
-
-    def _multicallable(self, method: StubMethod) -> _AsyncZoneMultiCallable:
-        subs = [s.channel._multicallable(method) for s in self.stacks]
-        return _AsyncZoneMultiCallable(method, subs, self.selector)
+    _kind = _AsyncZoneMultiCallable
 
     async def close(self) -> None:
         """Close every stack's provider channels (on the loop that made them)."""
