@@ -158,3 +158,38 @@ def test_closing_an_asyncio_application_lets_its_calls_finish(
     assert all("the application is closed" in o.details for o in refused)
     in_flight = [o for o in calls if o.started < closing < o.ended and o.status == "OK"]
     assert len(in_flight) == 4
+
+
+def test_a_with_call_refused_for_its_arguments_is_not_left_in_flight(
+    registry: str, tmp_path: Path
+) -> None:
+    # A with_call whose gRPC arguments are refused (TypeError) never ran: it must not stay
+    # counted, or closing the application would wait its whole shutdown wait for it.
+    provider = ProviderProcess(registry).start()
+    try:
+
+        async def asyncio_side() -> int:
+            app = dubbo_py.Application("shop-aio", registry, cache_path=tmp_path / "aio.json")
+            stub = await app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            await stub.SayHello(greeter_pb2.HelloRequest(name="first"))
+            with pytest.raises(TypeError, match="compression"):
+                await stub.SayHello.with_call(
+                    greeter_pb2.HelloRequest(name="bad"),
+                    compression="gzip",  # type: ignore[arg-type]
+                )
+            left = app.references[0].calls_in_flight()
+            await app.aclose()
+            return left
+
+        with dubbo_py.Application("shop", registry, cache_path=tmp_path / "shop.json") as app:
+            stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            stub.SayHello(greeter_pb2.HelloRequest(name="first"))
+            with pytest.raises(TypeError, match="wait_for_ready"):
+                stub.SayHello.with_call(
+                    greeter_pb2.HelloRequest(name="bad"),
+                    wait_for_ready="yes",  # type: ignore[arg-type]
+                )
+            assert app.references[0].calls_in_flight() == 0
+        assert asyncio.run(asyncio_side()) == 0
+    finally:
+        provider.kill()
