@@ -4,7 +4,7 @@ latency under 8 threads.
     python bench/bench_cpu.py [--rounds 8] [--calls 4000] [--stream-count 10]
                               [--modes blocking-1 blocking-8 asyncio-1 asyncio-32]
                               [--methods unary stream] [--setups 1reg 2reg 1reg-metrics]
-                              [--side-by-side] [--headers]
+                              [--side-by-side] [--headers] [--in-app] [--in-process]
 
 Calls per second swing by ±10 % from run to run on a shared 2-core machine, so they cannot show
 a gap of a few per cent; CPU time per call (user + system, every thread of a process, from
@@ -48,6 +48,14 @@ unused during the rounds: against it, dubbo-py's client line is what the call pa
 costs. These sides call the dubbo-py provider, so they have no server line, and they run
 alternating only (side by side, the provider would serve two clients at once while the raw
 server serves one).
+
+``--in-process`` measures within one process instead (unary, one registry): blocks of
+``--calls`` calls alternate between a raw stub on a channel of its own, a raw stub sending the
+Triple headers on the same channel, and a dubbo-py reference, all calling the dubbo-py
+provider. Between two processes, CPU per call carries each process's thread wake-ups, which
+on a small virtual machine swing with how the processes meet (the same raw server read 163
+and 342 µs per call in two runs minutes apart); in one process, at the same moment, on the
+same server, the ratios show the stubs' own work.
 
 Latency: every blocking call is timed (``perf_counter_ns`` around the call, on both sides
 alike); the blocking comparisons also print p50 / p99 / p99.9 per side over all rounds and
@@ -469,6 +477,134 @@ class ClientProcess:
             self.proc.wait(10)
 
 
+# ----------------------------- in one process -----------------------------
+
+#: The stubs an in-process comparison alternates between, in the order of a block: the first
+#: three call the dubbo-py provider, ``raw server`` calls the raw grpcio server.
+IN_PROCESS = ("raw", "raw+headers", "dubbo-py", "raw server")
+
+
+def in_process(args: argparse.Namespace, zk: str, provider: Server, raw_server: Server) -> None:
+    """``--in-process``: one process makes blocks of ``--calls`` calls, alternating four stubs:
+    a raw stub on a channel of its own, a raw stub sending dubbo-py's Triple headers on the
+    same channel, and a dubbo-py reference (found through the ZooKeeper at ``zk``), all three
+    calling the dubbo-py ``provider``; and the raw stub with the headers calling the raw
+    grpcio server. Same process, same moment: the first three differ by the stub alone; the
+    last two by the server alone (whose CPU per call is read from /proc for each block).
+    Prints each side's median CPU per call and the medians of the per-block ratios."""
+    headers = (("tri-service-version", "1.0.0"), ("tri-consumer-appname", "bench-cpu-1reg"))
+    request = greeter_pb2.HelloRequest(name="bench")
+    pids = {name: provider.pid for name in IN_PROCESS}
+    pids["raw server"] = raw_server.pid
+    for mode in args.modes:
+        flavour, n = mode.split("-")[0], int(mode.split("-")[1])
+        if flavour == "blocking":
+            with ExitStack() as stack:
+                app = stack.enter_context(consumer_app(zk, "1reg"))
+                channel = stack.enter_context(grpc.insecure_channel(provider.address))
+                other = stack.enter_context(grpc.insecure_channel(raw_server.address))
+                raw = greeter_pb2_grpc.GreeterStub(channel)
+                ref = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+                stubs = {
+                    "raw": raw.SayHello,
+                    "raw+headers": partial(raw.SayHello, metadata=headers),
+                    "dubbo-py": ref.SayHello,
+                    "raw server": partial(
+                        greeter_pb2_grpc.GreeterStub(other).SayHello, metadata=headers
+                    ),
+                }
+                for call in stubs.values():
+                    for _ in range(300):  # channels, plans, caches
+                        call(request)
+
+                def one_block(name: str, stubs: dict[str, Any] = stubs, n: int = n) -> None:
+                    blocking_round(partial(stubs[name], request), n, args.calls)
+
+                rounds = _blocks(args, pids, one_block)
+        else:
+            rounds = asyncio.run(_blocks_asyncio(args, zk, provider, raw_server, headers, n, pids))
+        print("\n".join(_in_process_lines(f"{mode} unary in-process", rounds)), flush=True)
+
+
+Rounds = dict[str, tuple[list[float], list[float]]]
+
+
+def _blocks(args: argparse.Namespace, pids: dict[str, int], one_block: Any) -> Rounds:
+    """``args.rounds`` blocks of each stub, alternating; client and server CPU per call."""
+    rounds: Rounds = {name: ([], []) for name in IN_PROCESS}
+    for block in range(args.rounds):
+        for name in IN_PROCESS if block % 2 == 0 else IN_PROCESS[::-1]:
+            served0, cpu0 = process_cpu(pids[name]), time.process_time()
+            one_block(name)
+            rounds[name][0].append((time.process_time() - cpu0) / args.calls)
+            rounds[name][1].append((process_cpu(pids[name]) - served0) / args.calls)
+    return rounds
+
+
+async def _blocks_asyncio(
+    args: argparse.Namespace,
+    zk: str,
+    provider: Server,
+    raw_server: Server,
+    headers: Any,
+    tasks: int,
+    pids: dict[str, int],
+) -> Rounds:
+    request = greeter_pb2.HelloRequest(name="bench")
+    app = consumer_app(zk, "1reg")
+    try:
+        async with (
+            grpc.aio.insecure_channel(provider.address) as channel,
+            grpc.aio.insecure_channel(raw_server.address) as other,
+        ):
+            raw = greeter_pb2_grpc.GreeterStub(channel)
+            ref = await app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+            stubs = {
+                "raw": raw.SayHello,
+                "raw+headers": partial(raw.SayHello, metadata=headers),
+                "dubbo-py": ref.SayHello,
+                "raw server": partial(
+                    greeter_pb2_grpc.GreeterStub(other).SayHello, metadata=headers
+                ),
+            }
+            for call in stubs.values():
+                for _ in range(300):
+                    await call(request)
+            rounds: Rounds = {name: ([], []) for name in IN_PROCESS}
+            for block in range(args.rounds):
+                for name in IN_PROCESS if block % 2 == 0 else IN_PROCESS[::-1]:
+                    served0, cpu0 = process_cpu(pids[name]), time.process_time()
+                    await asyncio_round(partial(stubs[name], request), tasks, args.calls)
+                    rounds[name][0].append((time.process_time() - cpu0) / args.calls)
+                    rounds[name][1].append((process_cpu(pids[name]) - served0) / args.calls)
+            return rounds
+    finally:
+        await app.aclose()
+
+
+def _in_process_lines(label: str, rounds: Rounds) -> list[str]:
+    out = []
+    for name, (client_cpu, server_cpu) in rounds.items():
+        (m, lo, hi), (sm, slo, shi) = spread(client_cpu), spread(server_cpu)
+        out.append(
+            f"{label:<30} {name:<12} client {m * 1e6:6.1f} [{lo * 1e6:.1f}, {hi * 1e6:.1f}]"
+            f"  server {sm * 1e6:6.1f} [{slo * 1e6:.1f}, {shi * 1e6:.1f}] µs/call"
+        )
+    pairs = (
+        ("client", "raw+headers", "raw"),
+        ("client", "dubbo-py", "raw+headers"),
+        ("client", "dubbo-py", "raw"),
+        ("server", "raw+headers", "raw server"),
+        ("client", "raw+headers", "raw server"),
+    )
+    for part, top, base in pairs:
+        index = 0 if part == "client" else 1
+        ratios = [t / b for t, b in zip(rounds[top][index], rounds[base][index], strict=True)]
+        m, lo, hi = spread(ratios)
+        out.append(f"{label:<30} {part} {top} against {base}: ratio {m:.3f} [{lo:.3f}, {hi:.3f}]")
+    return out
+
+
 # ----------------------------- the run -----------------------------
 
 
@@ -518,6 +654,11 @@ def main() -> None:
         help="also a raw stub sending dubbo-py's Triple headers to its provider",
     )
     parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="one process alternating a raw stub, a raw stub with the Triple headers and dubbo-py",
+    )
+    parser.add_argument(
         "--in-app",
         action="store_true",
         help="also raw-headers' stub in a process running a dubbo-py consumer application",
@@ -564,6 +705,9 @@ def main() -> None:
             )
             for setup in args.setups
         }
+        if args.in_process:
+            in_process(args, zk.address, providers["1reg"], raw)
+            return
         for flavour in ("blocking", "asyncio"):
             modes = [m for m in args.modes if m.startswith(flavour)]
             if not modes:
