@@ -503,16 +503,8 @@ def in_process(args: argparse.Namespace, zk: str, provider: Server, raw_server: 
                 app = stack.enter_context(consumer_app(zk, "1reg"))
                 channel = stack.enter_context(grpc.insecure_channel(provider.address))
                 other = stack.enter_context(grpc.insecure_channel(raw_server.address))
-                raw = greeter_pb2_grpc.GreeterStub(channel)
                 ref = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
-                stubs = {
-                    "raw": raw.SayHello,
-                    "raw+headers": partial(raw.SayHello, metadata=headers),
-                    "dubbo-py": ref.SayHello,
-                    "raw server": partial(
-                        greeter_pb2_grpc.GreeterStub(other).SayHello, metadata=headers
-                    ),
-                }
+                stubs = _in_process_stubs(channel, other, ref, headers)
                 for call in stubs.values():
                     for _ in range(300):  # channels, plans, caches
                         call(request)
@@ -527,6 +519,18 @@ def in_process(args: argparse.Namespace, zk: str, provider: Server, raw_server: 
 
 
 Rounds = dict[str, tuple[list[float], list[float]]]
+
+
+def _in_process_stubs(channel: Any, other: Any, ref: Any, headers: Any) -> dict[str, Any]:
+    """The four sides' ``SayHello``: ``channel`` is on the dubbo-py provider, ``other`` on the
+    raw server, ``ref`` the dubbo-py reference (blocking or asyncio alike)."""
+    raw = greeter_pb2_grpc.GreeterStub(channel)
+    return {
+        "raw": raw.SayHello,
+        "raw+headers": partial(raw.SayHello, metadata=headers),
+        "dubbo-py": ref.SayHello,
+        "raw server": partial(greeter_pb2_grpc.GreeterStub(other).SayHello, metadata=headers),
+    }
 
 
 def _blocks(args: argparse.Namespace, pids: dict[str, int], one_block: Any) -> Rounds:
@@ -557,16 +561,8 @@ async def _blocks_asyncio(
             grpc.aio.insecure_channel(provider.address) as channel,
             grpc.aio.insecure_channel(raw_server.address) as other,
         ):
-            raw = greeter_pb2_grpc.GreeterStub(channel)
             ref = await app.reference_async(greeter_pb2_grpc.GreeterStub, version="1.0.0")
-            stubs = {
-                "raw": raw.SayHello,
-                "raw+headers": partial(raw.SayHello, metadata=headers),
-                "dubbo-py": ref.SayHello,
-                "raw server": partial(
-                    greeter_pb2_grpc.GreeterStub(other).SayHello, metadata=headers
-                ),
-            }
+            stubs = _in_process_stubs(channel, other, ref, headers)
             for call in stubs.values():
                 for _ in range(300):
                     await call(request)
