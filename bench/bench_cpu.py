@@ -93,6 +93,7 @@ from interleave import process_cpu  # noqa: E402
 
 import dubbo_py  # noqa: E402
 from dubbo_py import RegistryConfig  # noqa: E402
+from tests.support.processes import start_ready  # noqa: E402
 
 SETUPS = ("1reg", "2reg", "1reg-metrics")
 MODES = ("blocking-1", "blocking-8", "asyncio-1", "asyncio-32")
@@ -150,17 +151,9 @@ def server_process(
     cmd = [sys.executable, __file__, "--serve", kind, "--metrics", "on" if metrics else "off"]
     for registry in registries:
         cmd += ["--registry", registry]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, address = start_ready(cmd, timeout=None, what=f"{kind} server")
     try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("READY "):
-                break
-        else:
-            raise RuntimeError(f"{kind} server did not start: {''.join(lines)}")
-        yield Server(proc, line.split()[1])
+        yield Server(proc, address)
     finally:
         proc.kill()
         proc.wait(10)

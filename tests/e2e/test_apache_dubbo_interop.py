@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 import dubbo_py
 from dubbo_py.url import URL
 from tests.support.local_server import free_port
-from tests.support.processes import ProviderProcess
+from tests.support.processes import ProviderProcess, start_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zookeeper, pytest.mark.network]
 
@@ -129,7 +129,7 @@ def test_an_apache_dubbo_consumer_calls_a_dubbo_py_provider(
 def apache_provider(apache_python: Path, root_registry: str, zookeeper: Any) -> Iterator[str]:
     """An apache-dubbo provider of demo.Greeter (its address), killed afterwards."""
     port = free_port()
-    proc = subprocess.Popen(
+    proc, address = start_ready(
         [
             str(apache_python),
             str(PEER),
@@ -141,20 +141,11 @@ def apache_provider(apache_python: Path, root_registry: str, zookeeper: Any) -> 
             "--port",
             str(port),
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        timeout=None,
+        what="the apache-dubbo provider",
     )
     try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("READY "):
-                break
-        else:
-            raise AssertionError("the apache-dubbo provider did not start:\n" + "".join(lines))
-        yield line.split()[1]
+        yield address
     finally:
         proc.kill()
         proc.wait(10)

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from concurrent import futures
@@ -28,6 +26,7 @@ from demo import greeter_pb2, greeter_pb2_grpc
 import dubbo_py
 from dubbo_py.url import URL
 from tests.e2e.conftest import wait_until
+from tests.support.processes import start_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zookeeper]
 
@@ -39,24 +38,6 @@ VERSIONED = ROOT / "tests" / "support" / "versioned_provider.py"
 def zk_registry(zookeeper: Any) -> str:
     """A fresh chroot on the session's real ZooKeeper."""
     return f"zookeeper://{zookeeper.address}/triple-{uuid.uuid4().hex[:8]}"
-
-
-def start_ready(cmd: list[str], timeout: float = 30.0) -> tuple[subprocess.Popen[str], str]:
-    """Start a process and wait for its ``READY host:port`` line."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    lines: list[str] = []
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("READY "):
-                return proc, line.split()[1]
-    finally:
-        timer.cancel()
-    proc.kill()
-    raise RuntimeError(f"{cmd[1]} did not start: {''.join(lines)}")
 
 
 @pytest.fixture(params=["blocking", "asyncio"])

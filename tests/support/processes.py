@@ -6,12 +6,39 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER = ROOT / "examples" / "quickstart" / "provider.py"
+
+
+def start_ready(
+    cmd: list[str], timeout: float | None = 30.0, what: str | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``cmd`` and wait for its ``READY <address> ...`` line: (the process, the
+    address). A process that ends first, or prints nothing more within ``timeout`` seconds
+    (None: no limit), is killed and RuntimeError names ``what`` (default: ``cmd[1]``, the
+    script) with everything it printed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    timer = threading.Timer(timeout, proc.kill) if timeout is not None else None
+    if timer is not None:
+        timer.start()
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("READY "):
+                return proc, line.split()[1]
+    finally:
+        if timer is not None:
+            timer.cancel()
+    proc.kill()
+    proc.wait(10)
+    raise RuntimeError(f"{what or cmd[1]} did not start: {''.join(lines)}")
 
 
 class ProviderProcess:
