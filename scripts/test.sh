@@ -18,6 +18,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 bash scripts/install_checkout.sh dev
 python3 scripts/gen_protos.py >/dev/null
+# The Java (Dubbo 3.3) and Go (dubbo-go 3.3) peers of the live-estate tests, cached by source
+# hash; Maven Central and the Go module proxy on a cold machine (tests/support/peers.py).
+python3 scripts/build_peers.py
 ruff check dubbo_py tests examples bench scripts
 mypy dubbo_py
 # The built sdist and wheel, installed alone in a fresh virtual environment (see the script).
