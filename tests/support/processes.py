@@ -16,13 +16,20 @@ PROVIDER = ROOT / "examples" / "quickstart" / "provider.py"
 
 
 def start_ready(
-    cmd: list[str], timeout: float | None = 30.0, what: str | None = None
+    cmd: list[str],
+    timeout: float | None = 30.0,
+    what: str | None = None,
+    *,
+    stdin: int | None = None,
 ) -> tuple[subprocess.Popen[str], str]:
     """Start ``cmd`` and wait for its ``READY <address> ...`` line: (the process, the
     address). A process that ends first, or prints nothing more within ``timeout`` seconds
     (None: no limit), is killed and RuntimeError names ``what`` (default: ``cmd[1]``, the
-    script) with everything it printed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    script) with everything it printed. ``stdin=subprocess.PIPE`` gives a process that reads
+    commands a pipe to write them to."""
+    proc = subprocess.Popen(
+        cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     assert proc.stdout is not None
     lines: list[str] = []
     timer = threading.Timer(timeout, proc.kill) if timeout is not None else None

@@ -21,10 +21,10 @@ from .types import ClassDef, JavaEnum, JavaLong, JavaObject, TypedList, TypedMap
 
 #: How deeply lists, maps and objects may nest by default.
 MAX_DEPTH = 128
-#: Java types decoded as a Python ``set`` (when their elements are hashable).
-SET_TYPES = frozenset(
-    {"java.util.HashSet", "java.util.LinkedHashSet", "java.util.TreeSet", "java.util.Set"}
-)
+#: Java types decoded as a Python ``set`` (when their elements are hashable): the one a Python
+#: set is sent as. Other sets (``TreeSet``, ``LinkedHashSet`` ...) stay a :class:`TypedList`,
+#: which keeps their order and goes back to Java as the same class.
+SET_TYPES = frozenset({"java.util.HashSet"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_q = struct.Struct(">q").unpack_from
