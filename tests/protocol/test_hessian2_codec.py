@@ -4,9 +4,9 @@ generated values, and hostile bytes refused with Hessian2DecodeError in bounded 
 from __future__ import annotations
 
 import contextlib
-import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from time import monotonic
 from typing import Any
 
 import pytest
@@ -17,7 +17,11 @@ from dubbo_py.protocol.serialization.hessian2 import (
     Hessian2DecodeError,
     Hessian2Decoder,
     Hessian2EncodeError,
+    Hessian2Encoder,
+    JavaBigInteger,
     JavaEnum,
+    JavaInstant,
+    JavaLocalDateTime,
     JavaLong,
     JavaObject,
     TypedList,
@@ -167,8 +171,8 @@ def test_types_and_class_definitions_are_written_once_per_stream() -> None:
 def test_values_without_a_java_form_are_refused() -> None:
     with pytest.raises(Hessian2EncodeError, match="no Hessian2 form for a Python object"):
         dumps(object())
-    with pytest.raises(Hessian2EncodeError, match="does not fit a Java long"):
-        dumps(2**63)
+    with pytest.raises(Hessian2EncodeError, match="does not fit a Java int"):
+        Hessian2Encoder().write_int(2**31)
     with pytest.raises(Hessian2EncodeError, match=r"no java\.math\.BigDecimal form"):
         dumps(Decimal("NaN"))
 
@@ -183,7 +187,16 @@ _dates = st.integers(
 _scalars = (
     st.none()
     | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.integers()
+    | st.integers().map(JavaBigInteger)
+    | st.dates()
+    | st.times().map(lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000))
+    | st.datetimes().map(
+        lambda d: JavaLocalDateTime.combine(d.date(), d.time().replace(tzinfo=None))
+    )
+    | _dates.map(lambda d: JavaInstant.combine(d.date(), d.timetz()))
+    | st.timedeltas()
+    | st.uuids()
     | st.integers(min_value=-(2**63), max_value=2**63 - 1).map(JavaLong)
     | st.floats(allow_nan=False)
     | st.text()
@@ -240,10 +253,10 @@ def test_several_values_in_one_stream_share_references(values: list[object]) -> 
 
 
 def _refused_quickly(data: bytes) -> Hessian2DecodeError:
-    started = time.monotonic()
+    started = monotonic()
     with pytest.raises(Hessian2DecodeError) as caught:
         loads(data)
-    assert time.monotonic() - started < 2.0
+    assert monotonic() - started < 2.0
     return caught.value
 
 
@@ -304,6 +317,24 @@ HOSTILE: list[tuple[str, bytes, str]] = [
     ("overlong utf-8", h("01 c0 80"), "bad UTF-8"),
     ("date out of range", h("4a 7f ff ff ff ff ff ff ff"), "outside Python's years"),
     ("list as a map key", h("48 78 90 5a"), "map key of type list"),
+    (
+        "bad local date",
+        h(
+            "43 30 37 'com.alibaba.com.caucho.hessian.io.java8.LocalDateHandle'"
+            " 93 04 'year' 05 'month' 03 'day' 60 cf e8 9d 9e"  # month 13
+        ),
+        "LocalDateHandle with fields",
+    ),
+    (
+        "bad uuid",
+        h("43 0e 'java.util.UUID' 91 05 'value' 60 01 'x'"),
+        "a java.util.UUID with fields",
+    ),
+    (
+        "bad big integer",
+        h("43 14 'java.math.BigInteger' 92 06 'signum' 03 'mag' 60 92 4e"),
+        "a java.math.BigInteger with fields",
+    ),
     ("bad decimal", h("43 14 'java.math.BigDecimal' 91 05 'value' 60 03 'abc'"), "is no number"),
     ("trailing bytes", h("90 90"), "1 bytes after the value"),
 ]

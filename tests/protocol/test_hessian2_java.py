@@ -12,15 +12,19 @@ import base64
 import math
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 import pytest
 
 from dubbo_py.protocol.serialization.hessian2 import (
+    JavaBigInteger,
     JavaEnum,
     JavaException,
+    JavaInstant,
+    JavaLocalDateTime,
     JavaLong,
     JavaObject,
     TypedList,
@@ -163,6 +167,27 @@ PYTHON_VALUES: list[tuple[str, object, str]] = [
         "java.lang.String(b)=java.lang.Integer(2)}",
     ),
     ("enum", JavaEnum("hessian.Color", "BLUE"), "hessian.Color(BLUE)"),
+    ("huge int", 2**100, "java.math.BigInteger(1267650600228229401496703205376)"),
+    ("big integer", JavaBigInteger(-5), "java.math.BigInteger(-5)"),
+    ("local date", date(2024, 2, 29), "java.time.LocalDate(2024-02-29)"),
+    ("local time", time(13, 45, 7, 123456), "java.time.LocalTime(13:45:07.123456)"),
+    (
+        "local date time",
+        JavaLocalDateTime(2024, 2, 29, 13, 45, 7, 1000),
+        "java.time.LocalDateTime(2024-02-29T13:45:07.001)",
+    ),
+    (
+        "instant",
+        JavaInstant(2020, 9, 13, 12, 26, 40, 123000, tzinfo=UTC),
+        "java.time.Instant(2020-09-13T12:26:40.123Z)",
+    ),
+    ("duration", timedelta(days=1, seconds=1, milliseconds=1), "java.time.Duration(PT24H1.001S)"),
+    ("negative duration", timedelta(seconds=-1.5), "java.time.Duration(PT-1.5S)"),
+    (
+        "uuid",
+        UUID("123e4567-e89b-12d3-a456-426614174000"),
+        "java.util.UUID(123e4567-e89b-12d3-a456-426614174000)",
+    ),
     (
         "bean",
         FULL_BEAN,
@@ -188,10 +213,13 @@ def test_python_values_come_back_from_java_equal(oracle: Oracle, value: object) 
     back = oracle.roundtrip(value)
     assert back == value
     if isinstance(value, int) and not isinstance(value, bool):
-        # a Java int stays an int, a long a long
-        assert isinstance(back, JavaLong) == (
-            isinstance(value, JavaLong) or not -(2**31) <= value < 2**31
-        )
+        # a Java int stays an int, a long a long, a BigInteger a BigInteger
+        if isinstance(value, JavaBigInteger) or not -(2**63) <= value < 2**63:
+            assert type(back) is JavaBigInteger
+        elif isinstance(value, JavaLong) or not -(2**31) <= value < 2**31:
+            assert type(back) is JavaLong
+        else:
+            assert type(back) is int
 
 
 def test_long_strings_and_binaries_cross_chunk_boundaries_both_ways(oracle: Oracle) -> None:
@@ -339,6 +367,44 @@ def test_java_collections(oracle: Oracle) -> None:
     assert type(got["arrayList"]) is list and type(got["hashMap"]) is dict
     # and what Java sent goes back to Java as the same collections
     assert oracle.describe(got) == oracle.ask("describe " + oracle.ask("fixture collections"))
+
+
+def test_java_value_types_decode_to_python_values(oracle: Oracle) -> None:
+    got = oracle.fixture("javatypes")
+    assert got == {
+        "bigInteger": 123456789012345678901234567890,
+        "timestamp": JavaObject("java.sql.Timestamp", {"value": millis(1600000000123)}),
+        "sqlDate": JavaObject("java.sql.Date", {"value": millis(1600000000000)}),
+        "localDate": date(2024, 2, 29),
+        "localDateTime": datetime(2024, 2, 29, 13, 45, 7, 123456),  # nanos cut to micros
+        "localTime": time(13, 45, 7, 123000),
+        "instant": millis(1600000000123),
+        "duration": timedelta(milliseconds=90061001),
+        "uuid": UUID("123e4567-e89b-12d3-a456-426614174000"),
+        "locale": JavaObject("com.alibaba.com.caucho.hessian.io.LocaleHandle", {"value": "zh_CN"}),
+        "character": "c",
+        "short": 7,
+        "byte": -3,
+        "float": 1.5,
+        "charArray": "hi",
+        "emptyMap": {},
+        "unmodifiable": [1],
+        "listOf": [1, 2],
+        "enumSet": JavaObject(
+            "com.alibaba.com.caucho.hessian.io.EnumSetHandler",
+            {
+                "objects": [JavaEnum("hessian.Color", "RED")],
+                "type": JavaObject("java.lang.Class", {"name": "hessian.Color"}),
+            },
+        ),
+        "enumMap": {JavaEnum("hessian.Color", "RED"): 1},
+        "concurrent": {"c": 1},
+    }
+    assert type(got["bigInteger"]) is JavaBigInteger
+    assert type(got["localDateTime"]) is JavaLocalDateTime
+    assert type(got["instant"]) is JavaInstant
+    # and goes back through Java to the same values
+    assert oracle.roundtrip(got) == got
 
 
 def test_java_shared_references_decode_to_one_python_object(oracle: Oracle) -> None:

@@ -8,7 +8,17 @@ from .decoder import MAX_DEPTH, Hessian2Decoder, loads
 from .encoder import Hessian2Encoder, dumps
 from .errors import Hessian2DecodeError, Hessian2EncodeError, Hessian2Error
 from .throwable import JavaException, from_throwable, is_throwable
-from .types import ClassDef, JavaEnum, JavaLong, JavaObject, TypedList, TypedMap
+from .types import (
+    ClassDef,
+    JavaBigInteger,
+    JavaEnum,
+    JavaInstant,
+    JavaLocalDateTime,
+    JavaLong,
+    JavaObject,
+    TypedList,
+    TypedMap,
+)
 
 __all__ = [
     "MAX_DEPTH",
@@ -18,8 +28,11 @@ __all__ = [
     "Hessian2EncodeError",
     "Hessian2Encoder",
     "Hessian2Error",
+    "JavaBigInteger",
     "JavaEnum",
     "JavaException",
+    "JavaInstant",
+    "JavaLocalDateTime",
     "JavaLong",
     "JavaObject",
     "TypedList",

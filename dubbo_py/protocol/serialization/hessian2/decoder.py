@@ -11,13 +11,34 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Collection
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
+from uuid import UUID
 
-from .encoder import BIG_DECIMAL, EPOCH
+from .encoder import (
+    BIG_DECIMAL,
+    BIG_INTEGER,
+    DURATION,
+    EPOCH,
+    INSTANT,
+    LOCAL_DATE,
+    LOCAL_DATE_TIME,
+    LOCAL_TIME,
+    UUID_CLASS,
+)
 from .errors import Hessian2DecodeError
-from .types import ClassDef, JavaEnum, JavaLong, JavaObject, TypedList, TypedMap
+from .types import (
+    ClassDef,
+    JavaBigInteger,
+    JavaEnum,
+    JavaInstant,
+    JavaLocalDateTime,
+    JavaLong,
+    JavaObject,
+    TypedList,
+    TypedMap,
+)
 
 #: How deeply lists, maps and objects may nest by default.
 MAX_DEPTH = 128
@@ -404,6 +425,14 @@ class Hessian2Decoder:
                 ) from None
             self._refs[ref] = number
             return number
+        if definition.name in _VALUE_CLASSES:
+            self._refs.append(None)
+            fields = {name: self.read() for name in definition.fields}
+            value = _value_class(definition.name, fields)
+            if value is None:
+                raise self._fail(f"a {definition.name} with fields {fields!r:.200}", start)
+            self._refs[ref] = value
+            return value
         obj: JavaObject
         if definition.name in self._enums and definition.fields == ("name",):
             obj = JavaEnum(definition.name, "")
@@ -414,6 +443,81 @@ class Hessian2Decoder:
         for field in definition.fields:
             fields[field] = self.read()
         return obj
+
+
+def _ints(fields: dict[str, Any], *names: str) -> list[int] | None:
+    values = [fields.get(name, 0) for name in names]
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return values
+    return None
+
+
+def _local_date(value: Any) -> date | None:
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    return None
+
+
+def _local_time(value: Any) -> time | None:
+    return value if isinstance(value, time) else None
+
+
+def _value_class(name: str, fields: dict[str, Any]) -> Any:
+    """The Python value of an object hessian-lite sends for a Java value type, or None when
+    its fields do not make one."""
+    try:
+        if name == LOCAL_DATE:
+            ymd = _ints(fields, "year", "month", "day")
+            return date(*ymd) if ymd else None
+        if name == LOCAL_TIME:
+            hmsn = _ints(fields, "hour", "minute", "second", "nano")
+            if hmsn is None or not 0 <= hmsn[3] < 1_000_000_000:
+                return None
+            return time(hmsn[0], hmsn[1], hmsn[2], hmsn[3] // 1000)
+        if name == LOCAL_DATE_TIME:
+            day, clock = _local_date(fields.get("date")), _local_time(fields.get("time"))
+            if day is None or clock is None:
+                return None
+            return JavaLocalDateTime.combine(day, clock)
+        if name in (INSTANT, DURATION):
+            sn = _ints(fields, "seconds", "nanos")
+            if sn is None or not 0 <= sn[1] < 1_000_000_000:
+                return None
+            span = timedelta(seconds=sn[0], microseconds=sn[1] // 1000)
+            if name == DURATION:
+                return span
+            moment = EPOCH + span
+            return JavaInstant(
+                moment.year,
+                moment.month,
+                moment.day,
+                moment.hour,
+                moment.minute,
+                moment.second,
+                moment.microsecond,
+                tzinfo=moment.tzinfo,
+            )
+        if name == UUID_CLASS:
+            text = fields.get("value")
+            return UUID(text) if isinstance(text, str) else None
+        if name == BIG_INTEGER:
+            signum, words = fields.get("signum"), fields.get("mag")
+            if signum not in (-1, 0, 1) or not isinstance(words, list):
+                return None
+            if not all(isinstance(w, int) and not isinstance(w, bool) for w in words):
+                return None
+            # one conversion, linear in the words (a loop of shifts would be quadratic)
+            raw = struct.pack(f">{len(words)}I", *(w & 0xFFFFFFFF for w in words))
+            magnitude = int.from_bytes(raw, "big")
+            return JavaBigInteger(signum * magnitude)
+    except (ValueError, OverflowError):
+        return None
+    return None
+
+
+_VALUE_CLASSES = frozenset(
+    {LOCAL_DATE, LOCAL_TIME, LOCAL_DATE_TIME, INSTANT, DURATION, UUID_CLASS, BIG_INTEGER}
+)
 
 
 def loads(

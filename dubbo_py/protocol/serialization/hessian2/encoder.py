@@ -6,12 +6,21 @@ import math
 import re
 import struct
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from .errors import Hessian2EncodeError
-from .types import JavaLong, JavaObject, TypedList, TypedMap
+from .types import (
+    JavaBigInteger,
+    JavaInstant,
+    JavaLocalDateTime,
+    JavaLong,
+    JavaObject,
+    TypedList,
+    TypedMap,
+)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
@@ -23,6 +32,16 @@ CHUNK = 0x8000
 #: The Java type a Python set is sent as.
 SET_TYPE = "java.util.HashSet"
 BIG_DECIMAL = "java.math.BigDecimal"
+BIG_INTEGER = "java.math.BigInteger"
+UUID_CLASS = "java.util.UUID"
+#: How hessian-lite sends java.time values: objects of these "handle" classes.
+JAVA8 = "com.alibaba.com.caucho.hessian.io.java8."
+LOCAL_DATE = JAVA8 + "LocalDateHandle"
+LOCAL_TIME = JAVA8 + "LocalTimeHandle"
+LOCAL_DATE_TIME = JAVA8 + "LocalDateTimeHandle"
+INSTANT = JAVA8 + "InstantHandle"
+DURATION = JAVA8 + "DurationHandle"
+_SECOND = timedelta(seconds=1)
 
 _pack_i = struct.Struct(">i").pack
 _pack_q = struct.Struct(">q").pack
@@ -68,23 +87,47 @@ class Hessian2Encoder:
             out.append(0x46)
         elif isinstance(value, JavaLong):
             self.write_long(int(value))
+        elif isinstance(value, JavaBigInteger):
+            self.write_big_integer(int(value))
         elif isinstance(value, int):
             if _INT32[0] <= value <= _INT32[1]:
                 self.write_int(value)
-            else:
+            elif _INT64[0] <= value <= _INT64[1]:
                 self.write_long(value)
+            else:
+                self.write_big_integer(value)
         elif isinstance(value, float):
             self.write_double(value)
         elif isinstance(value, str):
             self.write_string(value)
         elif isinstance(value, (bytes, bytearray, memoryview)):
             self.write_binary(bytes(value))
+        elif isinstance(value, JavaLocalDateTime):
+            self._value_object(LOCAL_DATE_TIME, ("date", "time"))
+            self._local_date(value.date())
+            self._local_time(value.time())
+        elif isinstance(value, JavaInstant):
+            moment: datetime = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+            seconds, rest = divmod(moment - EPOCH, _SECOND)
+            self._value_object(INSTANT, ("seconds", "nanos"))
+            self.write_long(seconds)
+            self.write_int(rest.microseconds * 1000)
         elif isinstance(value, datetime):
             self.write_date(value)
         elif isinstance(value, date):
-            self.write_date(datetime(value.year, value.month, value.day, tzinfo=UTC))
+            self._local_date(value)
+        elif isinstance(value, time):
+            self._local_time(value)
+        elif isinstance(value, timedelta):
+            seconds, rest = divmod(value, _SECOND)
+            self._value_object(DURATION, ("seconds", "nanos"))
+            self.write_long(seconds)
+            self.write_int(rest.microseconds * 1000)
         elif isinstance(value, Decimal):
             self.write_decimal(value)
+        elif isinstance(value, UUID):
+            self._value_object(UUID_CLASS, ("value",))
+            self.write_string(str(value))
         elif self._write_ref(value):
             return
         elif isinstance(value, TypedList):
@@ -248,9 +291,43 @@ class Hessian2Encoder:
         """A ``java.math.BigDecimal``: an object with one field, ``value``, its string form."""
         if not value.is_finite():
             raise Hessian2EncodeError(f"{value} has no java.math.BigDecimal form")
-        self._ref_count += 1  # Java counts every object, shared or not
-        self._begin_object(BIG_DECIMAL, ("value",))
+        self._value_object(BIG_DECIMAL, ("value",))
         self.write_string(str(value))
+
+    def write_big_integer(self, value: int) -> None:
+        """A ``java.math.BigInteger``: its ``signum`` and ``mag`` fields (big-endian int words).
+
+        The fields Java caches (bit counts ...) are left out: Java reads them as "not computed".
+        """
+        magnitude = abs(value)
+        words = []
+        while magnitude:
+            word = magnitude & 0xFFFFFFFF
+            words.append(word - (1 << 32) if word >= 1 << 31 else word)
+            magnitude >>= 32
+        words.reverse()
+        self._value_object(BIG_INTEGER, ("signum", "mag"))
+        self.write_int((value > 0) - (value < 0))
+        self._ref_count += 1  # the int[] is an object of its own in Java's count
+        self._list_items(words, "[int")
+
+    def _value_object(self, java_class: str, fields: tuple[str, ...]) -> None:
+        # A value Python holds immutably: never shared by reference, but Java counts it.
+        self._ref_count += 1
+        self._begin_object(java_class, fields)
+
+    def _local_date(self, value: date) -> None:
+        self._value_object(LOCAL_DATE, ("year", "month", "day"))
+        self.write_int(value.year)
+        self.write_int(value.month)
+        self.write_int(value.day)
+
+    def _local_time(self, value: time) -> None:
+        self._value_object(LOCAL_TIME, ("hour", "minute", "second", "nano"))
+        self.write_int(value.hour)
+        self.write_int(value.minute)
+        self.write_int(value.second)
+        self.write_int(value.microsecond * 1000)
 
     def write_type(self, java_type: str) -> None:
         """A list's or map's type: the name the first time, its index afterwards."""
@@ -262,7 +339,9 @@ class Hessian2Encoder:
             self.write_int(index)
 
     def _list(self, items: Iterable[Any], java_type: str | None) -> None:
-        values = items if isinstance(items, (list, tuple)) else list(items)
+        self._list_items(items if isinstance(items, (list, tuple)) else list(items), java_type)
+
+    def _list_items(self, values: list[Any] | tuple[Any, ...], java_type: str | None) -> None:
         length = len(values)
         out = self._out
         if java_type is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 _comparing = threading.local()
@@ -139,3 +140,32 @@ class JavaEnum(JavaObject):
 
     def __repr__(self) -> str:
         return f"JavaEnum({self.java_class!r}, {self.name!r})"
+
+
+class JavaBigInteger(int):
+    """An ``int`` that Java holds as a ``java.math.BigInteger``.
+
+    A plain ``int`` beyond a Java ``long`` is sent as a ``BigInteger`` too; decoding one gives a
+    ``JavaBigInteger``, so that a small value goes back as a ``BigInteger`` and not an ``int``.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"JavaBigInteger({int(self)})"
+
+
+class JavaLocalDateTime(datetime):
+    """A naive ``datetime`` that Java holds as a ``java.time.LocalDateTime`` (no zone).
+
+    A plain ``datetime`` is sent as a ``java.util.Date``; this one as a ``LocalDateTime``, which
+    is what decoding a ``LocalDateTime`` gives back (to the microsecond: Python has no nanos).
+    """
+
+    __slots__ = ()
+
+
+class JavaInstant(datetime):
+    """An aware UTC ``datetime`` that Java holds as a ``java.time.Instant``."""
+
+    __slots__ = ()

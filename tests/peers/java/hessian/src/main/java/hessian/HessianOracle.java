@@ -241,6 +241,32 @@ public final class HessianOracle {
           self.friend = self;
           return new ArrayList<>(Arrays.asList(one, one, list, list, self));
         }
+      case "javatypes":
+        {
+          Map<String, Object> all = new LinkedHashMap<>();
+          all.put("bigInteger", new java.math.BigInteger("123456789012345678901234567890"));
+          all.put("timestamp", new java.sql.Timestamp(1600000000123L));
+          all.put("sqlDate", new java.sql.Date(1600000000000L));
+          all.put("localDate", java.time.LocalDate.of(2024, 2, 29));
+          all.put("localDateTime", java.time.LocalDateTime.of(2024, 2, 29, 13, 45, 7, 123456789));
+          all.put("localTime", java.time.LocalTime.of(13, 45, 7, 123000000));
+          all.put("instant", java.time.Instant.ofEpochMilli(1600000000123L));
+          all.put("duration", java.time.Duration.ofMillis(90061001L));
+          all.put("uuid", java.util.UUID.fromString("123e4567-e89b-12d3-a456-426614174000"));
+          all.put("locale", java.util.Locale.CHINA);
+          all.put("character", 'c');
+          all.put("short", (short) 7);
+          all.put("byte", (byte) -3);
+          all.put("float", 1.5f);
+          all.put("charArray", new char[] {'h', 'i'});
+          all.put("emptyMap", java.util.Collections.emptyMap());
+          all.put("unmodifiable", java.util.Collections.unmodifiableList(new ArrayList<>(List.of(1))));
+          all.put("listOf", List.of(1, 2));
+          all.put("enumSet", java.util.EnumSet.of(Color.RED));
+          all.put("enumMap", new java.util.EnumMap<>(Map.of(Color.RED, 1)));
+          all.put("concurrent", new java.util.concurrent.ConcurrentHashMap<>(Map.of("c", 1)));
+          return all;
+        }
       case "throwable":
         return new IllegalStateException(
             "no such user", new IllegalArgumentException("bad id 7"));
