@@ -37,6 +37,8 @@ import java.util.TreeSet;
  *   <li>{@code describe B64}: decode the value; {@code OK} and what Java holds (class names and
  *       values, recursively).
  *   <li>{@code fixture NAME}: a value built in Java, encoded; {@code OK B64}.
+ *   <li>{@code stream NAME}: several values on one stream, as Dubbo's DubboCodec writes a
+ *       request or response body; {@code OK B64}.
  * </ul>
  */
 public final class HessianOracle {
@@ -68,6 +70,9 @@ public final class HessianOracle {
           case "fixture":
             out.println("OK " + b64(encode(fixture(arg))));
             break;
+          case "stream":
+            out.println("OK " + b64(encode(stream(arg))));
+            break;
           case "quit":
             return;
           default:
@@ -89,6 +94,39 @@ public final class HessianOracle {
         new Hessian2Input(new ByteArrayInputStream(Base64.getDecoder().decode(b64)));
     input.setSerializerFactory(FACTORY);
     return input.readObject();
+  }
+
+  /** Values written one after another on one stream (a dubbo:// body). */
+  static Object[] stream(String name) {
+    Map<String, Object> attachments = new HashMap<>();
+    switch (name) {
+      case "request":
+        attachments.put("path", "com.example.UserService");
+        attachments.put("timeout", "3000");
+        return new Object[] {"2.0.2", "com.example.UserService", "1.0", "getUser",
+            "JLjava/lang/String;", 7L, "x", attachments};
+      case "response-value":
+        attachments.put("dubbo", "2.0.2");
+        return new Object[] {4, bean(), attachments};
+      case "response-null":
+        return new Object[] {2};
+      case "response-exception":
+        attachments.put("dubbo", "2.0.2");
+        return new Object[] {3, new IllegalStateException("no such user"), attachments};
+      default:
+        throw new IllegalArgumentException("no stream " + name);
+    }
+  }
+
+  static byte[] encode(Object[] values) throws Exception {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    Hessian2Output output = new Hessian2Output(bytes);
+    output.setSerializerFactory(FACTORY);
+    for (Object value : values) {
+      output.writeObject(value);
+    }
+    output.flush();
+    return bytes.toByteArray();
   }
 
   static byte[] encode(Object value) throws Exception {
