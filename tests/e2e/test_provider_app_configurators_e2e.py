@@ -186,3 +186,40 @@ def test_weight_and_timeout_overrides_reach_consumers_of_the_matched_provider_on
         _delete(registry)
         wait_until(lambda: seen("weight") == weights, 10, "weights restored")
         assert seen("timeout") == timeouts
+
+
+def test_an_invalid_document_leaves_the_last_good_rules_in_force(
+    registry: str, two: tuple[Provider, Provider], tmp_path: Path
+) -> None:
+    a, b = two
+    with dubbo_py.Application("shop", registry) as shop:
+        ref = shop.reference_handle(
+            greeter_pb2_grpc.GreeterStub, version="1.0.0", loadbalance="roundrobin", timeout=5.0
+        )
+        request = greeter_pb2.HelloRequest(name="x")
+
+        def answered(n: int) -> set[str]:
+            return {ref.stub.SayHello(request).provider for _ in range(n)}
+
+        wait_until(lambda: answered(10) == {a.address, b.address}, 10, "both providers")
+        _push(registry, tmp_path, _rule("a", "{disabled: 'true'}"))
+        wait_until(lambda: answered(10) == {b.address}, 10, "zone a taken out")
+        revision, _ = _instance(shop, a)
+        rules = shop.registry
+        assert isinstance(rules, Registry)
+        # Written past the CLI (which refuses it), as a broken tool would: not a mapping.
+        rules.put_config(f"{PROVIDER_APP}.configurators", "configs: [side: provider\n")
+        # A valid rule of the service's own key, read after the broken one, proves the provider
+        # has seen the broken document and is still following its rules.
+        rules.put_config(
+            "demo.Greeter:1.0.0:.configurators",
+            "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nconfigs:\n"
+            "  - side: provider\n    parameters: {weight: 11}\n",
+        )
+        wait_until(
+            lambda: {u.get("weight") for u in ref.directory.providers} == {"11"}, 10, "weight 11"
+        )
+        assert answered(20) == {b.address}  # the last good provider-application rule stands
+        assert _instance(shop, a)[0] != revision  # re-registered with weight, still disabled
+        _delete(registry)
+        wait_until(lambda: answered(10) == {a.address, b.address}, 10, "zone a back")
