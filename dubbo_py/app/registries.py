@@ -237,18 +237,21 @@ class RegistryBinding:
     @property
     def provider_registry(self) -> Registry | None:
         """The registry providers register through: their URLs carry the provider-side
-        override rules that match them (see :mod:`dubbo_py.registry.provider_overrides`)."""
+        override rules that match them, at the interface level and in the instance's metadata
+        (see :mod:`dubbo_py.registry.provider_overrides`)."""
         registry = self.registry
         with self._lock:
             if registry is not None and self._provider_registry is None:
-                interface_level = ProviderRegistry(
+                assert self._app_level is not None
+                # The overrides are applied before the register mode splits the URL between
+                # the levels: the instance's metadata carries them too (as Dubbo's re-export).
+                self._provider_registry = ProviderRegistry(
                     registry,
                     configurators.apply,
                     validate=configurators.validate_document,
                     on_registered=self.on_provider_registered,
+                    through=self._app_level.provider_registry(registry),
                 )
-                assert self._app_level is not None
-                self._provider_registry = self._app_level.provider_registry(interface_level)
             return self._provider_registry
 
     def notify_cache(self) -> NotifyCache:

@@ -10,6 +10,15 @@ writes the URL with what they set (``weight``, ``disabled``, ``timeout``, ...); 
 re-register it (the new URL first, then the old one removed, so consumers never see the provider
 missing). ``unregister(url)`` with the URL as first given stops all that and removes whatever is
 registered for it.
+
+The overridden URL is what every level of registration carries: given ``through`` (the
+application's register-mode registry, interface level and instance level), the instance's
+metadata names the overridden service parameters too and its revision changes with them, as
+Dubbo's re-export does (``ServiceDiscoveryRegistry`` removes the old URL from the application's
+``MetadataInfo`` and adds the new one, and the instance is published with the new revision).
+Consumers on the application level then see ``disabled``, ``weight`` or ``timeout`` exactly as
+those on the interface level do; deleting the rule brings the original URL, and so the original
+revision, back.
 """
 
 from __future__ import annotations
@@ -159,8 +168,12 @@ class ProviderRegistry(Registry):
         validate: Validate | None = None,
         wait: float = RULES_WAIT,
         on_registered: Callable[[URL, URL], None] | None = None,
+        through: Registry | None = None,
     ) -> None:
         super().__init__(base.store, protect=base.protect)
+        #: Where provider URLs (as overridden) are registered: ``through`` (every level the
+        #: register mode names), else the interface level of ``base``'s store.
+        self._through = through
         self.configure = configure
         #: Told (URL as given, URL as registered with its overrides) at each registration
         #: of a provider URL, the first and each after an override changed it.
@@ -194,14 +207,17 @@ class ProviderRegistry(Registry):
         with self._exports_lock:
             export = self._exports.pop(url, None)
         if export is None:
-            super().unregister(url)
+            if url.category == layout.PROVIDERS:
+                self.base_unregister(url)
+            else:
+                super().unregister(url)
             return
         self._remove(export)
 
     def _remove(self, export: _Export) -> None:
         current = export.close()
         if current is not None:
-            super().unregister(current)
+            self.base_unregister(current)
 
     def registered(self, url: URL) -> URL | None:
         """What is registered for the provider URL ``url`` now (None when it is not)."""
@@ -220,9 +236,15 @@ class ProviderRegistry(Registry):
             log.exception("a provider registration listener failed for %s", current)
 
     def base_register(self, url: URL) -> None:
-        """Register exactly ``url`` (no overrides applied)."""
-        super().register(url)
+        """Register exactly ``url`` (no overrides applied), at every level."""
+        if self._through is not None:
+            self._through.register(url)
+        else:
+            super().register(url)
 
     def base_unregister(self, url: URL) -> None:
-        """Unregister exactly ``url``."""
-        super().unregister(url)
+        """Unregister exactly ``url``, from every level."""
+        if self._through is not None:
+            self._through.unregister(url)
+        else:
+            super().unregister(url)
