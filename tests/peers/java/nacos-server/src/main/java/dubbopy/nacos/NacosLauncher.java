@@ -24,6 +24,10 @@ public final class NacosLauncher {
         String port = args[1];
         System.setProperty("nacos.standalone", "true");
         System.setProperty("nacos.home", home);
+        // Nacos's logback config writes under ${nacos.logs.path} (default ~/nacos/logs): keep a
+        // test server's logs with its data, not in the user's home.
+        System.setProperty("nacos.logs.path", home + "/logs");
+        System.setProperty("JM.LOG.PATH", home + "/logs");
         System.setProperty("nacos.server.main.port", port);
         System.setProperty("server.address", "127.0.0.1");
         System.setProperty("nacos.inetutils.ip-address", "127.0.0.1");
