@@ -28,6 +28,8 @@ public final class NacosLauncher {
         // test server's logs with its data, not in the user's home.
         System.setProperty("nacos.logs.path", home + "/logs");
         System.setProperty("JM.LOG.PATH", home + "/logs");
+        // Derby writes derby.log into the working directory (the checkout) unless told otherwise.
+        System.setProperty("derby.stream.error.file", home + "/derby.log");
         System.setProperty("nacos.server.main.port", port);
         System.setProperty("server.address", "127.0.0.1");
         System.setProperty("nacos.inetutils.ip-address", "127.0.0.1");
