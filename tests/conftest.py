@@ -15,6 +15,7 @@ from dubbo_py.registry.store.embedded import EmbeddedStore
 from dubbo_py.registry.store.etcd.store import EtcdStore
 from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.support.etcd import EtcdServer
+from tests.support.nacos import NacosServer
 from tests.support.zookeeper import ZooKeeperServer
 
 if TYPE_CHECKING:
@@ -42,6 +43,15 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
 def etcd() -> Iterator[EtcdServer]:
     """One real etcd server for the whole test session (started on first use)."""
     server = EtcdServer()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def nacos() -> Iterator[NacosServer]:
+    """One real Nacos server (standalone, embedded Derby) for the session (started on first use)."""
+    server = NacosServer()
     server.start()
     yield server
     server.close()
