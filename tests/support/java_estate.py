@@ -59,11 +59,24 @@ class _JavaProcess:
                     return line.strip()
         finally:
             timer.cancel()
-        self.stop()
+        self.kill()
         raise RuntimeError(f"java {self.main_class} ended before {prefix}:\n{self.logs()}")
 
     def stop(self) -> None:
-        """Kill the JVM (what it registered ephemerally goes with its session)."""
+        """Close its stdin, so Dubbo unregisters and exits, and kill it if it has not within
+        a few seconds. (A killed provider's nodes outlive it until its ZooKeeper session ends,
+        and a later Java consumer spends its start-up waiting on that dead instance's metadata.)"""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(8)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+    def kill(self) -> None:
+        """kill -9: what a crash looks like."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
