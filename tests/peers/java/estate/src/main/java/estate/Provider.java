@@ -130,6 +130,8 @@ public final class Provider {
         // stdout carries only the READY line; everything Dubbo prints goes to stderr.
         PrintStream out = System.out;
         System.setOut(System.err);
+        // A test stops the provider by closing stdin; Dubbo's default 10 s drain is only waiting.
+        System.setProperty("dubbo.service.shutdown.wait", "1000");
         Args args = new Args(argv);
         String name = args.require("name");
         int port = Integer.parseInt(args.get("port", "0"));
