@@ -103,3 +103,14 @@ def test_a_dubbo_py_error_and_attachments_as_java_sees_them(
         # (tri-header-convert) and dubbo-py gives it back as a Java provider would.
         assert seen.get("Upper-Key") == "U", seen
         assert "upper-key" not in seen, seen
+
+
+@pytest.mark.parametrize("migration", ["FORCE_INTERFACE", "FORCE_APPLICATION"])
+def test_java_finds_the_dubbo_py_provider_in_each_migration_step(
+    py_provider: str, estate_registry: str, estate_group: str, migration: str
+) -> None:
+    # FORCE_APPLICATION reads dubbo-py's mapping, instance and metadata (its MetadataService
+    # or the metadata report); FORCE_INTERFACE only the providers folder.
+    with consumer(estate_registry, estate_group, "1.0.0", "--migration", migration) as java:
+        result = java.call(2, name="m")
+        assert result["ok"] == {"p1 [1.0.0": 2}, result
