@@ -130,3 +130,23 @@ def test_a_four_megabyte_reply_from_java(app: dubbo_py.Application, estate_group
     size = 4 * 1024 * 1024
     reply = greeter(app, estate_group).SayHello(greeter_pb2.HelloRequest(name=f"big:{size}"))
     assert len(reply.message) == size
+
+
+@pytest.mark.parametrize("migration", ["FORCE_INTERFACE", "FORCE_APPLICATION"])
+def test_dubbo_py_finds_the_java_provider_in_each_migration_step(
+    estate_registry: str,
+    estate_group: str,
+    java_provider: JavaProvider,
+    tmp_path: Path,
+    migration: str,
+) -> None:
+    # FORCE_APPLICATION reads Java's mapping, instance document and metadata revision (from
+    # Java's MetadataService: Dubbo 3.3's default metadata type is local).
+    with dubbo_py.Application(
+        "py-estate-migrating",
+        estate_registry,
+        cache_path=tmp_path / "c.json",
+        migration_step=migration,
+    ) as app:
+        reply = greeter(app, estate_group, "2.0.0").SayHello(greeter_pb2.HelloRequest(name="m"))
+        assert reply.message == f"j1 [2.0.0:{estate_group}]: hello m"
