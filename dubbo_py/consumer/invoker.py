@@ -45,6 +45,7 @@ from dubbo_py.consumer.method import InvokerBase, StubMethod
 from dubbo_py.errors import CallCredentialsError, ProviderUnavailable
 from dubbo_py.invocation import COMPRESSIONS, CallOptions, Invocation
 from dubbo_py.protocol.attachments import metadata_from_attachments
+from dubbo_py.protocol.payload import with_payload_limits
 from dubbo_py.protocol.triple import CALL_SINK, Metadata, TripleCaller
 from dubbo_py.url import URL
 
@@ -81,7 +82,9 @@ class ChannelSecurity:
 
     def __init__(self, tls: ClientTLS | None = None, options: Iterable[tuple[str, Any]] = ()):
         self._tls = tls
-        self._options: list[tuple[str, Any]] = [("grpc.use_local_subchannel_pool", 1), *options]
+        self._options: list[tuple[str, Any]] = with_payload_limits(
+            [("grpc.use_local_subchannel_pool", 1), *options]
+        )
         self._credentials: grpc.ChannelCredentials | None = None
         self._lock = threading.Lock()
         #: What channels opened with these settings share (see :mod:`.shared_channels`).

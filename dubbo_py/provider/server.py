@@ -30,6 +30,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dubbo_py.errors import RegistryUnreachableError, StoreError
 from dubbo_py.protocol.introspect import ServiceSpec, service_of_servicer
+from dubbo_py.protocol.payload import with_payload_limits
 from dubbo_py.provider.dispatch import HandlerWrap, add_servicers
 from dubbo_py.provider.limits import MethodGuard, interceptor, interceptor_async, servicer_guards
 from dubbo_py.provider.reflection import add_reflection, reflection_wanted
@@ -233,7 +234,7 @@ def export(
     chain = [*interceptors, *([shedder] if shedder is not None else [])]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dubbo-provider"),
-        options=list(options),
+        options=with_payload_limits(options),
         interceptors=chain or None,
     )
     health_servicer = health.HealthServicer()

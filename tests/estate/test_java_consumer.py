@@ -1,0 +1,116 @@
+"""A live Apache Dubbo 3.3.6 consumer calling a dubbo-py provider through ZooKeeper.
+
+The dubbo-py provider (in this process) answers PEER_CONTRACT.md's special names; the Java
+consumer (tests/peers/java/estate) reports what its user saw, line by line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from demo import greeter_pb2, greeter_pb2_grpc
+
+import dubbo_py
+from tests.support.java_estate import JavaConsumer
+
+pytestmark = pytest.mark.zookeeper
+
+
+def make_greeter(name: str, version: str, group: str) -> Any:
+    """A Greeter servicer answering the peer contract's special names, as ``name``."""
+
+    @dubbo_py.service(version=version, group=group)
+    class Greeter(greeter_pb2_grpc.GreeterServicer):
+        address = ""
+
+        def SayHello(self, request: Any, context: Any) -> Any:
+            label = f"{name} [{version}:{group}]"
+            if request.name == "fail":
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{label} refused fail")
+            if request.name == "attachments":
+                seen = {k: v for k, v in context.invocation_metadata() if not k.endswith("-bin")}
+                message = json.dumps(seen, sort_keys=True)
+            else:
+                message = f"{label}: hello {request.name}"
+            return greeter_pb2.HelloReply(message=message, provider=self.address)
+
+        def SayHelloStream(self, request: Any, context: Any) -> Any:
+            for i in range(request.count):
+                yield greeter_pb2.HelloReply(message=f"{name}: hello {request.name} #{i}")
+
+    return Greeter()
+
+
+@pytest.fixture(scope="module")
+def py_provider(
+    estate_registry: str, estate_group: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    cache = tmp_path_factory.mktemp("py-provider") / "cache.json"
+    with dubbo_py.Application("py-estate-provider", estate_registry, cache_path=cache) as app:
+        one = make_greeter("p1", "1.0.0", estate_group)
+        two = make_greeter("p1", "2.0.0", estate_group)
+        # Dubbo Java dials a registered 127.0.0.1 at its own host address instead
+        # (NetUtils.filterLocalHost), so the provider binds every interface of this machine.
+        server = app.start(one, two, port=0, bind_host="0.0.0.0")
+        one.address = two.address = server.address
+        yield server.address
+
+
+def consumer(registry: str, group: str, version: str = "1.0.0", *extra: str) -> JavaConsumer:
+    return JavaConsumer(
+        "--registry",
+        registry,
+        "--application",
+        "java-estate-consumer",
+        "--version",
+        version,
+        "--group",
+        group,
+        *extra,
+    )
+
+
+def test_java_calls_a_dubbo_py_provider_by_version(
+    py_provider: str, estate_registry: str, estate_group: str
+) -> None:
+    with consumer(estate_registry, estate_group, "2.0.0") as java:
+        result = java.call(3, name="j")
+        assert result["ok"] == {"p1 [2.0.0": 3}, result
+        assert result["messages"][0] == f"p1 [2.0.0:{estate_group}]: hello j"
+        streamed = java.command("stream 2 name=s")
+        assert streamed["messages"] == ["p1: hello s #0", "p1: hello s #1"]
+
+
+def test_a_dubbo_py_error_and_attachments_as_java_sees_them(
+    py_provider: str, estate_registry: str, estate_group: str, tmp_path: Path
+) -> None:
+    with consumer(estate_registry, estate_group) as java:
+        failed = java.call(1, name="fail")
+        assert failed["ok"] == {}
+        [(error, count)] = failed["errors"].items()
+        assert count == 1
+        assert f"p1 [1.0.0:{estate_group}] refused fail" in error, error
+        seen = json.loads(
+            java.call(1, name="attachments", **{"trace-id": "t1", "Upper-Key": "U"})["messages"][0]
+        )
+        assert seen.get("trace-id") == "t1", seen
+        # Header names are lower case on the wire; Dubbo sends the original spelling along
+        # (tri-header-convert) and dubbo-py gives it back as a Java provider would.
+        assert seen.get("Upper-Key") == "U", seen
+        assert "upper-key" not in seen, seen
+
+
+@pytest.mark.parametrize("migration", ["FORCE_INTERFACE", "FORCE_APPLICATION"])
+def test_java_finds_the_dubbo_py_provider_in_each_migration_step(
+    py_provider: str, estate_registry: str, estate_group: str, migration: str
+) -> None:
+    # FORCE_APPLICATION reads dubbo-py's mapping, instance and metadata (its MetadataService
+    # or the metadata report); FORCE_INTERFACE only the providers folder.
+    with consumer(estate_registry, estate_group, "1.0.0", "--migration", migration) as java:
+        result = java.call(2, name="m")
+        assert result["ok"] == {"p1 [1.0.0": 2}, result

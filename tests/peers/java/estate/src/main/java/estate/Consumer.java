@@ -1,0 +1,139 @@
+package estate;
+
+import com.alibaba.fastjson2.JSON;
+import demo.Greeter;
+import demo.GreeterOuterClass.HelloReply;
+import demo.GreeterOuterClass.HelloRequest;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import org.apache.dubbo.common.stream.StreamObserver;
+import org.apache.dubbo.config.ApplicationConfig;
+import org.apache.dubbo.config.ReferenceConfig;
+import org.apache.dubbo.config.RegistryConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.rpc.RpcContext;
+
+/** A Dubbo 3.3 consumer of demo.Greeter driven over stdin, per PEER_CONTRACT.md. */
+public final class Consumer {
+    private Consumer() {}
+
+    public static void main(String[] argv) throws Exception {
+        PrintStream out = System.out;
+        System.setOut(System.err);
+        Args args = new Args(argv);
+        String migration = args.get("migration", "");
+        if (!migration.isEmpty()) {
+            // Dubbo's own knob for the consumer's migration step (before any rule arrives).
+            System.setProperty("dubbo.application.service-discovery.migration", migration);
+        }
+        ApplicationConfig application = new ApplicationConfig(args.require("application"));
+        application.setQosEnable(false);
+        RegistryConfig registry = new RegistryConfig(args.require("registry"));
+        ReferenceConfig<Greeter> reference = new ReferenceConfig<>();
+        reference.setInterface(Greeter.class);
+        reference.setProtocol("tri");
+        reference.setCheck(false);
+        reference.setTimeout(Integer.parseInt(args.get("timeout", "3000")));
+        String version = args.get("version", "");
+        String group = args.get("group", "");
+        if (!version.isEmpty()) reference.setVersion(version);
+        if (!group.isEmpty()) reference.setGroup(group);
+        DubboBootstrap bootstrap = DubboBootstrap.getInstance()
+                .application(application)
+                .registry(registry)
+                .reference(reference);
+        bootstrap.start();
+        Greeter greeter = reference.get();
+        out.println("READY");
+        out.flush();
+
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] words = line.trim().split("\\s+");
+            if (words.length == 0 || words[0].isEmpty()) continue;
+            if (words[0].equals("quit")) break;
+            int n = words.length > 1 ? Integer.parseInt(words[1]) : 1;
+            String name = "java";
+            Map<String, String> attachments = new LinkedHashMap<>();
+            for (int i = 2; i < words.length; i++) {
+                int eq = words[i].indexOf('=');
+                if (eq < 0) continue;
+                String k = words[i].substring(0, eq);
+                String v = words[i].substring(eq + 1);
+                if (k.equals("name")) name = v;
+                else attachments.put(k, v);
+            }
+            Map<String, Object> result = new LinkedHashMap<>();
+            if (words[0].equals("call")) {
+                Map<String, Integer> ok = new LinkedHashMap<>();
+                Map<String, Integer> errors = new LinkedHashMap<>();
+                List<String> messages = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    attachments.forEach((k, v) -> RpcContext.getClientAttachment().setAttachment(k, v));
+                    try {
+                        HelloReply reply = greeter.SayHello(HelloRequest.newBuilder().setName(name).build());
+                        String message = reply.getMessage();
+                        int colon = message.indexOf(':');
+                        String key = colon < 0 || message.startsWith("{") ? message : message.substring(0, colon);
+                        ok.merge(key, 1, Integer::sum);
+                        if (messages.size() < 3) messages.add(message);
+                    } catch (RuntimeException e) {
+                        errors.merge(describe(e), 1, Integer::sum);
+                    }
+                }
+                result.put("ok", ok);
+                result.put("errors", errors);
+                result.put("messages", messages);
+            } else if (words[0].equals("stream")) {
+                List<String> messages = new ArrayList<>();
+                List<String> errors = new ArrayList<>();
+                CountDownLatch done = new CountDownLatch(1);
+                greeter.SayHelloStream(HelloRequest.newBuilder().setName(name).setCount(n).build(),
+                        new StreamObserver<>() {
+                            @Override
+                            public void onNext(HelloReply reply) {
+                                synchronized (messages) {
+                                    messages.add(reply.getMessage());
+                                }
+                            }
+
+                            @Override
+                            public void onError(Throwable t) {
+                                errors.add(describe(t));
+                                done.countDown();
+                            }
+
+                            @Override
+                            public void onCompleted() {
+                                done.countDown();
+                            }
+                        });
+                done.await();
+                result.put("messages", messages);
+                result.put("errors", errors);
+            } else {
+                result.put("errors", Map.of("unknown command " + words[0], 1));
+            }
+            out.println("RESULT " + JSON.toJSONString(result));
+            out.flush();
+        }
+        bootstrap.stop();
+        System.exit(0);
+    }
+
+    /** The exception as a Dubbo user sees it: its class and first message line. */
+    static String describe(Throwable t) {
+        String message = String.valueOf(t.getMessage());
+        int nl = message.indexOf('\n');
+        if (nl >= 0) message = message.substring(0, nl);
+        return t.getClass().getSimpleName() + ": " + message;
+    }
+}

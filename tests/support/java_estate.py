@@ -1,0 +1,117 @@
+"""Apache Dubbo 3.3.6 processes (tests/peers/java/estate) as the other side of live tests.
+
+``JavaProvider`` and ``JavaConsumer`` start the peer's ``estate.Provider`` / ``estate.Consumer``
+(PEER_CONTRACT.md) from its cached build, pinned to 127.0.0.1. Their stdout carries only the
+READY and RESULT lines; Dubbo's logs go to a file, named in every failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.support.peers import Peer, ensure_built
+
+
+def java_peer() -> Peer:
+    """The Java estate peer, built now if this machine has not built these sources."""
+    return ensure_built("java", "estate")
+
+
+class _JavaProcess:
+    main_class = ""
+
+    def __init__(self, *args: str, ready_timeout: float = 60.0) -> None:
+        self.args = list(args)
+        self.ready_timeout = ready_timeout
+        self.log = Path(tempfile.mkstemp(prefix="java-estate-", suffix=".log")[1])
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready_line = ""
+
+    def start(self) -> _JavaProcess:
+        cmd = java_peer().java_command(self.main_class, *self.args)
+        # DUBBO_IP_TO_REGISTRY=127.0.0.1 is refused by Dubbo (a loopback address is "invalid"
+        # there); the peer pins its protocol host to 127.0.0.1 instead.
+        env = dict(os.environ)
+        with self.log.open("w") as sink:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink, text=True, env=env
+            )
+        self.ready_line = self._read_line("READY", self.ready_timeout)
+        return self
+
+    def logs(self) -> str:
+        """What Dubbo logged so far (its last 60 lines)."""
+        return "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-60:])
+
+    def _read_line(self, prefix: str, timeout: float) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        timer = threading.Timer(timeout, self.proc.kill)
+        timer.start()
+        try:
+            for line in self.proc.stdout:
+                if line.startswith(prefix):
+                    return line.strip()
+        finally:
+            timer.cancel()
+        self.kill()
+        raise RuntimeError(f"java {self.main_class} ended before {prefix}:\n{self.logs()}")
+
+    def stop(self) -> None:
+        """Close its stdin, so Dubbo unregisters and exits, and kill it if it has not within
+        a few seconds. (A killed provider's nodes outlive it until its ZooKeeper session ends,
+        and a later Java consumer spends its start-up waiting on that dead instance's metadata.)"""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(8)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+    def kill(self) -> None:
+        """kill -9: what a crash looks like."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class JavaProvider(_JavaProcess):
+    """``estate.Provider``: demo.Greeter and demo.Chat exported on Triple by Dubbo 3.3.6."""
+
+    main_class = "estate.Provider"
+
+    @property
+    def address(self) -> str:
+        return self.ready_line.split()[1]
+
+
+class JavaConsumer(_JavaProcess):
+    """``estate.Consumer``: a Dubbo 3.3.6 reference to demo.Greeter, driven over stdin."""
+
+    main_class = "estate.Consumer"
+
+    def command(self, line: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Send one command line; its RESULT as a dict."""
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        result: dict[str, Any] = json.loads(self._read_line("RESULT", timeout)[len("RESULT ") :])
+        return result
+
+    def call(self, n: int = 1, **attachments: str) -> dict[str, Any]:
+        """``call N [name=...] [k=v ...]``."""
+        words = [f"{k}={v}" for k, v in attachments.items()]
+        return self.command(" ".join(["call", str(n), *words]))
