@@ -253,6 +253,44 @@ def _java_reading_of_v31_item_fields(case: Case) -> Case | None:
     return None if changed == case["rule"] else {**case, "rule": changed}
 
 
+def _java_reading_of_application_key(case: Case, python: Answer) -> Answer | None:
+    """Dubbo applies an application-scope document only to URLs whose ``application`` is the
+    document's ``key``; dubbo-py applies the document read from an application's key to that
+    application's providers and does not compare the field (docs/cluster.md)."""
+    if case["kind"] != "configurator" or "urls" not in python:
+        return None
+    match = re.search(r"^scope: application$", case["rule"], re.MULTILINE)
+    key = re.search(r"^key: (.*)$", case["rule"], re.MULTILINE)
+    if match is None or key is None:
+        return None
+    urls = []
+    changed = False
+    for text, configured in zip(case["providers"], python["urls"], strict=True):
+        provider = URL.parse(text)
+        if provider.parameters.get("application") != key.group(1).strip():
+            urls.append(dict(sorted(provider.parameters.items())))
+            changed = True
+        else:
+            urls.append(configured)
+    return {"urls": urls} if changed else None
+
+
+def _affinity_consumer_without_key(case: Case, java: Answer) -> bool:
+    """Dubbo's affinity matcher reads the consumer's value as a null pattern: a candidate with
+    the key throws (logged, every candidate kept), so only when no candidate has the key does
+    the empty result stand (ratio 0) and the call get no provider."""
+    if case["kind"] != "affinity" or java.get("kept") != []:
+        return False
+    key = re.search(r"^  key: (.*)$", case["rule"], re.MULTILINE)
+    if key is None:
+        return False
+    name = key.group(1).strip()
+    consumer = URL.parse(case["consumer"])
+    return name not in consumer.parameters and not any(
+        name in URL.parse(p).parameters for p in case["providers"]
+    )
+
+
 #: Documented differences that a rewrite of the case into Java's reading removes: (reason,
 #: rewrite). The reasons are the rows of docs/design.md §8 / docs/routing.md.
 _READINGS = (
@@ -295,4 +333,9 @@ def documented(case: Case, java: Answer, python: Answer) -> str | None:
             rewritten.append((reason, combined))
     if len(rewritten) > 1 and compare(java, dubbo_py_answer(current)) is None:
         return " + ".join(reason for reason, _ in rewritten)
+    if _affinity_consumer_without_key(case, java):
+        return "affinity: a consumer without the key is not routed (Dubbo: no provider when no candidate has it)"
+    reading = _java_reading_of_application_key(case, python)
+    if reading is not None and compare(java, reading) is None:
+        return "configurator: application scope's key not compared with the URL's application"
     return None
