@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dubbo_py.cluster.configurator_match import MatchError, parse_condition_match
 from dubbo_py.cluster.override import (
+    ANYHOST,
     CONTROL_KEYS,
     Override,
     parse_override_url,
@@ -282,7 +284,7 @@ def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
                     "match.providerAddress) is not applied: dubbo-py has no per-provider "
                     "consumer parameters"
                 )
-        overrides.append(
+        overrides += _per_address(
             Override(
                 parameters=values,
                 addresses=addresses,
@@ -297,7 +299,41 @@ def _read(doc: YamlDocument) -> tuple[list[Override], list[str]]:
                 conditions=conditions,
             )
         )
-    return overrides, unacted
+    return in_dubbo_order(overrides), unacted
+
+
+def _per_address(override: Override) -> list[Override]:
+    """An item as Dubbo's ConfigParser turns it into override URLs: one per address (none:
+    ``0.0.0.0``), each matching by host, the item's ``providerAddresses`` -- or for a provider
+    item its whole address list -- deciding which ports (AbstractConfigurator). The item's
+    effect on a URL is the same as one override for all addresses; the order they apply in
+    (:func:`in_dubbo_order`) is not."""
+    addresses = override.addresses or (ANYHOST,)
+    covering = override.provider_addresses
+    if not covering and override.side == "provider" and override.addresses:
+        covering = override.addresses
+    return [
+        replace(override, addresses=(address.partition(":")[0],), provider_addresses=covering)
+        for address in addresses
+    ]
+
+
+def _dubbo_rank(override: Override) -> tuple[str, int]:
+    host = override.addresses[0].partition(":")[0] if override.addresses else ""
+    try:
+        priority = int(override.parameters.get("priority", "0"))
+    except ValueError:
+        priority = 0
+    return host, priority
+
+
+def in_dubbo_order(overrides: list[Override]) -> list[Override]:
+    """Overrides in the order Dubbo applies one document's (``Configurator.toConfigurators``
+    sorts them): by host as text, so ``0.0.0.0`` comes before any address and a rule for one
+    host wins over a rule for all whatever the order in the document, then by ``priority``;
+    the document's order among equals. Checked against Dubbo 3.3.6 by
+    tests/router/test_java_router_oracle.py."""
+    return sorted(overrides, key=_dubbo_rank)
 
 
 def _consumer_unacted(place: str, values: Mapping[str, str]) -> list[str]:
@@ -347,7 +383,7 @@ def _url_list(doc: YamlDocument) -> list[Override]:
         if override is None:
             raise doc.error((i,), "not an override:// URL")
         out.append(override)
-    return out
+    return in_dubbo_order(out)
 
 
 def _text(value: object) -> str:

@@ -9,8 +9,9 @@ Semantics follow Apache Dubbo's ``StringMatch`` and ``ParamMatch``
   :mod:`dubbo_py.router.rule_regex` for what is refused);
 - ``wildcard``: only ``*`` is a wildcard (matches any value); any other pattern must be equal;
 - ``empty``: the value is missing or empty; ``noempty``: present and non-empty;
-- a :class:`ParamMatch` never matches a *missing* parameter, whatever its matcher (Dubbo checks
-  ``input != null`` before delegating, so even ``empty`` needs the key to be present).
+- a :class:`ParamMatch` hands a *missing* parameter to its matcher as Dubbo's does (both
+  ``ParamMatch`` classes pass the URL's value, null included): ``empty`` matches it, every
+  other matcher does not (Dubbo 3.3.6's own routers, tests/router/test_java_router_oracle.py).
 
 Dubbo picks the first set field when several are given; here a matcher must name exactly one.
 """
@@ -86,12 +87,12 @@ def parse_string_match(spec: Mapping[str, object]) -> StringMatch:
 
 @dataclass(frozen=True)
 class ParamMatch:
-    """``key`` of a provider's URL parameters must satisfy ``value`` (absent never matches)."""
+    """``key`` of a provider's URL parameters must satisfy ``value`` (absent: only ``empty``
+    matches)."""
 
     key: str
     value: StringMatch
 
     def matches(self, parameters: Mapping[str, str]) -> bool:
         """Whether the parameter ``key`` is present and satisfies the condition."""
-        actual = parameters.get(self.key)
-        return actual is not None and self.value.matches(actual)
+        return self.value.matches(parameters.get(self.key))
