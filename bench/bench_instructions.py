@@ -2,7 +2,8 @@
 raw grpcio stub sending the same two Triple headers (valgrind's callgrind counts them).
 
     python bench/bench_instructions.py [--calls 400] [--repeats 3]
-                                       [--sides client provider] [--no-aa]
+                                       [--sides client provider] [--no-aa] [--options]
+                                       [--client-modes ...] [--provider-modes ...]
 
 CPU time per call moves by several per cent from run to run on a small shared machine
 (``bench/bench_cpu.py`` and docs/benchmarks.md), more than the gaps left. Instructions
@@ -33,6 +34,11 @@ provider (``app.start``), and a raw ``grpc.aio.server`` against an asyncio dubbo
 (``app.start_async``); both flavours serve the servicer of examples/quickstart (its
 ``SayHello`` body, ``async def`` for the asyncio flavour); plus a second raw server (A/A).
 
+``--options`` adds a client side: the headed stub on a channel opened with dubbo-py's channel
+options (its own subchannel pool, gRPC's idle timeout), so that dubbo-py's line against it
+is its Python call path alone. Before each measured block the process collects garbage, so
+that every block meets the collector in the same state.
+
 Printed per mode and side: instructions per call of each repeat, their median, their spread
 ((max - min) / median), and the ratio of medians against the baseline.
 """
@@ -42,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import gc
 import hashlib
 import os
 import statistics
@@ -49,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent import futures
 from contextlib import AsyncExitStack, ExitStack, contextmanager
@@ -72,7 +80,13 @@ SETUP = "1reg"
 HEADERS = (("tri-service-version", "1.0.0"), ("tri-consumer-appname", f"bench-cpu-{SETUP}"))
 #: Calls made instrumented before the counters are zeroed (the translation cache is flushed
 #: when instrumentation starts; these refill it, so the measured calls run the same code).
-SETTLE = 30
+SETTLE = 100
+#: The options dubbo-py's consumer opens a provider's channel with (dubbo_py/consumer/invoker.py:
+#: a subchannel of the channel's own, gRPC's idle timeout of IDLE_TIMEOUT_S) for ``--options``.
+DUBBO_CHANNEL_OPTIONS = [
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.client_idle_timeout_ms", 300_000),
+]
 
 _C_SOURCE = r"""
 #include <valgrind/callgrind.h>
@@ -110,7 +124,11 @@ class Counters:
         self._lib.cg_start()
 
     def zero(self) -> None:
-        """Zero every thread's counters."""
+        """Collect garbage, then zero every thread's counters: each block starts with the
+        collector's generations empty, so blocks meet the same collections (with this, 100
+        settling calls and 600-call blocks, the spread of blocks at 1 thread or task fell from
+        0.6-1.7 % to 0.3-0.6 %; the three changes were made at once)."""
+        gc.collect()
         self._lib.cg_zero()
 
     def dump(self, label: str) -> None:
@@ -256,8 +274,9 @@ def client(kind: str, flavour: str, target: str, measure: bool) -> None:
     request = greeter_pb2.HelloRequest(name="bench")
     if flavour == "blocking":
         with ExitStack() as stack:
-            if kind == "headed":
-                channel = stack.enter_context(grpc.insecure_channel(target))
+            if kind in ("headed", "headed-options"):
+                options = DUBBO_CHANNEL_OPTIONS if kind == "headed-options" else None
+                channel = stack.enter_context(grpc.insecure_channel(target, options=options))
                 raw = greeter_pb2_grpc.GreeterStub(channel)
 
                 def call() -> Any:
@@ -285,6 +304,11 @@ def client(kind: str, flavour: str, target: str, measure: bool) -> None:
                         _blocking_calls(call, n, calls)
                         if counters is not None:
                             counters.dump(f"{label}.r{i}")
+                elif words[0] == "idle" and counters is not None:
+                    # The process's background work (its threads) over wall-clock seconds.
+                    counters.zero()
+                    time.sleep(float(words[2]))
+                    counters.dump(words[1])
                 elif words[0] == "drive":
                     # A driving client (provider measurements) runs plain calls.
                     _blocking_calls(call, int(words[1]), int(words[2]))
@@ -293,8 +317,9 @@ def client(kind: str, flavour: str, target: str, measure: bool) -> None:
 
     async def run() -> None:
         async with AsyncExitStack() as stack:
-            if kind == "headed":
-                channel = grpc.aio.insecure_channel(target)
+            if kind in ("headed", "headed-options"):
+                options = DUBBO_CHANNEL_OPTIONS if kind == "headed-options" else None
+                channel = grpc.aio.insecure_channel(target, options=options)
                 stack.push_async_callback(channel.close)
                 raw = greeter_pb2_grpc.GreeterStub(channel)
 
@@ -328,6 +353,10 @@ def client(kind: str, flavour: str, target: str, measure: bool) -> None:
                         await _asyncio_calls(call, n, calls)
                         if counters is not None:
                             counters.dump(f"{label}.r{i}")
+                elif words[0] == "idle" and counters is not None:
+                    counters.zero()
+                    await asyncio.sleep(float(words[2]))
+                    counters.dump(words[1])
                 elif words[0] == "drive":
                     await _asyncio_calls(call, int(words[1]), int(words[2]))
                 print("done", flush=True)
@@ -430,6 +459,8 @@ def measure_clients(args: argparse.Namespace, zk: str, out_dir: Path) -> None:
     kinds = {"headed": "headed", "dubbo-py": "dubbo"}
     if args.aa:
         kinds["headed (A/A)"] = "headed"
+    if args.options:
+        kinds["headed+options"] = "headed-options"
     with ExitStack() as stack:
         provider = stack.enter_context(
             proc(["--serve", "dubbo", "--registry", _registry(zk)], what="dubbo-py provider")
@@ -440,7 +471,7 @@ def measure_clients(args: argparse.Namespace, zk: str, out_dir: Path) -> None:
                 continue
             clients = {}
             for name, kind in kinds.items():
-                target = provider.address if kind == "headed" else zk
+                target = zk if kind == "dubbo" else provider.address
                 cmd = ["--client", kind, "--flavour", flavour, "--target", target, "--measure"]
                 clients[name] = stack.enter_context(
                     proc(cmd, callgrind_command(out_dir), what=f"{name} client")
@@ -550,6 +581,11 @@ def main() -> None:
         dest="aa",
         action="store_false",
         help="leave out the baseline's second process (the A/A side)",
+    )
+    parser.add_argument(
+        "--options",
+        action="store_true",
+        help="client side: also the headed stub on a channel with dubbo-py's channel options",
     )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--registry", default="", help=argparse.SUPPRESS)
