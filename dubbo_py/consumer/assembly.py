@@ -84,6 +84,7 @@ from dubbo_py.qos.access_log import (
     AsyncConsumerAccessLog,
     ConsumerAccessLog,
     access_log_target,
+    switched_on,
 )
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.directory import RegistryDirectory, Subscribe
@@ -255,6 +256,8 @@ class ReferenceAssembly(Generic[C]):
         #: one, call plans included.
         self._recorder: RouteRecorder | None = None
         self._accesslog: str | None = access_log_target(config.parameters.get(ACCESSLOG_KEY))
+        if self._accesslog == "":
+            switched_on()
         #: What each method's hedging did, by method name (metrics; kept across changes).
         self.hedge_counts: dict[str, HedgeCounts] = {}
         #: Each hedging method's hedging in force, by method name.
@@ -569,6 +572,8 @@ class ReferenceAssembly(Generic[C]):
                 accesslog = access_log_target(self.config.parameters.get(ACCESSLOG_KEY))
             if accesslog != self._accesslog:
                 self._accesslog = accesslog
+                if accesslog == "":
+                    switched_on()
                 self._rewire()
             stats, hedging = self.tuning.stats, self.tuning.hedging
             calls = self.tuning.calls

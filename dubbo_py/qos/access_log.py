@@ -2,9 +2,13 @@
 parameter of a reference or a service -- in code, in ``dubbo.yaml``, or by an override rule.
 
 ``accesslog`` ``true`` (or ``default``) logs each call at INFO on the ``dubbo.accesslog.<service>``
-logger (under ``dubbo.accesslog``, as Dubbo names it); a path appends to that file, rotated at
-midnight (the day's file is renamed ``<path>.YYYYMMDD``, as Dubbo's). ``false`` or nothing: no
-access log, and nothing on the call path (the wrappers are put in place only while it is on).
+logger (under ``dubbo.accesslog``, as Dubbo names it). Switching it on gives ``dubbo.accesslog``
+level INFO unless the application set one, and where no handler is configured anywhere (none on
+the root, none on the access loggers) the lines go to standard error, as Python's last-resort
+handler does for warnings: an access log an operator asked for is seen. A path appends to that
+file, rotated at midnight (the day's file is renamed ``<path>.YYYYMMDD``, as Dubbo's).
+``false`` or nothing: no access log, and nothing on the call path (the wrappers are put in place
+only while it is on).
 
 A path from an override rule is not written: anyone who may write rules could otherwise make
 every consumer write files where they say. As Dubbo's default (``accesslog.fixed.path``), such
@@ -47,6 +51,7 @@ __all__ = [
     "ProviderAccessLogs",
     "access_log_target",
     "format_line",
+    "switched_on",
     "writer",
 ]
 
@@ -205,12 +210,37 @@ class AccessLogWriter:
             lost, self.dropped = self.dropped, 0
             line += f" ({lost} earlier lines dropped: the access log queue was full)"
         if not target:
-            logging.getLogger(f"{ACCESS_LOGGER}.{entry.service}").info(line)
+            _log_line(logging.getLogger(f"{ACCESS_LOGGER}.{entry.service}"), line)
             return
         handler = self._files.get(target)
         if handler is None:
             handler = self._files[target] = _file_handler(target)
         handler.emit(logging.LogRecord(ACCESS_LOGGER, logging.INFO, "", 0, line, None, None))
+
+
+def switched_on() -> None:
+    """An access log to the loggers was switched on: give ``dubbo.accesslog`` level INFO,
+    unless the application chose a level for it (or ``switchLogLevel`` did), so that its
+    lines do not depend on the application's own level (Python's default, WARNING, would
+    drop them all)."""
+    logger = logging.getLogger(ACCESS_LOGGER)
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+
+
+def _log_line(logger: logging.Logger, line: str) -> None:
+    # Where no handler is configured anywhere on the logger's way up, Python hands a record
+    # to logging.lastResort (standard error) only from WARNING up; an access log an operator
+    # switched on is wanted at INFO, so it goes there too. Any handler found (the
+    # application's, on the root or on the access loggers) takes it the ordinary way instead.
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    if logger.hasHandlers():
+        logger.info(line)
+        return
+    last = logging.lastResort
+    if last is not None:
+        last.handle(logger.makeRecord(logger.name, logging.INFO, "", 0, line, (), None))
 
 
 def _file_handler(path: str) -> logging.Handler:
@@ -484,6 +514,8 @@ class ProviderAccessLogs:
         target = access_log_target(value, from_rule=from_rule)
         if target != switch.target:
             switch.target = target
+            if target == "":
+                switched_on()
             state = "off" if target is None else (target or ACCESS_LOGGER)
             log.info("access log of %s: %s", original.service_key, state)
 
