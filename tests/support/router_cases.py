@@ -111,7 +111,7 @@ def invocation(rng: random.Random, *, tag: bool = False) -> dict[str, Any]:
     """A call: method, a few arguments, a few attachments (a tag when ``tag``)."""
     attachments = {k: rng.choice(ATTACHMENT_VALUES) for k in _some(rng, ATTACHMENT_KEYS)}
     if tag and rng.random() < 0.6:
-        attachments["dubbo.tag"] = rng.choice(TAGS + ("",))
+        attachments["dubbo.tag"] = rng.choice((*TAGS, ""))
         if rng.random() < 0.3:
             attachments["dubbo.force.tag"] = rng.choice(("true", "false"))
     return {
@@ -124,21 +124,21 @@ def invocation(rng: random.Random, *, tag: bool = False) -> dict[str, Any]:
 # --------------------------------------------------------------------------- condition rules
 
 _KEYS: tuple[tuple[str, tuple[Any, ...]], ...] = (
-    ("host", HOSTS + ("10.0.*", "10.0.0.*", "*")),
+    ("host", (*HOSTS, "10.0.*", "10.0.0.*", "*")),
     ("port", PORTS),
-    ("application", APPLICATIONS + ("sh*",)),
-    ("version", VERSIONS + ("1.*",)),
+    ("application", (*APPLICATIONS, "sh*")),
+    ("version", (*VERSIONS, "1.*")),
     ("group", GROUPS),
-    ("region", REGIONS + ("$region", "bei*")),
-    ("env", ENVS + ("$env",)),
+    ("region", (*REGIONS, "$region", "bei*")),
+    ("env", (*ENVS, "$env")),
 )
 _WHEN_KEYS: tuple[tuple[str, tuple[Any, ...]], ...] = (
     *_KEYS,
-    ("method", METHODS + ("get*",)),
-    ("arguments[0]", tuple(str(a) for a in ARGUMENTS) + ("fo*",)),
+    ("method", (*METHODS, "get*")),
+    ("arguments[0]", (*tuple(str(a) for a in ARGUMENTS), "fo*")),
     ("arguments[1]", tuple(str(a) for a in ARGUMENTS)),
     ("attachments[k]", ATTACHMENT_VALUES),
-    ("attachments[trace]", ATTACHMENT_VALUES + ("v*",)),
+    ("attachments[trace]", (*ATTACHMENT_VALUES, "v*")),
 )
 
 
@@ -271,7 +271,9 @@ def tag_case(rng: random.Random) -> dict[str, Any]:
                 lines.append(f"    addresses: [{', '.join(_quote(a) for a in addresses)}]")
             else:
                 lines.append("    match:")
-                for key, pool in rng.sample((("region", REGIONS), ("env", ENVS)), rng.randint(1, 2)):
+                for key, pool in rng.sample(
+                    (("region", REGIONS), ("env", ENVS)), rng.randint(1, 2)
+                ):
                     lines.append(f"      - key: {key}")
                     lines.append(f"        value: {_string_match(rng, pool)}")
         rule = "\n".join(lines) + "\n"
@@ -312,8 +314,8 @@ def configurator_case(rng: random.Random) -> dict[str, Any]:
     scope = rng.choice(("service", "application"))
     # Dubbo applies a document only to providers of its key (a service key, or the providers'
     # application): the consumer reads it from that key, so the cases keep the two consistent.
-    group = rng.choice(GROUPS + ("", ""))
-    version = rng.choice(VERSIONS + ("", ""))
+    group = rng.choice((*GROUPS, "", ""))
+    version = rng.choice((*VERSIONS, "", ""))
     application = rng.choice(APPLICATIONS)
     service_key = (f"{group}/" if group else "") + SERVICE + (f":{version}" if version else "")
     lines = [
@@ -334,12 +336,15 @@ def configurator_case(rng: random.Random) -> dict[str, Any]:
             lines.append(f"    addresses: [{', '.join(_quote(a) for a in addresses)}]")
         if rng.random() < 0.2:
             lines.append(
-                f"    providerAddresses: [{_quote(rng.choice(HOSTS) + ':' + str(rng.choice(PORTS)))}]"
+                f"    providerAddresses: "
+                f"[{_quote(rng.choice(HOSTS) + ':' + str(rng.choice(PORTS)))}]"
             )
         if scope == "service" and rng.random() < 0.3:
             lines.append(f"    applications: [{', '.join(_some(rng, APPLICATIONS, 1))}]")
         if scope == "application" and rng.random() < 0.6:
-            services = rng.sample((SERVICE, f"{SERVICE}:1.0.0", "*", "other.Service"), rng.randint(1, 2))
+            services = rng.sample(
+                (SERVICE, f"{SERVICE}:1.0.0", "*", "other.Service"), rng.randint(1, 2)
+            )
             lines.append(f"    services: [{', '.join(_quote(s) for s in services)}]")
         if rng.random() < 0.2:
             lines.append(f"    enabled: {rng.choice(('true', 'false'))}")
@@ -353,8 +358,12 @@ def configurator_case(rng: random.Random) -> dict[str, Any]:
             lines.append(f"          value: {_string_match(rng, pool)}")
         lines.append("    parameters:")
         for key, value in rng.sample(
-            (("weight", rng.choice((0, 50, 300))), ("timeout", rng.choice((100, 3000))),
-             ("disabled", "true"), ("loadbalance", "roundrobin")),
+            (
+                ("weight", rng.choice((0, 50, 300))),
+                ("timeout", rng.choice((100, 3000))),
+                ("disabled", "true"),
+                ("loadbalance", "roundrobin"),
+            ),
             rng.randint(1, 2),
         ):
             lines.append(f"      {key}: {_quote(str(value))}")

@@ -17,6 +17,7 @@ consumer builds them from a config-center document; :func:`compare` says how two
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -89,10 +90,8 @@ class JavaOracle:
         """Stop the JVM (closing stdin ends it)."""
         process = self._process
         if process.stdin is not None and not process.stdin.closed:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 process.stdin.close()
-            except BrokenPipeError:
-                pass
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -172,7 +171,11 @@ def compare(java: Answer, python: Answer) -> str | None:
     if "error" in java or "error" in python:
         if "error" in java and "error" in python:
             return None
-        return "java refuses, dubbo-py accepts" if "error" in java else "dubbo-py refuses, java accepts"
+        return (
+            "java refuses, dubbo-py accepts"
+            if "error" in java
+            else "dubbo-py refuses, java accepts"
+        )
     if "kept" in java:
         return None if java["kept"] == python.get("kept") else "different providers kept"
     if _without_bookkeeping(java.get("urls")) != python.get("urls"):
@@ -294,20 +297,42 @@ def _affinity_consumer_without_key(case: Case, java: Answer) -> bool:
 #: Documented differences that a rewrite of the case into Java's reading removes: (reason,
 #: rewrite). The reasons are the rows of docs/design.md §8 / docs/routing.md.
 _READINGS = (
-    ("condition: $name on a when side resolved (Dubbo: literal text)", _java_reading_of_when_references),
-    ("condition: a missing argument never matches (Dubbo: != matches)", _java_reading_of_missing_arguments),
-    ("condition v3.1: per-condition ratio/force/priority/trafficDisable read (Dubbo 3.3.6: ignored)",
-     _java_reading_of_v31_item_fields),
+    (
+        "condition: $name on a when side resolved (Dubbo: literal text)",
+        _java_reading_of_when_references,
+    ),
+    (
+        "condition: a missing argument never matches (Dubbo: != matches)",
+        _java_reading_of_missing_arguments,
+    ),
+    (
+        "condition v3.1: per-condition ratio/force/priority/trafficDisable read"
+        " (Dubbo 3.3.6: ignored)",
+        _java_reading_of_v31_item_fields,
+    ),
 )
 
 #: Documented refusals: (kind, which side refuses, text in its error, reason).
 _REFUSALS = (
-    ("condition", "dubbo_py", ": expected ",
-     "condition: a syntax error refused (Dubbo: accepted and misread)"),
-    ("tag", "dubbo_py", "bad port '*'",
-     "tag: address host:* refused (Dubbo: accepted, never matches)"),
-    ("tag", "java", "paramMatchers\" is null",
-     "tag: a tag with an empty address list and no match (Dubbo: NullPointerException, rule dropped)"),
+    (
+        "condition",
+        "dubbo_py",
+        ": expected ",
+        "condition: a syntax error refused (Dubbo: accepted and misread)",
+    ),
+    (
+        "tag",
+        "dubbo_py",
+        "bad port '*'",
+        "tag: address host:* refused (Dubbo: accepted, never matches)",
+    ),
+    (
+        "tag",
+        "java",
+        'paramMatchers" is null',
+        "tag: a tag with an empty address list and no match"
+        " (Dubbo: NullPointerException, rule dropped)",
+    ),
 )
 
 
@@ -334,7 +359,10 @@ def documented(case: Case, java: Answer, python: Answer) -> str | None:
     if len(rewritten) > 1 and compare(java, dubbo_py_answer(current)) is None:
         return " + ".join(reason for reason, _ in rewritten)
     if _affinity_consumer_without_key(case, java):
-        return "affinity: a consumer without the key is not routed (Dubbo: no provider when no candidate has it)"
+        return (
+            "affinity: a consumer without the key is not routed"
+            " (Dubbo: no provider when no candidate has it)"
+        )
     reading = _java_reading_of_application_key(case, python)
     if reading is not None and compare(java, reading) is None:
         return "configurator: application scope's key not compared with the URL's application"
