@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from dubbo_py.registry.matching import ProviderFilter, is_usable
 from dubbo_py.registry.overrides import Configure
+from dubbo_py.registry.registry import ChangedURLs
 from dubbo_py.router.snapshot import PATCH_LIMIT, Delta
 from dubbo_py.url import URL
 
@@ -67,6 +68,20 @@ class ProviderList:
         #: update (empty protection reads them: O(changes), not O(providers)).
         self.departed: tuple[URL, ...] = ()
         self.arrived: tuple[URL, ...] = ()
+        #: The serial of the registry's list (:class:`ChangedURLs`) that ``_registered`` is
+        #: the index of, when it was one: the next list based on it says what changed.
+        self._serial: int | None = None
+
+    def _follows(self, raw: list[URL]) -> ChangedURLs | None:
+        """``raw`` when it says how it follows from the list last indexed."""
+        if (
+            isinstance(raw, ChangedURLs)
+            and raw.base is not None
+            and raw.base == self._serial
+            and self._registered is not None
+        ):
+            return raw
+        return None
 
     def arrivals(self, raw: list[URL]) -> list[URL]:
         """The URLs of ``raw`` that were not in the last registered list (every one of them
@@ -74,6 +89,9 @@ class ProviderList:
         before = self._registered
         if before is None:
             return raw
+        changed = self._follows(raw)
+        if changed is not None:
+            return changed.arrived
         now = self._index(raw)
         return [now[i] for i in now.keys() - before.keys()]
 
@@ -132,6 +150,9 @@ class ProviderList:
         # Sorted so every consumer indexes the same providers the same way.
         self.providers = tuple(sorted(unique, key=_full_string))
         self._registered = registered_by_id
+        self._serial = (
+            raw.serial if registered_by_id is not None and isinstance(raw, ChangedURLs) else None
+        )
         self._indexed = None
         self._provided = provided
         return Update(self.providers, None)
@@ -142,17 +163,39 @@ class ProviderList:
         before = self._registered
         if before is None:
             return None
-        now = self._index(raw)
-        self._indexed = None
-        left_ids = before.keys() - now.keys()
-        arrived_ids = now.keys() - before.keys()
-        changes = len(left_ids) + len(arrived_ids)
         limit = self._limit if self._limit is not None else min(PATCH_LIMIT, len(raw) // 8)
-        if changes > limit or len(now) != len(raw):
-            return None
+        changed = self._follows(raw)
+        if changed is not None:
+            # The registry said what changed: the index is kept up to date in place, without
+            # a pass over the fleet (a failure below takes the full pass, which rebuilds it).
+            if len(changed.departed) + len(changed.arrived) > limit:
+                return None
+            left_ids = [id(u) for u in changed.departed]
+            if any(before.get(i) is not u for i, u in zip(left_ids, changed.departed, strict=True)):
+                return None
+            arrived_ids = [id(u) for u in changed.arrived]
+            left = [before[i] for i in left_ids]
+            now = before
+            for i in left_ids:
+                del now[i]
+            now.update(zip(arrived_ids, changed.arrived, strict=True))
+            self._serial = None
+            self._registered = None
+            if len(now) != len(raw):
+                return None
+            arrived = changed.arrived
+        else:
+            now = self._index(raw)
+            self._indexed = None
+            left_ids = list(before.keys() - now.keys())
+            arrived_ids = list(now.keys() - before.keys())
+            changes = len(left_ids) + len(arrived_ids)
+            if changes > limit or len(now) != len(raw):
+                return None
+            left = [before[i] for i in left_ids]
+            arrived = [now[i] for i in arrived_ids]
         self._registered = None  # until this update is known to have gone through
-        arrived = [now[i] for i in arrived_ids]
-        pairs = self._filter.update([before[i] for i in left_ids], arrived)
+        pairs = self._filter.update(left, arrived)
         configured = self._configure([provider for _, provider in pairs], urls, documents)
         if len(configured) != len(pairs):
             return None
@@ -175,6 +218,7 @@ class ProviderList:
         sources.update(zip((i for i, _ in came), came_sources, strict=True))
         self.providers = providers
         self._registered = now
+        self._serial = raw.serial if isinstance(raw, ChangedURLs) else None
         return Update(providers, delta)
 
 

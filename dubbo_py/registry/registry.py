@@ -10,6 +10,7 @@ registered is written again, so a provider that survives a ZooKeeper outage reap
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -20,7 +21,7 @@ from dubbo_py.registry import layout
 from dubbo_py.registry.store.base import Cancel, SessionState, Store
 from dubbo_py.url import URL
 
-__all__ = ["ConfigDocument", "Registry", "empty_url", "is_empty"]
+__all__ = ["ChangedURLs", "ConfigDocument", "Registry", "empty_url", "is_empty"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,43 @@ class ConfigDocument:
     version: int
 
 
+class ChangedURLs(list[URL]):
+    """The URLs of one folder's notification (a list, in the names' order) that also says how
+    it follows from the list the same folder gave before: ``base`` (the ``serial`` of that
+    list, or None), and the URL objects that ``arrived`` and ``departed`` since. A consumer
+    that processed the list numbered ``base`` takes the change without a pass over the fleet
+    (:class:`~dubbo_py.registry.provider_list.ProviderList`). Numbers, not the list itself, so
+    that a list does not keep every earlier one alive."""
+
+    __slots__ = ("arrived", "base", "departed", "serial")
+
+    def __init__(
+        self,
+        urls: Iterable[URL],
+        base: int | None,
+        arrived: list[URL],
+        departed: list[URL],
+    ) -> None:
+        super().__init__(urls)
+        self.serial = next(_serials)
+        self.base = base
+        self.arrived = arrived
+        self.departed = departed
+
+
+_serials = itertools.count(1)
+
+
+def _decode_name(path: str, name: str, warned: set[str]) -> URL | None:
+    try:
+        return URL.decode(name)
+    except URLError as exc:
+        if name not in warned:
+            warned.add(name)
+            log.warning("skipping registry node %s/%s: not a Dubbo URL (%s)", path, name, exc)
+        return None
+
+
 def decode_children(
     path: str,
     names: Iterable[str],
@@ -62,19 +100,55 @@ def decode_children(
     for name in names:
         found = previous.get(name)
         if found is None:
-            try:
-                found = URL.decode(name)
-            except URLError as exc:
-                if name not in warned:
-                    warned.add(name)
-                    log.warning(
-                        "skipping registry node %s/%s: not a Dubbo URL (%s)", path, name, exc
-                    )
+            found = _decode_name(path, name, warned)
+            if found is None:
                 continue
         urls.append(found)
         if decoded is not None:
             decoded[name] = found
     return urls
+
+
+def _decode_folder(
+    path: str,
+    names: Iterable[str],
+    warned: set[str],
+    known: dict[str, URL],
+    base: int | None,
+) -> tuple[ChangedURLs, dict[str, URL]]:
+    """(the URLs of ``names``, name -> URL for the next notification: ``known`` updated in
+    place, or a new dict for the first list). The passes over the
+    fleet are set and dict operations, in C; Python code runs only for the names that came and
+    went (a fleet of 100 000 where one provider restarted: a few milliseconds, not the ~40 ms
+    of a Python loop over every name)."""
+    if not known:  # the first list: in the order given
+        fresh = {}
+        for name in names:
+            if name not in fresh:
+                url = _decode_name(path, name, warned)
+                if url is not None:
+                    fresh[name] = url
+        return ChangedURLs(fresh.values(), None, [], []), fresh
+    # One pass touches every name (hashing it into a set); the others run over hashes
+    # already stored in the set and the dict. The list is the previous one's order with the
+    # names that went taken out and those that came added at the end: nothing downstream
+    # reads the order (the provider list is sorted by full string), and following the names'
+    # order would cost a second pass over them.
+    present = set(names)
+    came = present.difference(known)
+    went = known.keys() - present if len(known) + len(came) != len(present) else ()
+    # Changed in place (the caller holds the folder's lock): a copy of 100 000 entries would
+    # cost more than everything else a one-provider change does here.
+    fresh = known
+    departed = [fresh.pop(name) for name in went]
+    arrived: list[URL] = []
+    for name in came:
+        url = _decode_name(path, name, warned)
+        if url is not None:
+            fresh[name] = url
+            arrived.append(url)
+    urls = ChangedURLs(fresh.values(), base, arrived, departed)
+    return urls, fresh
 
 
 class Registry:
@@ -91,8 +165,10 @@ class Registry:
         self._warned: set[str] = set()
         #: The URLs last decoded from each folder's node names, by name: shared by every
         #: subscriber of the folder (the references of one application to one service see the
-        #: same URL objects) and swapped whole, so readers need no lock.
-        self._decoded: dict[str, dict[str, URL]] = {}
+        #: same URL objects), each with the serial of the list it last gave
+        #: (:class:`ChangedURLs`); changed in place under ``_decode_lock``.
+        self._decoded: dict[str, tuple[dict[str, URL], int]] = {}
+        self._decode_lock = threading.Lock()
         store.add_session_listener(self._on_session)
 
     @property
@@ -167,9 +243,10 @@ class Registry:
         return decode_children(path, names, self._warned)
 
     def _decode(self, path: str, names: list[str]) -> list[URL]:
-        fresh: dict[str, URL] = {}
-        urls = decode_children(path, names, self._warned, self._decoded.get(path), fresh)
-        self._decoded[path] = fresh
+        with self._decode_lock:
+            known, base = self._decoded.get(path) or ({}, None)
+            urls, fresh = _decode_folder(path, names, self._warned, known, base)
+            self._decoded[path] = (fresh, urls.serial)
         return urls
 
     def subscribe(

@@ -136,3 +136,82 @@ def test_one_provider_replaced_in_a_large_list_is_patched() -> None:
     update = providers.update(after, [], {}, False)
     assert update.delta is not None and update.delta.size == 2
     assert newcomer in update.providers and raw[10] not in update.providers
+
+
+names_edit = st.tuples(
+    st.sampled_from(("add", "remove", "replace", "bad", "same")), st.floats(0, 1), registered
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(registered, max_size=30),
+    st.lists(st.lists(names_edit, min_size=1, max_size=3), min_size=1, max_size=6),
+)
+def test_node_names_through_the_registry_give_the_full_pipelines_list(
+    start: list[URL], notifications: list[list[tuple[str, float, URL]]]
+) -> None:
+    # What a consumer sees: node names decoded by the registry, which says what changed since
+    # its previous list (ChangedURLs), so that the provider list need not compare the fleet.
+    from dubbo_py.registry.registry import ChangedURLs, Registry
+    from tests.support.memory_store import MemoryStore
+
+    registry = Registry(MemoryStore())
+    path = f"/dubbo/{SERVICE}/providers"
+    providers = ProviderList(ProviderFilter(CONSUMER, SERVICE), configurators.apply, limit=1_000)
+    names = [u.encode() for u in start]
+    raw = registry._decode(path, list(names))
+    previous = providers.update(raw, [], {}, True).providers
+    for notification in notifications:
+        before = {id(u) for u in raw}
+        for kind, where, url in notification:
+            at = min(int(where * len(names)), len(names) - 1)
+            if kind == "add" or not names:
+                names.insert(max(at, 0), url.encode())
+            elif kind == "remove":
+                del names[at]
+            elif kind == "replace":
+                names[at] = url.encode()
+            elif kind == "bad":
+                names.insert(at, "not%20a%20url")
+            else:
+                names.append(names[at])  # a name listed twice
+        raw = registry._decode(path, list(names))
+        assert isinstance(raw, ChangedURLs)
+        decoded = {u.to_string() for u in raw}
+        assert decoded == {URL.decode(n).to_string() for n in names if n != "not%20a%20url"}
+        assert len(decoded) == len(raw)  # each name once
+        arrived = providers.arrivals(raw)
+        assert {id(u) for u in arrived} <= {id(u) for u in raw} - before
+        update = providers.update(raw, [], {}, False)
+        assert update.providers == full(raw, [])
+        if update.delta is not None:
+            assert update.delta == Delta.between(previous, update.providers)
+        previous = update.providers
+
+
+def test_a_one_provider_change_from_the_registry_takes_no_pass_over_the_fleet() -> None:
+    from dubbo_py.registry.registry import Registry
+    from tests.support.memory_store import MemoryStore
+
+    registry = Registry(MemoryStore())
+    path = f"/dubbo/{SERVICE}/providers"
+    fleet = [
+        URL("tri", f"10.0.{i // 250}.{i % 250}", 50051, SERVICE, parameters={"interface": SERVICE})
+        for i in range(400)
+    ]
+    names = [u.encode() for u in fleet]
+    providers = ProviderList(
+        ProviderFilter(CONSUMER.replace(parameters={"interface": SERVICE}), SERVICE),
+        configurators.apply,
+    )
+    providers.update(registry._decode(path, list(names)), [], {}, True)
+    names[10] = fleet[10].replace(port=1).encode()
+    raw = registry._decode(path, list(names))
+    # The list's own index is never rebuilt for it: what arrived comes from the registry.
+    providers._index = None  # type: ignore[assignment,method-assign]
+    (newcomer,) = providers.arrivals(raw)
+    assert newcomer.port == 1
+    update = providers.update(raw, [], {}, False)
+    assert update.delta is not None and update.delta.size == 2
+    assert newcomer in update.providers and fleet[10] not in update.providers
