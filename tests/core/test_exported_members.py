@@ -43,6 +43,11 @@ PUBLIC = {
     "RouterChain", "Snapshot", "condition_router_from_url", "condition_routers_from_yaml",
     "script_router_from_url", "ShardRouter", "BoundShardRouter", "locate", "make_layout",
     "parse_shard_rule", "plan_split",
+    # Hessian2, the serialization of Java-interface services
+    "JavaObject", "JavaEnum", "JavaException", "JavaLong", "JavaBigInteger", "JavaInstant",
+    "JavaLocalDateTime", "TypedList", "TypedMap", "Hessian2Encoder", "Hessian2Decoder",
+    "Hessian2Error", "Hessian2DecodeError", "Hessian2EncodeError", "from_throwable",
+    "hessian2_dumps", "hessian2_loads",
 }  # fmt: skip
 
 
