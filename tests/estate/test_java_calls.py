@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import unquote
 
 import grpc
 import pytest
@@ -16,6 +17,7 @@ from demo import chat_pb2, chat_pb2_grpc, greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from tests.support.java_estate import JavaProvider
+from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.zookeeper
 
@@ -58,6 +60,27 @@ def test_unary_call_reaches_the_java_provider(
     reply = greeter(app, estate_group).SayHello(greeter_pb2.HelloRequest(name="py"))
     assert reply.message == f"j1 [1.0.0:{estate_group}]: hello py"
     assert reply.provider == java_provider.address
+
+
+def test_the_java_provider_registers_and_serves_on_loopback_only(
+    zookeeper: ZooKeeperServer, java_provider: JavaProvider, estate_group: str
+) -> None:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zookeeper.address)
+    client.start(timeout=10)
+    try:
+        nodes = client.get_children("/dubbo/demo.Greeter/providers")
+    finally:
+        client.stop()
+        client.close()
+    ours = [unquote(n) for n in nodes if f"group={estate_group}" in unquote(n)]
+    assert ours, nodes
+    # Dubbo would register the machine's network address for 127.0.0.1 (a loopback host is
+    # "invalid" to it); the peer's pin keeps the suite's traffic on loopback.
+    hosts = {url.split("://", 1)[1].split("/", 1)[0] for url in ours}
+    assert hosts == {java_provider.address}, ours
+    assert java_provider.address.startswith("127.0.0.1:")
 
 
 def test_two_versions_on_one_java_port_are_dispatched_apart(

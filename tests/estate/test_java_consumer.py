@@ -54,9 +54,9 @@ def py_provider(
     with dubbo_py.Application("py-estate-provider", estate_registry, cache_path=cache) as app:
         one = make_greeter("p1", "1.0.0", estate_group)
         two = make_greeter("p1", "2.0.0", estate_group)
-        # Dubbo Java dials a registered 127.0.0.1 at its own host address instead
-        # (NetUtils.filterLocalHost), so the provider binds every interface of this machine.
-        server = app.start(one, two, port=0, bind_host="0.0.0.0")
+        # Bound to loopback only: the Java peer pins Dubbo's local host to 127.0.0.1
+        # (tests/peers/java/estate Loopback.java), so it dials the 127.0.0.1 registered here.
+        server = app.start(one, two, port=0, bind_host="127.0.0.1")
         one.address = two.address = server.address
         yield server.address
 

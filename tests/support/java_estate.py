@@ -36,7 +36,8 @@ class _JavaProcess:
     def start(self) -> _JavaProcess:
         cmd = java_peer().java_command(self.main_class, *self.args)
         # DUBBO_IP_TO_REGISTRY=127.0.0.1 is refused by Dubbo (a loopback address is "invalid"
-        # there); the peer pins its protocol host to 127.0.0.1 instead.
+        # there); the peer pins Dubbo's local host to 127.0.0.1 instead (Loopback.java), so what
+        # it registers and what it dials are loopback addresses.
         env = dict(os.environ)
         with self.log.open("w") as sink:
             self.proc = subprocess.Popen(

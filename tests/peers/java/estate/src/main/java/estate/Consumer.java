@@ -27,6 +27,7 @@ public final class Consumer {
     public static void main(String[] argv) throws Exception {
         PrintStream out = System.out;
         System.setOut(System.err);
+        Loopback.pin();
         Args args = new Args(argv);
         String migration = args.get("migration", "");
         if (!migration.isEmpty()) {

@@ -132,6 +132,7 @@ public final class Provider {
         System.setOut(System.err);
         // A test stops the provider by closing stdin; Dubbo's default 10 s drain is only waiting.
         System.setProperty("dubbo.service.shutdown.wait", "1000");
+        Loopback.pin();
         Args args = new Args(argv);
         String name = args.require("name");
         int port = Integer.parseInt(args.get("port", "0"));
