@@ -14,6 +14,7 @@ key order, as Dubbo's ``toFullString`` does, so two equal URLs always encode ali
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -33,6 +34,13 @@ _HOST = re.compile(
     r"|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?"
 )
 _CONTROL = frozenset(chr(c) for c in (*range(32), 127))
+
+#: Parsed strings are interned: the providers of one service (and of one application across
+#: services) repeat the same parameter keys and most values (``application``, ``interface``,
+#: ``methods``, ``version``, ``side``, ...), so 100 000 parsed URLs share one string for each
+#: instead of holding ~28 copies each (~1.5 kB per provider, the largest share of a consumer's
+#: memory at that size). CPython's interned strings are freed when nothing else holds them.
+_intern = sys.intern
 
 
 def _shown(text: str) -> str:
@@ -82,7 +90,7 @@ class URL:
         object.__setattr__(self, "parameters", MappingProxyType(params))
         if not 0 <= self.port <= 65535:
             raise URLError(f"port {self.port} out of range 0..65535")
-        address = f"{self.host}:{self.port}" if self.port else self.host
+        address = _intern(f"{self.host}:{self.port}") if self.port else self.host
         object.__setattr__(self, "address", address)
 
     def __hash__(self) -> int:
@@ -137,11 +145,12 @@ class URL:
                     continue
                 j = part.find("=")
                 if j >= 0:
-                    key, value = part[:j], part[j + 1 :]
+                    key, value = _intern(part[:j]), _intern(part[j + 1 :])
                     parameters[key] = value
                     if key.startswith(DEFAULT_KEY_PREFIX):
-                        parameters.setdefault(key[len(DEFAULT_KEY_PREFIX) :], value)
+                        parameters.setdefault(_intern(key[len(DEFAULT_KEY_PREFIX) :]), value)
                 else:
+                    part = _intern(part)
                     parameters[part] = part
             url = url[:i]
         protocol = ""
@@ -179,7 +188,9 @@ class URL:
             if port > 65535:
                 raise URLError(f"port {port} out of range in URL {text!r}")
             url = url[:i]
-        return cls(protocol, url, port, path, username, password, parameters)
+        return cls(
+            _intern(protocol), _intern(url), port, _intern(path), username, password, parameters
+        )
 
     @classmethod
     def decode(cls, node_name: str) -> URL:

@@ -205,3 +205,25 @@ def test_decode_of_any_node_name_is_a_url_with_a_host_or_a_url_error(name: str) 
     except URLError:
         return
     assert url.protocol and url.host
+
+
+def test_urls_parsed_from_one_fleet_share_their_parameter_strings() -> None:
+    # What keeps a consumer of 100 000 providers small (bench/bench_notify_bind.py prints the
+    # bytes per provider): the keys and the values providers repeat are one string each.
+    def node(i: int) -> str:
+        return URL(
+            "tri",
+            f"10.0.0.{i}",
+            50051,
+            "demo.Greeter",
+            parameters={"application": "greeter", "interface": "demo.Greeter", "pid": str(i)},
+        ).encode()
+
+    a, b = URL.decode(node(1)), URL.decode(node(2))
+    assert a == URL.parse(a.to_string()) and a.parameters["pid"] == "1"
+    key_a = next(k for k in a.parameters if k == "application")
+    key_b = next(k for k in b.parameters if k == "application")
+    assert key_a is key_b
+    assert a.parameters["application"] is b.parameters["application"]
+    assert a.parameters["interface"] is b.parameters["interface"] is b.path
+    assert a.protocol is b.protocol
