@@ -106,9 +106,18 @@ class JavaConsumer(_JavaProcess):
 
     def command(self, line: str, timeout: float = 60.0) -> dict[str, Any]:
         """Send one command line; its RESULT as a dict."""
+        self.send(line)
+        return self.result(timeout)
+
+    def send(self, line: str) -> None:
+        """Send one command line without waiting for its RESULT (read it with :meth:`result`),
+        so a test can inject a fault while the command runs."""
         assert self.proc is not None and self.proc.stdin is not None
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
+
+    def result(self, timeout: float = 60.0) -> dict[str, Any]:
+        """The RESULT of the command sent last, as a dict."""
         result: dict[str, Any] = json.loads(self._read_line("RESULT", timeout)[len("RESULT ") :])
         return result
 

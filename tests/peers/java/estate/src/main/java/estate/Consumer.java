@@ -9,9 +9,11 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import org.apache.dubbo.common.stream.StreamObserver;
 import org.apache.dubbo.config.ApplicationConfig;
@@ -93,6 +95,11 @@ public final class Consumer {
                 result.put("ok", ok);
                 result.put("errors", errors);
                 result.put("messages", messages);
+            } else if (words[0].equals("load")) {
+                // load THREADS MILLIS [name=...]: THREADS threads call SayHello back to back for
+                // MILLIS ms (a fault is injected meanwhile); every call counted, none dropped.
+                int millis = words.length > 2 && !words[2].contains("=") ? Integer.parseInt(words[2]) : 3000;
+                result.putAll(load(greeter, n, millis, name));
             } else if (words[0].equals("stream")) {
                 List<String> messages = new ArrayList<>();
                 List<String> errors = new ArrayList<>();
@@ -128,6 +135,69 @@ public final class Consumer {
         }
         bootstrap.stop();
         System.exit(0);
+    }
+
+    /** The width of the time slices the load command counts replies in. */
+    static final long BUCKET_MS = 250;
+
+    /**
+     * Calls from {@code threads} threads for {@code millis} ms: how many calls were made, the
+     * replies by the provider address that answered, the failures by what the caller saw, and
+     * when (ms after the start) each provider last answered and the first and last failure were
+     * seen, and each provider's replies per 250 ms, so a test can tell how the calls were spread
+     * before a fault and that they went on past it.
+     */
+    static Map<String, Object> load(Greeter greeter, int threads, int millis, String name) throws InterruptedException {
+        Map<String, Integer> ok = new TreeMap<>();
+        Map<String, Integer> errors = new TreeMap<>();
+        Map<String, Long> lastOk = new TreeMap<>();
+        List<Long> errorMs = new ArrayList<>();
+        int bucketCount = (int) (millis / BUCKET_MS) + 1;
+        Map<String, int[]> perBucket = new TreeMap<>();
+        long start = System.nanoTime();
+        long end = start + millis * 1_000_000L;
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            Thread worker = new Thread(() -> {
+                HelloRequest request = HelloRequest.newBuilder().setName(name).build();
+                while (System.nanoTime() < end) {
+                    try {
+                        String provider = greeter.SayHello(request).getProvider();
+                        long at = (System.nanoTime() - start) / 1_000_000L;
+                        synchronized (ok) {
+                            ok.merge(provider, 1, Integer::sum);
+                            lastOk.merge(provider, at, Math::max);
+                            int[] buckets = perBucket.computeIfAbsent(provider, k -> new int[bucketCount]);
+                            buckets[(int) Math.min(bucketCount - 1, at / BUCKET_MS)]++;
+                        }
+                    } catch (RuntimeException e) {
+                        long at = (System.nanoTime() - start) / 1_000_000L;
+                        synchronized (ok) {
+                            errors.merge(describe(e), 1, Integer::sum);
+                            errorMs.add(at);
+                            // The whole trace goes to the log (stderr), which names the layer
+                            // that gave up; stdout keeps only the RESULT line.
+                            if (errorMs.size() <= 5) e.printStackTrace();
+                        }
+                    }
+                }
+            }, "load-" + t);
+            workers.add(worker);
+            worker.start();
+        }
+        for (Thread worker : workers) worker.join();
+        Map<String, Object> result = new LinkedHashMap<>();
+        synchronized (ok) {
+            int calls = ok.values().stream().mapToInt(Integer::intValue).sum()
+                    + errors.values().stream().mapToInt(Integer::intValue).sum();
+            result.put("calls", calls);
+            result.put("ok", ok);
+            result.put("errors", errors);
+            result.put("last_ok_ms", lastOk);
+            result.put("ok_per_250ms", perBucket);
+            result.put("error_ms", errorMs.isEmpty() ? List.of() : List.of(Collections.min(errorMs), Collections.max(errorMs)));
+        }
+        return result;
     }
 
     /** The exception as a Dubbo user sees it: its class and first message line. */
