@@ -85,8 +85,10 @@ class _JavaProcess:
     def __enter__(self) -> Any:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         self.stop()
+        if exc_type is None:  # kept when something failed: the failure names it
+            self.log.unlink(missing_ok=True)
 
 
 class JavaProvider(_JavaProcess):
