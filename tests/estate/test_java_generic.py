@@ -1,0 +1,183 @@
+"""Generic calls (``$invoke``) from dubbo-py to a live Apache Dubbo 3.3.6 provider of a plain Java
+interface (estate.UserService) over ``dubbo://`` with Hessian2, found through ZooKeeper.
+
+The Java provider (tests/peers/java/estate, ``estate.DubboProvider``) is the oracle: what comes
+back is what its ``GenericFilter`` made of our arguments and of its results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from demo import greeter_pb2, greeter_pb2_grpc
+
+import dubbo_py
+from dubbo_py.consumer.generic import GenericReference
+from tests.support.java_estate import JavaDubboProvider, JavaProvider
+
+pytestmark = pytest.mark.zookeeper
+
+SERVICE = "estate.UserService"
+
+
+@pytest.fixture(scope="module")
+def dubbo_provider(estate_registry: str, estate_group: str) -> Iterator[JavaDubboProvider]:
+    with JavaDubboProvider(
+        "--registry",
+        estate_registry,
+        "--application",
+        "java-estate-generic",
+        "--name",
+        "u1",
+        "--version",
+        "1.0.0",
+        "--group",
+        estate_group,
+    ) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def app(
+    estate_registry: str,
+    dubbo_provider: JavaDubboProvider,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dubbo_py.Application]:
+    cache: Path = tmp_path_factory.mktemp("generic") / "cache.json"
+    with dubbo_py.Application("py-generic-consumer", estate_registry, cache_path=cache) as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+def users(app: dubbo_py.Application, estate_group: str) -> GenericReference:
+    return app.generic_reference(SERVICE, version="1.0.0", group=estate_group, timeout=5.0)
+
+
+def test_the_dubbo_provider_is_discovered_from_zookeeper(
+    users: GenericReference, dubbo_provider: JavaDubboProvider
+) -> None:
+    assert [p.address for p in users.providers] == [dubbo_provider.address]
+    assert users.providers[0].protocol == "dubbo"
+
+
+def test_a_bean_comes_back_as_a_dict_with_its_class(users: GenericReference) -> None:
+    user = users.invoke("getUser", ["java.lang.Long"], [7])
+    assert user["class"] == "estate.User"
+    assert user["id"] == 7
+    assert user["name"] == "user-7@u1"
+    assert user["balance"] == Decimal("12.50")
+    assert user["created"] == datetime.fromtimestamp(1700000000.123, UTC)
+    assert list(user["tags"]) == ["a", "b"]
+
+
+def test_a_dict_goes_to_java_as_the_bean_and_back(users: GenericReference) -> None:
+    sent = {
+        "class": "estate.User",
+        "id": 9,
+        "name": "zoë",
+        "balance": Decimal("-3.25"),
+        "created": datetime(2024, 2, 29, 12, 30, 1, 500000, tzinfo=UTC),
+        "tags": ["x"],
+    }
+    back = users.invoke("save", ["estate.User"], [sent])
+    assert back == {**sent, "name": "ZOË"}
+
+
+def test_lists_maps_dates_and_decimals_reach_java_as_their_java_types(
+    users: GenericReference,
+) -> None:
+    when = datetime(2001, 9, 9, 1, 46, 40, 250000, tzinfo=UTC)
+    out = users.invoke(
+        "describe",
+        ["java.util.List", "java.util.Map", "java.util.Date", "java.math.BigDecimal"],
+        [[1, "two", 3.5, None, 2**40], {"k": [1, 2], "n": None}, when, Decimal("41.125")],
+    )
+    assert out["itemTypes"] == [
+        "java.lang.Integer",
+        "java.lang.String",
+        "java.lang.Double",
+        "null",
+        "java.lang.Long",
+    ]
+    assert out["items"] == [1, "two", 3.5, None, 2**40]
+    assert out["map"] == {"k": [1, 2], "n": None}
+    assert out["whenMillis"] == 1_000_000_000_250
+    assert out["when"] == when
+    assert out["amountPlusOne"] == Decimal("42.125")
+
+
+def test_a_java_exception_is_raised_with_its_class_message_and_cause(
+    users: GenericReference,
+) -> None:
+    with pytest.raises(dubbo_py.JavaException) as caught:
+        users.invoke("getUser", ["java.lang.Long"], [0])
+    error = caught.value
+    assert error.java_class == "java.lang.IllegalArgumentException", error
+    assert error.message == "no user 0 at u1"
+    assert error.cause is not None
+    assert error.cause.java_class == "java.lang.IllegalStateException"
+    assert error.cause.message == "ids start at 1"
+
+
+def test_java_null_and_primitive_arrays(users: GenericReference) -> None:
+    assert users.invoke("nothing", [], []) is None
+    assert users.invoke("sum", ["int[]"], [[1, 2, 3, 2**31 - 1]]) == 2**31 + 5
+
+
+def test_attribute_calls_let_the_provider_find_the_method_by_name(
+    users: GenericReference,
+) -> None:
+    assert users.getUser(3)["name"] == "user-3@u1"
+
+
+def test_an_unknown_method_fails_with_the_providers_message(users: GenericReference) -> None:
+    with pytest.raises((dubbo_py.JavaException, Exception)) as caught:
+        users.invoke("noSuchMethod", ["java.lang.String"], ["x"])
+    assert "noSuchMethod" in str(caught.value)
+
+
+def test_concurrent_asyncio_calls_share_one_connection(users: GenericReference) -> None:
+    async def many() -> list[int]:
+        return list(
+            await asyncio.gather(
+                *(users.invoke_async("sleep", ["int"], [50 + i]) for i in range(20))
+            )
+        )
+
+    assert asyncio.run(many()) == [50 + i for i in range(20)]
+
+
+def test_a_call_beyond_its_timeout_fails_and_the_connection_carries_on(
+    users: GenericReference,
+) -> None:
+    with pytest.raises(TimeoutError):
+        users.invoke("sleep", ["int"], [800], timeout=0.2)
+    assert users.invoke("sleep", ["int"], [1]) == 1
+
+
+def test_grpc_references_still_skip_the_dubbo_providers(
+    app: dubbo_py.Application,
+    estate_registry: str,
+    estate_group: str,
+    dubbo_provider: JavaDubboProvider,
+) -> None:
+    # A Triple provider of demo.Greeter and a dubbo:// provider of estate.UserService side by
+    # side: the gRPC stub still calls Triple, the generic reference dubbo://.
+    with JavaProvider(
+        "--registry",
+        estate_registry,
+        "--application",
+        "java-estate-generic-tri",
+        "--name",
+        "t1",
+        "--service",
+        f"1.0.0:{estate_group}",
+    ):
+        stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", group=estate_group)
+        reply = stub.SayHello(greeter_pb2.HelloRequest(name="py"))
+        assert reply.message.endswith("hello py")
