@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from dubbo_py.cluster.loadbalance import get_loadbalance
+from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import Invocation
 from dubbo_py.protocol.dubbo.connection import (
     DEFAULT_HEARTBEAT,
@@ -46,7 +47,6 @@ __all__ = [
     "GENERIC_METHOD",
     "DubboRuntime",
     "GenericReference",
-    "NoProviderError",
     "unwrap_generic_exception",
 ]
 
@@ -105,10 +105,6 @@ def unwrap_generic_exception(error: JavaException) -> JavaException:
         stack_trace=frames,
         raw=raw,
     )
-
-
-class NoProviderError(DubboCallError):
-    """No ``dubbo://`` provider of the service is known (or all were tried)."""
 
 
 class DubboRuntime:
@@ -339,8 +335,11 @@ class GenericReference:
         if last is not None:
             raise last
         raise NoProviderError(
-            f"no dubbo:// provider of {self.interface}"
-            f" (version {self.version or '-'}, group {self.group or '-'}) is known"
+            self.interface,
+            method,
+            None,
+            f"no dubbo:// provider of version {self.version or '-'}, group {self.group or '-'}"
+            " is registered",
         )
 
     async def _once(

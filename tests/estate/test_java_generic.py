@@ -18,6 +18,8 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.consumer.generic import GenericReference
+from dubbo_py.protocol.dubbo.connection import DubboRemoteError
+from dubbo_py.protocol.dubbo.frame import Status
 from tests.support.java_estate import JavaDubboProvider, JavaProvider
 
 pytestmark = pytest.mark.zookeeper
@@ -135,10 +137,24 @@ def test_attribute_calls_let_the_provider_find_the_method_by_name(
     assert users.getUser(3)["name"] == "user-3@u1"
 
 
-def test_an_unknown_method_fails_with_the_providers_message(users: GenericReference) -> None:
-    with pytest.raises((dubbo_py.JavaException, Exception)) as caught:
+def test_an_unknown_method_fails_with_the_providers_status_and_message(
+    users: GenericReference,
+) -> None:
+    # Not the service's exception but Dubbo's (GenericFilter finds no such method): the
+    # provider answers status SERVICE_ERROR with the error's text, as it does to a Java consumer.
+    with pytest.raises(DubboRemoteError) as caught:
         users.invoke("noSuchMethod", ["java.lang.String"], ["x"])
-    assert "noSuchMethod" in str(caught.value)
+    assert caught.value.status == Status.SERVICE_ERROR
+    assert "No such method noSuchMethod in class interface estate.UserService" in str(caught.value)
+
+
+def test_a_version_nobody_serves_raises_no_provider(
+    app: dubbo_py.Application, estate_group: str
+) -> None:
+    ref = app.generic_reference(SERVICE, version="9.9.9", group=estate_group, check=0.5)
+    assert ref.providers == ()
+    with pytest.raises(dubbo_py.NoProviderError, match=r"estate\.UserService\.getUser"):
+        ref.invoke("getUser", ["java.lang.Long"], [7])
 
 
 def test_concurrent_asyncio_calls_share_one_connection(users: GenericReference) -> None:
