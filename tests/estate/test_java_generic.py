@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
@@ -21,6 +22,7 @@ from dubbo_py.consumer.generic import GenericReference
 from dubbo_py.protocol.dubbo.connection import DubboRemoteError
 from dubbo_py.protocol.dubbo.frame import Status
 from tests.support.java_estate import JavaDubboProvider, JavaProvider
+from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.zookeeper
 
@@ -40,6 +42,8 @@ def dubbo_provider(estate_registry: str, estate_group: str) -> Iterator[JavaDubb
         "1.0.0",
         "--group",
         estate_group,
+        "--greeter",
+        "true",
     ) as provider:
         yield provider
 
@@ -176,14 +180,30 @@ def test_a_call_beyond_its_timeout_fails_and_the_connection_carries_on(
     assert users.invoke("sleep", ["int"], [1]) == 1
 
 
+def greeter_protocols(zookeeper: ZooKeeperServer, group: str) -> set[str]:
+    """The protocols demo.Greeter's providers of ``group`` are registered with."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zookeeper.address)
+    client.start(timeout=10)
+    try:
+        nodes = [unquote(n) for n in client.get_children("/dubbo/demo.Greeter/providers")]
+    finally:
+        client.stop()
+        client.close()
+    return {n.split("://")[0] for n in nodes if f"group={group}" in n}
+
+
 def test_grpc_references_still_skip_the_dubbo_providers(
     app: dubbo_py.Application,
     estate_registry: str,
     estate_group: str,
     dubbo_provider: JavaDubboProvider,
+    zookeeper: ZooKeeperServer,
 ) -> None:
-    # A Triple provider of demo.Greeter and a dubbo:// provider of estate.UserService side by
-    # side: the gRPC stub still calls Triple, the generic reference dubbo://.
+    # demo.Greeter is registered twice in the group: over dubbo:// by the DubboProvider and over
+    # Triple by a Provider. The gRPC stub must take the Triple one only: a call sent to the
+    # dubbo:// port would fail, so twenty calls under random balancing would show it.
     with JavaProvider(
         "--registry",
         estate_registry,
@@ -193,7 +213,16 @@ def test_grpc_references_still_skip_the_dubbo_providers(
         "t1",
         "--service",
         f"1.0.0:{estate_group}",
-    ):
-        stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", group=estate_group)
-        reply = stub.SayHello(greeter_pb2.HelloRequest(name="py"))
-        assert reply.message.endswith("hello py")
+    ) as triple:
+        ref = app.reference_handle(
+            greeter_pb2_grpc.GreeterStub,
+            version="1.0.0",
+            group=estate_group,
+            check=10,
+            retries=0,  # a call sent to the dubbo:// port would not be hidden by a retry
+        )
+        assert {"dubbo", "tri"} <= greeter_protocols(zookeeper, estate_group)
+        for _ in range(20):
+            reply = ref.stub.SayHello(greeter_pb2.HelloRequest(name="py"))
+            assert reply.provider == triple.address
+        ref.close()

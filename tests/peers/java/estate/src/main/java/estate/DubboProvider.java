@@ -10,7 +10,9 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 
 /**
  * A Dubbo 3.3 provider of the Java interface estate.UserService over dubbo:// (Hessian2),
- * registered in ZooKeeper: --registry, --application, --name, [--port], [--version], [--group].
+ * registered in ZooKeeper: --registry, --application, --name, [--port], [--version], [--group];
+ * --greeter true also exports demo.Greeter over dubbo:// (same version and group), so that the
+ * registry holds dubbo:// providers of an interface dubbo-py's gRPC stubs call over Triple.
  * Prints "READY 127.0.0.1:port" on stdout; serves until stdin closes.
  */
 public final class DubboProvider {
@@ -51,6 +53,14 @@ public final class DubboProvider {
                 .registry(registry)
                 .protocol(protocol)
                 .service(service);
+        if (args.get("greeter", "false").equals("true")) {
+            ServiceConfig<demo.Greeter> greeter = new ServiceConfig<>();
+            greeter.setInterface(demo.Greeter.class);
+            greeter.setRef(new Provider.GreeterImpl(name, address));
+            if (!version.isEmpty()) greeter.setVersion(version);
+            if (!group.isEmpty()) greeter.setGroup(group);
+            bootstrap.service(greeter);
+        }
         bootstrap.start();
         out.println("READY " + address);
         out.flush();
