@@ -8,6 +8,9 @@ back is what its ``GenericFilter`` made of our arguments and of its results.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -226,3 +229,68 @@ def test_grpc_references_still_skip_the_dubbo_providers(
             reply = ref.stub.SayHello(greeter_pb2.HelloRequest(name="py"))
             assert reply.provider == triple.address
         ref.close()
+
+
+def test_kill_9_of_one_provider_under_8_threads_fails_no_call(
+    app: dubbo_py.Application, estate_registry: str, estate_group: str
+) -> None:
+    # Calls in flight on the killed provider's connection fail with a reset and go to the other
+    # (failover); later calls still pick the dead one (its ZooKeeper node outlives it until its
+    # session ends), are refused at connect and go on too. With retries=0 this fails by the
+    # thousands.
+    group = f"{estate_group}-ha"
+    providers = [
+        JavaDubboProvider(
+            "--registry",
+            estate_registry,
+            "--application",
+            f"java-estate-generic-{name}",
+            "--name",
+            name,
+            "--version",
+            "1.0.0",
+            "--group",
+            group,
+        )
+        for name in ("k1", "k2")
+    ]
+    for provider in providers:
+        provider.start()
+    try:
+        ref = app.generic_reference(SERVICE, version="1.0.0", group=group, timeout=5.0)
+        deadline = time.monotonic() + 10
+        while len(ref.providers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(ref.providers) == 2
+        served: Counter[str] = Counter()
+        failures: list[BaseException] = []
+        stop = threading.Event()
+        lock = threading.Lock()
+
+        def worker() -> None:
+            while not stop.is_set():
+                try:
+                    user = ref.invoke("getUser", ["java.lang.Long"], [1])
+                except BaseException as error:  # every failure is the test's business
+                    with lock:
+                        failures.append(error)
+                    continue
+                with lock:
+                    served[user["name"].split("@")[1]] += 1
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)
+        before = dict(served)
+        providers[0].kill()
+        time.sleep(1.5)
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        assert failures == []
+        assert before.get("k1", 0) > 0 and before.get("k2", 0) > 0, before
+        assert served["k2"] > before["k2"]  # calls went on, on the survivor
+    finally:
+        for provider in providers:
+            provider.stop()
