@@ -97,7 +97,12 @@ def unwrap_generic_exception(error: JavaException) -> JavaException:
         for line in reversed([ln for ln in text.splitlines() if ln.startswith(_CAUSED_BY)]):
             name, sep, rest = line[len(_CAUSED_BY) :].partition(": ")
             cause = JavaException(name.strip(), rest if sep else None, cause=cause)
-    frames = [ln.strip()[3:] for ln in (text or "").splitlines() if ln.startswith("\tat ")]
+    frames = []
+    for line in (text or "").splitlines():
+        if line.startswith(_CAUSED_BY):
+            break  # the causes' frames belong to them, and Java elided most ("... 47 more")
+        if line.startswith("\tat "):
+            frames.append(line[4:])
     return JavaException(
         java_class,
         message if isinstance(message, str) or message is None else str(message),
@@ -122,6 +127,11 @@ class DubboRuntime:
     @staticmethod
     async def _make_pool(heartbeat: float) -> DubboConnections:
         return DubboConnections(heartbeat=heartbeat)
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread the loop runs in."""
+        return self._thread
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -251,6 +261,11 @@ class GenericReference:
     ) -> Any:
         """``$invoke(method, parameter_types, arguments)``, blocking; the Java result as Python
         values. ``parameter_types`` ``None``: the provider finds the method by its name."""
+        if threading.current_thread() is self._runtime.thread:
+            raise RuntimeError(
+                "a blocking generic call on the dubbo:// loop would wait on itself; "
+                "await invoke_async instead"
+            )
         return self._runtime.run(
             self.invoke_async(
                 method,

@@ -22,8 +22,9 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from dubbo_py.consumer.generic import GenericReference
-from dubbo_py.protocol.dubbo.connection import DubboRemoteError
+from dubbo_py.protocol.dubbo.connection import DubboConnection, DubboRemoteError
 from dubbo_py.protocol.dubbo.frame import Status
+from dubbo_py.protocol.serialization.hessian2 import TypedList
 from tests.support.java_estate import JavaDubboProvider, JavaProvider
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -294,3 +295,33 @@ def test_kill_9_of_one_provider_under_8_threads_fails_no_call(
     finally:
         for provider in providers:
             provider.stop()
+
+
+def test_java_answers_our_heartbeats(dubbo_provider: JavaDubboProvider) -> None:
+    # With a 0.2 s heartbeat the connection would close as dead after 0.6 s without a byte
+    # read; Java's answers to the heartbeats keep it open through a second of silence.
+    async def main() -> None:
+        host, port = dubbo_provider.address.split(":")
+        connection = await DubboConnection.open(host, int(port), heartbeat=0.2)
+        try:
+            await asyncio.sleep(1.0)
+            assert not connection.closed
+            assert connection.heartbeats_sent >= 3
+            response = await connection.invoke(
+                SERVICE,
+                "$invoke",
+                ["java.lang.String", "[Ljava.lang.String;", "[Ljava.lang.Object;"],
+                ["nothing", TypedList("[string", []), TypedList("[object", [])],
+                version="1.0.0",
+                attachments={"generic": "true", "group": dubbo_provider_group(dubbo_provider)},
+                timeout=5,
+            )
+            assert response.exception is None and response.value is None
+        finally:
+            await connection.close()
+
+    asyncio.run(main())
+
+
+def dubbo_provider_group(provider: JavaDubboProvider) -> str:
+    return provider.args[provider.args.index("--group") + 1]

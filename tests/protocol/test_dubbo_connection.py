@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dubbo_py import JavaObject
-from dubbo_py.consumer.generic import DubboRuntime, GenericReference
+from dubbo_py.consumer.generic import DubboRuntime, GenericReference, unwrap_generic_exception
 from dubbo_py.protocol.dubbo.body import encode_response_body
 from dubbo_py.protocol.dubbo.connection import (
     DubboCallError,
@@ -36,7 +36,12 @@ from dubbo_py.protocol.dubbo.frame import (
     encode_frame,
     heartbeat_request,
 )
-from dubbo_py.protocol.serialization.hessian2 import Hessian2Decoder, Hessian2Encoder, JavaException
+from dubbo_py.protocol.serialization.hessian2 import (
+    Hessian2Decoder,
+    Hessian2Encoder,
+    JavaException,
+    from_throwable,
+)
 
 Handler = Callable[[Frame, asyncio.StreamWriter], Awaitable[None]]
 
@@ -428,3 +433,47 @@ def test_a_generic_reference_fails_over_and_does_not_retry_a_java_exception() ->
         runtime.run(server.close())
     finally:
         runtime.close()
+
+
+def test_a_generic_exception_is_unwrapped_to_the_services_exception() -> None:
+    # The shape Dubbo 3.3.6's GenericFilter sent in tests/estate/test_java_generic.py: the
+    # wrapper's fields carry the class and message, its text the stack and the causes.
+    text = (
+        "java.lang.IllegalArgumentException: no user 0\n"
+        "java.lang.IllegalArgumentException: no user 0\n"
+        "\tat estate.UserServiceImpl.getUser(UserServiceImpl.java:20)\n"
+        "\tat org.apache.dubbo.rpc.filter.GenericFilter.invoke(GenericFilter.java:218)\n"
+        "Caused by: java.lang.IllegalStateException: ids start at 1\n"
+        "\t... 47 more\n"
+        "Caused by: java.io.IOException\n"
+    )
+    wrapper = JavaObject(
+        "com.alibaba.dubbo.rpc.service.GenericException",
+        {
+            "detailMessage": text,
+            "stackTrace": [],
+            "exceptionClass": "java.lang.IllegalArgumentException",
+            "exceptionMessage": "no user 0",
+        },
+    )
+    wrapper.fields["cause"] = wrapper
+    error = unwrap_generic_exception(from_throwable(wrapper))
+    assert (error.java_class, error.message) == ("java.lang.IllegalArgumentException", "no user 0")
+    assert error.stack_trace == [
+        "estate.UserServiceImpl.getUser(UserServiceImpl.java:20)",
+        "org.apache.dubbo.rpc.filter.GenericFilter.invoke(GenericFilter.java:218)",
+    ]
+    assert error.cause is not None
+    assert (error.cause.java_class, error.cause.message) == (
+        "java.lang.IllegalStateException",
+        "ids start at 1",
+    )
+    assert error.cause.cause is not None
+    assert (error.cause.cause.java_class, error.cause.cause.message) == (
+        "java.io.IOException",
+        None,
+    )
+    assert error.raw is wrapper
+    # Any other exception is left as it came.
+    plain = from_throwable(JavaObject("java.lang.Error", {"detailMessage": "x", "stackTrace": []}))
+    assert unwrap_generic_exception(plain) is plain
