@@ -200,6 +200,24 @@ def test_a_status_other_than_ok_raises_with_the_providers_message() -> None:
     asyncio.run(main())
 
 
+def test_a_response_in_another_serialization_is_named_not_misread() -> None:
+    async def fastjson2(frame: Frame, writer: asyncio.StreamWriter) -> None:
+        body = encode_response_body(echo_value(frame))
+        writer.write(
+            encode_frame(
+                Frame(request=False, request_id=frame.request_id, body=body, serialization=23)
+            )
+        )
+
+    async def main() -> None:
+        async with serving(fastjson2) as (_server, connection):
+            with pytest.raises(DubboCallError, match=r"serialization id 23; .* Hessian2 \(2\)"):
+                await call(connection, 1)
+            assert not connection.closed
+
+    asyncio.run(main())
+
+
 def test_a_malformed_body_fails_that_call_only() -> None:
     async def main() -> None:
         async def handler(frame: Frame, writer: asyncio.StreamWriter) -> None:

@@ -27,6 +27,7 @@ from ..serialization.hessian2 import Hessian2Decoder, Hessian2Encoder
 from ..serialization.hessian2.errors import Hessian2Error
 from .body import DubboBodyError, ResponseBody, decode_response_body, encode_request_body
 from .frame import (
+    HESSIAN2,
     MAX_PAYLOAD,
     NULL_BODY,
     DubboFrameError,
@@ -202,6 +203,11 @@ class DubboConnection:
         )
         frame = await self.request(body, timeout=timeout)
         where = f"dubbo://{self.address}/{service}#{method}"
+        if frame.serialization != HESSIAN2:
+            raise DubboCallError(
+                f"{where} answered in serialization id {frame.serialization}; dubbo-py reads"
+                f" Hessian2 ({HESSIAN2}) only"
+            )
         if frame.status != Status.OK:
             raise DubboRemoteError(self.address, frame.status, _error_message(frame.body))
         try:
