@@ -331,9 +331,14 @@ class GenericReference:
         tried: list[URL] = []
         last: DubboCallError | None = None
         for _attempt in range(max(0, self.retries) + 1):
-            candidates = tuple(p for p in self._providers if p not in tried) or ()
+            candidates = tuple(p for p in self._providers if p not in tried)
             if not candidates:
                 break
+            # Providers just refused at connect are passed over while others are left, as
+            # Dubbo's cluster skips invokers whose client is not connected.
+            pool = self._runtime.connections
+            reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
+            candidates = reachable or candidates
             provider = self._balance.select(candidates, Invocation(self.interface, method))
             tried.append(provider)
             try:

@@ -398,7 +398,9 @@ def test_hostile_bytes_fail_the_call_cleanly(reply: Any, then_close: bool) -> No
     asyncio.run(main())
 
 
-def test_a_generic_reference_fails_over_and_does_not_retry_a_java_exception() -> None:
+def test_a_generic_reference_fails_over_and_does_not_retry_a_java_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     runtime = DubboRuntime()
     try:
 
@@ -433,12 +435,22 @@ def test_a_generic_reference_fails_over_and_does_not_retry_a_java_exception() ->
             version="1.0.0",
             loadbalance="roundrobin",
         )
-        for _ in range(4):  # each call may pick the dead one first: failover to the live one
+        opened: list[int] = []
+        real_open = DubboConnection.open
+
+        async def counting_open(host: str, port: int, **options: Any) -> DubboConnection:
+            opened.append(port)
+            return await real_open(host, port, **options)
+
+        monkeypatch.setattr(DubboConnection, "open", counting_open)
+        for _ in range(6):  # each call may pick the dead one first: failover to the live one
             assert ref.invoke("getUser", ["java.lang.Long"], [7]) == [
                 "getUser",
                 ["java.lang.Long"],
                 [7],
             ]
+        # The dead address was tried once, then passed over (its connect just failed).
+        assert opened.count(dead_port) == 1 and opened.count(server.port) == 1
         before = len(server.requests)
         with pytest.raises(JavaException, match="boom"):
             ref.invoke("boom", [], [])

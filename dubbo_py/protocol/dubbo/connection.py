@@ -58,6 +58,10 @@ DEFAULT_HEARTBEAT = 60.0
 IDLE_HEARTBEATS = 3
 _READ_SIZE = 64 * 1024
 
+#: Seconds an address whose connect failed is passed over while other providers are left
+#: (Dubbo's client reconnects every 2 s, its cluster skips an invoker that is not available).
+CONNECT_BACKOFF = 2.0
+
 #: Request ids are process-wide, as Dubbo's ``Request`` numbers them.
 _IDS = RequestIds()
 
@@ -361,6 +365,7 @@ class DubboConnections:
         self._max_payload = max_payload
         self._connections: dict[str, DubboConnection] = {}
         self._opening: dict[str, asyncio.Future[DubboConnection]] = {}
+        self._failed_at: dict[str, float] = {}
         self._closed = False
 
     async def get(self, host: str, port: int) -> DubboConnection:
@@ -385,16 +390,25 @@ class DubboConnections:
                 max_payload=self._max_payload,
             )
         except BaseException as error:
+            if isinstance(error, DubboConnectionError):
+                self._failed_at[address] = time.monotonic()
             future.set_exception(error)
             future.exception()  # retrieved: callers waiting on it see it, nobody else must
             raise
         finally:
             self._opening.pop(address, None)
+        self._failed_at.pop(address, None)
         if old := self._connections.get(address):
             await old.close("replaced")
         self._connections[address] = connection
         future.set_result(connection)
         return connection
+
+    def recently_failed(self, address: str) -> bool:
+        """Whether a connect to ``address`` failed within the last :data:`CONNECT_BACKOFF` s
+        (and none has succeeded since)."""
+        failed = self._failed_at.get(address)
+        return failed is not None and time.monotonic() - failed < CONNECT_BACKOFF
 
     def connection(self, address: str) -> DubboConnection | None:
         """The connection to ``address`` if one was opened (open or not)."""
