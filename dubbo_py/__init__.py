@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         MockFilter,
         RecordStats,
     )
+    from dubbo_py.consumer.generic import GenericReference
     from dubbo_py.errors import (
         BadVersionError,
         CallCredentialsError,
@@ -61,6 +62,12 @@ if TYPE_CHECKING:
         URLError,
     )
     from dubbo_py.invocation import Invocation
+    from dubbo_py.protocol.dubbo.connection import (
+        DubboCallError,
+        DubboConnectionError,
+        DubboRemoteError,
+        DubboTimeoutError,
+    )
     from dubbo_py.protocol.serialization.hessian2 import (
         Hessian2DecodeError,
         Hessian2Decoder,
@@ -121,9 +128,14 @@ __all__ = [
     "ClusterError",
     "ConfigError",
     "ConsumerFilters",
+    "DubboCallError",
+    "DubboConnectionError",
+    "DubboRemoteError",
+    "DubboTimeoutError",
     "EmbeddedStore",
     "EtcdStore",
     "FailbackQueue",
+    "GenericReference",
     "HedgingPolicy",
     "Hessian2DecodeError",
     "Hessian2Decoder",
@@ -285,6 +297,11 @@ _LAZY: dict[str, str] = {
     "hessian2_loads": "dubbo_py.protocol.serialization.hessian2:loads",
     "ClusterError": "dubbo_py.call_errors",
     "ProviderUnavailable": "dubbo_py.call_errors",
+    "GenericReference": "dubbo_py.consumer.generic",
+    "DubboCallError": "dubbo_py.protocol.dubbo.connection",
+    "DubboConnectionError": "dubbo_py.protocol.dubbo.connection",
+    "DubboRemoteError": "dubbo_py.protocol.dubbo.connection",
+    "DubboTimeoutError": "dubbo_py.protocol.dubbo.connection",
 }
 
 

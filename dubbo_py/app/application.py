@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -47,6 +48,7 @@ from dubbo_py.registry.application.wiring import ApplicationLevel
 from dubbo_py.registry.registry import Registry
 
 if TYPE_CHECKING:
+    from dubbo_py.consumer.generic import DubboRuntime, GenericReference
     from dubbo_py.provider.server import AsyncExportedServer
 
 __all__ = ["ENV_AUTH", "Application", "Reference", "open_store"]
@@ -195,6 +197,10 @@ class Application:
         # The two halves this application delegates to: providers, and references.
         self._serving = Serving(self._context, self.close)
         self._referencing = Referencing(self._context)
+        # The dubbo:// event loop and connections of generic references, made on first use.
+        self._dubbo_runtime: DubboRuntime | None = None
+        self._generic_lock = threading.Lock()
+        self._generic_references: list[GenericReference] = []
         #: The QoS port's endpoints (None when the port is off).
         self.qos: ApplicationQos | None = None
         if qos.port is not None:
@@ -382,6 +388,60 @@ class Application:
 
     # ----------------------------------------------------------------- lifecycle
 
+    def generic_reference(
+        self,
+        interface: str,
+        *,
+        version: str = "",
+        group: str = "",
+        url: str | None = None,
+        loadbalance: str = "random",
+        retries: int = 2,
+        timeout: float | None = None,
+        attachments: Mapping[str, str] | None = None,
+        check: float = 5.0,
+    ) -> GenericReference:
+        """Generic calls (Dubbo's ``$invoke``) to the Java interface ``interface`` on its
+        ``dubbo://`` (Hessian2) providers: ``ref.invoke("getUser", ["java.lang.Long"], [7])``,
+        ``await ref.invoke_async(...)``, or ``ref.getUser(7)`` (the provider finds the method by
+        its name). Java beans are dicts (a ``class`` key names the bean's class), lists, dicts,
+        ``datetime`` and ``Decimal`` travel as docs/java-services.md maps them; a Java
+        exception is raised as :class:`~dubbo_py.JavaException`.
+
+        Providers come from the application's registries (``version`` and ``group`` matched as
+        Dubbo matches them) or from ``url`` (``dubbo://host:port``, comma-separated for
+        several). ``loadbalance`` names one of :mod:`dubbo_py.cluster.loadbalance`; a call that
+        fails outside the provider's code is retried ``retries`` times on other providers
+        (failover); ``timeout`` (s) defaults to the provider's registered ``timeout``, else
+        Dubbo's 1 s; ``check`` waits that many seconds for the first provider list. Routers,
+        rules, filters and metrics do not apply to generic references yet."""
+        from dubbo_py.consumer.generic import DubboRuntime, GenericReference
+
+        with self._generic_lock:
+            if self._dubbo_runtime is None:
+                self._dubbo_runtime = DubboRuntime()
+            runtime = self._dubbo_runtime
+        registries = []
+        if url is None:
+            registries = [r for b in self.bindings if (r := b.registry) is not None]
+        ref = GenericReference(
+            interface,
+            runtime,
+            registries=registries,
+            urls=[u for u in (url or "").split(",") if u.strip()],
+            version=version,
+            group=group,
+            loadbalance=loadbalance,
+            retries=retries,
+            timeout=timeout,
+            attachments=attachments,
+            check=check,
+            application=self.name,
+        )
+        with self._generic_lock:
+            self._generic_references.append(ref)
+        return ref
+
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Close references and servers this application opened, then the registry.
 
@@ -393,6 +453,13 @@ class Application:
         deadline = time.monotonic() + max(0.0, wait)
         self._serving.stop_requested.set()
         self._referencing.close(wait, deadline)
+        with self._generic_lock:
+            generic, self._generic_references = self._generic_references, []
+            runtime, self._dubbo_runtime = self._dubbo_runtime, None
+        for ref in generic:
+            ref.close()
+        if runtime is not None:
+            runtime.close()
         self._serving.close()
         if self.qos is not None:
             self.qos.close()

@@ -199,6 +199,19 @@ class ProviderFilter:
                 ",".join(sorted(self.asked)),
             )
             return None
+        if provider.protocol == "dubbo":
+            # Java's dubbo:// (Hessian2) endpoint: generic references call it, stubs cannot.
+            self._once(
+                url,
+                "spoken",
+                logging.WARNING,
+                "%s: skipping provider %s: a gRPC stub cannot call dubbo:// (Hessian2); "
+                "app.generic_reference(%r) calls it",
+                self.folder,
+                url,
+                provider.service_interface or self.folder,
+            )
+            return None
         if provider.protocol not in SPOKEN_PROTOCOLS:
             self._once(
                 url,

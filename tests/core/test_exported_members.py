@@ -48,6 +48,9 @@ PUBLIC = {
     "JavaLocalDateTime", "TypedList", "TypedMap", "Hessian2Encoder", "Hessian2Decoder",
     "Hessian2Error", "Hessian2DecodeError", "Hessian2EncodeError", "from_throwable",
     "hessian2_dumps", "hessian2_loads",
+    # generic calls to Java-interface services over dubbo://
+    "GenericReference", "DubboCallError", "DubboConnectionError", "DubboRemoteError",
+    "DubboTimeoutError",
 }  # fmt: skip
 
 

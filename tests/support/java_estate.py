@@ -127,3 +127,10 @@ class JavaConsumer(_JavaProcess):
         """``call N [name=...] [k=v ...]``."""
         words = [f"{k}={v}" for k, v in attachments.items()]
         return self.command(" ".join(["call", str(n), *words]))
+
+
+class JavaDubboProvider(JavaProvider):
+    """``estate.DubboProvider``: the Java interface estate.UserService exported over
+    ``dubbo://`` (Hessian2) by Dubbo 3.3.6."""
+
+    main_class = "estate.DubboProvider"

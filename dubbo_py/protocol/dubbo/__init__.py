@@ -1,5 +1,15 @@
-"""Dubbo's own ``dubbo://`` protocol (the exchange layer of dubbo-remoting): framing for now."""
+"""Dubbo's own ``dubbo://`` protocol (the exchange layer of dubbo-remoting): frames, bodies and
+the asyncio client connection (``connection``) generic calls use."""
 
+from .connection import (
+    DEFAULT_HEARTBEAT,
+    DubboCallError,
+    DubboConnection,
+    DubboConnectionError,
+    DubboConnections,
+    DubboRemoteError,
+    DubboTimeoutError,
+)
 from .frame import (
     FLAG_EVENT,
     FLAG_REQUEST,
@@ -19,6 +29,7 @@ from .frame import (
 )
 
 __all__ = [
+    "DEFAULT_HEARTBEAT",
     "FLAG_EVENT",
     "FLAG_REQUEST",
     "FLAG_TWOWAY",
@@ -26,7 +37,13 @@ __all__ = [
     "HESSIAN2",
     "MAGIC",
     "MAX_PAYLOAD",
+    "DubboCallError",
+    "DubboConnection",
+    "DubboConnectionError",
+    "DubboConnections",
     "DubboFrameError",
+    "DubboRemoteError",
+    "DubboTimeoutError",
     "Frame",
     "FrameDecoder",
     "RequestIds",

@@ -1,0 +1,408 @@
+"""Generic calls (Dubbo's ``GenericService.$invoke``) to Java-interface services over ``dubbo://``.
+
+``app.generic_reference("com.example.UserService", version="1.0.0")`` returns a
+:class:`GenericReference`: ``ref.invoke("getUser", ["java.lang.Long"], [7])`` (or
+``ref.getUser(7)``, the provider then resolving the method by its name, as Dubbo's
+``GenericFilter`` does for ``null`` parameter types) sends ``$invoke(method, types, args)``
+with the attachment ``generic=true``; the provider's ``GenericFilter`` turns dicts into the
+parameters' beans (``PojoUtils.realize``) and the result back into dicts with a ``class`` key
+(``PojoUtils.generalize``). A Java exception is raised as
+:class:`~dubbo_py.protocol.serialization.hessian2.JavaException`.
+
+What applies of the consumer chain (this first slice): discovery of the interface's
+``dubbo://`` providers in the application's registries (``interface``, ``group``, ``version``,
+``enabled``/``disabled`` matched as Dubbo's ``UrlUtils.isMatch``), the load balancers of
+:mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more attempts on other providers
+after a failure outside the provider's code; a Java exception is the provider's answer and is
+not retried). Routers, override rules, mocks, hedging, filters, metrics, tracing and access
+logs do not apply yet (docs/java-services.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from dubbo_py.cluster.loadbalance import get_loadbalance
+from dubbo_py.errors import NoProviderError
+from dubbo_py.invocation import Invocation
+from dubbo_py.protocol.dubbo.connection import (
+    DEFAULT_HEARTBEAT,
+    DubboCallError,
+    DubboConnections,
+)
+from dubbo_py.protocol.serialization.hessian2 import JavaException, TypedList
+from dubbo_py.registry import layout
+from dubbo_py.registry.matching import is_match, is_usable
+from dubbo_py.registry.registry import Registry
+from dubbo_py.url import URL
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "GENERIC_EXCEPTIONS",
+    "GENERIC_METHOD",
+    "DubboRuntime",
+    "GenericReference",
+    "unwrap_generic_exception",
+]
+
+log = logging.getLogger(__name__)
+
+#: The method a generic call invokes on the provider.
+GENERIC_METHOD = "$invoke"
+#: ``$invoke(String, String[], Object[])``.
+GENERIC_PARAMETER_TYPES = ("java.lang.String", "[Ljava.lang.String;", "[Ljava.lang.Object;")
+#: Dubbo's default call timeout (``timeout``, 1000 ms), in seconds.
+DEFAULT_TIMEOUT = 1.0
+#: Dubbo's default retries of a failover call.
+DEFAULT_RETRIES = 2
+
+
+#: The exceptions a provider's ``GenericFilter`` wraps a generic call's exception in (Dubbo 3.3
+#: with its Dubbo 2 compatibility classes on the class path uses the first).
+GENERIC_EXCEPTIONS = frozenset(
+    {
+        "com.alibaba.dubbo.rpc.service.GenericException",
+        "org.apache.dubbo.rpc.service.GenericException",
+    }
+)
+_CAUSED_BY = "Caused by: "
+
+
+def unwrap_generic_exception(error: JavaException) -> JavaException:
+    """The provider's own exception out of the ``GenericException`` its ``GenericFilter`` sent.
+
+    The wrapper carries the original class (``exceptionClass``) and message
+    (``exceptionMessage``) as fields and the original stack trace as its text, where each
+    ``Caused by: class: message`` line names one cause; those become the returned
+    exception's ``cause`` chain (class and message only: Java sent no more). The wrapper itself
+    stays reachable as ``raw`` of the returned exception. Anything else comes back as it is."""
+    wrapper = error
+    if wrapper.java_class not in GENERIC_EXCEPTIONS and error.cause is not None:
+        wrapper = error.cause  # RpcException around a GenericException: the inner one
+    raw = wrapper.raw
+    if wrapper.java_class not in GENERIC_EXCEPTIONS or raw is None:
+        return error
+    java_class = raw.get("exceptionClass")
+    if not isinstance(java_class, str) or not java_class:
+        return error
+    message = raw.get("exceptionMessage")
+    cause: JavaException | None = None
+    text = raw.get("detailMessage")
+    if isinstance(text, str):
+        for line in reversed([ln for ln in text.splitlines() if ln.startswith(_CAUSED_BY)]):
+            name, sep, rest = line[len(_CAUSED_BY) :].partition(": ")
+            cause = JavaException(name.strip(), rest if sep else None, cause=cause)
+    frames = []
+    for line in (text or "").splitlines():
+        if line.startswith(_CAUSED_BY):
+            break  # the causes' frames belong to them, and Java elided most ("... 47 more")
+        if line.startswith("\tat "):
+            frames.append(line[4:])
+    return JavaException(
+        java_class,
+        message if isinstance(message, str) or message is None else str(message),
+        cause=cause,
+        stack_trace=frames,
+        raw=raw,
+    )
+
+
+class DubboRuntime:
+    """An event loop in a daemon thread and the ``dubbo://`` connections it holds, shared by
+    an application's generic references (one connection per provider address)."""
+
+    def __init__(self, *, heartbeat: float = DEFAULT_HEARTBEAT) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="dubbo-py dubbo://", daemon=True
+        )
+        self._thread.start()
+        self.connections = self.run(self._make_pool(heartbeat))
+
+    @staticmethod
+    async def _make_pool(heartbeat: float) -> DubboConnections:
+        return DubboConnections(heartbeat=heartbeat)
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread the loop runs in."""
+        return self._thread
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the connections belong to."""
+        return self._loop
+
+    def run(self, coroutine: Any, timeout: float | None = None) -> Any:
+        """Run a coroutine on the runtime's loop from another thread and wait for it."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        """Close the connections and stop the loop."""
+        if self._loop.is_closed():
+            return
+        try:
+            self.run(self.connections.close(), timeout=5)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            self._loop.close()
+
+
+class GenericReference:
+    """Generic calls to one Java interface's ``dubbo://`` providers (see the module text)."""
+
+    def __init__(
+        self,
+        interface: str,
+        runtime: DubboRuntime,
+        *,
+        registries: Sequence[Registry] = (),
+        urls: Sequence[str | URL] = (),
+        version: str = "",
+        group: str = "",
+        loadbalance: str = "random",
+        retries: int = DEFAULT_RETRIES,
+        timeout: float | None = None,
+        attachments: Mapping[str, str] | None = None,
+        check: float = 5.0,
+        application: str = "",
+    ) -> None:
+        if not registries and not urls:
+            raise ValueError(f"generic reference to {interface}: no registry and no url given")
+        self.interface = interface
+        self.version = version
+        self.group = group
+        self.retries = retries
+        self.timeout = timeout
+        self._runtime = runtime
+        self._attachments = dict(attachments or {})
+        self._balance = get_loadbalance(loadbalance)
+        self._consumer = URL(
+            protocol="consumer",
+            path=interface,
+            parameters={
+                "interface": interface,
+                "version": version,
+                "group": group,
+                "generic": "true",
+                **({"application": application} if application else {}),
+            },
+        )
+        self._lock = threading.Lock()
+        self._by_registry: dict[int, tuple[URL, ...]] = {}
+        self._providers: tuple[URL, ...] = ()
+        self._notified = threading.Event()
+        self._cancels: list[Callable[[], None]] = []
+        if urls:
+            direct = [u if isinstance(u, URL) else URL.parse(u) for u in urls]
+            for url in direct:
+                if url.protocol != "dubbo":
+                    raise ValueError(f"generic reference to {interface}: {url} is not dubbo://")
+            self._providers = tuple(direct)
+            self._notified.set()
+        for index, registry in enumerate(registries):
+            self._cancels.append(
+                registry.subscribe(interface, self._listener(index), categories=(layout.PROVIDERS,))
+            )
+        if check > 0 and not self._notified.wait(check):
+            log.warning("generic reference to %s: no provider list within %.1f s", interface, check)
+
+    def _listener(self, index: int) -> Callable[[str, list[URL]], None]:
+        def listener(_category: str, found: list[URL]) -> None:
+            self._on_providers(index, found)
+
+        return listener
+
+    def _on_providers(self, index: int, found: list[URL]) -> None:
+        ours = tuple(
+            url
+            for url in found
+            if url.protocol == "dubbo" and is_match(self._consumer, url) and is_usable(url)
+        )
+        skipped = sum(1 for url in found if url.protocol not in ("dubbo", "empty"))
+        if skipped:
+            log.debug("generic reference to %s: %d non-dubbo providers", self.interface, skipped)
+        with self._lock:
+            self._by_registry[index] = ours
+            merged: dict[str, URL] = {}
+            for urls in self._by_registry.values():
+                for url in urls:
+                    merged.setdefault(url.address, url)
+            self._providers = tuple(merged.values())
+        self._notified.set()
+
+    @property
+    def providers(self) -> tuple[URL, ...]:
+        """The ``dubbo://`` providers calls go to now."""
+        return self._providers
+
+    # ---------------------------------------------------------------- calls
+
+    def invoke(
+        self,
+        method: str,
+        parameter_types: Sequence[str] | None,
+        arguments: Sequence[object],
+        *,
+        timeout: float | None = None,
+        attachments: Mapping[str, str] | None = None,
+        enum_classes: Collection[str] = (),
+    ) -> Any:
+        """``$invoke(method, parameter_types, arguments)``, blocking; the Java result as Python
+        values. ``parameter_types`` ``None``: the provider finds the method by its name."""
+        if threading.current_thread() is self._runtime.thread:
+            raise RuntimeError(
+                "a blocking generic call on the dubbo:// loop would wait on itself; "
+                "await invoke_async instead"
+            )
+        return self._runtime.run(
+            self.invoke_async(
+                method,
+                parameter_types,
+                arguments,
+                timeout=timeout,
+                attachments=attachments,
+                enum_classes=enum_classes,
+            )
+        )
+
+    async def invoke_async(
+        self,
+        method: str,
+        parameter_types: Sequence[str] | None,
+        arguments: Sequence[object],
+        *,
+        timeout: float | None = None,
+        attachments: Mapping[str, str] | None = None,
+        enum_classes: Collection[str] = (),
+    ) -> Any:
+        """The asyncio form of :meth:`invoke`: await it on any loop (the call runs on the
+        runtime's loop, where the shared connections live)."""
+        coroutine = self._call(
+            method, parameter_types, arguments, timeout, attachments, enum_classes
+        )
+        running = asyncio.get_running_loop()
+        if running is self._runtime.loop:
+            return await coroutine
+        return await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(coroutine, self._runtime.loop)
+        )
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*arguments: object, **options: Any) -> Any:
+            return self.invoke(name, None, arguments, **options)
+
+        call.__name__ = name
+        return call
+
+    async def _call(
+        self,
+        method: str,
+        parameter_types: Sequence[str] | None,
+        arguments: Sequence[object],
+        timeout: float | None,
+        attachments: Mapping[str, str] | None,
+        enum_classes: Collection[str],
+    ) -> Any:
+        if parameter_types is not None and len(parameter_types) != len(arguments):
+            raise ValueError(
+                f"{self.interface}#{method}: {len(parameter_types)} parameter types for "
+                f"{len(arguments)} arguments"
+            )
+        args: list[object] = [
+            method,
+            None if parameter_types is None else TypedList("[string", parameter_types),
+            TypedList("[object", arguments),
+        ]
+        tried: list[URL] = []
+        last: DubboCallError | None = None
+        for _attempt in range(max(0, self.retries) + 1):
+            candidates = tuple(p for p in self._providers if p not in tried)
+            if not candidates:
+                break
+            # Providers just refused at connect are passed over while others are left, as
+            # Dubbo's cluster skips invokers whose client is not connected.
+            pool = self._runtime.connections
+            reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
+            candidates = reachable or candidates
+            provider = self._balance.select(candidates, Invocation(self.interface, method))
+            tried.append(provider)
+            try:
+                return await self._once(provider, args, timeout, attachments, enum_classes)
+            except DubboCallError as error:
+                last = error
+                log.info(
+                    "generic %s#%s on %s failed: %s",
+                    self.interface,
+                    method,
+                    provider.address,
+                    error,
+                )
+        if last is not None:
+            raise last
+        raise NoProviderError(
+            self.interface,
+            method,
+            None,
+            f"no dubbo:// provider of version {self.version or '-'}, group {self.group or '-'}"
+            " is registered",
+        )
+
+    async def _once(
+        self,
+        provider: URL,
+        args: list[object],
+        timeout: float | None,
+        attachments: Mapping[str, str] | None,
+        enum_classes: Collection[str],
+    ) -> Any:
+        connection = await self._runtime.connections.get(provider.host, provider.port)
+        seconds = timeout if timeout is not None else self.timeout
+        if seconds is None:
+            registered = provider.get_str("timeout")
+            seconds = int(registered) / 1000 if registered.isdigit() else DEFAULT_TIMEOUT
+        sent: dict[str, object] = {
+            **self._attachments,
+            **(attachments or {}),
+            "path": provider.path or self.interface,
+            "interface": self.interface,
+            "generic": "true",
+            "timeout": str(int(seconds * 1000)),
+        }
+        if self.version:
+            sent["version"] = self.version
+        if self.group:
+            sent["group"] = self.group
+        response = await connection.invoke(
+            provider.path or self.interface,
+            GENERIC_METHOD,
+            GENERIC_PARAMETER_TYPES,
+            args,
+            version=self.version or "0.0.0",
+            attachments=sent,
+            timeout=seconds,
+            enum_classes=enum_classes,
+        )
+        if response.exception is not None:
+            raise unwrap_generic_exception(response.exception)
+        return response.value
+
+    def close(self) -> None:
+        """Stop watching the registries (the shared connections stay with the runtime)."""
+        cancels, self._cancels = self._cancels, []
+        for cancel in cancels:
+            cancel()

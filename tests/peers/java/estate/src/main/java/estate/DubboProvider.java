@@ -1,0 +1,71 @@
+package estate;
+
+import java.io.PrintStream;
+import java.net.ServerSocket;
+import org.apache.dubbo.config.ApplicationConfig;
+import org.apache.dubbo.config.ProtocolConfig;
+import org.apache.dubbo.config.RegistryConfig;
+import org.apache.dubbo.config.ServiceConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+
+/**
+ * A Dubbo 3.3 provider of the Java interface estate.UserService over dubbo:// (Hessian2),
+ * registered in ZooKeeper: --registry, --application, --name, [--port], [--version], [--group];
+ * --greeter true also exports demo.Greeter over dubbo:// (same version and group), so that the
+ * registry holds dubbo:// providers of an interface dubbo-py's gRPC stubs call over Triple.
+ * Prints "READY 127.0.0.1:port" on stdout; serves until stdin closes.
+ */
+public final class DubboProvider {
+    private DubboProvider() {}
+
+    public static void main(String[] argv) throws Exception {
+        PrintStream out = System.out;
+        System.setOut(System.err);
+        System.setProperty("dubbo.service.shutdown.wait", "1000");
+        Loopback.pin();
+        Args args = new Args(argv);
+        String name = args.require("name");
+        int port = Integer.parseInt(args.get("port", "0"));
+        if (port == 0) {
+            try (ServerSocket probe = new ServerSocket(0)) {
+                port = probe.getLocalPort();
+            }
+        }
+        String address = "127.0.0.1:" + port;
+        ApplicationConfig application = new ApplicationConfig(args.require("application"));
+        application.setQosEnable(false);
+        application.setRegisterMode(args.get("register-mode", "interface"));
+        RegistryConfig registry = new RegistryConfig(args.require("registry"));
+        ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
+        protocol.setHost("127.0.0.1");
+        protocol.setSerialization("hessian2");
+
+        ServiceConfig<UserService> service = new ServiceConfig<>();
+        service.setInterface(UserService.class);
+        service.setRef(new UserServiceImpl(name));
+        String version = args.get("version", "");
+        String group = args.get("group", "");
+        if (!version.isEmpty()) service.setVersion(version);
+        if (!group.isEmpty()) service.setGroup(group);
+
+        DubboBootstrap bootstrap = DubboBootstrap.getInstance()
+                .application(application)
+                .registry(registry)
+                .protocol(protocol)
+                .service(service);
+        if (args.get("greeter", "false").equals("true")) {
+            ServiceConfig<demo.Greeter> greeter = new ServiceConfig<>();
+            greeter.setInterface(demo.Greeter.class);
+            greeter.setRef(new Provider.GreeterImpl(name, address));
+            if (!version.isEmpty()) greeter.setVersion(version);
+            if (!group.isEmpty()) greeter.setGroup(group);
+            bootstrap.service(greeter);
+        }
+        bootstrap.start();
+        out.println("READY " + address);
+        out.flush();
+        while (System.in.read() >= 0) {}
+        bootstrap.stop();
+        System.exit(0);
+    }
+}
