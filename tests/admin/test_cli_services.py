@@ -206,7 +206,7 @@ def test_registry_comes_from_option_env_or_default(run: Cli) -> None:
 
 
 def test_bad_registry_address_is_a_usage_error(run: Cli) -> None:
-    result = run("--registry", "nacos://x", "services")
+    result = run("--registry", "consul://x", "services")
     assert result.exit_code == 2
     assert "unknown registry scheme" in result.stderr
 

@@ -27,7 +27,7 @@ def test_networked_kinds_take_their_default_port_from_the_table() -> None:
 
 
 def test_an_unknown_scheme_lists_the_table() -> None:
-    with pytest.raises(RegistryAddressError, match="zookeeper, etcd, etcds, sqlite or tri"):
+    with pytest.raises(RegistryAddressError, match="zookeeper, etcd, etcds, nacos, sqlite or tri"):
         parse_registry_address("consul://127.0.0.1:8500")
 
 

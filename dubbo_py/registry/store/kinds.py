@@ -50,6 +50,8 @@ STORES: Mapping[str, StoreKind] = MappingProxyType(
                 2379,
                 frozenset({"ca", "cert", "key"}),
             ),
+            # Nacos 2.x/3.x: Dubbo's Nacos layout, not a tree (dubbo_py/registry/store/nacos).
+            StoreKind("nacos", "dubbo_py.registry.store.nacos.store:NacosStore", 8848),
             StoreKind("sqlite", "dubbo_py.registry.store.embedded:EmbeddedStore", None),
         )
     }
