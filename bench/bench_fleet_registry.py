@@ -296,23 +296,27 @@ class Seen:
             self.events.append((now, key, value))
             self.cond.notify_all()
 
-    def wait(self, done: Callable[[dict[Any, Any]], bool], timeout: float) -> float:
-        """The time of the first event after which ``done(latest value per key)`` holds."""
+    def wait(self, ok: Callable[[Any], bool], keys: int, timeout: float) -> float:
+        """The time of the first event after which the latest value of each of ``keys`` keys
+        satisfies ``ok``. Each value is checked once, when it arrives, outside the lock the
+        listeners take (so the check costs O(providers) per notification, and never holds up
+        a notification)."""
         deadline = time.monotonic() + timeout
-        latest: dict[Any, Any] = {}
+        good: dict[Any, bool] = {}
         checked = 0
-        with self.cond:
-            while True:
-                while checked < len(self.events):
-                    at, key, value = self.events[checked]
-                    checked += 1
-                    latest[key] = value
-                    if done(latest):
-                        return at
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"not done within {timeout}s: {len(self.events)} events")
-                self.cond.wait(left)
+        while True:
+            with self.cond:
+                while checked == len(self.events):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"not done within {timeout}s: {len(self.events)} events")
+                    self.cond.wait(left)
+                batch = self.events[checked:]
+            checked += len(batch)
+            for at, key, value in batch:
+                good[key] = ok(value)
+                if len(good) == keys and all(good.values()):
+                    return at
 
     def reset(self) -> None:
         with self.cond:
@@ -387,10 +391,7 @@ def run_consumer(args: argparse.Namespace) -> dict[str, Any]:
             discovery.subscribe(key, on_state)
         closers.append(discovery.close)
 
-    first_at = seen.wait(
-        lambda latest: len(latest) == len(keys) and all(len(v) == n for v in latest.values()),
-        args.timeout,
-    )
+    first_at = seen.wait(lambda urls: len(urls) == n, len(keys), args.timeout)
     first_s = first_at - start
     gc.collect()
     rss1 = rss_mb()
@@ -401,15 +402,11 @@ def run_consumer(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         writer.replace(old_path, new_path, data)
 
-        def applied(latest: dict[Any, Any], old: Any = old_host, new: Any = new_host) -> bool:
-            if len(latest) < len(keys):
-                return False
-            return all(
-                len(v) == n and new in (got := addresses(v)) and old not in got
-                for v in latest.values()
-            )
+        def applied(urls: Any, old: Any = old_host, new: Any = new_host) -> bool:
+            got = addresses(urls)
+            return len(urls) == n and new in got and old not in got
 
-        change_ms.append((seen.wait(applied, args.timeout) - t0) * 1e3)
+        change_ms.append((seen.wait(applied, len(keys), args.timeout) - t0) * 1e3)
         time.sleep(0.2)  # let late notifications of this change settle before the next
     rss2 = rss_mb()
     for close in closers:
