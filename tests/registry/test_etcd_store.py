@@ -395,3 +395,22 @@ def test_the_vendored_api_descriptor_matches_the_protos() -> None:
         return out
 
     assert shape(FILE_DESCRIPTOR_SET) == shape(namespace["FILE_DESCRIPTOR_SET"])
+
+
+def test_a_provider_folder_larger_than_grpcs_default_message_limit_is_read_and_watched(
+    etcd: EtcdServer, stores: list[EtcdStore], raw: api.EtcdStub
+) -> None:
+    # 20 000 provider URLs of one service are ~6.6 MB of keys: one Range reply over gRPC's
+    # default 4 MB receive limit. 400 keys of 12 KB each stand for them (quick to write).
+    store = _open(stores, etcd.address)
+    assert store.start(10)
+    folder = "/dubbo/demo.Greeter/providers"
+    names = [f"{PROVIDER}%26methods%3D{i:04d}{'x' * 12_000}" for i in range(400)]
+    for name in names:
+        raw.Put(api.PutRequest(key=f"{store.chroot}{folder}/{name}".encode()))
+    assert store.children(folder) == sorted(names)
+    seen = Recorder()
+    store.watch_children(folder, seen)
+    assert seen.wait_for(lambda names: len(names) == 400, timeout=10) == sorted(names)
+    raw.Put(api.PutRequest(key=f"{store.chroot}{folder}/{PROVIDER}-new".encode()))
+    assert len(seen.wait_for(lambda names: len(names) == 401, timeout=10)) == 401

@@ -189,6 +189,10 @@ class _PathWatches(Generic[T]):
         self._store.create_watcher(self, revision + 1, generation)
 
 
+#: The largest reply read from etcd: clientv3's default (``math.MaxInt32``).
+_MAX_REPLY_BYTES = 2**31 - 1
+
+
 class EtcdStore:
     """A :class:`~dubbo_py.registry.store.base.Store` on etcd (see the module doc).
 
@@ -271,6 +275,10 @@ class EtcdStore:
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.min_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", max(100, int(retry_max_delay * 1000))),
+            # A provider folder's keys come back in one Range reply: 20 000 provider URLs are
+            # ~6.6 MB, over gRPC's default 4 MB receive limit, and the read would fail for
+            # good. etcd's own client (clientv3) receives up to 2 GiB; so do we.
+            ("grpc.max_receive_message_length", _MAX_REPLY_BYTES),
         ]
         self._endpoint_index = 0
         self._channel, self._stub = self._open_channel(endpoints[0])
