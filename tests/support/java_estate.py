@@ -33,8 +33,12 @@ class _JavaProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.ready_line = ""
 
+    def command_line(self) -> list[str]:
+        """The process's command line (a Go peer's subclass names its binary instead)."""
+        return java_peer().java_command(self.main_class, *self.args)
+
     def start(self) -> _JavaProcess:
-        cmd = java_peer().java_command(self.main_class, *self.args)
+        cmd = self.command_line()
         # DUBBO_IP_TO_REGISTRY=127.0.0.1 is refused by Dubbo (a loopback address is "invalid"
         # there); the peer pins Dubbo's local host to 127.0.0.1 instead (Loopback.java), so what
         # it registers and what it dials are loopback addresses.
@@ -61,7 +65,7 @@ class _JavaProcess:
         finally:
             timer.cancel()
         self.kill()
-        raise RuntimeError(f"java {self.main_class} ended before {prefix}:\n{self.logs()}")
+        raise RuntimeError(f"{self.main_class} ended before {prefix}:\n{self.logs()}")
 
     def stop(self) -> None:
         """Close its stdin, so Dubbo unregisters and exits, and kill it if it has not within

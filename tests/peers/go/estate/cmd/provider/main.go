@@ -1,0 +1,201 @@
+// A dubbo-go 3.3 provider of demo.Greeter over Triple with a ZooKeeper registry, per the peers'
+// contract: --registry zookeeper://host:port --application NAME --name LABEL [--port N]
+// [--version V] [--group G] [--service V:G ...] [--register-mode interface|instance|all].
+// stdout carries only the "READY 127.0.0.1:port" line; it serves until stdin closes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"dubbo.apache.org/dubbo-go/v3"
+	"dubbo.apache.org/dubbo-go/v3/common/constant"
+	_ "dubbo.apache.org/dubbo-go/v3/imports"
+	"dubbo.apache.org/dubbo-go/v3/protocol"
+	"dubbo.apache.org/dubbo-go/v3/registry"
+	"dubbo.apache.org/dubbo-go/v3/server"
+
+	"estate/demo"
+	"estate/internal/args"
+)
+
+// GreeterImpl answers like the Java estate peer (dubbo-go serves only exported types).
+type GreeterImpl struct {
+	label   string
+	address string
+}
+
+func (g *GreeterImpl) SayHello(ctx context.Context, req *demo.HelloRequest) (*demo.HelloReply, error) {
+	name := req.GetName()
+	message := g.label + ": hello " + name
+	switch {
+	case name == "fail":
+		return nil, fmt.Errorf("%s refused fail", g.label)
+	case strings.HasPrefix(name, "sleep:"):
+		ms, _ := strconv.Atoi(name[6:])
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	case name == "attachments":
+		message = attachmentsJSON(ctx)
+	case strings.HasPrefix(name, "big:"):
+		n, _ := strconv.Atoi(name[4:])
+		message = strings.Repeat("x", n)
+	}
+	return &demo.HelloReply{Message: message, Provider: g.address, Shard: -1}, nil
+}
+
+func (g *GreeterImpl) SayHelloStream(ctx context.Context, req *demo.HelloRequest, stream demo.Greeter_SayHelloStreamServer) error {
+	if req.GetName() == "fail" {
+		return fmt.Errorf("%s refused fail", g.label)
+	}
+	for i := 0; i < int(req.GetCount()); i++ {
+		reply := &demo.HelloReply{Message: fmt.Sprintf("%s: hello %s #%d", g.label, req.GetName(), i), Provider: g.address}
+		if err := stream.Send(reply); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attachmentsJSON is what the caller attached, as dubbo-go hands it to the service: a JSON
+// object, keys sorted, each value joined when the transport gave several.
+func attachmentsJSON(ctx context.Context) string {
+	seen := map[string]string{}
+	if raw, ok := ctx.Value(constant.AttachmentKey).(map[string]interface{}); ok {
+		for k, v := range raw {
+			switch value := v.(type) {
+			case []string:
+				seen[k] = strings.Join(value, ",")
+			default:
+				seen[k] = fmt.Sprint(value)
+			}
+		}
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	ordered := make([]string, 0, len(keys))
+	for _, k := range keys {
+		key, _ := json.Marshal(k)
+		value, _ := json.Marshal(seen[k])
+		ordered = append(ordered, string(key)+":"+string(value))
+	}
+	return "{" + strings.Join(ordered, ",") + "}"
+}
+
+func registerMode(mode string) registry.Option {
+	switch mode {
+	case "interface":
+		return registry.WithRegisterInterface()
+	case "instance":
+		return registry.WithRegisterService()
+	case "all", "":
+		return registry.WithRegisterServiceAndInterface()
+	}
+	fmt.Fprintf(os.Stderr, "--register-mode %q: expected interface, instance or all\n", mode)
+	os.Exit(2)
+	return nil
+}
+
+func main() {
+	out := os.Stdout
+	// dubbo-go logs to stdout by default: stdout is kept for the READY line only.
+	os.Stdout = os.Stderr
+	a := args.Parse(os.Args[1:])
+	name := a.Require("name")
+	port, _ := strconv.Atoi(a.Get("port", "0"))
+	if port == 0 {
+		probe, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "no free port:", err)
+			os.Exit(1)
+		}
+		port = probe.Addr().(*net.TCPAddr).Port
+		probe.Close()
+	}
+	address := fmt.Sprintf("127.0.0.1:%d", port)
+	// dubbo-go registers the host's first non-loopback address (common.GetLocalIp); the
+	// environment variable it reads first keeps the registered address on loopback.
+	os.Setenv(constant.DubboIpToRegistryKey, "127.0.0.1")
+
+	registryAddress := strings.TrimPrefix(a.Require("registry"), "zookeeper://")
+	ins, err := dubbo.NewInstance(
+		dubbo.WithName(a.Require("application")),
+		dubbo.WithRegistry(
+			registry.WithZookeeper(),
+			registry.WithAddress(registryAddress),
+			registerMode(a.Get("register-mode", "all")),
+		),
+		dubbo.WithProtocol(
+			protocol.WithTriple(),
+			protocol.WithIp("127.0.0.1"),
+			protocol.WithPort(port),
+		),
+	)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dubbo.NewInstance:", err)
+		os.Exit(1)
+	}
+	srv, err := ins.NewServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "NewServer:", err)
+		os.Exit(1)
+	}
+	services := a.All("service")
+	labelled := len(services) > 0
+	if !labelled {
+		services = []string{a.Get("version", "") + ":" + a.Get("group", "")}
+	}
+	for _, vg := range services {
+		version, group, _ := strings.Cut(vg, ":")
+		label := name
+		if labelled {
+			label = fmt.Sprintf("%s [%s:%s]", name, version, group)
+		}
+		var opts []server.ServiceOption
+		if version != "" {
+			opts = append(opts, server.WithVersion(version))
+		}
+		if group != "" {
+			opts = append(opts, server.WithGroup(group))
+		}
+		if err := demo.RegisterGreeterHandler(srv, &GreeterImpl{label: label, address: address}, opts...); err != nil {
+			fmt.Fprintln(os.Stderr, "RegisterGreeterHandler:", err)
+			os.Exit(1)
+		}
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve() }()
+	// Serve blocks; exporting and registering are done when the port accepts.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case err := <-serveErr:
+			fmt.Fprintln(os.Stderr, "Serve:", err)
+			os.Exit(1)
+		default:
+		}
+		conn, err := net.DialTimeout("tcp", address, 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "provider did not listen on", address)
+			os.Exit(1)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Fprintln(out, "READY "+address)
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
