@@ -22,9 +22,11 @@ __all__ = [
     "HandlerInterceptor",
     "Rewrap",
     "WrappedHandlers",
+    "awaitable_of",
     "behaviour_of",
     "rebuild",
     "stream_out",
+    "with_starter",
 ]
 
 #: A gRPC method handler (generic only to type checkers).
@@ -45,6 +47,26 @@ def behaviour_of(handler: Handler) -> Callable[..., Any]:
     """The servicer function ``handler`` calls (whichever of its four kinds it is)."""
     behaviour: Callable[..., Any] = getattr(handler, _kind(handler))
     return behaviour
+
+
+#: The attribute of a coroutine function that holds its plain twin (see :func:`with_starter`).
+_STARTER = "_dubbo_starter"
+
+
+def with_starter(coroutine: Callable[..., Any], starter: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``coroutine`` (a coroutine function, as grpc.aio needs of a handler it awaits)
+    with ``starter``: a plain function taking the same arguments and returning the awaitable
+    that ``coroutine`` would await and return. Returns ``coroutine``."""
+    setattr(coroutine, _STARTER, starter)
+    return coroutine
+
+
+def awaitable_of(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    """What a wrapper awaits to run ``behaviour``: its plain twin when it has one (one
+    coroutine frame less per call: the twin hands over the inner awaitable itself, which
+    the wrapper awaits directly), else ``behaviour``; awaiting either's result is the same."""
+    starter: Callable[..., Any] = getattr(behaviour, _STARTER, behaviour)
+    return starter
 
 
 def rebuild(handler: Handler, behaviour: Callable[..., Any]) -> Handler:

@@ -27,6 +27,7 @@ import grpc
 from dubbo_py.protocol.introspect import handlers_of_servicer
 from dubbo_py.protocol.triple import SERVICE_GROUP, SERVICE_VERSION, Metadata, from_wire, to_wire
 from dubbo_py.provider.service import ServiceOptions, options_of
+from dubbo_py.server_handlers import with_starter
 
 __all__ = ["DEFAULT_VERSION", "Export", "ServiceTable", "TripleContext", "add_servicers"]
 
@@ -78,7 +79,12 @@ def _adapt(behaviour: Callable[..., Any]) -> Callable[..., Any]:
         async def coroutine(request: Any, context: Any) -> Any:
             return await behaviour(request, TripleContext(context))
 
-        return coroutine
+        def start(request: Any, context: Any) -> Any:
+            # The servicer's coroutine, not yet run: what the provider's wrappers (metrics,
+            # access log) await instead of ``coroutine``, a frame less on every call.
+            return behaviour(request, TripleContext(context))
+
+        return with_starter(coroutine, start)
     if inspect.isasyncgenfunction(behaviour):
 
         async def generator(request: Any, context: Any) -> AsyncIterator[Any]:

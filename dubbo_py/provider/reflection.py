@@ -28,11 +28,22 @@ def reflection_wanted(option: bool | None) -> bool:
     return os.environ.get(ENV_REFLECTION, "").strip().lower() not in _OFF
 
 
-def add_reflection(server: Any, service_names: Iterable[str]) -> None:
+def add_reflection(server: Any, service_names: Iterable[str], target: Any = None) -> None:
     """Serve the reflection service on a (blocking or asyncio) gRPC server for these services
-    (the reflection service itself is listed too, as grpcurl expects)."""
+    (the reflection service itself is listed too, as grpcurl expects). Its handlers go to
+    ``target`` (default: ``server``), which may be a facade of ``server`` that adds them as
+    generic handlers only (:class:`dubbo_py.provider.server.GenericOnly`)."""
     # Imported here: a provider with reflection turned off never loads it.
-    from grpc_reflection.v1alpha import reflection
+    import grpc
+    from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
     names = (*dict.fromkeys(service_names), reflection.SERVICE_NAME)
-    reflection.enable_server_reflection(names, server)
+    # What enable_server_reflection does, with the servicer's flavour told by the server
+    # itself rather than by ``target`` (a facade is no grpc.aio.Server).
+    servicer = (
+        reflection.aio.ReflectionServicer(names)
+        if isinstance(server, grpc.aio.Server)
+        else reflection.ReflectionServicer(names)
+    )
+    add = reflection_pb2_grpc.add_ServerReflectionServicer_to_server
+    add(servicer, target or server)  # type: ignore[no-untyped-call]

@@ -252,6 +252,31 @@ def export(
     return exported
 
 
+class GenericOnly:
+    """A ``grpc.aio`` server as the health and reflection services' generated code sees it:
+    their handlers are added as generic handlers only, not as registered methods.
+
+    Why: a ``grpc.aio`` server keeps one pending request per registered method, and its
+    serving loop waits on all of them (``asyncio.wait``, one done-callback added and removed
+    per method) every time a call arrives. Health's three methods and reflection's one
+    registered there cost each application call four more of those than a raw server serving
+    the application's service alone (cProfile and ``bench/bench_instructions.py``,
+    docs/benchmarks.md). Found through the generic handlers instead, health checks and
+    reflection answer exactly as before; only their own lookup takes a few more steps."""
+
+    __slots__ = ("_server",)
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        """Add ``handlers`` to the server."""
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: Any) -> None:
+        """Not registered: the generic handlers added beside them serve these methods."""
+
+
 def bind_servicers(
     server: Any,
     servicers: Sequence[object],
@@ -270,11 +295,12 @@ def bind_servicers(
     (:mod:`dubbo_py.provider.dispatch`)."""
     if not servicers:
         raise ValueError("export needs at least one servicer")
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    framework: Any = GenericOnly(server) if isinstance(server, grpc.aio.Server) else server
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, framework)
     add_servicers(server, servicers, service_options, wrap)
     if reflection_wanted(reflection):
         names = [service_of_servicer(s).name for s in servicers]
-        add_reflection(server, [*names, health.SERVICE_NAME])
+        add_reflection(server, [*names, health.SERVICE_NAME], framework)
     listen = f"{listen_host}:{port}"
     if credentials is None:
         bound = int(server.add_insecure_port(listen))

@@ -454,13 +454,13 @@ def _logged_stream(
 
 
 def _logged_async(switch: AccessSwitch, key: tuple[str, str, str, str], handler: Any) -> Any:
-    from dubbo_py.server_handlers import behaviour_of, rebuild
+    from dubbo_py.server_handlers import awaitable_of, behaviour_of, rebuild
 
     if handler.response_streaming:
         # grpc.aio tells a streaming handler by its function's kind (an async generator):
         # wrapping it would cost every message of every stream. Not logged (docs say so).
         return handler
-    behaviour = behaviour_of(handler)
+    behaviour = awaitable_of(behaviour_of(handler))
     streaming_request = handler.request_streaming
 
     async def unary(request: Any, context: Any) -> Any:

@@ -27,6 +27,7 @@ from dubbo_py.server_handlers import (
     Handler,
     HandlerInterceptor,
     WrappedHandlers,
+    awaitable_of,
     behaviour_of,
     rebuild,
     stream_out,
@@ -169,13 +170,14 @@ def _wrap_sync(lazy: _LazyStats, service: str, method: str, handler: Handler) ->
 
 def _wrap_async(lazy: _LazyStats, service: str, method: str, handler: Handler) -> Handler:
     inner = behaviour_of(handler)
+    awaited = awaitable_of(inner)
 
     async def unary(request: Any, context: Any) -> Any:
         stats = lazy.stats or lazy.load()
         started = stats.begin()
         traced = _start(service, method, context)
         try:
-            response = await inner(request, context)
+            response = await awaited(request, context)
         except BaseException as exc:
             _finish(stats, started, traced, context, exc)
             raise

@@ -60,3 +60,42 @@ def test_unknown_service_names_what_the_provider_serves(serve: object) -> None:
     url = serve()  # type: ignore[operator]
     with pytest.raises(ReflectionError, match=r"serves no demo\.Nope .*demo\.Greeter"):
         describe_service([url], "demo.Nope")
+
+
+class AsyncGreeter(greeter_pb2_grpc.GreeterServicer):
+    async def SayHello(self, request: object, context: object) -> object:  # type: ignore[override]
+        from demo import greeter_pb2
+
+        return greeter_pb2.HelloReply(message="hi")
+
+
+def test_an_asyncio_provider_serves_reflection_health_and_its_service() -> None:
+    """On a grpc.aio server health and reflection are generic handlers only (not registered
+    methods, which would cost every application call; dubbo_py.provider.server.GenericOnly):
+    they must still answer, beside the service's own calls."""
+    import asyncio
+
+    import grpc
+    from demo import greeter_pb2
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async def main() -> tuple[list[str], int, str]:
+        app = dubbo_py.Application("refl-aio", "tri://127.0.0.1:1")
+        server = await app.start_async(AsyncGreeter(), port=0)
+        try:
+            url = URL("tri", "127.0.0.1", server.port, "demo.Greeter")
+            shape = await asyncio.to_thread(describe_service, [url], "demo.Greeter")
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                check = health_pb2_grpc.HealthStub(channel).Check
+                status = (await check(health_pb2.HealthCheckRequest(service="demo.Greeter"))).status
+                reply = await greeter_pb2_grpc.GreeterStub(channel).SayHello(
+                    greeter_pb2.HelloRequest(name="x")
+                )
+            return [m.name for m in shape.methods], status, reply.message
+        finally:
+            await server.stop(0)
+
+    methods, status, message = asyncio.run(main())
+    assert methods == ["SayHello", "SayHelloStream"]
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    assert message == "hi"
