@@ -70,8 +70,15 @@ def run_switched_on(tmp_path: Path, *args: str) -> tuple[str, str]:
         assert pushed.returncode == 0, pushed.stdout + pushed.stderr
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        rest, _ = proc.communicate(timeout=60)
-        out.append(rest)
+        # Not communicate(): it would read standard error too, racing the reader thread for
+        # the very line this test looks for.
+        guard = threading.Timer(60, proc.kill)
+        guard.start()
+        try:
+            out.append(proc.stdout.read())
+            proc.wait(10)
+        finally:
+            guard.cancel()
     finally:
         if proc.poll() is None:
             proc.kill()
