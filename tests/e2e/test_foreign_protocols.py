@@ -113,5 +113,6 @@ def test_a_dubbo_protocol_url_of_the_same_interface_is_never_called(
             r.getMessage() for r in caplog.records if f":{java_port.port}" in r.getMessage()
         ]
         assert len(warnings) == 1, warnings
-        assert "'dubbo'" in warnings[0]
+        assert "cannot call dubbo://" in warnings[0]
+        assert "generic_reference('demo.Greeter')" in warnings[0]  # and says what can
         assert URL.parse(str(java)).protocol == "dubbo"
