@@ -54,7 +54,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_routing_cost import CONSUMER, RULES, SERVICE  # noqa: E402
+from bench_routing_cost import (  # noqa: E402
+    CONSUMER,
+    RULES,
+    SERVICE,
+    provider_host,
+    provider_parameters,
+)
 
 from dubbo_py.registry import layout  # noqa: E402
 from dubbo_py.registry.directory import RegistryDirectory  # noqa: E402
@@ -81,28 +87,10 @@ def rule_urls(service: str = SERVICE, count: int = len(RULES)) -> list[URL]:
 def provider_name(i: int, service: str = SERVICE, shard: bool = False) -> str:
     """The node name of provider ``i`` (bench_routing_cost's spread of fields), made without
     keeping its URL object (the bench's own data must not count as the consumer's)."""
-    params = {
-        "anyhost": "true",
-        "application": f"greeter-{i % 10}",
-        "interface": service,
-        "methods": "SayHello,SayHelloStream",
-        "side": "provider",
-        "version": "1.1.0" if i % 10 == 9 else "1.0.0",
-        "weight": ("100", "200", "50", "300")[i % 4],
-        "region": f"r{i % 5}",
-        "zone": f"z{i % 10}",
-        "env": "gray" if i % 10 == 0 else "prod",
-        "tier": "gold" if i % 3 == 0 else "std",
-        "streaming": "true" if i % 2 else "false",
-        "timestamp": "1764675600000",
-        "pid": str(1000 + i),
-    }
-    if i % 20 == 7:
-        params["tag"] = "canary"
+    params = provider_parameters(i, service)
     if shard:
         params["shard"] = str(i % 4)
-    host = f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}"
-    return URL("tri", host, 50051 + i % 4, service, parameters=params).encode()
+    return URL("tri", provider_host(i), 50051 + i % 4, service, parameters=params).encode()
 
 
 def rss_mb() -> float:

@@ -104,31 +104,40 @@ CONSUMER = URL.parse(
 )
 
 
+def provider_parameters(i: int, service: str = SERVICE) -> dict[str, str]:
+    """Provider ``i``'s URL parameters: a spread of the fields the rules read."""
+    params = {
+        "anyhost": "true",
+        "application": f"greeter-{i % 10}",
+        "interface": service,
+        "methods": "SayHello,SayHelloStream",
+        "side": "provider",
+        "version": "1.1.0" if i % 10 == 9 else "1.0.0",
+        "weight": ("100", "200", "50", "300")[i % 4],
+        "region": f"r{i % 5}",
+        "zone": f"z{i % 10}",
+        "env": "gray" if i % 10 == 0 else "prod",
+        "tier": "gold" if i % 3 == 0 else "std",
+        "streaming": "true" if i % 2 else "false",
+        "timestamp": "1764675600000",
+        "pid": str(1000 + i),
+    }
+    if i % 20 == 7:
+        params["tag"] = "canary"
+    return params
+
+
+def provider_host(i: int) -> str:
+    """Provider ``i``'s host (never dialled: the benchmarks only route)."""
+    return f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}"
+
+
 def providers(n: int) -> tuple[URL, ...]:
     """``n`` provider URLs with a spread of the fields the rules read."""
-    out = []
-    for i in range(n):
-        params = {
-            "anyhost": "true",
-            "application": f"greeter-{i % 10}",
-            "interface": SERVICE,
-            "methods": "SayHello,SayHelloStream",
-            "side": "provider",
-            "version": "1.1.0" if i % 10 == 9 else "1.0.0",
-            "weight": ("100", "200", "50", "300")[i % 4],
-            "region": f"r{i % 5}",
-            "zone": f"z{i % 10}",
-            "env": "gray" if i % 10 == 0 else "prod",
-            "tier": "gold" if i % 3 == 0 else "std",
-            "streaming": "true" if i % 2 else "false",
-            "timestamp": "1764675600000",
-            "pid": str(1000 + i),
-        }
-        if i % 20 == 7:
-            params["tag"] = "canary"
-        host = f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}"
-        out.append(URL("tri", host, 50051 + i % 4, SERVICE, parameters=params))
-    return tuple(out)
+    return tuple(
+        URL("tri", provider_host(i), 50051 + i % 4, SERVICE, parameters=provider_parameters(i))
+        for i in range(n)
+    )
 
 
 def routers() -> list[ConditionRouter]:
