@@ -113,3 +113,43 @@ def test_generated_cases_differ_only_where_documented(oracle: JavaOracle) -> Non
         if category is not None and documented(case, java, python) is None:
             unexplained.append((category, case, java, python))
     assert not unexplained, unexplained[:3]
+
+
+def _tag_match_case(host_a: str, host_b: str) -> dict[str, Any]:
+    provider = (
+        "tri://{host}:{port}/demo.Greeter?side=provider&application=gp"
+        "&remote.application=gp&region={region}"
+    )
+    return {
+        "kind": "tag",
+        "rule": (
+            "configVersion: v3.0\nkey: gp\nenabled: true\nforce: false\ntags:\n"
+            "  - name: gray\n    match:\n      - key: region\n        value: {exact: java}\n"
+        ),
+        "consumer": f"consumer://{host_a}/demo.Greeter?side=consumer&interface=demo.Greeter",
+        "providers": [
+            provider.format(host=host_a, port=20880, region="java"),
+            provider.format(host=host_b, port=20881, region="py"),
+        ],
+        "invocation": {
+            "method": "SayHello",
+            "arguments": ["x"],
+            "attachments": {"dubbo.tag": "gray"},
+        },
+    }
+
+
+def test_dubbo_matches_no_tag_address_on_loopback_and_dubbo_py_does(oracle: JavaOracle) -> None:
+    # Dubbo 3.3.6's NetUtils reads a loopback host as IPv6 (isValidV4Address is false for
+    # loopback), so matching the tag's address 127.0.0.1:20880 throws, is logged and counts as
+    # no match: the tagged call falls back to every untagged provider. dubbo-py matches it,
+    # and off loopback both keep the tagged provider only (docs/routing.md, "Where the tag
+    # router differs"). The live estate test shows the same on a real Java consumer.
+    loopback, elsewhere = (
+        _tag_match_case("127.0.0.1", "127.0.0.1"),
+        _tag_match_case("10.0.0.1", "10.0.0.2"),
+    )
+    java_loopback, java_elsewhere = oracle.ask([loopback, elsewhere])
+    assert java_loopback == {"kept": [0, 1]}
+    assert java_elsewhere == {"kept": [0]}
+    assert dubbo_py_answer(loopback) == dubbo_py_answer(elsewhere) == {"kept": [0]}
