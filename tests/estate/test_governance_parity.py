@@ -54,6 +54,8 @@ class Estate:
         self.registry = registry
         self.group = group
         self.provider_app = f"gov-provider-{tag}"
+        self.py_consumer_app = f"gov-py-consumer-{tag}"
+        self.java_consumer_app = f"gov-java-consumer-{tag}"
         self.java: JavaConsumer | None = None
         self.java_provider: JavaProvider | None = None
         self.py: Any = None
@@ -160,8 +162,12 @@ def estate(
         ) as provider_app:
             server = provider_app.start(Greeter(), port=0, bind_host="127.0.0.1")
             estate.py_address = server.address
+            # Both consumers carry region=java for the affinity case; no other rule reads it.
             with dubbo_py.Application(
-                f"gov-py-consumer-{tag}", estate_registry, cache_path=cache / "consumer.json"
+                estate.py_consumer_app,
+                estate_registry,
+                cache_path=cache / "consumer.json",
+                parameters={"region": "java"},
             ) as consumer_app:
                 estate.py = consumer_app.reference(
                     greeter_pb2_grpc.GreeterStub,
@@ -174,11 +180,13 @@ def estate(
                     "--registry",
                     estate_registry,
                     "--application",
-                    f"gov-java-consumer-{tag}",
+                    estate.java_consumer_app,
                     "--version",
                     VERSION,
                     "--group",
                     estate_group,
+                    "--param",
+                    "region=java",
                 ) as java_consumer:
                     estate.java = java_consumer
                     estate.agree(BOTH, "both providers before any rule")
@@ -203,6 +211,105 @@ def test_a_service_condition_rule_routes_both_consumers_alike(
     finally:
         estate.delete(key)
     estate.agree(BOTH, f"{key} deleted")
+
+
+def test_a_provider_application_condition_rule_routes_both_consumers_alike(
+    estate: Estate, tmp_path: Path
+) -> None:
+    # `<provider-app>.condition-router` (Dubbo's ProviderAppStateRouter): read by every consumer
+    # of a service whose providers belong to that application.
+    key = f"{estate.provider_app}.condition-router"
+    try:
+        for region, left in (("py", {"pp"}), ("java", {"jp"})):
+            estate.push(
+                tmp_path,
+                key,
+                "configVersion: v3.0\nscope: application\n"
+                f"key: {estate.provider_app}\nenabled: true\nforce: true\n"
+                f"conditions:\n  - '=> region = {region}'\n",
+            )
+            estate.agree(left, f"{key} => region = {region}")
+    finally:
+        estate.delete(key)
+    estate.agree(BOTH, f"{key} deleted")
+
+
+def test_a_consumer_application_condition_rule_routes_both_consumers_alike(
+    estate: Estate, tmp_path: Path
+) -> None:
+    # `<consumer-app>.condition-router` (Dubbo's AppStateRouter): one document per consumer
+    # application, the same text, a `when` on the method so it reads the invocation too.
+    keys = [f"{app}.condition-router" for app in (estate.py_consumer_app, estate.java_consumer_app)]
+    try:
+        for key, app in zip(keys, (estate.py_consumer_app, estate.java_consumer_app), strict=True):
+            estate.push(
+                tmp_path,
+                key,
+                "configVersion: v3.0\nscope: application\n"
+                f"key: {app}\nenabled: true\nforce: true\n"
+                "conditions:\n  - 'method = SayHello => region = java'\n",
+            )
+        estate.agree({"jp"}, "consumer-application rules method = SayHello => region = java")
+    finally:
+        for key in keys:
+            estate.delete(key)
+    estate.agree(BOTH, "consumer-application rules deleted")
+
+
+#: An SPI listing that switches on Dubbo 3.3.6's own affinity routers, which its jar ships
+#: but does not list (tests/peers/java/estate/affinity-spi/README.md).
+AFFINITY_SPI = ROOT / "tests" / "peers" / "java" / "estate" / "affinity-spi"
+
+
+def test_a_service_affinity_rule_routes_as_dubbo_s_own_affinity_router(
+    estate: Estate, tmp_path: Path
+) -> None:
+    # Dubbo 3.3's AffinityServiceStateRouter keeps the providers whose `region` equals the
+    # consumer's (every consumer here carries region=java) while they are >= ratio % of the
+    # candidates. Out of the box a Java 3.3.6 consumer does not run it (not in Dubbo's SPI
+    # listing): that consumer keeps calling both, which is asserted too. A Java consumer with
+    # the router switched on must agree with dubbo-py.
+    key = f"demo.Greeter:{VERSION}:{estate.group}.affinity-router"
+    default = estate.java
+    assert default is not None
+    with JavaConsumer(
+        "--registry",
+        estate.registry,
+        "--application",
+        f"{estate.java_consumer_app}-affinity",
+        "--version",
+        VERSION,
+        "--group",
+        estate.group,
+        "--param",
+        "region=java",
+        extra_classpath=[AFFINITY_SPI],
+    ) as switched_on:
+        estate.java = switched_on
+        pushed = False
+        try:
+            estate.agree(BOTH, "before the affinity rule")
+            for ratio, left in (("50", {"jp"}), ("60", BOTH)):
+                estate.push(
+                    tmp_path,
+                    key,
+                    "configVersion: v3.1\nscope: service\n"
+                    f"key: {estate.group}/demo.Greeter:{VERSION}\nenabled: true\n"
+                    f"affinityAware:\n  key: region\n  ratio: {ratio}\n",
+                )
+                pushed = True
+                # One of two providers shares region=java: 50 % >= 50 % keeps it alone; 60 %
+                # does not, and every candidate stays.
+                estate.agree(left, f"{key} ratio {ratio}")
+                out_of_the_box = set(default.call(CALLS, name="gov")["ok"])
+                assert out_of_the_box == BOTH, (ratio, out_of_the_box)
+            estate.delete(key)
+            pushed = False
+            estate.agree(BOTH, f"{key} deleted")
+        finally:
+            if pushed:
+                estate.delete(key)
+            estate.java = default
 
 
 @pytest.mark.xfail(

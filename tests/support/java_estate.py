@@ -12,6 +12,7 @@ import os
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,11 @@ def java_peer() -> Peer:
 class _JavaProcess:
     main_class = ""
 
-    def __init__(self, *args: str, ready_timeout: float = 60.0) -> None:
+    def __init__(
+        self, *args: str, ready_timeout: float = 60.0, extra_classpath: Sequence[Path] = ()
+    ) -> None:
         self.args = list(args)
+        self.extra_classpath = list(extra_classpath)
         self.ready_timeout = ready_timeout
         self.log = Path(tempfile.mkstemp(prefix="java-estate-", suffix=".log")[1])
         self.proc: subprocess.Popen[str] | None = None
@@ -35,7 +39,9 @@ class _JavaProcess:
 
     def command_line(self) -> list[str]:
         """The process's command line (a Go peer's subclass names its binary instead)."""
-        return java_peer().java_command(self.main_class, *self.args)
+        return java_peer().java_command(
+            self.main_class, *self.args, extra_classpath=self.extra_classpath
+        )
 
     def start(self) -> _JavaProcess:
         cmd = self.command_line()

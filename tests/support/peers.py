@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,9 +45,21 @@ class Peer:
     name: str
     out: Path
 
-    def java_command(self, main_class: str, *args: str, heap: str = "256m") -> list[str]:
-        """The ``java`` command line running ``main_class`` from this (Java) peer's build."""
-        classpath = [self.out / "classes", self.out / "peer.jar", self.out / "lib" / "*"]
+    def java_command(
+        self,
+        main_class: str,
+        *args: str,
+        heap: str = "256m",
+        extra_classpath: Sequence[Path] = (),
+    ) -> list[str]:
+        """The ``java`` command line running ``main_class`` from this (Java) peer's build;
+        ``extra_classpath`` entries come first (e.g. an SPI listing that switches a router on)."""
+        classpath = [
+            *extra_classpath,
+            self.out / "classes",
+            self.out / "peer.jar",
+            self.out / "lib" / "*",
+        ]
         return [
             "java",
             f"-Xmx{heap}",

@@ -48,6 +48,13 @@ public final class Consumer {
         String group = args.get("group", "");
         if (!version.isEmpty()) reference.setVersion(version);
         if (!group.isEmpty()) reference.setGroup(group);
+        // --param k=v: consumer URL parameters (an affinity rule compares them with providers').
+        Map<String, String> params = new LinkedHashMap<>();
+        for (String kv : args.all("param")) {
+            int eq = kv.indexOf('=');
+            params.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+        if (!params.isEmpty()) reference.setParameters(params);
         DubboBootstrap bootstrap = DubboBootstrap.getInstance()
                 .application(application)
                 .registry(registry)
