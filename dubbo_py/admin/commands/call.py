@@ -289,7 +289,12 @@ def _call_java(
             check=check,
         )
     except JavaCallError as exc:
-        raise AdminError(str(exc), reason=exc.to_json()["reason"], payload=exc.to_json()) from None
+        payload = exc.to_json()
+        if env.json:  # printed here: the exception's class and message are the JSON's point
+            emit_json(payload)
+        raise AdminError(
+            str(exc), reason=payload["reason"], payload=payload, printed=env.json
+        ) from None
     except CallError as exc:
         raise AdminError(str(exc), reason="call") from None
     if env.json:
