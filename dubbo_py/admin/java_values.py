@@ -114,7 +114,8 @@ class _Converter:
         self.definition = definition
 
     def fail(self, where: str, java_type: str, value: Any, wanted: str) -> ArgumentError:
-        shown = json.dumps(to_json(value), ensure_ascii=False)
+        # A JSON number read as a Decimal is shown as the number it was written as.
+        shown = str(value) if isinstance(value, Decimal) else json.dumps(to_json(value))
         if len(shown) > 60:
             shown = shown[:57] + "..."
         return ArgumentError(f"{where}: {java_type} needs {wanted}, got {shown}")
