@@ -202,7 +202,8 @@ def pick_method(
     if types is not None:
         if len(types) != arguments:
             raise CallError(
-                f"--types names {len(types)} parameter type(s) for {arguments} argument(s)"
+                f"{len(types)} parameter type(s) given ({', '.join(types) or 'none'}) for "
+                f"{arguments} argument(s)"
             )
         sent = tuple(erase(t) for t in types)
         known = None

@@ -220,7 +220,8 @@ def test_without_a_stored_definition_names_come_from_the_url_and_types_from_the_
         assert "parameter types unknown" in by_name.stderr
         miscounted = call("getUser", "[5]", "--types", "java.lang.Long,int")
         assert miscounted.returncode == 1
-        assert "--types names 2 parameter type(s) for 1 argument(s)" in miscounted.stderr
+        given = "2 parameter type(s) given (java.lang.Long, int) for 1 argument(s)"
+        assert given in miscounted.stderr
     finally:
         client.create(path, stored, makepath=True)
         client.stop()
