@@ -290,11 +290,7 @@ def _call_java(
         )
     except JavaCallError as exc:
         payload = exc.to_json()
-        if env.json:  # printed here: the exception's class and message are the JSON's point
-            emit_json(payload)
-        raise AdminError(
-            str(exc), reason=payload["reason"], payload=payload, printed=env.json
-        ) from None
+        raise AdminError(str(exc), reason=payload["reason"], payload=payload) from None
     except CallError as exc:
         raise AdminError(str(exc), reason="call") from None
     if env.json:
