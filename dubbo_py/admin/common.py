@@ -528,10 +528,12 @@ class SuggestingGroup(click.Group):
         return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        env = ctx.find_object(CliEnv)
         try:
             return super().invoke(ctx)
         except AdminError as exc:
+            # Looked up now: the root group's callback creates the CliEnv (and --json sets
+            # it) during super().invoke, so before it there is none outside tests.
+            env = ctx.find_object(CliEnv)
             exc.json = exc.json or bool(env and env.json)
             _name_registry(exc, env)
             raise
@@ -541,6 +543,7 @@ class SuggestingGroup(click.Group):
             error = _as_admin_error(exc)
             if error is None:
                 raise
+            env = ctx.find_object(CliEnv)
             error.json = bool(env and env.json)
             _name_registry(error, env)
             raise error from None

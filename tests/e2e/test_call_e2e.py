@@ -101,6 +101,31 @@ def test_call_prints_reply_provider_and_trace(
     assert "route trace" in result.stdout
 
 
+def test_call_list_prints_a_grpc_services_methods_from_reflection(
+    zk_registry: str, start_provider: Callable[..., ProviderProcess]
+) -> None:
+    start_provider()
+    listed = dubbo_py(zk_registry, "call", "demo.Greeter", "--list", "--version", "1.0.0")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split("│")[0].strip(): line for line in listed.stdout.splitlines() if "│" in line}
+    assert "demo.HelloRequest" in rows["SayHello"] and "demo.HelloReply" in rows["SayHello"]
+    assert rows["SayHelloStream"].rstrip().endswith("server")
+    as_json = dubbo_py(
+        zk_registry, "call", "demo.Greeter", "--list", "--version", "1.0.0", "--json"
+    )
+    methods = {m["name"]: m for m in json.loads(as_json.stdout)["methods"]}
+    assert methods["SayHello"]["signature"] == "SayHello(demo.HelloRequest) returns demo.HelloReply"
+    # --types is the Java services' option: refused for a gRPC service, not ignored.
+    typed = dubbo_py(
+        zk_registry, "call", "demo.Greeter", "SayHello", "--types", "int", "--version", "1.0.0"
+    )
+    assert typed.returncode == 2
+    assert "--types is for dubbo:// (Java-interface) services only" in typed.stderr
+    no_method = dubbo_py(zk_registry, "call", "demo.Greeter", "--version", "1.0.0")
+    assert no_method.returncode == 2
+    assert "give a METHOD of demo.Greeter, or --list to see them" in no_method.stderr
+
+
 def test_call_explains_bad_requests_and_missing_reflection(
     zk_registry: str,
     start_provider: Callable[..., ProviderProcess],

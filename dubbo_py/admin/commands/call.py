@@ -1,4 +1,11 @@
-"""``call``: one call of a service method from JSON, routed and balanced as a consumer's."""
+"""``call``: one call of a service method from JSON, routed and balanced as a consumer's; or,
+with ``--list``, the service's methods and their signatures.
+
+gRPC services (Triple providers) are described by a provider's server reflection
+(:mod:`dubbo_py.admin.call`); Java-interface services whose providers are ``dubbo://`` are
+called generically, typed by the service definition in the metadata report
+(:mod:`dubbo_py.admin.java_call`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,13 @@ import json
 
 import click
 
-from dubbo_py.admin.call import DEFAULT_APPLICATION, CallError, CallRequest, call_method
+from dubbo_py.admin.call import (
+    DEFAULT_APPLICATION,
+    CallError,
+    CallRequest,
+    call_method,
+    describe,
+)
 from dubbo_py.admin.common import (
     CONTEXT_SETTINGS,
     AdminError,
@@ -18,7 +31,9 @@ from dubbo_py.admin.common import (
     print_table,
     seconds_option,
 )
-from dubbo_py.admin.reflect import ReflectionError
+from dubbo_py.admin.reflect import ReflectionError, ServiceShape
+from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.service_definition import split_type_list
 
 __all__ = ["call"]
 
@@ -26,12 +41,36 @@ __all__ = ["call"]
 CHECK_WAIT = 15.0
 
 
+#: ``--protocol`` values: how the service is called.
+PROTOCOLS = ("tri", "dubbo")
+
+
 @click.command("call", context_settings=CONTEXT_SETTINGS)
 @click.argument("service")
-@click.argument("method")
-@click.argument("request", default="{}", required=False)
+@click.argument("method", required=False)
+@click.argument("request", required=False)
 @click.option("--version", default="", help="Call providers of this version.")
 @click.option("--group", default="", help="Call providers of this group.")
+@click.option(
+    "--list",
+    "list_methods",
+    is_flag=True,
+    help="List the service's methods and their signatures instead of calling one.",
+)
+@click.option(
+    "--types",
+    metavar="TYPE,...",
+    default=None,
+    help="dubbo:// only: the Java parameter types to call with (java.lang.Long,estate.User), "
+    "where the metadata report has no signatures or the method is overloaded.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default=None,
+    help="Call the tri:// (gRPC, typed by reflection) or the dubbo:// (Java interface, generic "
+    "call) providers; default: tri when the service has any, else dubbo.",
+)
 @click.option(
     "--attachment",
     "attachments",
@@ -49,47 +88,74 @@ CHECK_WAIT = 15.0
 @json_option
 def call(
     service: str,
-    method: str,
-    request: str,
+    method: str | None,
+    request: str | None,
     version: str,
     group: str,
+    list_methods: bool,
+    types: str | None,
+    protocol: str | None,
     attachments: tuple[str, ...],
     application: str,
     call_timeout: float,
 ) -> None:
-    """Call METHOD of SERVICE with REQUEST (JSON, default {}) through the registry's routing
-    rules, override rules and load balancing, as a consumer would; print the JSON reply, the
-    provider that served it and the route trace.
+    """Call METHOD of SERVICE with REQUEST through the registry's providers, as a consumer
+    would; print the JSON reply. With --list, print the methods and their signatures.
 
-    The request and reply types are read from a provider's gRPC server reflection (dubbo-py
-    providers serve it unless turned off). The call is made by a consumer registered as
-    --application for its duration. Unary methods only.
+    A gRPC service (tri:// providers): REQUEST is the request message in JSON (default {});
+    its types come from a provider's gRPC server reflection, and the call goes through the
+    routing rules, override rules and load balancing, printing the provider that served it
+    and the route trace. Unary methods only.
+
+    A Java-interface service (dubbo:// providers, as Apache Dubbo exports them): REQUEST is a
+    JSON array of the arguments (default []; a bean is a JSON object, "class" optional); the
+    parameter types come from the service definition the provider stored in the metadata
+    report, or from --types. Dates are ISO 8601 texts, BigDecimal numbers or texts; the reply
+    prints dates as ISO 8601 UTC and BigDecimal as a JSON string. A Java exception prints its
+    class and message (and causes) and exits 1.
+
+    The call is made by a consumer registered as --application for its duration.
 
     \b
     Examples:
       dubbo-py call demo.Greeter SayHello '{"name": "ada"}' --version 1.0.0
       dubbo-py call demo.Greeter SayHello '{"name": "ada"}' --attachment dubbo.tag=gray --json
+      dubbo-py call com.example.UserService --list --version 1.0.0
+      dubbo-py call com.example.UserService getUser '[7]' --version 1.0.0
 
     \b
-    JSON: {"reply", "provider", "attempts", "routed", "trace": [{"router", "in", "out"}]}
+    JSON (tri): {"reply", "provider", "attempts", "routed", "trace": [{"router", "in", "out"}]}
+    JSON (dubbo): {"reply", "protocol", "method", "types", "signature", "providers", "notes"}
+    JSON (--list): {"service", "protocol", "methods": [...], ...}
     """
     env = env_of()
     address = str(env.address)
+    chosen = protocol or _protocol_of(env.registry, service, version, group)
+    if types is not None and chosen != "dubbo":
+        raise click.UsageError("--types is for dubbo:// (Java-interface) services only")
+    if list_methods:
+        if method is not None:
+            raise click.UsageError("--list takes no METHOD (it lists them all)")
+        _list(env.registry, chosen, service, version, group)
+        return
+    if method is None:
+        raise click.UsageError(f"give a METHOD of {service}, or --list to see them")
+    call_request = CallRequest(
+        service,
+        method,
+        request if request is not None else ("[]" if chosen == "dubbo" else "{}"),
+        version=version,
+        group=group,
+        attachments=attachment_pairs(attachments),
+        application=application,
+        timeout=call_timeout,
+    )
+    if chosen == "dubbo":
+        _call_java(address, call_request, types, env.auth, max(env.timeout, CHECK_WAIT))
+        return
     try:
         result = call_method(
-            address,
-            CallRequest(
-                service,
-                method,
-                request,
-                version=version,
-                group=group,
-                attachments=attachment_pairs(attachments),
-                application=application,
-                timeout=call_timeout,
-            ),
-            auth=env.auth,
-            check=max(env.timeout, CHECK_WAIT),
+            address, call_request, auth=env.auth, check=max(env.timeout, CHECK_WAIT)
         )
     except (CallError, ReflectionError) as exc:
         raise AdminError(str(exc), reason="call") from None
@@ -108,3 +174,134 @@ def call(
         ([s.router, s.count_in, s.count_out, s.reason or ""] for s in result.trace),
         empty="(no router ran)",
     )
+
+
+def _protocol_of(registry: Registry, service: str, version: str, group: str) -> str:
+    """tri when the service has providers a gRPC stub calls, else dubbo when it has dubbo://
+    ones (else tri, whose lookup explains what the registry holds)."""
+    from dubbo_py.admin.java_call import dubbo_providers, grpc_providers
+
+    if grpc_providers(registry, service, version, group):
+        return "tri"
+    return "dubbo" if dubbo_providers(registry, service, version, group) else "tri"
+
+
+def _list(registry: Registry, chosen: str, service: str, version: str, group: str) -> None:
+    env = env_of()
+    if chosen == "dubbo":
+        from dubbo_py.admin.java_call import describe_java
+
+        try:
+            methods = describe_java(registry, service, version, group)
+        except CallError as exc:
+            raise AdminError(str(exc), reason="not-found") from None
+        if env.json:
+            emit_json(methods.to_json())
+            return
+        out = console()
+        if methods.definition is None:
+            out.print(f"{service} (dubbo://): method names from its provider URLs")
+            print_table(None, ["METHOD"], ([n] for n in methods.names), empty="(none listed)")
+            click.echo(f"warning: {methods.why_no_signatures}", err=True)
+            return
+        definition = methods.definition
+        out.print(f"{service} (dubbo://): signatures from {definition.source}")
+        print_table(
+            None,
+            ["METHOD", "PARAMETERS", "RETURNS"],
+            (
+                [m.name, ", ".join(m.parameter_types) or "-", m.return_type]
+                for m in definition.sorted_methods()
+            ),
+        )
+        beans = sorted((t for t in definition.types.values() if t.properties), key=str)
+        print_table(
+            "types",
+            ["TYPE", "PROPERTIES"],
+            (
+                [t.type, ", ".join(f"{k}: {v}" for k, v in sorted(t.properties.items()))]
+                for t in sorted(beans, key=lambda t: t.type)
+            ),
+        )
+        enums = sorted((t for t in definition.types.values() if t.enums), key=lambda t: t.type)
+        print_table("enums", ["TYPE", "CONSTANTS"], ([t.type, ", ".join(t.enums)] for t in enums))
+        return
+    try:
+        shape = describe(registry, service, version, group)
+    except ReflectionError as exc:
+        raise AdminError(str(exc), reason="not-found") from None
+    if env.json:
+        emit_json(_shape_json(shape))
+        return
+    console().print(f"{service} (tri://): types from a provider's gRPC server reflection")
+    print_table(
+        None,
+        ["METHOD", "REQUEST", "RESPONSE", "STREAMING"],
+        (
+            [
+                m.name,
+                m.request_type,
+                str(m.response_class.DESCRIPTOR.full_name),
+                _streaming(m.client_streaming, m.server_streaming),
+            ]
+            for m in shape.methods
+        ),
+    )
+
+
+def _streaming(client: bool, server: bool) -> str:
+    return {(False, False): "-", (True, False): "client", (False, True): "server"}.get(
+        (client, server), "both"
+    )
+
+
+def _shape_json(shape: ServiceShape) -> dict[str, object]:
+    return {
+        "service": shape.name,
+        "protocol": "tri",
+        "source": "gRPC server reflection",
+        "methods": [
+            {
+                "name": m.name,
+                "request_type": m.request_type,
+                "response_type": str(m.response_class.DESCRIPTOR.full_name),
+                "streaming": _streaming(m.client_streaming, m.server_streaming),
+                "signature": f"{m.name}({m.request_type}) returns "
+                f"{m.response_class.DESCRIPTOR.full_name}",
+            }
+            for m in shape.methods
+        ],
+    }
+
+
+def _call_java(
+    address: str, request: CallRequest, types: str | None, auth: str | None, check: float
+) -> None:
+    from dubbo_py.admin.java_call import JavaCallError, call_java
+
+    env = env_of()
+    try:
+        result = call_java(
+            address,
+            request,
+            types=split_type_list(types) if types is not None else None,
+            auth=auth,
+            check=check,
+        )
+    except JavaCallError as exc:
+        payload = exc.to_json()
+        raise AdminError(str(exc), reason=payload["reason"], payload=payload) from None
+    except CallError as exc:
+        raise AdminError(str(exc), reason="call") from None
+    if env.json:
+        emit_json(result.to_json())
+        return
+    click.echo(json.dumps(result.reply, indent=2, ensure_ascii=False))
+    out = console()
+    if result.signature:
+        out.print(f"method: {result.signature}")
+    elif result.types is not None:
+        out.print(f"method: {result.method}({', '.join(result.types)})")
+    out.print(f"providers: {', '.join(result.providers) or '-'} (dubbo://)")
+    for note in result.notes:
+        click.echo(f"warning: {note}", err=True)

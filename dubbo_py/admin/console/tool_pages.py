@@ -11,9 +11,18 @@ from starlette.responses import Response
 
 from dubbo_py.admin.call import CallError, CallRequest, call_method, describe
 from dubbo_py.admin.console.web import Web, form_of
+from dubbo_py.admin.java_call import (
+    JavaCallError,
+    JavaMethods,
+    call_java,
+    describe_java,
+    dubbo_providers,
+    grpc_providers,
+)
 from dubbo_py.admin.reflect import ReflectionError
 from dubbo_py.admin.rules import scenario
 from dubbo_py.errors import RuleError, StoreError
+from dubbo_py.registry.service_definition import split_type_list
 
 __all__ = ["call_page", "call_run", "route_test", "typed_request"]
 
@@ -55,16 +64,21 @@ def route_test(web: Web, request: Request) -> Response:
 
 
 def call_page(web: Web, request: Request) -> Response:
-    """A service's unary methods, each with a form built from its request type."""
+    """A service's unary methods, each with a form built from its request type; for a
+    Java-interface service (``dubbo://`` providers only) each method's signature from the
+    metadata report, with a JSON-array input for its arguments."""
     params = request.query_params
     service = params.get("service", "")
     version, group = params.get("version", ""), params.get("group", "")
     registry = web.env(request).registry
-    shape, problem = None, ""
+    shape, java, problem = None, None, ""
     if service:
         try:
-            shape = describe(registry, service, version, group)
-        except ReflectionError as exc:
+            if _is_java(registry, service, version, group, params.get("protocol", "")):
+                java = describe_java(registry, service, version, group)
+            else:
+                shape = describe(registry, service, version, group)
+        except (ReflectionError, CallError) as exc:
             problem = str(exc)
     return web.render(
         request,
@@ -73,9 +87,44 @@ def call_page(web: Web, request: Request) -> Response:
         version=version,
         group=group,
         shape=shape,
+        java=java,
+        java_forms=_java_forms(java) if java is not None else [],
         problem=problem,
         services=registry.services(),
     )
+
+
+def _is_java(registry: Any, service: str, version: str, group: str, protocol: str) -> bool:
+    """Called generically: asked for (``protocol=dubbo``), or only ``dubbo://`` providers."""
+    if protocol in ("dubbo", "tri"):
+        return protocol == "dubbo"
+    if grpc_providers(registry, service, version, group):
+        return False
+    return bool(dubbo_providers(registry, service, version, group))
+
+
+def _java_forms(java: JavaMethods) -> list[dict[str, Any]]:
+    """One form per method: its id (overloads numbered), name, signature and the types it
+    sends (empty when the metadata report has no definition: the provider picks by name)."""
+    if java.definition is None:
+        return [
+            {"id": name, "name": name, "signature": f"{name}(?)", "types": "", "placeholder": "[]"}
+            for name in java.names
+        ]
+    forms = []
+    seen: dict[str, int] = {}
+    for method in java.definition.sorted_methods():
+        count = seen[method.name] = seen.get(method.name, 0) + 1
+        forms.append(
+            {
+                "id": method.name if count == 1 else f"{method.name}-{count}",
+                "name": method.name,
+                "signature": method.signature,
+                "types": ",".join(method.invoke_types),
+                "placeholder": "[" + ", ".join(method.parameter_types) + "]",
+            }
+        )
+    return forms
 
 
 def typed_request(fields: Mapping[str, str]) -> dict[str, Any]:
@@ -102,10 +151,13 @@ def typed_request(fields: Mapping[str, str]) -> dict[str, Any]:
 
 
 def call_run(web: Web, request: Request) -> Response:
-    """One call through the registry's rules and balancer (as ``dubbo-py call``)."""
+    """One call through the registry's rules and balancer (as ``dubbo-py call``); a generic
+    call for a Java-interface service's form."""
     form = form_of(request)
     fields = {k[6:]: v for k, v in form.items() if k.startswith("field.") and v != ""}
-    body = form.get("json", "").strip() or json.dumps(typed_request(fields))
+    java = form.get("protocol", "") == "dubbo"
+    default = "[]" if java else json.dumps(typed_request(fields))
+    body = form.get("json", "").strip() or default
     attachments = {}
     for line in form.get("attachments", "").splitlines():
         name, sep, value = line.partition("=")
@@ -120,6 +172,8 @@ def call_run(web: Web, request: Request) -> Response:
         group=form.get("group", ""),
         attachments=attachments,
     )
+    if java:
+        return _java_run(web, request, call, form.get("types", ""))
     try:
         result = call_method(str(env.address), call, auth=env.auth, check=max(env.timeout, 15.0))
     except (CallError, ReflectionError, StoreError) as exc:
@@ -127,3 +181,35 @@ def call_run(web: Web, request: Request) -> Response:
             request, "call_result.html", error=str(exc), result=None, request_json=body
         )
     return web.render(request, "call_result.html", error="", result=result, request_json=body)
+
+
+def _java_run(web: Web, request: Request, call: CallRequest, types: str) -> Response:
+    env = web.env(request)
+    # The form sends the types the definition names; none (the provider picks by name)
+    # when the metadata report has no definition.
+    sent = split_type_list(types) if types.strip() else None
+    try:
+        result = call_java(
+            str(env.address), call, types=sent, auth=env.auth, check=max(env.timeout, 15.0)
+        )
+    except JavaCallError as exc:
+        return web.render(
+            request,
+            "call_result.html",
+            error=str(exc),
+            exception=exc.to_json().get("exception"),
+            result=None,
+            request_json=call.request_json,
+        )
+    except (CallError, StoreError) as exc:
+        return web.render(
+            request, "call_result.html", error=str(exc), result=None, request_json=call.request_json
+        )
+    return web.render(
+        request,
+        "call_result.html",
+        error="",
+        java_result=result,
+        result=None,
+        request_json=call.request_json,
+    )
