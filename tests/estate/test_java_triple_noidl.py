@@ -11,6 +11,8 @@ Java consumer holding the interface sends it. The Java provider is the oracle.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -209,9 +211,11 @@ def test_a_call_beyond_its_timeout_fails_and_the_channel_carries_on(
     assert users.invoke("sleep", ["int"], [1]) == 1
 
 
-def test_dubbo_and_tri_providers_of_one_interface_both_serve_a_reference(
+@pytest.fixture(scope="module")
+def mixed(
     app: dubbo_py.Application, estate_registry: str, estate_group: str
-) -> None:
+) -> Iterator[tuple[JavaDubboProvider, JavaDubboProvider, GenericReference]]:
+    """A group of its own with one tri:// and one dubbo:// provider, and a reference to it."""
     group = f"{estate_group}-mixed"
     with (
         tri_provider(estate_registry, group, "tri-side") as tri,
@@ -231,20 +235,72 @@ def test_dubbo_and_tri_providers_of_one_interface_both_serve_a_reference(
         ref = app.generic_reference(
             SERVICE, version="1.0.0", group=group, loadbalance="roundrobin", timeout=5.0
         )
+        deadline = time.monotonic() + 10
+        while len(ref.providers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         try:
-            found = {p.protocol: p.address for p in ref.providers}
-            assert found == {"tri": tri.address, "dubbo": dubbo.address}
-            labels = Counter(
-                ref.invoke(
-                    "describe",
-                    ["java.util.List", "java.util.Map", "java.util.Date", "java.math.BigDecimal"],
-                    [[], {}, datetime.now(UTC), Decimal(1)],
-                )["label"]
-                for _ in range(6)
-            )
-            assert labels == {"tri-side": 3, "dubbo-side": 3}
+            yield tri, dubbo, ref
         finally:
             ref.close()
+
+
+def label(ref: GenericReference) -> str:
+    """Which provider served a call (its --name)."""
+    out = ref.invoke(
+        "describe",
+        ["java.util.List", "java.util.Map", "java.util.Date", "java.math.BigDecimal"],
+        [[], {}, datetime.now(UTC), Decimal(1)],
+    )
+    return str(out["label"])
+
+
+def test_dubbo_and_tri_providers_of_one_interface_both_serve_a_reference(
+    mixed: tuple[JavaDubboProvider, JavaDubboProvider, GenericReference],
+) -> None:
+    tri, dubbo, ref = mixed
+    found = {p.protocol: p.address for p in ref.providers}
+    assert found == {"tri": tri.address, "dubbo": dubbo.address}
+    assert Counter(label(ref) for _ in range(6)) == {"tri-side": 3, "dubbo-side": 3}
+
+
+def test_kill_9_of_the_tri_provider_under_8_threads_fails_no_call(
+    mixed: tuple[JavaDubboProvider, JavaDubboProvider, GenericReference],
+) -> None:
+    # Calls in flight on the killed Triple provider fail with a gRPC status (UNAVAILABLE), later
+    # ones still picked for it (its ZooKeeper node outlives it) fail at connect: each is a
+    # TripleWrapperError, retried on the dubbo:// provider. With retries=0 this fails by the
+    # hundreds (406 failed calls in one run).
+    tri, _dubbo, ref = mixed
+    served: Counter[str] = Counter()
+    failures: list[BaseException] = []
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                name = label(ref)
+            except BaseException as error:  # every failure is the test's business
+                with lock:
+                    failures.append(error)
+                continue
+            with lock:
+                served[name] += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    with lock:
+        before = dict(served)
+    tri.kill()
+    time.sleep(1.5)
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    assert failures == []
+    assert before.get("tri-side", 0) > 0 and before.get("dubbo-side", 0) > 0, before
+    assert served["dubbo-side"] > before["dubbo-side"]  # calls went on, on the survivor
 
 
 # ------------------------------------------------------------------ direct calls
