@@ -203,6 +203,11 @@ def test_attribute_calls_and_asyncio(users: GenericReference) -> None:
     assert asyncio.run(many()) == [20 + i for i in range(10)]
 
 
+def test_parameter_types_pick_one_of_two_overloads(users: GenericReference) -> None:
+    assert users.invoke("kind", ["java.lang.String"], ["5"]) == "String:5"
+    assert users.invoke("kind", ["long"], [5]) == "long:5"
+
+
 def test_a_call_beyond_its_timeout_fails_and_the_channel_carries_on(
     users: GenericReference,
 ) -> None:
@@ -346,6 +351,21 @@ def test_a_direct_call_gets_the_exception_itself_not_a_generic_wrapper(
     assert result.exception.cause is not None
     assert result.exception.cause.java_class == "java.lang.IllegalStateException"
     assert any("UserServiceImpl.getUser" in frame for frame in result.exception.stack_trace)
+
+
+def test_a_direct_call_picks_the_overload_by_the_wrappers_arg_types(
+    provider: JavaDubboProvider, estate_group: str
+) -> None:
+    # Two methods of one name: Dubbo's provider matches argTypes against each one's signature
+    # (DescriptorUtils.findTripleMethodDescriptor); the wrong types find none, and Dubbo 3.3.6
+    # throws its UnimplementedException from inside the message listener, so the status is
+    # UNKNOWN with its text, not UNIMPLEMENTED (docs/compatibility.md).
+    assert direct(provider, estate_group, "kind", ["java.lang.String"], ["5"]).value == "String:5"
+    assert direct(provider, estate_group, "kind", ["long"], [5]).value == "long:5"
+    with pytest.raises(TripleWrapperError) as caught:
+        direct(provider, estate_group, "kind", ["java.lang.Double"], [5.0])
+    assert caught.value.code is grpc.StatusCode.UNKNOWN, caught.value
+    assert "unimplemented method:kind" in str(caught.value)
 
 
 def test_a_direct_call_of_an_unknown_method_names_the_method_and_status(

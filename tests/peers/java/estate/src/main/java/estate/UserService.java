@@ -22,6 +22,12 @@ public interface UserService {
     /** The sum of the ints, as a long. */
     long sum(int[] values);
 
+    /** "String:" and the text: one of two overloads, which a caller picks by parameter types. */
+    String kind(String text);
+
+    /** "long:" and the number: the other overload. */
+    String kind(long number);
+
     /** Sleeps this many milliseconds, then returns them. */
     int sleep(int millis);
 }

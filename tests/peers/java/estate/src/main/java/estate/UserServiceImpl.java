@@ -65,6 +65,16 @@ final class UserServiceImpl implements UserService {
     }
 
     @Override
+    public String kind(String text) {
+        return "String:" + text;
+    }
+
+    @Override
+    public String kind(long number) {
+        return "long:" + number;
+    }
+
+    @Override
     public int sleep(int millis) {
         try {
             Thread.sleep(millis);
