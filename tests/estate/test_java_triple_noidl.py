@@ -208,6 +208,30 @@ def test_parameter_types_pick_one_of_two_overloads(users: GenericReference) -> N
     assert users.invoke("kind", ["long"], [5]) == "long:5"
 
 
+def test_attachments_reach_the_java_provider_with_their_case(
+    app: dubbo_py.Application, estate_group: str
+) -> None:
+    ref = app.generic_reference(
+        SERVICE,
+        version="1.0.0",
+        group=estate_group,
+        timeout=5.0,
+        attachments={"tenant": "t-9"},
+    )
+    try:
+        # Headers are lower case on HTTP/2: tri-header-convert names traceId's original case.
+        assert (
+            ref.invoke(
+                "attachment", ["java.lang.String"], ["traceId"], attachments={"traceId": "abc"}
+            )
+            == "abc"
+        )
+        assert ref.invoke("attachment", ["java.lang.String"], ["tenant"]) == "t-9"
+        assert ref.invoke("attachment", ["java.lang.String"], ["absent"]) is None
+    finally:
+        ref.close()
+
+
 def test_a_call_beyond_its_timeout_fails_and_the_channel_carries_on(
     users: GenericReference,
 ) -> None:

@@ -28,6 +28,9 @@ public interface UserService {
     /** "long:" and the number: the other overload. */
     String kind(long number);
 
+    /** The call's attachment of this key as the provider received it (null when absent). */
+    String attachment(String key);
+
     /** Sleeps this many milliseconds, then returns them. */
     int sleep(int millis);
 }

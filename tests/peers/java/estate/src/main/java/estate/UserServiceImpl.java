@@ -75,6 +75,12 @@ final class UserServiceImpl implements UserService {
     }
 
     @Override
+    public String attachment(String key) {
+        Object value = org.apache.dubbo.rpc.RpcContext.getServerAttachment().getObjectAttachment(key);
+        return value == null ? null : value.toString();
+    }
+
+    @Override
     public int sleep(int millis) {
         try {
             Thread.sleep(millis);
