@@ -438,7 +438,7 @@ class GenericReference:
             GENERIC_METHOD,
             GENERIC_PARAMETER_TYPES,
             args,
-            headers=service_headers(provider, self._application),
+            headers=self._triple_headers(provider),
             attachments={key: str(value) for key, value in sent.items()},
             timeout=seconds,
             enum_classes=enum_classes,
@@ -446,6 +446,16 @@ class GenericReference:
         if result.exception is not None:
             raise unwrap_generic_exception(result.exception)
         return result.value
+
+    def _triple_headers(self, provider: URL) -> tuple[tuple[str, str | bytes], ...]:
+        # A registered provider URL names its version and group; a url= given without them
+        # takes the reference's, as a Java consumer's direct URL is merged with its config.
+        taken = {
+            key: value
+            for key, value in (("version", self.version), ("group", self.group))
+            if value and value != "*" and not provider.parameters.get(key)
+        }
+        return service_headers(provider.with_parameter_map(taken), self._application)
 
     def close(self) -> None:
         """Stop watching the registries (the shared connections stay with the runtime)."""

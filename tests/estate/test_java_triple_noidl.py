@@ -232,6 +232,22 @@ def test_attachments_reach_the_java_provider_with_their_case(
         ref.close()
 
 
+def test_a_tri_url_given_directly_is_called_with_the_references_version_and_group(
+    app: dubbo_py.Application, provider: JavaDubboProvider, estate_group: str
+) -> None:
+    ref = app.generic_reference(
+        SERVICE, version="1.0.0", group=estate_group, url=f"tri://{provider.address}"
+    )
+    try:
+        assert [p.protocol for p in ref.providers] == ["tri"]
+        assert ref.invoke("getUser", ["java.lang.Long"], [4], timeout=5.0)["name"] == "user-4@t1"
+        # the headers the call carries: the reference's version and group, the URL having none
+        sent = dict(ref._triple_headers(ref.providers[0]))
+        assert (sent["tri-service-version"], sent["tri-service-group"]) == ("1.0.0", estate_group)
+    finally:
+        ref.close()
+
+
 def test_a_call_beyond_its_timeout_fails_and_the_channel_carries_on(
     users: GenericReference,
 ) -> None:
