@@ -87,6 +87,13 @@ if TYPE_CHECKING:
     )
     from dubbo_py.protocol.serialization.hessian2 import dumps as hessian2_dumps
     from dubbo_py.protocol.serialization.hessian2 import loads as hessian2_loads
+    from dubbo_py.protocol.triple_wrapper import (
+        TripleWrapperChannels,
+        TripleWrapperError,
+        TripleWrapperResult,
+        TripleWrapperTimeoutError,
+    )
+    from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
     from dubbo_py.provider.dispatch import TripleContext
     from dubbo_py.provider.service import service
     from dubbo_py.registry.layout import config_path, rule_key
@@ -177,6 +184,10 @@ __all__ = [
     "StoreError",
     "TLSConfigError",
     "TripleContext",
+    "TripleWrapperChannels",
+    "TripleWrapperError",
+    "TripleWrapperResult",
+    "TripleWrapperTimeoutError",
     "TypedList",
     "TypedMap",
     "URLError",
@@ -202,6 +213,7 @@ __all__ = [
     "rule_key",
     "script_router_from_url",
     "service",
+    "triple_invoke",
 ]
 
 # The public names are imported on first use (PEP 562), not with the package: every
@@ -302,6 +314,11 @@ _LAZY: dict[str, str] = {
     "DubboConnectionError": "dubbo_py.protocol.dubbo.connection",
     "DubboRemoteError": "dubbo_py.protocol.dubbo.connection",
     "DubboTimeoutError": "dubbo_py.protocol.dubbo.connection",
+    "TripleWrapperChannels": "dubbo_py.protocol.triple_wrapper",
+    "TripleWrapperError": "dubbo_py.protocol.triple_wrapper",
+    "TripleWrapperResult": "dubbo_py.protocol.triple_wrapper",
+    "TripleWrapperTimeoutError": "dubbo_py.protocol.triple_wrapper",
+    "triple_invoke": "dubbo_py.protocol.triple_wrapper:invoke",
 }
 
 

@@ -402,16 +402,18 @@ class Application:
         check: float = 5.0,
     ) -> GenericReference:
         """Generic calls (Dubbo's ``$invoke``) to the Java interface ``interface`` on its
-        ``dubbo://`` (Hessian2) providers: ``ref.invoke("getUser", ["java.lang.Long"], [7])``,
-        ``await ref.invoke_async(...)``, or ``ref.getUser(7)`` (the provider finds the method by
-        its name). Java beans are dicts (a ``class`` key names the bean's class), lists, dicts,
-        ``datetime`` and ``Decimal`` travel as docs/java-services.md maps them; a Java
-        exception is raised as :class:`~dubbo_py.JavaException`.
+        ``dubbo://`` (Hessian2) and ``tri://`` (Triple without IDL) providers:
+        ``ref.invoke("getUser", ["java.lang.Long"], [7])``, ``await ref.invoke_async(...)``,
+        or ``ref.getUser(7)`` (the provider finds the method by its name). Java beans are dicts
+        (a ``class`` key names the bean's class), lists, dicts, ``datetime`` and ``Decimal``
+        travel as docs/java-services.md maps them; a Java exception is raised as
+        :class:`~dubbo_py.JavaException`.
 
         Providers come from the application's registries (``version`` and ``group`` matched as
-        Dubbo matches them) or from ``url`` (``dubbo://host:port``, comma-separated for
-        several). ``loadbalance`` names one of :mod:`dubbo_py.cluster.loadbalance`; a call that
-        fails outside the provider's code is retried ``retries`` times on other providers
+        Dubbo matches them) or from ``url`` (``dubbo://host:port`` or ``tri://host:port``,
+        comma-separated for several); each call goes in its provider URL's protocol.
+        ``loadbalance`` names one of :mod:`dubbo_py.cluster.loadbalance`; a call that fails
+        outside the provider's code is retried ``retries`` times on other providers
         (failover); ``timeout`` (s) defaults to the provider's registered ``timeout``, else
         Dubbo's 1 s; ``check`` waits that many seconds for the first provider list. Routers,
         rules, filters and metrics do not apply to generic references yet."""

@@ -1,4 +1,5 @@
-"""Generic calls (Dubbo's ``GenericService.$invoke``) to Java-interface services over ``dubbo://``.
+"""Generic calls (Dubbo's ``GenericService.$invoke``) to Java-interface services over ``dubbo://``
+and over Triple without IDL (``tri://``).
 
 ``app.generic_reference("com.example.UserService", version="1.0.0")`` returns a
 :class:`GenericReference`: ``ref.invoke("getUser", ["java.lang.Long"], [7])`` (or
@@ -9,13 +10,18 @@ parameters' beans (``PojoUtils.realize``) and the result back into dicts with a 
 (``PojoUtils.generalize``). A Java exception is raised as
 :class:`~dubbo_py.protocol.serialization.hessian2.JavaException`.
 
+The protocol is the provider URL's: ``dubbo://`` on the shared connection of
+:mod:`dubbo_py.protocol.dubbo`, ``tri://`` as gRPC's unary call of ``/<interface>/$invoke``
+with the three arguments Hessian2 inside Triple's wrapper message
+(:mod:`dubbo_py.protocol.triple_wrapper`), as a Java ``GenericService`` consumer sends it.
+
 What applies of the consumer chain (this first slice): discovery of the interface's
-``dubbo://`` providers in the application's registries (``interface``, ``group``, ``version``,
-``enabled``/``disabled`` matched as Dubbo's ``UrlUtils.isMatch``), the load balancers of
-:mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more attempts on other providers
-after a failure outside the provider's code; a Java exception is the provider's answer and is
-not retried). Routers, override rules, mocks, hedging, filters, metrics, tracing and access
-logs do not apply yet (docs/java-services.md).
+``dubbo://`` and ``tri://`` providers in the application's registries (``interface``,
+``group``, ``version``, ``enabled``/``disabled`` matched as Dubbo's ``UrlUtils.isMatch``),
+the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
+attempts on other providers after a failure outside the provider's code; a Java exception is
+the provider's answer and is not retried). Routers, override rules, mocks, hedging, filters,
+metrics, tracing and access logs do not apply yet (docs/java-services.md).
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from dubbo_py.protocol.dubbo.connection import (
     DubboConnections,
 )
 from dubbo_py.protocol.serialization.hessian2 import JavaException, TypedList
+from dubbo_py.protocol.triple import service_headers
+from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels
+from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
 from dubbo_py.registry import layout
 from dubbo_py.registry.matching import is_match, is_usable
 from dubbo_py.registry.registry import Registry
@@ -60,6 +69,8 @@ GENERIC_PARAMETER_TYPES = ("java.lang.String", "[Ljava.lang.String;", "[Ljava.la
 DEFAULT_TIMEOUT = 1.0
 #: Dubbo's default retries of a failover call.
 DEFAULT_RETRIES = 2
+#: The provider protocols generic calls speak (the provider URL's protocol picks one).
+PROTOCOLS = ("dubbo", "tri")
 
 
 #: The exceptions a provider's ``GenericFilter`` wraps a generic call's exception in (Dubbo 3.3
@@ -113,8 +124,8 @@ def unwrap_generic_exception(error: JavaException) -> JavaException:
 
 
 class DubboRuntime:
-    """An event loop in a daemon thread and the ``dubbo://`` connections it holds, shared by
-    an application's generic references (one connection per provider address)."""
+    """An event loop in a daemon thread and the ``dubbo://`` connections and Triple channels
+    it holds, shared by an application's generic references (one per provider address)."""
 
     def __init__(self, *, heartbeat: float = DEFAULT_HEARTBEAT) -> None:
         self._loop = asyncio.new_event_loop()
@@ -123,6 +134,8 @@ class DubboRuntime:
         )
         self._thread.start()
         self.connections = self.run(self._make_pool(heartbeat))
+        #: The ``tri://`` providers' channels (made on the loop, on first use).
+        self.triple = TripleWrapperChannels()
 
     @staticmethod
     async def _make_pool(heartbeat: float) -> DubboConnections:
@@ -153,6 +166,7 @@ class DubboRuntime:
             return
         try:
             self.run(self.connections.close(), timeout=5)
+            self.run(self.triple.close(), timeout=5)
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
@@ -187,6 +201,7 @@ class GenericReference:
         self.timeout = timeout
         self._runtime = runtime
         self._attachments = dict(attachments or {})
+        self._application = application
         self._balance = get_loadbalance(loadbalance)
         self._consumer = URL(
             protocol="consumer",
@@ -207,8 +222,10 @@ class GenericReference:
         if urls:
             direct = [u if isinstance(u, URL) else URL.parse(u) for u in urls]
             for url in direct:
-                if url.protocol != "dubbo":
-                    raise ValueError(f"generic reference to {interface}: {url} is not dubbo://")
+                if url.protocol not in PROTOCOLS:
+                    raise ValueError(
+                        f"generic reference to {interface}: {url} is neither dubbo:// nor tri://"
+                    )
             self._providers = tuple(direct)
             self._notified.set()
         for index, registry in enumerate(registries):
@@ -228,11 +245,13 @@ class GenericReference:
         ours = tuple(
             url
             for url in found
-            if url.protocol == "dubbo" and is_match(self._consumer, url) and is_usable(url)
+            if url.protocol in PROTOCOLS and is_match(self._consumer, url) and is_usable(url)
         )
-        skipped = sum(1 for url in found if url.protocol not in ("dubbo", "empty"))
+        skipped = sum(1 for url in found if url.protocol not in (*PROTOCOLS, "empty"))
         if skipped:
-            log.debug("generic reference to %s: %d non-dubbo providers", self.interface, skipped)
+            log.debug(
+                "generic reference to %s: %d providers of other protocols", self.interface, skipped
+            )
         with self._lock:
             self._by_registry[index] = ours
             merged: dict[str, URL] = {}
@@ -244,7 +263,7 @@ class GenericReference:
 
     @property
     def providers(self) -> tuple[URL, ...]:
-        """The ``dubbo://`` providers calls go to now."""
+        """The ``dubbo://`` and ``tri://`` providers calls go to now."""
         return self._providers
 
     # ---------------------------------------------------------------- calls
@@ -358,8 +377,8 @@ class GenericReference:
             self.interface,
             method,
             None,
-            f"no dubbo:// provider of version {self.version or '-'}, group {self.group or '-'}"
-            " is registered",
+            f"no dubbo:// or tri:// provider of version {self.version or '-'}, "
+            f"group {self.group or '-'} is registered",
         )
 
     async def _once(
@@ -370,7 +389,6 @@ class GenericReference:
         attachments: Mapping[str, str] | None,
         enum_classes: Collection[str],
     ) -> Any:
-        connection = await self._runtime.connections.get(provider.host, provider.port)
         seconds = timeout if timeout is not None else self.timeout
         if seconds is None:
             registered = provider.get_str("timeout")
@@ -387,6 +405,9 @@ class GenericReference:
             sent["version"] = self.version
         if self.group:
             sent["group"] = self.group
+        if provider.protocol == "tri":
+            return await self._once_triple(provider, args, seconds, sent, enum_classes)
+        connection = await self._runtime.connections.get(provider.host, provider.port)
         response = await connection.invoke(
             provider.path or self.interface,
             GENERIC_METHOD,
@@ -400,6 +421,41 @@ class GenericReference:
         if response.exception is not None:
             raise unwrap_generic_exception(response.exception)
         return response.value
+
+    async def _once_triple(
+        self,
+        provider: URL,
+        args: list[object],
+        seconds: float,
+        sent: Mapping[str, object],
+        enum_classes: Collection[str],
+    ) -> Any:
+        # The attachments travel as Triple headers (a Java consumer sends them all there too).
+        result = await triple_invoke(
+            self._runtime.triple.get(provider.address),
+            provider.address,
+            provider.path or self.interface,
+            GENERIC_METHOD,
+            GENERIC_PARAMETER_TYPES,
+            args,
+            headers=self._triple_headers(provider),
+            attachments={key: str(value) for key, value in sent.items()},
+            timeout=seconds,
+            enum_classes=enum_classes,
+        )
+        if result.exception is not None:
+            raise unwrap_generic_exception(result.exception)
+        return result.value
+
+    def _triple_headers(self, provider: URL) -> tuple[tuple[str, str | bytes], ...]:
+        # A registered provider URL names its version and group; a url= given without them
+        # takes the reference's, as a Java consumer's direct URL is merged with its config.
+        taken = {
+            key: value
+            for key, value in (("version", self.version), ("group", self.group))
+            if value and value != "*" and not provider.parameters.get(key)
+        }
+        return service_headers(provider.with_parameter_map(taken), self._application)
 
     def close(self) -> None:
         """Stop watching the registries (the shared connections stay with the runtime)."""

@@ -51,6 +51,9 @@ PUBLIC = {
     # generic calls to Java-interface services over dubbo://
     "GenericReference", "DubboCallError", "DubboConnectionError", "DubboRemoteError",
     "DubboTimeoutError",
+    # Triple without IDL: the direct call of a Java-interface method and its errors
+    "TripleWrapperChannels", "TripleWrapperError", "TripleWrapperResult",
+    "TripleWrapperTimeoutError", "triple_invoke",
 }  # fmt: skip
 
 

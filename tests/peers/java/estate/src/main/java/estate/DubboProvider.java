@@ -11,6 +11,8 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 /**
  * A Dubbo 3.3 provider of the Java interface estate.UserService over dubbo:// (Hessian2),
  * registered in ZooKeeper: --registry, --application, --name, [--port], [--version], [--group];
+ * --protocol tri exports it over Triple instead: a plain interface, so Triple without IDL
+ * (Hessian2 inside TripleRequestWrapper/TripleResponseWrapper, registered as tri://);
  * --greeter true also exports demo.Greeter over dubbo:// (same version and group), so that the
  * registry holds dubbo:// providers of an interface dubbo-py's gRPC stubs call over Triple.
  * Prints "READY 127.0.0.1:port" on stdout; serves until stdin closes.
@@ -36,7 +38,7 @@ public final class DubboProvider {
         application.setQosEnable(false);
         application.setRegisterMode(args.get("register-mode", "interface"));
         RegistryConfig registry = new RegistryConfig(args.require("registry"));
-        ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
+        ProtocolConfig protocol = new ProtocolConfig(args.get("protocol", "dubbo"), port);
         protocol.setHost("127.0.0.1");
         protocol.setSerialization("hessian2");
 

@@ -22,6 +22,15 @@ public interface UserService {
     /** The sum of the ints, as a long. */
     long sum(int[] values);
 
+    /** "String:" and the text: one of two overloads, which a caller picks by parameter types. */
+    String kind(String text);
+
+    /** "long:" and the number: the other overload. */
+    String kind(long number);
+
+    /** The call's attachment of this key as the provider received it (null when absent). */
+    String attachment(String key);
+
     /** Sleeps this many milliseconds, then returns them. */
     int sleep(int millis);
 }

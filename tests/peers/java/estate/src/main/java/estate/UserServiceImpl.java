@@ -65,6 +65,22 @@ final class UserServiceImpl implements UserService {
     }
 
     @Override
+    public String kind(String text) {
+        return "String:" + text;
+    }
+
+    @Override
+    public String kind(long number) {
+        return "long:" + number;
+    }
+
+    @Override
+    public String attachment(String key) {
+        Object value = org.apache.dubbo.rpc.RpcContext.getServerAttachment().getObjectAttachment(key);
+        return value == null ? null : value.toString();
+    }
+
+    @Override
     public int sleep(int millis) {
         try {
             Thread.sleep(millis);
