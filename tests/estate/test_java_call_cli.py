@@ -88,6 +88,10 @@ def test_list_prints_the_signatures_from_the_metadata_report(call: Call, estate_
         ", java.util.Map<java.lang.String,java.lang.Object>, java.util.Date, java.math.BigDecimal)",
         "java.lang.String nothing()",
         "long sum(int[])",
+        # Overloads: both forms of kind are listed apart.
+        "java.lang.String kind(java.lang.String)",
+        "java.lang.String kind(long)",
+        "java.lang.String attachment(java.lang.String)",
         "int sleep(int)",
     }
     assert listed["types"]["estate.User"]["created"] == "java.util.Date"
