@@ -213,6 +213,31 @@ def test_a_service_condition_rule_routes_both_consumers_alike(
     estate.agree(BOTH, f"{key} deleted")
 
 
+def test_a_rule_published_by_java_routes_both_consumers_alike(estate: Estate) -> None:
+    # Written by Dubbo's own DynamicConfiguration.publishConfig (as a Java tool of the estate
+    # writes rules), read by the dubbo-py consumer and by `dubbo-py rules get`.
+    assert estate.java is not None
+    key = f"demo.Greeter:{VERSION}:{estate.group}.condition-router"
+    text = (
+        "configVersion: v3.0\nscope: service\n"
+        f"key: {estate.group}/demo.Greeter:{VERSION}\nenabled: true\nforce: true\n"
+        "conditions:\n  - '=> region = py'\n"
+    )
+    assert estate.java.publish(key, "dubbo", text)
+    try:
+        estate.agree({"pp"}, f"{key} published by Java, => region = py")
+        assert estate.cli("rules", "get", key).strip() == text.strip()
+        # Dubbo 3.3.6's removeConfig on the environment's configuration (a
+        # CompositeDynamicConfiguration, which does not override it) is the interface's default:
+        # it answers true and removes nothing, so the rule stays for both consumers.
+        assert estate.java.unpublish(key, "dubbo")
+        assert estate.cli("rules", "get", key).strip() == text.strip()
+        estate.agree({"pp"}, f"{key} after Java's removeConfig")
+    finally:
+        estate.delete(key)
+    estate.agree(BOTH, f"{key} deleted with the dubbo-py CLI")
+
+
 def test_a_provider_application_condition_rule_routes_both_consumers_alike(
     estate: Estate, tmp_path: Path
 ) -> None:

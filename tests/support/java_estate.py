@@ -7,6 +7,7 @@ READY and RESULT lines; Dubbo's logs go to a file, named in every failure.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -132,6 +133,20 @@ class JavaConsumer(_JavaProcess):
         """The RESULT of the command sent last, as a dict."""
         result: dict[str, Any] = json.loads(self._read_line("RESULT", timeout)[len("RESULT ") :])
         return result
+
+    def publish(self, key: str, group: str, text: str) -> bool:
+        """Write ``text`` at ``key`` in config group ``group`` through Dubbo's own
+        DynamicConfiguration.publishConfig, as a Java tool in the estate would."""
+        encoded = base64.b64encode(text.encode()).decode()
+        result = self.command(f"publish {key} {group} {encoded}")
+        assert "error" not in result, result["error"]
+        return bool(result["done"])
+
+    def unpublish(self, key: str, group: str) -> bool:
+        """DynamicConfiguration.removeConfig of ``key`` in ``group``."""
+        result = self.command(f"unpublish {key} {group}")
+        assert "error" not in result, result["error"]
+        return bool(result["done"])
 
     def call(self, n: int = 1, **attachments: str) -> dict[str, Any]:
         """``call N [name=...] [k=v ...]``."""

@@ -9,18 +9,21 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
+import org.apache.dubbo.common.config.configcenter.DynamicConfiguration;
 import org.apache.dubbo.common.stream.StreamObserver;
 import org.apache.dubbo.config.ApplicationConfig;
 import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.rpc.RpcContext;
+import org.apache.dubbo.rpc.model.ApplicationModel;
 
 /** A Dubbo 3.3 consumer of demo.Greeter driven over stdin, per PEER_CONTRACT.md. */
 public final class Consumer {
@@ -70,7 +73,7 @@ public final class Consumer {
             String[] words = line.trim().split("\\s+");
             if (words.length == 0 || words[0].isEmpty()) continue;
             if (words[0].equals("quit")) break;
-            int n = words.length > 1 ? Integer.parseInt(words[1]) : 1;
+            int n = words.length > 1 && words[1].matches("\\d+") ? Integer.parseInt(words[1]) : 1;
             String name = "java";
             Map<String, String> attachments = new LinkedHashMap<>();
             for (int i = 2; i < words.length; i++) {
@@ -134,6 +137,23 @@ public final class Consumer {
                 done.await();
                 result.put("messages", messages);
                 result.put("errors", errors);
+            } else if (words[0].equals("publish") || words[0].equals("unpublish")) {
+                // publish KEY GROUP BASE64 / unpublish KEY GROUP: a rule written (or removed) by
+                // Dubbo's own DynamicConfiguration, as a Java tool in the estate writes it.
+                try {
+                    DynamicConfiguration config = ApplicationModel.defaultModel()
+                            .modelEnvironment()
+                            .getDynamicConfiguration()
+                            .orElseThrow(() -> new IllegalStateException("no config center"));
+                    boolean done = words[0].equals("publish")
+                            ? config.publishConfig(words[1], words[2],
+                                    new String(Base64.getDecoder().decode(words[3]), StandardCharsets.UTF_8))
+                            : config.removeConfig(words[1], words[2]);
+                    result.put("done", done);
+                } catch (RuntimeException e) {
+                    result.put("done", false);
+                    result.put("error", e.toString());
+                }
             } else {
                 result.put("errors", Map.of("unknown command " + words[0], 1));
             }
