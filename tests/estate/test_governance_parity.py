@@ -281,6 +281,36 @@ def test_a_consumer_application_condition_rule_routes_both_consumers_alike(
     estate.agree(BOTH, "consumer-application rules deleted")
 
 
+def test_static_tags_split_tagged_and_untagged_calls_alike(estate: Estate) -> None:
+    # A third provider of the application, a Java one started with the static tag
+    # dubbo.tag=gray (no tag rule): a call asking for gray reaches it alone, an untagged call
+    # only the untagged providers; once it stops, gray calls fall back to the untagged ones.
+    tagged = JavaProvider(
+        "--registry",
+        estate.registry,
+        "--application",
+        estate.provider_app,
+        "--name",
+        "jt",
+        "--version",
+        VERSION,
+        "--group",
+        estate.group,
+        "--param",
+        "region=java",
+        "--param",
+        "warmup=0",
+        "--param",
+        "dubbo.tag=gray",
+    )
+    with tagged:
+        estate.agree({"jt"}, "static tag, dubbo.tag=gray", timeout=20.0, **{"dubbo.tag": "gray"})
+        estate.agree(BOTH, "static tag, untagged calls")
+    estate.agree(
+        BOTH, "the tagged provider stopped, dubbo.tag=gray", timeout=20.0, **{"dubbo.tag": "gray"}
+    )
+
+
 #: An SPI listing that switches on Dubbo 3.3.6's own affinity routers, which its jar ships
 #: but does not list (tests/peers/java/estate/affinity-spi/README.md).
 AFFINITY_SPI = ROOT / "tests" / "peers" / "java" / "estate" / "affinity-spi"
