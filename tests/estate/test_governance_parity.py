@@ -453,6 +453,28 @@ def test_a_service_configurator_disabling_the_dubbo_py_provider_reaches_both_con
     estate.agree(BOTH, f"{key} deleted")
 
 
+def test_a_weight_configurator_for_the_dubbo_py_provider_reaches_both_consumers(
+    estate: Estate, tmp_path: Path
+) -> None:
+    # `weight: 0` for one address: the dubbo-py provider registers again with weight=0, and
+    # neither balancer (Java's random, dubbo-py's round robin; both weigh by the URL's weight)
+    # picks it while the other provider has weight.
+    key = f"demo.Greeter:{VERSION}:{estate.group}.configurators"
+    estate.push(
+        tmp_path,
+        key,
+        "configVersion: v3.0\nscope: service\n"
+        f"key: {estate.group}/demo.Greeter:{VERSION}\nenabled: true\n"
+        f"configs:\n  - side: provider\n    addresses: ['{estate.py_address}']\n"
+        "    parameters: {weight: 0}\n",
+    )
+    try:
+        estate.agree({"jp"}, f"{key} weight 0 for the dubbo-py provider")
+    finally:
+        estate.delete(key)
+    estate.agree(BOTH, f"{key} deleted")
+
+
 @pytest.mark.xfail(
     strict=True,
     raises=JavaOverrideDiffers,
