@@ -172,3 +172,29 @@ def test_a_rule_no_router_holds_any_more_is_not_kept() -> None:
     held = weakref.ref(parse_rule(text))
     gc.collect()
     assert held() is None
+
+
+def test_documents_of_two_scopes_share_the_rule_and_keep_their_own_priority_and_force() -> None:
+    from dubbo_py.router.condition import ConditionRuleSet, routers_from_yaml
+
+    text = "method = SayHello => region = r1"
+    service_doc = f"configVersion: v3.0\nforce: true\nconditions:\n- '{text}'\n"
+    app_doc = f"configVersion: v3.0\nforce: false\nconditions:\n- '{text}'\n"
+    (service,) = routers_from_yaml(service_doc, "demo.SharedA::.condition-router", "service")
+    (app,) = routers_from_yaml(app_doc, "shop.condition-router", "application")
+    assert isinstance(service, ConditionRuleSet) and isinstance(app, ConditionRuleSet)
+    assert (service.priority, app.priority) == (140, 150)
+    (in_service,) = service.members
+    (in_app,) = app.members
+    assert isinstance(in_service, ConditionRouter) and isinstance(in_app, ConditionRouter)
+    assert in_service.rule is in_app.rule
+    assert (in_service.force, in_app.force) == (True, False)
+    # Forced, the service document leaves a consumer whose call finds no r1 provider nothing;
+    # the application document gives the input back.
+    from dubbo_py.router.snapshot import Snapshot
+
+    snapshot = Snapshot((_provider(SERVICES[0], 0, "r2", "z1"),))
+    consumer = _consumer(SERVICES[0], "shop", "z1")
+    call = Invocation(SERVICES[0], "SayHello")
+    assert service.bind(snapshot, consumer).route(snapshot.all, call) == 0
+    assert app.bind(snapshot, consumer).route(snapshot.all, call) == snapshot.all
