@@ -172,6 +172,27 @@ class ProviderFilter:
             verdicts = self._verdicts
             self._reported = {entry for entry in self._reported if entry[0] in verdicts}
 
+    def judge(self, url: URL) -> URL | None:
+        """The provider to use for ``url`` (normalised: ``url`` itself unless it lacks its
+        interface), or None when this consumer skips it; each skip is logged once. Not
+        remembered (the caller that keeps its own index of the URLs judged, the provider list,
+        calls this for the new ones only)."""
+        return self._judge(url)
+
+    def retain_reports(self, registered: Iterable[URL]) -> None:
+        """Forget the skips reported for URLs not in ``registered`` (what :meth:`select_pairs`
+        does with its own verdicts): a URL that comes back is reported again."""
+        if self._reported:
+            reported = {entry[0] for entry in self._reported}
+            present = {url for url in registered if url in reported}
+            self._reported = {entry for entry in self._reported if entry[0] in present}
+
+    def forget_reports(self, left: Iterable[URL]) -> None:
+        """Forget the skips reported for the URLs that ``left`` (see :meth:`retain_reports`)."""
+        if self._reported:
+            gone = set(left)
+            self._reported = {entry for entry in self._reported if entry[0] not in gone}
+
     def _judge(self, url: URL) -> URL | None:
         """The provider to use for ``url`` (normalised), or None when this consumer skips it."""
         provider = normalise_provider(url, self.folder)

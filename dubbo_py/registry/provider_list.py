@@ -42,9 +42,20 @@ class Update:
     delta: Delta | None
 
 
+#: Not usable: the filter skipped the URL, or its override rules disabled it.
+_OUT = None
+
+
 class ProviderList:
     """The usable, sorted providers of one consumer, from the registered URLs (not
-    thread-safe: the directory calls it under its lock)."""
+    thread-safe: the directory calls it under its lock).
+
+    One index of the registered URLs, by id; what each one gave is the URL itself unless one
+    of two small tables says otherwise (a fleet's providers are almost all taken as they are
+    registered): ``_judged`` where the filter's verdict is not the URL (``None``: skipped, or
+    the URL normalised), ``_configured`` where override rules changed the filter's verdict
+    (``None``: disabled). This replaced three id-keyed dicts and the filter's own verdict
+    table, ~300 B per provider (docs/benchmarks.md, issue 42)."""
 
     def __init__(
         self, select: ProviderFilter, configure: Configure, *, limit: int | None = None
@@ -55,15 +66,16 @@ class ProviderList:
         self._limit = limit
         self.providers: tuple[URL, ...] = ()
         #: The last registered list, by id (the dict keeps the objects, so no id is reused
-        #: while it is here); None: the next update takes the full pass.
-        self._registered: dict[int, URL] | None = None
-        #: id(registered URL) -> the provider it gave (usable ones only).
-        self._provided: dict[int, URL] = {}
+        #: while it is here).
+        self._registered: dict[int, URL] = {}
+        #: Whether the next update may patch from ``_registered`` (False: the full pass).
+        self._patchable = False
+        #: id -> the filter's verdict, where it is not the registered URL itself.
+        self._judged: dict[int, URL | None] = {}
+        #: id -> the provider after override rules, where it is not the filter's verdict.
+        self._configured: dict[int, URL | None] = {}
         #: The last registered list indexed by id, and that list (see :meth:`arrivals`).
         self._indexed: tuple[list[URL], dict[int, URL]] | None = None
-        #: id(registered URL) -> that URL, for the usable ones (what left and arrived is told
-        #: by it: :attr:`departed`, :attr:`arrived`).
-        self._sources: dict[int, URL] = {}
         #: The registered URLs of usable providers that left, and that arrived, in the last
         #: update (empty protection reads them: O(changes), not O(providers)).
         self.departed: tuple[URL, ...] = ()
@@ -78,7 +90,7 @@ class ProviderList:
             isinstance(raw, ChangedURLs)
             and raw.base is not None
             and raw.base == self._serial
-            and self._registered is not None
+            and self._patchable
         ):
             return raw
         return None
@@ -86,12 +98,12 @@ class ProviderList:
     def arrivals(self, raw: list[URL]) -> list[URL]:
         """The URLs of ``raw`` that were not in the last registered list (every one of them
         when there is nothing to compare with)."""
-        before = self._registered
-        if before is None:
+        if not self._patchable:
             return raw
         changed = self._follows(raw)
         if changed is not None:
             return changed.arrived
+        before = self._registered
         now = self._index(raw)
         return [now[i] for i in now.keys() - before.keys()]
 
@@ -104,6 +116,12 @@ class ProviderList:
         now = dict(zip(map(id, raw), raw, strict=True))
         self._indexed = (raw, now)
         return now
+
+    def _given(self, i: int, url: URL) -> URL | None:
+        """The provider the registered ``url`` (id ``i``, indexed) gives, None if unusable."""
+        judged, configured = self._judged, self._configured
+        verdict = judged.get(i, url)
+        return configured.get(i, verdict)
 
     def update(
         self,
@@ -121,69 +139,92 @@ class ProviderList:
         return self._full(raw, configurator_urls, configurator_docs)
 
     def _full(self, raw: list[URL], urls: list[URL], documents: Mapping[str, str]) -> Update:
-        pairs = self._filter.select_pairs(raw)
-        configured = self._configure([provider for _, provider in pairs], urls, documents)
-        provided: dict[int, URL] = {}
-        sources: dict[int, URL] = {}
+        before, before_judged = self._registered, self._judged
+        before_configured = self._configured
+        judge = self._filter.judge
+        judged: dict[int, URL | None] = {}
+        ids: list[int] = []
+        verdicts: list[URL] = []
+        for url in raw:
+            i = id(url)
+            # The same object as last time was judged then.
+            verdict = before_judged.get(i, url) if before.get(i) is url else judge(url)
+            if verdict is not url:
+                judged[i] = verdict
+            if verdict is not None:
+                ids.append(i)
+                verdicts.append(verdict)
+        self._filter.retain_reports(raw)
+        configured = self._configure(verdicts, urls, documents)
+        made: dict[int, URL | None] = {}
         usable: list[URL] = []
-        before = self._sources
-        if len(configured) == len(pairs):
-            for (registered, _), provider in zip(pairs, configured, strict=True):
+        index: dict[int, URL] = {}
+        if len(configured) == len(verdicts):
+            for i, verdict, provider in zip(ids, verdicts, configured, strict=True):
                 if is_usable(provider):
-                    provided[id(registered)] = provider
-                    sources[id(registered)] = registered
                     usable.append(provider)
-            registered_by_id: dict[int, URL] | None = self._index(raw)
+                    if provider is not verdict:
+                        made[i] = provider
+                else:
+                    made[i] = _OUT
+            index = self._index(raw)
+            patchable = len(index) == len(raw)
+
+            def out(i: int, judged: Mapping[int, object], made: Mapping[int, object]) -> bool:
+                return (i in judged and judged[i] is None) or (i in made and made[i] is None)
+
             # ``before`` holds the old URLs, so no id of it can be a new URL's.
-            self.departed = tuple(u for i, u in before.items() if i not in sources)
-            self.arrived = tuple(u for i, u in sources.items() if i not in before)
+            self.departed = tuple(
+                u
+                for i, u in before.items()
+                if not out(i, before_judged, before_configured)
+                and (i not in index or out(i, judged, made))
+            )
+            self.arrived = tuple(
+                u
+                for i, u in index.items()
+                if not out(i, judged, made)
+                and (i not in before or out(i, before_judged, before_configured))
+            )
         else:  # not one result per provider: nothing to patch from next time
             usable = [p for p in configured if is_usable(p)]
-            registered_by_id = None
+            judged, patchable = {}, False
             self.departed = self.arrived = ()  # unknown
-        self._sources = sources
         unique = set(usable)
-        if len(unique) != len(usable) or (
-            registered_by_id is not None and len(registered_by_id) != len(raw)
-        ):
-            registered_by_id = None  # duplicates: only the full pass counts them right
+        if len(unique) != len(usable):
+            patchable = False  # duplicates: only the full pass counts them right
         # Sorted so every consumer indexes the same providers the same way.
         self.providers = tuple(sorted(unique, key=_full_string))
-        self._registered = registered_by_id
-        self._serial = (
-            raw.serial if registered_by_id is not None and isinstance(raw, ChangedURLs) else None
-        )
+        self._registered, self._judged, self._configured = index, judged, made
+        self._patchable = patchable
+        self._serial = raw.serial if patchable and isinstance(raw, ChangedURLs) else None
         self._indexed = None
-        self._provided = provided
         return Update(self.providers, None)
 
     def _patch(
         self, raw: list[URL], urls: list[URL], documents: Mapping[str, str]
     ) -> Update | None:
-        before = self._registered
-        if before is None:
+        if not self._patchable:
             return None
+        before = self._registered
         limit = self._limit if self._limit is not None else min(PATCH_LIMIT, len(raw) // 8)
         changed = self._follows(raw)
+        now: dict[int, URL] | None = None
         if changed is not None:
-            # The registry said what changed: the index is kept up to date in place, without
-            # a pass over the fleet (a failure below takes the full pass, which rebuilds it).
+            # The registry said what changed: the index is patched in place below, without a
+            # pass over the fleet (nothing is changed before the patch is known to go through).
             if len(changed.departed) + len(changed.arrived) > limit:
                 return None
             left_ids = [id(u) for u in changed.departed]
             if any(before.get(i) is not u for i, u in zip(left_ids, changed.departed, strict=True)):
                 return None
+            left = list(changed.departed)
             arrived_ids = [id(u) for u in changed.arrived]
-            left = [before[i] for i in left_ids]
-            now = before
-            for i in left_ids:
-                del now[i]
-            now.update(zip(arrived_ids, changed.arrived, strict=True))
-            self._serial = None
-            self._registered = None
-            if len(now) != len(raw):
-                return None
             arrived = changed.arrived
+            if len(set(arrived_ids)) != len(arrived_ids) or any(i in before for i in arrived_ids):
+                return None  # a URL twice: only the full pass counts it right
+            if len(before) - len(left_ids) + len(arrived_ids) != len(raw):
+                return None
         else:
             now = self._index(raw)
             self._indexed = None
@@ -194,28 +235,47 @@ class ProviderList:
                 return None
             left = [before[i] for i in left_ids]
             arrived = [now[i] for i in arrived_ids]
-        self._registered = None  # until this update is known to have gone through
-        pairs = self._filter.update(left, arrived)
-        configured = self._configure([provider for _, provider in pairs], urls, documents)
+        judge = self._filter.judge
+        judged_now = [judge(url) for url in arrived]
+        pairs = [
+            (i, url, verdict)
+            for i, url, verdict in zip(arrived_ids, arrived, judged_now, strict=True)
+            if verdict is not None
+        ]
+        configured = self._configure([verdict for _, _, verdict in pairs], urls, documents)
         if len(configured) != len(pairs):
             return None
-        provided = self._provided
-        gone = [provided.pop(i) for i in left_ids if i in provided]
-        came: list[tuple[int, URL]] = []
-        came_sources: list[URL] = []
-        for (registered, _), provider in zip(pairs, configured, strict=True):
-            if is_usable(provider):
-                came.append((id(registered), provider))
-                came_sources.append(registered)
-        placed = _place(self.providers, gone, [p for _, p in came])
+        given = [self._given(i, url) for i, url in zip(left_ids, left, strict=True)]
+        gone = [p for p in given if p is not None]
+        came = [p for p in configured if is_usable(p)]
+        placed = _place(self.providers, gone, came)
         if placed is None:
             return None
         providers, delta = placed
-        provided.update(came)
-        sources = self._sources
-        self.departed = tuple(sources.pop(i) for i in left_ids if i in sources)
+        # Through: the index and its tables follow.
+        judged, made = self._judged, self._configured
+        for i in left_ids:
+            judged.pop(i, None)
+            made.pop(i, None)
+        if now is None:
+            for i in left_ids:
+                del before[i]
+            before.update(zip(arrived_ids, arrived, strict=True))
+            now = before
+        for i, url, verdict in zip(arrived_ids, arrived, judged_now, strict=True):
+            if verdict is not url:
+                judged[i] = verdict
+        came_sources: list[URL] = []
+        for (i, url, verdict), provider in zip(pairs, configured, strict=True):
+            if is_usable(provider):
+                came_sources.append(url)
+                if provider is not verdict:
+                    made[i] = provider
+            else:
+                made[i] = _OUT
+        self._filter.forget_reports(left)
+        self.departed = tuple(u for u, p in zip(left, given, strict=True) if p is not None)
         self.arrived = tuple(came_sources)
-        sources.update(zip((i for i, _ in came), came_sources, strict=True))
         self.providers = providers
         self._registered = now
         self._serial = raw.serial if isinstance(raw, ChangedURLs) else None

@@ -18,8 +18,10 @@ Decisions that follow Apache Dubbo 3.3 (``ConditionStateRouter.init``/``parseRul
 from __future__ import annotations
 
 import re
+import threading
 from functools import cache
 from importlib.resources import files
+from weakref import WeakValueDictionary
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -55,6 +57,13 @@ _TERMINALS = {
 }
 
 
+#: Rules parsed and still in use somewhere, by text: the same text gives the same object (a
+#: rule is immutable and binds per consumer and snapshot), so a fleet of services carrying the
+#: same rules keeps one parsed copy of each. Weak: a rule no router holds any more is dropped.
+_SHARED: WeakValueDictionary[str, ConditionRule] = WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
 @cache
 def _parser() -> Lark:
     grammar = files("dubbo_py.router.condition").joinpath("grammar.lark").read_text("utf-8")
@@ -73,9 +82,23 @@ def _error(text: str, source: str, pos: int, reason: str) -> RuleError:
 
 
 def parse_rule(text: str, source: str = "") -> ConditionRule:
-    """Parse ``when => then`` rule text; raises :class:`RuleError` (never anything else)."""
+    """Parse ``when => then`` rule text; raises :class:`RuleError` (never anything else).
+
+    A text already parsed, whose rule is still held somewhere, gives that same rule object
+    (errors are never kept: a bad text raises, naming ``source``, every time)."""
     if not isinstance(text, str):
         raise RuleError(f"a rule must be text, not {type(text).__name__}", source=source)
+    with _SHARED_LOCK:
+        shared = _SHARED.get(text)
+    if shared is not None:
+        return shared
+    rule = _parse_rule(text, source)
+    with _SHARED_LOCK:
+        # Two threads parsing the same text at once: the first one stored wins.
+        return _SHARED.setdefault(text, rule)
+
+
+def _parse_rule(text: str, source: str) -> ConditionRule:
     if not text.strip():
         raise RuleError("the rule is empty", source=source)
     tree = _parse_tree(text, source)

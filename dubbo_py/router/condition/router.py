@@ -23,7 +23,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import _CacheInfo, _lru_cache_wrapper, partial
 from operator import attrgetter
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
@@ -68,6 +68,19 @@ D = TypeVar("D")
 
 #: Entries in each bound router's per-call decision cache (distinct invocation-value tuples).
 DEFAULT_CACHE_SIZE = 512
+
+
+def _lru(function: Callable[..., D], size: int) -> Callable[..., D]:
+    """``lru_cache(maxsize=size)(function)`` without what the decorator adds for
+    introspection (``update_wrapper``'s copied attributes, a ``cache_parameters`` closure:
+    ~340 B per bound rule, 20 000 bound rules in a consumer of 1 000 services with 20 rules
+    each). The same C cache, ``cache_info()`` included."""
+    made: Callable[..., D] = _LRU_CACHE(function, size, False, _CacheInfo)
+    return made
+
+
+#: functools' C cache type (what ``lru_cache`` builds; typeshed gives it no constructor).
+_LRU_CACHE: Any = _lru_cache_wrapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +226,8 @@ class _Probe:
         it, so that a call costs the reader alone and a C-level cache hit."""
         if len(self._readers) == 1:
             (only,) = self._readers
-            return only, lru_cache(maxsize=size)(lambda value: decide((value,)))
-        return self.read, lru_cache(maxsize=size)(decide)
+            return only, _lru(lambda value: decide((value,)), size)
+        return self.read, _lru(decide, size)
 
     def holds(self, matchers: tuple[Matcher, ...], values: tuple[str | None, ...]) -> bool:
         """Do all ``matchers`` hold for the values :meth:`read` returned?"""
@@ -246,6 +259,23 @@ class _Fixed:
 
 
 # --------------------------------------------------------------------------- one rule
+
+
+def _prepared(rule: ConditionRule, sample: dict[str, str]) -> tuple[_Split, _Split, _Probe]:
+    """The rule's sides merged into matchers (``$`` references resolved against the consumer's
+    ``sample``) and the probe of what it reads per call. A rule without references gives the
+    same for every consumer: made once and kept on the (shared) rule, so the routers of a
+    thousand services with the same rule share them."""
+    prepared = rule.memo.get("prepared")
+    if prepared is not None:
+        return prepared  # type: ignore[no-any-return]
+    when = _split(rule.when, sample, when=True)
+    then = _Split((), ()) if rule.then is None else _split(rule.then, sample, when=False)
+    made = (when, then, _Probe((when.dynamic, then.dynamic)))
+    if not rule.references:
+        rule.memo["prepared"] = made
+    return made
+
 
 # A rule's Decision (dubbo_py.router.base): None = the when side does not match (pass
 # through); otherwise the mask to keep and whether an empty result stands (forced or blocking)
@@ -313,18 +343,15 @@ class ConditionRouter:
         if not self.enabled:
             return PASS_THROUGH
         sample = url_sample(consumer)
-        when = _split(self.rule.when, sample, when=True)
+        when, then, probe = _prepared(self.rule, sample)
         if not all_match(when.static, sample):
             return PASS_THROUGH
         if self.rule.then is None:
-            then = _Split((), ())
             blocked: Decision = (0, True)
             fixed_mask = 0
         else:
-            then = _split(self.rule.then, sample, when=False)
             fixed_mask = _then_mask(snapshot, then.static)
             blocked = None
-        probe = _Probe((when.dynamic, then.dynamic))
         force = self.force
 
         def decide(values: tuple[str | None, ...]) -> Decision:
