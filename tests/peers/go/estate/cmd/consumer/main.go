@@ -2,14 +2,18 @@
 // stdin per the peers' contract: --registry zookeeper://host:port --application NAME
 // [--version V] [--group G] [--timeout MS] [--discovery interface|instance].
 // It prints READY, then one "RESULT {json}" line per command: "call N [name=X] [k=v ...]"
-// (unary, k=v as attachments) and "stream N [name=X]"; "quit" or end of stdin ends it.
+// (unary, k=v as attachments), "stream N [name=X]" (server stream), "collect N [name=X]"
+// (client stream of N lines X#i) and "echo N [name=X]" (bidi, N lines X#i); "quit" or end of
+// stdin ends it. Messages longer than 64 KiB are cut there; "sizes" has their lengths.
 package main
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -77,6 +81,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "NewGreeter:", err)
 		os.Exit(1)
 	}
+	// demo.Chat without version or group, as the estate peers serve it.
+	chat, err := demo.NewChat(cli, client.WithRequestTimeout(time.Duration(timeout)*time.Millisecond))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "NewChat:", err)
+		os.Exit(1)
+	}
 	fmt.Fprintln(out, "READY")
 
 	in := bufio.NewScanner(os.Stdin)
@@ -111,6 +121,7 @@ func main() {
 			ok := map[string]int{}
 			errs := map[string]int{}
 			messages := []string{}
+			sizes := []int{}
 			for i := 0; i < n; i++ {
 				ctx := context.Background()
 				if len(attachments) > 0 {
@@ -126,12 +137,19 @@ func main() {
 				if c := strings.IndexByte(message, ':'); c >= 0 && !strings.HasPrefix(message, "{") {
 					key = message[:c]
 				}
+				if len(message) > 65536 {
+					key = fmt.Sprintf("<%d chars>", len(message))
+				}
 				ok[key]++
 				if len(messages) < 3 {
+					sizes = append(sizes, len(message))
+					if len(message) > 65536 {
+						message = message[:65536]
+					}
 					messages = append(messages, message)
 				}
 			}
-			result["ok"], result["errors"], result["messages"] = ok, errs, messages
+			result["ok"], result["errors"], result["messages"], result["sizes"] = ok, errs, messages, sizes
 		case "stream":
 			messages := []string{}
 			errs := []string{}
@@ -147,6 +165,53 @@ func main() {
 				}
 			}
 			result["messages"], result["errors"] = messages, errs
+		case "collect":
+			errs := []string{}
+			stream, err := chat.Collect(context.Background())
+			if err == nil {
+				for i := 0; i < n && err == nil; i++ {
+					err = stream.Send(&demo.Line{Text: fmt.Sprintf("%s#%d", name, i)})
+				}
+			}
+			if err == nil {
+				var summary *demo.Summary
+				if summary, err = stream.CloseAndRecv(); err == nil {
+					result["count"], result["joined"], result["provider"] = summary.GetCount(), summary.GetJoined(), summary.GetProvider()
+				}
+			}
+			if err != nil {
+				errs = append(errs, describe(err))
+			}
+			result["errors"] = errs
+		case "echo":
+			messages := []string{}
+			providers := map[string]int{}
+			errs := []string{}
+			stream, err := chat.Echo(context.Background())
+			// Each line is sent and its echo read before the next: a bidi stream, not a batch.
+			for i := 0; i < n && err == nil; i++ {
+				if err = stream.Send(&demo.Line{Text: fmt.Sprintf("%s#%d", name, i)}); err != nil {
+					break
+				}
+				var line *demo.Line
+				if line, err = stream.Recv(); err == nil {
+					messages = append(messages, line.GetText())
+					providers[line.GetProvider()]++
+				}
+			}
+			if err == nil {
+				err = stream.CloseRequest()
+			}
+			if err == nil {
+				if _, end := stream.Recv(); end != nil && !errors.Is(end, io.EOF) {
+					err = end
+				}
+				stream.CloseResponse()
+			}
+			if err != nil {
+				errs = append(errs, describe(err))
+			}
+			result["messages"], result["providers"], result["errors"] = messages, providers, errs
 		default:
 			result["errors"] = map[string]int{"unknown command " + words[0]: 1}
 		}
