@@ -7,13 +7,14 @@ consumer (tests/peers/java/estate) reports what its user saw, line by line.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from demo import greeter_pb2, greeter_pb2_grpc
+from demo import chat_pb2, chat_pb2_grpc, greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from tests.support.java_estate import JavaConsumer
@@ -32,7 +33,11 @@ def make_greeter(name: str, version: str, group: str) -> Any:
             label = f"{name} [{version}:{group}]"
             if request.name == "fail":
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{label} refused fail")
-            if request.name == "attachments":
+            if request.name.startswith("sleep:"):
+                time.sleep(int(request.name[6:]) / 1000)
+            if request.name.startswith("big:"):
+                message = "x" * int(request.name[4:])
+            elif request.name == "attachments":
                 seen = {k: v for k, v in context.invocation_metadata() if not k.endswith("-bin")}
                 message = json.dumps(seen, sort_keys=True)
             else:
@@ -44,6 +49,25 @@ def make_greeter(name: str, version: str, group: str) -> Any:
                 yield greeter_pb2.HelloReply(message=f"{name}: hello {request.name} #{i}")
 
     return Greeter()
+
+
+def make_chat() -> Any:
+    """A demo.Chat servicer (no version or group, as the estate peers serve it): Collect joins
+    the lines with commas, Echo sends each line back as it arrives; both name ``address``."""
+
+    @dubbo_py.service()
+    class Chat(chat_pb2_grpc.ChatServicer):
+        address = ""
+
+        def Collect(self, request_iterator: Any, context: Any) -> Any:
+            texts = [line.text for line in request_iterator]
+            return chat_pb2.Summary(count=len(texts), joined=",".join(texts), provider=self.address)
+
+        def Echo(self, request_iterator: Any, context: Any) -> Any:
+            for line in request_iterator:
+                yield chat_pb2.Line(text=line.text, provider=self.address)
+
+    return Chat()
 
 
 @pytest.fixture(scope="module")

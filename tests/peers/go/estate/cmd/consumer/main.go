@@ -1,6 +1,7 @@
 // A dubbo-go 3.3 consumer of demo.Greeter over Triple with a ZooKeeper registry, driven over
 // stdin per the peers' contract: --registry zookeeper://host:port --application NAME
-// [--version V] [--group G] [--timeout MS] [--discovery interface|instance].
+// [--version V] [--group G] [--timeout MS] [--timeout-level client|reference] [--call-timeout MS]
+// [--discovery interface|instance].
 // It prints READY, then one "RESULT {json}" line per command: "call N [name=X] [k=v ...]"
 // (unary, k=v as attachments), "stream N [name=X]" (server stream), "collect N [name=X]"
 // (client stream of N lines X#i) and "echo N [name=X]" (bidi, N lines X#i); "quit" or end of
@@ -64,10 +65,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "dubbo.NewInstance:", err)
 		os.Exit(1)
 	}
-	cli, err := ins.NewClient(client.WithClientProtocolTriple())
+	// --timeout-level: where --timeout is set. dubbo-go 3.3.2 applies only the client's
+	// (WithClientRequestTimeout); a reference's WithRequestTimeout alone leaves the default 3 s.
+	clientOpts := []client.ClientOption{client.WithClientProtocolTriple()}
+	switch a.Get("timeout-level", "client") {
+	case "client":
+		clientOpts = append(clientOpts, client.WithClientRequestTimeout(time.Duration(timeout)*time.Millisecond))
+	case "reference":
+	default:
+		fmt.Fprintln(os.Stderr, "--timeout-level: expected client or reference")
+		os.Exit(2)
+	}
+	cli, err := ins.NewClient(clientOpts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "NewClient:", err)
 		os.Exit(1)
+	}
+	// --call-timeout MS: a per-call deadline (client.WithCallRequestTimeout) besides the
+	// reference's --timeout.
+	var callOpts []client.CallOption
+	if ms, _ := strconv.Atoi(a.Get("call-timeout", "0")); ms > 0 {
+		callOpts = append(callOpts, client.WithCallRequestTimeout(time.Duration(ms)*time.Millisecond))
 	}
 	refOpts := []client.ReferenceOption{client.WithRequestTimeout(time.Duration(timeout) * time.Millisecond)}
 	if v := a.Get("version", ""); v != "" {
@@ -82,7 +100,14 @@ func main() {
 		os.Exit(1)
 	}
 	// demo.Chat without version or group, as the estate peers serve it.
-	chat, err := demo.NewChat(cli, client.WithRequestTimeout(time.Duration(timeout)*time.Millisecond))
+	// Its own client: references made from one dubbo-go 3.3.2 client share the group and
+	// version of the first (demo.Chat was looked up in the Greeter's group otherwise).
+	chatCli, err := ins.NewClient(clientOpts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "NewClient:", err)
+		os.Exit(1)
+	}
+	chat, err := demo.NewChat(chatCli, client.WithRequestTimeout(time.Duration(timeout)*time.Millisecond))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "NewChat:", err)
 		os.Exit(1)
@@ -127,7 +152,7 @@ func main() {
 				if len(attachments) > 0 {
 					ctx = context.WithValue(ctx, constant.AttachmentKey, attachments)
 				}
-				reply, err := greeter.SayHello(ctx, &demo.HelloRequest{Name: name})
+				reply, err := greeter.SayHello(ctx, &demo.HelloRequest{Name: name}, callOpts...)
 				if err != nil {
 					errs[describe(err)]++
 					continue
