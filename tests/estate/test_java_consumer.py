@@ -80,8 +80,9 @@ def py_provider(
         two = make_greeter("p1", "2.0.0", estate_group)
         # Bound to loopback only: the Java peer pins Dubbo's local host to 127.0.0.1
         # (tests/peers/java/estate Loopback.java), so it dials the 127.0.0.1 registered here.
-        server = app.start(one, two, port=0, bind_host="127.0.0.1")
-        one.address = two.address = server.address
+        chat = make_chat()
+        server = app.start(one, two, chat, port=0, bind_host="127.0.0.1")
+        one.address = two.address = chat.address = server.address
         yield server.address
 
 
@@ -138,3 +139,18 @@ def test_java_finds_the_dubbo_py_provider_in_each_migration_step(
     with consumer(estate_registry, estate_group, "1.0.0", "--migration", migration) as java:
         result = java.call(2, name="m")
         assert result["ok"] == {"p1 [1.0.0": 2}, result
+
+
+def test_java_client_and_bidi_streams_to_dubbo_py(
+    py_provider: str, estate_registry: str, estate_group: str
+) -> None:
+    with consumer(estate_registry, estate_group) as java:
+        collected = java.command("collect 3 name=c")
+        assert collected["errors"] == [], collected
+        assert (collected["count"], collected["joined"]) == (3, "c#0,c#1,c#2"), collected
+        assert collected["provider"] == py_provider, collected
+        # Each echo is read before the next line is sent: the stream is answered as it goes.
+        echoed = java.command("echo 3 name=e")
+        assert echoed["errors"] == [], echoed
+        assert echoed["messages"] == ["e#0", "e#1", "e#2"], echoed
+        assert echoed["providers"] == {py_provider: 3}, echoed
