@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import unquote
 
 import pytest
 
@@ -147,28 +146,28 @@ def test_a_large_reply_from_dubbo_py_to_go(
     "the instance ('metadata service URL params missing'). Strict, so a change on either "
     "side says so.",
 )
-def test_go_finds_a_dubbo_py_provider_at_application_level(
-    estate_registry: str,
-    estate_group: str,
-    zookeeper: ZooKeeperServer,
-    tmp_path: Path,
-) -> None:
+def test_go_finds_a_dubbo_py_provider_at_application_level(tmp_path: Path) -> None:
     # A dubbo-py provider registered at application level only (mapping, instance, metadata;
-    # no /dubbo/demo.Greeter/providers node of its group); the Go consumer discovers instances.
+    # no interface-level node); the Go consumer discovers instances. A ZooKeeper of its own:
+    # the module's holds the mapping of the Go providers test_go_calls ran, whose instances
+    # outlive them until their sessions expire, and the Go consumer would wait on those.
     from tests.estate.test_go_calls import zk_children
 
-    group = f"{estate_group}-app"
-    with dubbo_py.Application(
-        "py-go-estate-app-provider",
-        estate_registry,
-        cache_path=tmp_path / "cache.json",
-        register_mode="instance",
-    ) as app:
-        greeter = make_greeter("pa", "1.0.0", group)
+    with (
+        ZooKeeperServer() as zookeeper,
+        dubbo_py.Application(
+            "py-go-estate-app-provider",
+            f"zookeeper://{zookeeper.address}",
+            cache_path=tmp_path / "cache.json",
+            register_mode="instance",
+        ) as app,
+    ):
+        greeter = make_greeter("pa", "1.0.0", "app")
         server = app.start(greeter, port=0, bind_host="127.0.0.1")
         greeter.address = server.address
-        interface_level = zk_children(zookeeper, "/dubbo/demo.Greeter/providers")
-        assert not [n for n in interface_level if group in unquote(n)], interface_level
-        with consumer(estate_registry, group, "1.0.0", "--discovery", "instance") as go:
+        assert not zk_children(zookeeper, "/dubbo/demo.Greeter/providers")
+        assert zk_children(zookeeper, "/services/py-go-estate-app-provider")
+        registry = f"zookeeper://{zookeeper.address}"
+        with consumer(registry, "app", "1.0.0", "--discovery", "instance") as go:
             result = go.call(2, name="app")
             assert result["ok"] == {"pa [1.0.0": 2}, result
