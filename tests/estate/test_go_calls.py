@@ -1,7 +1,8 @@
 """A dubbo-py consumer calling a live dubbo-go 3.3.2 provider over Triple, through ZooKeeper.
 
-One Go provider per module (tests/peers/go/estate) serves demo.Greeter at two versions in this
-module's group; the dubbo-py side uses its ordinary generated stubs.
+One Go provider per version per module (tests/peers/go/estate) serves demo.Greeter in this
+module's group, the first also demo.Chat; tests of group-only dispatch and application-level
+discovery start Go providers of their own. The dubbo-py side uses its ordinary generated stubs.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def test_group_alone_selects_the_go_provider(
         for name, group in (("ga", f"{estate_group}-a"), ("gb", f"{estate_group}-b")):
             stub = app.reference(greeter_pb2_grpc.GreeterStub, group=group)
             replies = {
-                stub.SayHello(greeter_pb2.HelloRequest(name="grp")).message for _ in range(4)
+                stub.SayHello(greeter_pb2.HelloRequest(name="grp")).message for _ in range(8)
             }
             assert replies == {f"{name} [:{group}]: hello grp"}
 

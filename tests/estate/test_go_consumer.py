@@ -1,4 +1,5 @@
-"""A live dubbo-go 3.3.2 consumer calling a dubbo-py provider through ZooKeeper.
+"""A live dubbo-go 3.3.2 consumer calling a dubbo-py provider (demo.Greeter, demo.Chat) through
+ZooKeeper.
 
 The dubbo-py provider (in this process) answers the peer contract's special names; the Go
 consumer (tests/peers/go/estate) reports what its user saw, line by line.
