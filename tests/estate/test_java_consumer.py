@@ -154,3 +154,23 @@ def test_java_client_and_bidi_streams_to_dubbo_py(
         assert echoed["errors"] == [], echoed
         assert echoed["messages"] == ["e#0", "e#1", "e#2"], echoed
         assert echoed["providers"] == {py_provider: 3}, echoed
+
+
+def test_java_timeout_and_a_large_reply_from_dubbo_py(
+    py_provider: str, estate_registry: str, estate_group: str
+) -> None:
+    with consumer(estate_registry, estate_group, "1.0.0", "--timeout", "300") as java:
+        # Dubbo's failover retries a timed-out call (retries=2): three tries, then the user's
+        # RpcException names the timeout.
+        slow = java.call(1, name="sleep:1500")
+        assert slow["ok"] == {}, slow
+        [(error, count)] = slow["errors"].items()
+        assert count == 1, slow
+        assert error.startswith("RpcException: ") and "Tried 3 times" in error, error
+        assert "Invoke remote method timeout" in error, error
+        # A 4 MiB string reply (4 MiB and a few bytes as a message) is inside Dubbo's 8 MiB
+        # payload; dubbo-py's provider sends it (its own 8 MiB default).
+        size = 4 * 1024 * 1024
+        big = java.call(1, name=f"big:{size}")
+        assert big["ok"] == {f"<{size} chars>": 1}, big["errors"]
+        assert big["sizes"] == [size]

@@ -96,6 +96,7 @@ public final class Consumer {
                 Map<String, Integer> ok = new LinkedHashMap<>();
                 Map<String, Integer> errors = new LinkedHashMap<>();
                 List<String> messages = new ArrayList<>();
+                List<Integer> sizes = new ArrayList<>();
                 for (int i = 0; i < n; i++) {
                     attachments.forEach((k, v) -> RpcContext.getClientAttachment().setAttachment(k, v));
                     try {
@@ -103,8 +104,13 @@ public final class Consumer {
                         String message = reply.getMessage();
                         int colon = message.indexOf(':');
                         String key = colon < 0 || message.startsWith("{") ? message : message.substring(0, colon);
+                        // A long reply is counted by its length and cut to 64 Ki chars.
+                        if (message.length() > 65536) key = "<" + message.length() + " chars>";
                         ok.merge(key, 1, Integer::sum);
-                        if (messages.size() < 3) messages.add(message);
+                        if (messages.size() < 3) {
+                            sizes.add(message.length());
+                            messages.add(message.length() > 65536 ? message.substring(0, 65536) : message);
+                        }
                     } catch (RuntimeException e) {
                         errors.merge(describe(e), 1, Integer::sum);
                     }
@@ -112,6 +118,7 @@ public final class Consumer {
                 result.put("ok", ok);
                 result.put("errors", errors);
                 result.put("messages", messages);
+                result.put("sizes", sizes);
             } else if (words[0].equals("load")) {
                 // load THREADS MILLIS [name=...]: THREADS threads call SayHello back to back for
                 // MILLIS ms (a fault is injected meanwhile); every call counted, none dropped.
