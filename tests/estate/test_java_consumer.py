@@ -7,13 +7,14 @@ consumer (tests/peers/java/estate) reports what its user saw, line by line.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from demo import greeter_pb2, greeter_pb2_grpc
+from demo import chat_pb2, chat_pb2_grpc, greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from tests.support.java_estate import JavaConsumer
@@ -32,7 +33,11 @@ def make_greeter(name: str, version: str, group: str) -> Any:
             label = f"{name} [{version}:{group}]"
             if request.name == "fail":
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{label} refused fail")
-            if request.name == "attachments":
+            if request.name.startswith("sleep:"):
+                time.sleep(int(request.name[6:]) / 1000)
+            if request.name.startswith("big:"):
+                message = "x" * int(request.name[4:])
+            elif request.name == "attachments":
                 seen = {k: v for k, v in context.invocation_metadata() if not k.endswith("-bin")}
                 message = json.dumps(seen, sort_keys=True)
             else:
@@ -46,6 +51,25 @@ def make_greeter(name: str, version: str, group: str) -> Any:
     return Greeter()
 
 
+def make_chat() -> Any:
+    """A demo.Chat servicer (no version or group, as the estate peers serve it): Collect joins
+    the lines with commas, Echo sends each line back as it arrives; both name ``address``."""
+
+    @dubbo_py.service()
+    class Chat(chat_pb2_grpc.ChatServicer):
+        address = ""
+
+        def Collect(self, request_iterator: Any, context: Any) -> Any:
+            texts = [line.text for line in request_iterator]
+            return chat_pb2.Summary(count=len(texts), joined=",".join(texts), provider=self.address)
+
+        def Echo(self, request_iterator: Any, context: Any) -> Any:
+            for line in request_iterator:
+                yield chat_pb2.Line(text=line.text, provider=self.address)
+
+    return Chat()
+
+
 @pytest.fixture(scope="module")
 def py_provider(
     estate_registry: str, estate_group: str, tmp_path_factory: pytest.TempPathFactory
@@ -56,8 +80,9 @@ def py_provider(
         two = make_greeter("p1", "2.0.0", estate_group)
         # Bound to loopback only: the Java peer pins Dubbo's local host to 127.0.0.1
         # (tests/peers/java/estate Loopback.java), so it dials the 127.0.0.1 registered here.
-        server = app.start(one, two, port=0, bind_host="127.0.0.1")
-        one.address = two.address = server.address
+        chat = make_chat()
+        server = app.start(one, two, chat, port=0, bind_host="127.0.0.1")
+        one.address = two.address = chat.address = server.address
         yield server.address
 
 
@@ -114,3 +139,38 @@ def test_java_finds_the_dubbo_py_provider_in_each_migration_step(
     with consumer(estate_registry, estate_group, "1.0.0", "--migration", migration) as java:
         result = java.call(2, name="m")
         assert result["ok"] == {"p1 [1.0.0": 2}, result
+
+
+def test_java_client_and_bidi_streams_to_dubbo_py(
+    py_provider: str, estate_registry: str, estate_group: str
+) -> None:
+    with consumer(estate_registry, estate_group) as java:
+        collected = java.command("collect 3 name=c")
+        assert collected["errors"] == [], collected
+        assert (collected["count"], collected["joined"]) == (3, "c#0,c#1,c#2"), collected
+        assert collected["provider"] == py_provider, collected
+        # Each echo is read before the next line is sent: the stream is answered as it goes.
+        echoed = java.command("echo 3 name=e")
+        assert echoed["errors"] == [], echoed
+        assert echoed["messages"] == ["e#0", "e#1", "e#2"], echoed
+        assert echoed["providers"] == {py_provider: 3}, echoed
+
+
+def test_java_timeout_and_a_large_reply_from_dubbo_py(
+    py_provider: str, estate_registry: str, estate_group: str
+) -> None:
+    with consumer(estate_registry, estate_group, "1.0.0", "--timeout", "300") as java:
+        # Dubbo's failover retries a timed-out call (retries=2): three tries, then the user's
+        # RpcException names the timeout.
+        slow = java.call(1, name="sleep:1500")
+        assert slow["ok"] == {}, slow
+        [(error, count)] = slow["errors"].items()
+        assert count == 1, slow
+        assert error.startswith("RpcException: ") and "Tried 3 times" in error, error
+        assert "Invoke remote method timeout" in error, error
+        # A 4 MiB string reply (4 MiB and a few bytes as a message) is inside Dubbo's 8 MiB
+        # payload; dubbo-py's provider sends it (its own 8 MiB default).
+        size = 4 * 1024 * 1024
+        big = java.call(1, name=f"big:{size}")
+        assert big["ok"] == {f"<{size} chars>": 1}, big["errors"]
+        assert big["sizes"] == [size]

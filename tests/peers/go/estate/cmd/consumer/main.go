@@ -1,15 +1,20 @@
 // A dubbo-go 3.3 consumer of demo.Greeter over Triple with a ZooKeeper registry, driven over
 // stdin per the peers' contract: --registry zookeeper://host:port --application NAME
-// [--version V] [--group G] [--timeout MS] [--discovery interface|instance].
+// [--version V] [--group G] [--timeout MS] [--timeout-level client|reference] [--call-timeout MS]
+// [--discovery interface|instance].
 // It prints READY, then one "RESULT {json}" line per command: "call N [name=X] [k=v ...]"
-// (unary, k=v as attachments) and "stream N [name=X]"; "quit" or end of stdin ends it.
+// (unary, k=v as attachments), "stream N [name=X]" (server stream), "collect N [name=X]"
+// (client stream of N lines X#i) and "echo N [name=X]" (bidi, N lines X#i); "quit" or end of
+// stdin ends it. Messages longer than 64 KiB are cut there; "sizes" has their lengths.
 package main
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -60,10 +65,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "dubbo.NewInstance:", err)
 		os.Exit(1)
 	}
-	cli, err := ins.NewClient(client.WithClientProtocolTriple())
+	// --timeout-level: where --timeout is set. dubbo-go 3.3.2 applies only the client's
+	// (WithClientRequestTimeout); a reference's WithRequestTimeout alone leaves the default 3 s.
+	clientOpts := []client.ClientOption{client.WithClientProtocolTriple()}
+	switch a.Get("timeout-level", "client") {
+	case "client":
+		clientOpts = append(clientOpts, client.WithClientRequestTimeout(time.Duration(timeout)*time.Millisecond))
+	case "reference":
+	default:
+		fmt.Fprintln(os.Stderr, "--timeout-level: expected client or reference")
+		os.Exit(2)
+	}
+	cli, err := ins.NewClient(clientOpts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "NewClient:", err)
 		os.Exit(1)
+	}
+	// --call-timeout MS: a per-call deadline (client.WithCallRequestTimeout) besides the
+	// reference's --timeout.
+	var callOpts []client.CallOption
+	if ms, _ := strconv.Atoi(a.Get("call-timeout", "0")); ms > 0 {
+		callOpts = append(callOpts, client.WithCallRequestTimeout(time.Duration(ms)*time.Millisecond))
 	}
 	refOpts := []client.ReferenceOption{client.WithRequestTimeout(time.Duration(timeout) * time.Millisecond)}
 	if v := a.Get("version", ""); v != "" {
@@ -75,6 +97,19 @@ func main() {
 	greeter, err := demo.NewGreeter(cli, refOpts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "NewGreeter:", err)
+		os.Exit(1)
+	}
+	// demo.Chat without version or group, as the estate peers serve it.
+	// Its own client: references made from one dubbo-go 3.3.2 client share the group and
+	// version of the first (demo.Chat was looked up in the Greeter's group otherwise).
+	chatCli, err := ins.NewClient(clientOpts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "NewClient:", err)
+		os.Exit(1)
+	}
+	chat, err := demo.NewChat(chatCli, client.WithRequestTimeout(time.Duration(timeout)*time.Millisecond))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "NewChat:", err)
 		os.Exit(1)
 	}
 	fmt.Fprintln(out, "READY")
@@ -111,12 +146,13 @@ func main() {
 			ok := map[string]int{}
 			errs := map[string]int{}
 			messages := []string{}
+			sizes := []int{}
 			for i := 0; i < n; i++ {
 				ctx := context.Background()
 				if len(attachments) > 0 {
 					ctx = context.WithValue(ctx, constant.AttachmentKey, attachments)
 				}
-				reply, err := greeter.SayHello(ctx, &demo.HelloRequest{Name: name})
+				reply, err := greeter.SayHello(ctx, &demo.HelloRequest{Name: name}, callOpts...)
 				if err != nil {
 					errs[describe(err)]++
 					continue
@@ -126,12 +162,19 @@ func main() {
 				if c := strings.IndexByte(message, ':'); c >= 0 && !strings.HasPrefix(message, "{") {
 					key = message[:c]
 				}
+				if len(message) > 65536 {
+					key = fmt.Sprintf("<%d chars>", len(message))
+				}
 				ok[key]++
 				if len(messages) < 3 {
+					sizes = append(sizes, len(message))
+					if len(message) > 65536 {
+						message = message[:65536]
+					}
 					messages = append(messages, message)
 				}
 			}
-			result["ok"], result["errors"], result["messages"] = ok, errs, messages
+			result["ok"], result["errors"], result["messages"], result["sizes"] = ok, errs, messages, sizes
 		case "stream":
 			messages := []string{}
 			errs := []string{}
@@ -147,6 +190,53 @@ func main() {
 				}
 			}
 			result["messages"], result["errors"] = messages, errs
+		case "collect":
+			errs := []string{}
+			stream, err := chat.Collect(context.Background())
+			if err == nil {
+				for i := 0; i < n && err == nil; i++ {
+					err = stream.Send(&demo.Line{Text: fmt.Sprintf("%s#%d", name, i)})
+				}
+			}
+			if err == nil {
+				var summary *demo.Summary
+				if summary, err = stream.CloseAndRecv(); err == nil {
+					result["count"], result["joined"], result["provider"] = summary.GetCount(), summary.GetJoined(), summary.GetProvider()
+				}
+			}
+			if err != nil {
+				errs = append(errs, describe(err))
+			}
+			result["errors"] = errs
+		case "echo":
+			messages := []string{}
+			providers := map[string]int{}
+			errs := []string{}
+			stream, err := chat.Echo(context.Background())
+			// Each line is sent and its echo read before the next: a bidi stream, not a batch.
+			for i := 0; i < n && err == nil; i++ {
+				if err = stream.Send(&demo.Line{Text: fmt.Sprintf("%s#%d", name, i)}); err != nil {
+					break
+				}
+				var line *demo.Line
+				if line, err = stream.Recv(); err == nil {
+					messages = append(messages, line.GetText())
+					providers[line.GetProvider()]++
+				}
+			}
+			if err == nil {
+				err = stream.CloseRequest()
+			}
+			if err == nil {
+				if _, end := stream.Recv(); end != nil && !errors.Is(end, io.EOF) {
+					err = end
+				}
+				stream.CloseResponse()
+			}
+			if err != nil {
+				errs = append(errs, describe(err))
+			}
+			result["messages"], result["providers"], result["errors"] = messages, providers, errs
 		default:
 			result["errors"] = map[string]int{"unknown command " + words[0]: 1}
 		}

@@ -1,12 +1,15 @@
 // A dubbo-go 3.3 provider of demo.Greeter over Triple with a ZooKeeper registry, per the peers'
 // contract: --registry zookeeper://host:port --application NAME --name LABEL [--port N]
-// [--version V] [--group G] [--service V:G ...] [--register-mode interface|instance|all].
+// [--version V] [--group G] [--service V:G ...] [--register-mode interface|instance|all]
+// [--chat true|false] (demo.Chat, served unless false) [--metadata-type local|remote]
+// [--metadata-protocol dubbo|tri] (how application-level metadata is served).
 // stdout carries only the "READY 127.0.0.1:port" line; it serves until stdin closes.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -64,6 +67,38 @@ func (g *GreeterImpl) SayHelloStream(ctx context.Context, req *demo.HelloRequest
 	return nil
 }
 
+// ChatImpl answers demo.Chat like the Java estate peer: Collect joins the lines it got with
+// commas, Echo sends each line back as it arrives; both name the provider's address.
+type ChatImpl struct {
+	address string
+}
+
+func (c *ChatImpl) Collect(ctx context.Context, lines demo.Chat_CollectServer) (*demo.Summary, error) {
+	texts := []string{}
+	for lines.Recv() {
+		texts = append(texts, lines.Msg().GetText())
+	}
+	if err := lines.Err(); err != nil {
+		return nil, err
+	}
+	return &demo.Summary{Count: int32(len(texts)), Joined: strings.Join(texts, ","), Provider: c.address}, nil
+}
+
+func (c *ChatImpl) Echo(ctx context.Context, lines demo.Chat_EchoServer) error {
+	for {
+		line, err := lines.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := lines.Send(&demo.Line{Text: line.GetText(), Provider: c.address}); err != nil {
+			return err
+		}
+	}
+}
+
 // attachmentsJSON is what the caller attached, as dubbo-go hands it to the service: a JSON
 // object, keys sorted, each value joined when the transport gave several.
 func attachmentsJSON(ctx context.Context) string {
@@ -92,6 +127,17 @@ func attachmentsJSON(ctx context.Context) string {
 	return "{" + strings.Join(ordered, ",") + "}"
 }
 
+// freePort is a port on loopback that nothing listened on a moment ago.
+func freePort() int {
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "no free port:", err)
+		os.Exit(1)
+	}
+	defer probe.Close()
+	return probe.Addr().(*net.TCPAddr).Port
+}
+
 func registerMode(mode string) registry.Option {
 	switch mode {
 	case "interface":
@@ -114,22 +160,34 @@ func main() {
 	name := a.Require("name")
 	port, _ := strconv.Atoi(a.Get("port", "0"))
 	if port == 0 {
-		probe, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "no free port:", err)
-			os.Exit(1)
-		}
-		port = probe.Addr().(*net.TCPAddr).Port
-		probe.Close()
+		port = freePort()
 	}
 	address := fmt.Sprintf("127.0.0.1:%d", port)
+	// The MetadataService's own port, chosen here so that READY waits for it too: an instance
+	// is registered before its MetadataService listens, and a consumer reading it at once
+	// would be refused and retry later.
+	metadataPort := freePort()
 	// dubbo-go registers the host's first non-loopback address (common.GetLocalIp); the
 	// environment variable it reads first keeps the registered address on loopback.
 	os.Setenv(constant.DubboIpToRegistryKey, "127.0.0.1")
 
 	registryAddress := strings.TrimPrefix(a.Require("registry"), "zookeeper://")
-	ins, err := dubbo.NewInstance(
-		dubbo.WithName(a.Require("application")),
+	instanceOpts := []dubbo.InstanceOption{dubbo.WithName(a.Require("application"))}
+	// Application-level metadata: dubbo-go 3.3.2 keeps it in the process (type local) and serves
+	// it with MetadataService 1.0.0 over the dubbo protocol unless told otherwise.
+	switch a.Get("metadata-type", "local") {
+	case "local":
+	case "remote":
+		instanceOpts = append(instanceOpts, dubbo.WithRemoteMetadata())
+	default:
+		fmt.Fprintln(os.Stderr, "--metadata-type: expected local or remote")
+		os.Exit(2)
+	}
+	instanceOpts = append(instanceOpts, dubbo.WithMetadataServicePort(metadataPort))
+	if p := a.Get("metadata-protocol", ""); p != "" {
+		instanceOpts = append(instanceOpts, dubbo.WithMetadataServiceProtocol(p))
+	}
+	ins, err := dubbo.NewInstance(append(instanceOpts,
 		dubbo.WithRegistry(
 			registry.WithZookeeper(),
 			registry.WithAddress(registryAddress),
@@ -140,7 +198,7 @@ func main() {
 			protocol.WithIp("127.0.0.1"),
 			protocol.WithPort(port),
 		),
-	)
+	)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dubbo.NewInstance:", err)
 		os.Exit(1)
@@ -173,24 +231,38 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	// demo.Chat without version or group, as the Java estate peer serves it; --chat false leaves
+	// it out (a second provider in one test need not serve it twice).
+	if a.Get("chat", "true") == "true" {
+		if err := demo.RegisterChatHandler(srv, &ChatImpl{address: address}); err != nil {
+			fmt.Fprintln(os.Stderr, "RegisterChatHandler:", err)
+			os.Exit(1)
+		}
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
 	// Serve blocks; exporting and registering are done when the port accepts.
 	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waiting := []string{address}
+	// Only a local-metadata instance serves a MetadataService.
+	if a.Get("register-mode", "all") != "interface" && a.Get("metadata-type", "local") == "local" {
+		waiting = append(waiting, fmt.Sprintf("127.0.0.1:%d", metadataPort))
+	}
+	for len(waiting) > 0 {
 		select {
 		case err := <-serveErr:
 			fmt.Fprintln(os.Stderr, "Serve:", err)
 			os.Exit(1)
 		default:
 		}
-		conn, err := net.DialTimeout("tcp", address, 200*time.Millisecond)
+		conn, err := net.DialTimeout("tcp", waiting[0], 200*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			break
+			waiting = waiting[1:]
+			continue
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "provider did not listen on", address)
+			fmt.Fprintln(os.Stderr, "provider did not listen on", waiting[0])
 			os.Exit(1)
 		}
 		time.Sleep(50 * time.Millisecond)

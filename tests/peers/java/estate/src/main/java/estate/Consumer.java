@@ -1,6 +1,9 @@
 package estate;
 
 import com.alibaba.fastjson2.JSON;
+import demo.Chat;
+import demo.ChatOuterClass.Line;
+import demo.ChatOuterClass.Summary;
 import demo.Greeter;
 import demo.GreeterOuterClass.HelloReply;
 import demo.GreeterOuterClass.HelloRequest;
@@ -15,7 +18,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 import org.apache.dubbo.common.config.configcenter.DynamicConfiguration;
 import org.apache.dubbo.common.stream.StreamObserver;
 import org.apache.dubbo.config.ApplicationConfig;
@@ -25,7 +31,10 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.model.ApplicationModel;
 
-/** A Dubbo 3.3 consumer of demo.Greeter driven over stdin, per PEER_CONTRACT.md. */
+/**
+ * A Dubbo 3.3 consumer of demo.Greeter (and demo.Chat: collect, echo) driven over stdin, per
+ * PEER_CONTRACT.md.
+ */
 public final class Consumer {
     private Consumer() {}
 
@@ -58,12 +67,20 @@ public final class Consumer {
             params.put(kv.substring(0, eq), kv.substring(eq + 1));
         }
         if (!params.isEmpty()) reference.setParameters(params);
+        // demo.Chat without version or group, as the estate peers serve it.
+        ReferenceConfig<Chat> chatReference = new ReferenceConfig<>();
+        chatReference.setInterface(Chat.class);
+        chatReference.setProtocol("tri");
+        chatReference.setCheck(false);
+        chatReference.setTimeout(reference.getTimeout());
         DubboBootstrap bootstrap = DubboBootstrap.getInstance()
                 .application(application)
                 .registry(registry)
-                .reference(reference);
+                .reference(reference)
+                .reference(chatReference);
         bootstrap.start();
         Greeter greeter = reference.get();
+        Chat chat = chatReference.get();
         out.println("READY");
         out.flush();
 
@@ -89,6 +106,7 @@ public final class Consumer {
                 Map<String, Integer> ok = new LinkedHashMap<>();
                 Map<String, Integer> errors = new LinkedHashMap<>();
                 List<String> messages = new ArrayList<>();
+                List<Integer> sizes = new ArrayList<>();
                 for (int i = 0; i < n; i++) {
                     attachments.forEach((k, v) -> RpcContext.getClientAttachment().setAttachment(k, v));
                     try {
@@ -96,8 +114,13 @@ public final class Consumer {
                         String message = reply.getMessage();
                         int colon = message.indexOf(':');
                         String key = colon < 0 || message.startsWith("{") ? message : message.substring(0, colon);
+                        // A long reply is counted by its length and cut to 64 Ki chars.
+                        if (message.length() > 65536) key = "<" + message.length() + " chars>";
                         ok.merge(key, 1, Integer::sum);
-                        if (messages.size() < 3) messages.add(message);
+                        if (messages.size() < 3) {
+                            sizes.add(message.length());
+                            messages.add(message.length() > 65536 ? message.substring(0, 65536) : message);
+                        }
                     } catch (RuntimeException e) {
                         errors.merge(describe(e), 1, Integer::sum);
                     }
@@ -105,6 +128,7 @@ public final class Consumer {
                 result.put("ok", ok);
                 result.put("errors", errors);
                 result.put("messages", messages);
+                result.put("sizes", sizes);
             } else if (words[0].equals("load")) {
                 // load THREADS MILLIS [name=...]: THREADS threads call SayHello back to back for
                 // MILLIS ms (a fault is injected meanwhile); every call counted, none dropped.
@@ -154,6 +178,10 @@ public final class Consumer {
                     result.put("done", false);
                     result.put("error", e.toString());
                 }
+            } else if (words[0].equals("collect")) {
+                result.putAll(collect(chat, n, name));
+            } else if (words[0].equals("echo")) {
+                result.putAll(echo(chat, n, name));
             } else {
                 result.put("errors", Map.of("unknown command " + words[0], 1));
             }
@@ -224,6 +252,94 @@ public final class Consumer {
             result.put("ok_per_250ms", perBucket);
             result.put("error_ms", errorMs.isEmpty() ? List.of() : List.of(Collections.min(errorMs), Collections.max(errorMs)));
         }
+        return result;
+    }
+
+    /** collect N: N lines NAME#i on one request stream, then the one summary (or the error). */
+    static Map<String, Object> collect(Chat chat, int n, String name) throws InterruptedException {
+        Map<String, Object> result = new LinkedHashMap<>();
+        List<String> errors = new ArrayList<>();
+        CountDownLatch done = new CountDownLatch(1);
+        StreamObserver<Line> lines = chat.Collect(new StreamObserver<>() {
+            @Override
+            public void onNext(Summary summary) {
+                synchronized (result) {
+                    result.put("count", summary.getCount());
+                    result.put("joined", summary.getJoined());
+                    result.put("provider", summary.getProvider());
+                }
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                synchronized (result) {
+                    errors.add(describe(t));
+                }
+                done.countDown();
+            }
+
+            @Override
+            public void onCompleted() {
+                done.countDown();
+            }
+        });
+        for (int i = 0; i < n; i++) lines.onNext(Line.newBuilder().setText(name + "#" + i).build());
+        lines.onCompleted();
+        if (!done.await(10, TimeUnit.SECONDS)) errors.add("no summary in 10 s");
+        synchronized (result) {
+            result.put("errors", errors);
+            return result;
+        }
+    }
+
+    /**
+     * echo N: N lines NAME#i on a bidirectional stream, each sent only after the echo of the one
+     * before arrived (so the stream is answered as it goes), then the end of the stream.
+     */
+    static Map<String, Object> echo(Chat chat, int n, String name) throws InterruptedException {
+        BlockingQueue<Object> received = new LinkedBlockingQueue<>();
+        Object end = new Object();
+        StreamObserver<Line> lines = chat.Echo(new StreamObserver<>() {
+            @Override
+            public void onNext(Line line) {
+                received.add(line);
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                received.add(t);
+            }
+
+            @Override
+            public void onCompleted() {
+                received.add(end);
+            }
+        });
+        List<String> messages = new ArrayList<>();
+        Map<String, Integer> providers = new TreeMap<>();
+        List<String> errors = new ArrayList<>();
+        for (int i = 0; i < n && errors.isEmpty(); i++) {
+            lines.onNext(Line.newBuilder().setText(name + "#" + i).build());
+            Object got = received.poll(10, TimeUnit.SECONDS);
+            if (got instanceof Line line) {
+                messages.add(line.getText());
+                providers.merge(line.getProvider(), 1, Integer::sum);
+            } else if (got instanceof Throwable t) {
+                errors.add(describe(t));
+            } else {
+                errors.add(got == null ? "no echo in 10 s" : "stream ended early");
+            }
+        }
+        lines.onCompleted();
+        if (errors.isEmpty()) {
+            Object last = received.poll(10, TimeUnit.SECONDS);
+            if (last instanceof Throwable t) errors.add(describe(t));
+            else if (last != end) errors.add("stream did not end: " + last);
+        }
+        Map<String, Object> result = new LinkedHashMap<>();
+        result.put("messages", messages);
+        result.put("providers", providers);
+        result.put("errors", errors);
         return result;
     }
 
