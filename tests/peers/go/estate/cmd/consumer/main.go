@@ -1,7 +1,7 @@
 // A dubbo-go 3.3 consumer of demo.Greeter over Triple with a ZooKeeper registry, driven over
 // stdin per the peers' contract: --registry zookeeper://host:port --application NAME
 // [--version V] [--group G] [--timeout MS] [--timeout-level client|reference] [--call-timeout MS]
-// [--discovery interface|instance].
+// [--discovery interface|instance] [--tls-ca PEM [--tls-cert PEM --tls-key PEM]].
 // It prints READY, then one "RESULT {json}" line per command: "call N [name=X] [k=v ...]"
 // (unary, k=v as attachments), "stream N [name=X]" (server stream), "collect N [name=X]"
 // (client stream of N lines X#i) and "echo N [name=X]" (bidi, N lines X#i); "quit" or end of
@@ -57,10 +57,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "--discovery: expected interface or instance")
 		os.Exit(2)
 	}
-	ins, err := dubbo.NewInstance(
+	instanceOpts := []dubbo.InstanceOption{
 		dubbo.WithName(a.Require("application")),
 		dubbo.WithRegistry(registryOpts...),
-	)
+	}
+	// --tls-ca PEM [--tls-cert PEM --tls-key PEM] [--tls-server-name N]: dubbo-go's TLS
+	// config; its clients then dial every provider over TLS.
+	if opts := a.TLS(); len(opts) > 0 {
+		instanceOpts = append(instanceOpts, dubbo.WithTLS(opts...))
+	}
+	ins, err := dubbo.NewInstance(instanceOpts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dubbo.NewInstance:", err)
 		os.Exit(1)

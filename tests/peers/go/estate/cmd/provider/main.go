@@ -2,7 +2,8 @@
 // contract: --registry zookeeper://host:port --application NAME --name LABEL [--port N]
 // [--version V] [--group G] [--service V:G ...] [--register-mode interface|instance|all]
 // [--chat true|false] (demo.Chat, served unless false) [--metadata-type local|remote]
-// [--metadata-protocol dubbo|tri] (how application-level metadata is served).
+// [--metadata-protocol dubbo|tri] (how application-level metadata is served)
+// [--tls-cert PEM --tls-key PEM [--tls-ca PEM]] (TLS; mutual with --tls-ca).
 // stdout carries only the "READY 127.0.0.1:port" line; it serves until stdin closes.
 package main
 
@@ -184,6 +185,10 @@ func main() {
 		os.Exit(2)
 	}
 	instanceOpts = append(instanceOpts, dubbo.WithMetadataServicePort(metadataPort))
+	// --tls-cert/--tls-key [--tls-ca]: dubbo-go's TLS config (mutual TLS with --tls-ca).
+	if opts := a.TLS(); len(opts) > 0 {
+		instanceOpts = append(instanceOpts, dubbo.WithTLS(opts...))
+	}
 	if p := a.Get("metadata-protocol", ""); p != "" {
 		instanceOpts = append(instanceOpts, dubbo.WithMetadataServiceProtocol(p))
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"dubbo.apache.org/dubbo-go/v3/tls"
 )
 
 // Args holds the parsed --key value pairs.
@@ -51,4 +53,23 @@ func (a *Args) Require(key string) string {
 // All is every value given for --key.
 func (a *Args) All(key string) []string {
 	return a.repeated[key]
+}
+
+// TLS is the --tls-cert, --tls-key and --tls-ca options as dubbo-go's own TLS configuration
+// (an instance's WithTLS: the root tls config, shared by its servers and clients), or nil when
+// none is given. A provider serves TLS when it has a certificate and key, and requires client
+// certificates signed by --tls-ca when that is given (mutual TLS); a consumer uses TLS when it
+// has --tls-ca (the CA it trusts providers by) and presents --tls-cert/--tls-key when given.
+func (a *Args) TLS() []tls.Option {
+	var opts []tls.Option
+	if ca := a.Get("tls-ca", ""); ca != "" {
+		opts = append(opts, tls.WithCACertFile(ca))
+	}
+	if cert := a.Get("tls-cert", ""); cert != "" {
+		opts = append(opts, tls.WithCertFile(cert), tls.WithKeyFile(a.Require("tls-key")))
+	}
+	if name := a.Get("tls-server-name", ""); name != "" {
+		opts = append(opts, tls.WithServerName(name))
+	}
+	return opts
 }

@@ -78,6 +78,9 @@ public final class Consumer {
                 .registry(registry)
                 .reference(reference)
                 .reference(chatReference);
+        // --tls-cert/--tls-key [--tls-ca] [--tls-verify-host false]: Dubbo's SslConfig.
+        org.apache.dubbo.config.SslConfig ssl = Tls.of(args, false);
+        if (ssl != null) bootstrap.ssl(ssl);
         bootstrap.start();
         Greeter greeter = reference.get();
         Chat chat = chatReference.get();

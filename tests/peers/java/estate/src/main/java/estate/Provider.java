@@ -160,6 +160,12 @@ public final class Provider {
                 .application(application)
                 .registry(registry)
                 .protocol(protocol);
+        // --tls-cert/--tls-key [--tls-ca]: Dubbo's SslConfig; the URL then says ssl-enabled=true.
+        org.apache.dubbo.config.SslConfig ssl = Tls.of(args, true);
+        if (ssl != null) {
+            protocol.setSslEnabled(true);
+            bootstrap.ssl(ssl);
+        }
         List<String> services = args.all("service");
         if (services.isEmpty()) {
             services = List.of(args.get("version", "") + ":" + args.get("group", ""));
