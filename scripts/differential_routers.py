@@ -75,8 +75,11 @@ def main() -> int:
                 path.write_text(json.dumps(record, indent=2) + "\n")
             done += len(batch)
             elapsed = time.monotonic() - started
-            print(f"{done} cases, {done / elapsed:.0f} cases/s, {sum(seen.values())} differences",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{done} cases, {done / elapsed:.0f} cases/s, {sum(seen.values())} differences",
+                file=sys.stderr,
+                flush=True,
+            )
     elapsed = time.monotonic() - started
     print(f"seed {args.seed}: {done} cases in {elapsed:.1f} s ({done / elapsed:.0f} cases/s)")
     for kind in kinds:
