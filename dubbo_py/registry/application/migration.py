@@ -41,6 +41,7 @@ from dubbo_py.registry.application.paths import migration_path
 from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.registry import Registry, empty_url, is_empty
 from dubbo_py.registry.store.base import Cancel, Store
+from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "SubRule",
     "choose",
     "display_service_key",
+    "validate_document",
 ]
 
 log = logging.getLogger(__name__)
@@ -182,6 +184,93 @@ def _subs(raw: object, where: str) -> dict[str, SubRule]:
             raise MigrationRuleError(f"{here}: needs a serviceKey")
         out[str(item["serviceKey"])] = _sub(item, here)
     return out
+
+
+#: Dubbo's ``MigrationRule`` fields and what dubbo-py does with each (``rules validate`` names
+#: the ones not acted on, docs/registry.md "Where dubbo-py differs").
+_PROPORTION = ignored(
+    "dubbo-py does not split one consumer's calls between the levels: APPLICATION_FIRST "
+    "moves all of them (threshold decides when)"
+)
+_DELAY = ignored("dubbo-py applies a migration rule at once, not after a delay")
+_SUB_FIELDS: Mapping[str, Field] = {
+    "serviceKey": acted(),
+    "step": acted(),
+    "threshold": acted(),
+    "force": acted(),
+    "proportion": _PROPORTION,
+    "delay": _DELAY,
+}
+FIELDS: Mapping[str, Field] = {
+    "key": acted(),
+    "step": acted(),
+    "threshold": acted(),
+    "force": acted(),
+    "proportion": _PROPORTION,
+    "delay": _DELAY,
+    "interfaces": acted(**_SUB_FIELDS),
+    "applications": acted(**_SUB_FIELDS),
+}
+
+
+def validate_document(text: str, source: str) -> None:
+    """Check a migration document as consumers read it (:meth:`MigrationRule.parse`), with the
+    line and column of what is wrong: RuleError naming ``source``, the field and the fix."""
+    from dubbo_py.errors import RuleError
+    from dubbo_py.yaml_loader import kind_of, load_yaml
+
+    doc = load_yaml(text, source, error=RuleError, empty="the migration rule is empty")
+    if not isinstance(doc.data, dict):
+        raise doc.fail(
+            f"a migration rule is a mapping of fields (key, step, ...), not {kind_of(doc.data)}",
+            (),
+        )
+    steps = ", ".join(s.value for s in MigrationStep)
+
+    def check(path: tuple[str | int, ...], item: Mapping[str, Any]) -> None:
+        step = item.get("step")
+        if step is not None:
+            try:
+                MigrationStep.parse(str(step))
+            except ValueError:
+                message = f"{step!r} is not a migration step ({steps})"
+                raise doc.error((*path, "step"), message) from None
+        threshold = item.get("threshold")
+        if threshold is not None:
+            try:
+                if isinstance(threshold, bool):
+                    raise ValueError
+                float(threshold)
+            except (TypeError, ValueError):
+                raise doc.error(
+                    (*path, "threshold"), f"{threshold!r} is not a number (e.g. 0.5)"
+                ) from None
+        force = item.get("force")
+        if force is not None and str(force).strip().lower() not in ("true", "false"):
+            raise doc.error((*path, "force"), f"{force!r} is not true or false")
+
+    check((), doc.data)
+    for name in ("interfaces", "applications"):
+        raw = doc.data.get(name)
+        if raw is None:
+            continue
+        if not isinstance(raw, list):
+            raise doc.error(
+                (name,), f"expected a list of {{serviceKey, step}} entries, got {kind_of(raw)}"
+            )
+        what = "interface[:version]" if name == "interfaces" else "provider application"
+        for i, item in enumerate(raw):
+            if not isinstance(item, dict):
+                found = kind_of(item)
+                raise doc.error((name, i), f"expected a mapping with serviceKey, got {found}")
+            if not item.get("serviceKey"):
+                raise doc.error((name, i), f"needs a serviceKey (the {what} it is for)")
+            check((name, i), item)
+    # What the error messages above do not cover is what consumers check: run it too.
+    try:
+        MigrationRule.parse(text, source)
+    except MigrationRuleError as exc:
+        raise RuleError(str(exc), source=source) from None
 
 
 def display_service_key(consumer: URL) -> str:
