@@ -12,9 +12,10 @@ provider application at the application level only (``register_mode="instance"``
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,13 @@ VERSION = "1.0.0"
 CALLS = 6  # one provider per level: a few calls show which level a consumer reads
 INTERFACE = {"iface"}
 APPLICATION = {"app"}
+#: Dubbo 3.3.6's MigrationRuleHandler when a FORCE_INTERFACE step finds no provider there.
+JAVA_REFUSES = "Migrate to FORCE_INTERFACE mode failed"
+#: dubbo-py's MigrationSubscriber likewise.
+PY_REFUSES = "migration rule asks for FORCE_INTERFACE, but that level has no provider"
+#: A call with no provider, as each consumer reports it (see Consumers.reached).
+JAVA_NO_PROVIDER = "error: RpcException: No provider available"
+PY_NO_PROVIDER = "error: ClusterError"
 
 
 @dataclass
@@ -43,6 +51,8 @@ class Consumers:
     application: str
     java: JavaConsumer
     py: Any
+    #: The interface-level provider's server (taken offline to leave that level empty).
+    iface_server: Any = None
 
     def reached(self) -> tuple[set[str], set[str]]:
         """The labels of the providers that answered each consumer's calls."""
@@ -57,14 +67,27 @@ class Consumers:
                 py.add(f"error: {type(error).__name__}")
         return java, py
 
-    def agree(self, expected: set[str], what: str, timeout: float = 10.0) -> None:
-        """Wait until both consumers reach exactly ``expected``; fail showing both sets."""
+    def agree(
+        self, expected: set[str], what: str, timeout: float = 10.0, both_differ: bool = False
+    ) -> None:
+        """Wait until both consumers reach exactly ``expected``; fail showing both sets. With
+        ``both_differ``, ``expected`` is {Java's, dubbo-py's} error (each consumer's replies
+        all start with its own)."""
         deadline = time.monotonic() + timeout
+
+        def met(java: set[str], py: set[str]) -> bool:
+            if not both_differ:
+                return (java, py) == (expected, expected)
+            java_error, py_error = sorted(expected, key=lambda e: e != JAVA_NO_PROVIDER)
+            return all(j.startswith(java_error) for j in java) and all(
+                p.startswith(py_error) for p in py
+            )
+
         java, py = self.reached()
-        while (java, py) != (expected, expected) and time.monotonic() < deadline:
+        while not met(java, py) and time.monotonic() < deadline:
             time.sleep(0.1)
             java, py = self.reached()
-        assert (java, py) == (expected, expected), (
+        assert met(java, py), (
             f"{what}: Java consumer reached {sorted(java)}, dubbo-py consumer {sorted(py)}, "
             f"expected {sorted(expected)}"
         )
@@ -108,7 +131,7 @@ def consumers(
             provider_app, estate_registry, cache_path=cache / "app.json", register_mode="instance"
         ) as app_app,
     ):
-        iface_app.start(iface(), port=0, bind_host="127.0.0.1")
+        iface_server = iface_app.start(iface(), port=0, bind_host="127.0.0.1")
         app_app.start(app(), port=0, bind_host="127.0.0.1")
         with dubbo_py.Application(
             consumer_app, estate_registry, cache_path=cache / "consumer.json"
@@ -126,7 +149,7 @@ def consumers(
                 "--group",
                 estate_group,
             ) as java:
-                both = Consumers(estate_registry, consumer_app, java, py)
+                both = Consumers(estate_registry, consumer_app, java, py, iface_server)
                 # APPLICATION_FIRST (both consumers' default): the application level has a
                 # provider, so both read it.
                 both.agree(APPLICATION, "APPLICATION_FIRST, before any rule")
@@ -155,3 +178,52 @@ def test_a_migration_rule_pushed_with_the_cli_switches_java_and_dubbo_py_consume
         consumers.cli("rules", "delete", key)
     # Deleted: both go back to their configured step, APPLICATION_FIRST.
     consumers.agree(APPLICATION, f"{key} deleted")
+
+
+def _wait_for(found: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not found():
+        assert time.monotonic() < deadline, f"no sign within {timeout:.0f} s: {what}"
+        time.sleep(0.1)
+
+
+def test_a_step_to_a_level_with_no_provider_needs_force_on_both_consumers(
+    consumers: Consumers, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Taken offline (still serving), the interface-only provider leaves that level empty.
+    key = f"{consumers.application}.migration"
+    rule = tmp_path / "migration.yaml"
+    java_log = consumers.java.log
+    refusals = java_log.read_text(errors="replace").count(JAVA_REFUSES)
+    caplog.set_level(logging.WARNING, logger="dubbo_py.registry.application.migration")
+    consumers.iface_server.offline()
+    try:
+        consumers.agree(APPLICATION, "the interface level empty, APPLICATION_FIRST")
+        # Without force: both read the rule and refuse it (Dubbo's MigrationRuleHandler keeps
+        # the invokers it has), so both keep calling the application level.
+        rule.write_text(f"key: {consumers.application}\nstep: FORCE_INTERFACE\n")
+        consumers.cli("rules", "push", str(rule))
+        _wait_for(
+            lambda: java_log.read_text(errors="replace").count(JAVA_REFUSES) > refusals,
+            f"the Java consumer refusing FORCE_INTERFACE ({JAVA_REFUSES!r} in its log)",
+        )
+        _wait_for(
+            lambda: any(PY_REFUSES in r.getMessage() for r in caplog.records),
+            f"the dubbo-py consumer refusing FORCE_INTERFACE ({PY_REFUSES!r})",
+        )
+        consumers.agree(APPLICATION, f"{key} FORCE_INTERFACE without force, no such provider")
+        # force: true: both move to the empty level, and their calls find no provider.
+        rule.write_text(f"key: {consumers.application}\nstep: FORCE_INTERFACE\nforce: true\n")
+        consumers.cli("rules", "push", str(rule))
+        consumers.agree(
+            {JAVA_NO_PROVIDER, PY_NO_PROVIDER},
+            f"{key} FORCE_INTERFACE with force: true, no such provider",
+            both_differ=True,
+        )
+    finally:
+        consumers.cli("rules", "delete", key)
+    try:
+        # Deleted: both back in APPLICATION_FIRST, on the application level's provider.
+        consumers.agree(APPLICATION, f"{key} deleted")
+    finally:
+        consumers.iface_server.online()

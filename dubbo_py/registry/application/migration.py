@@ -38,6 +38,7 @@ from dubbo_py.registry import layout
 from dubbo_py.registry.application.discovery import AppLevelProviders, ApplicationDiscovery
 from dubbo_py.registry.application.modes import MigrationStep
 from dubbo_py.registry.application.paths import migration_path
+from dubbo_py.registry.empty_protection import SwitchedProviders
 from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.registry import Registry, empty_url, is_empty
 from dubbo_py.registry.store.base import Cancel, Store
@@ -376,6 +377,8 @@ class MigrationSubscriber:
         self._app: AppLevelProviders | None = None
         self._listener: Callable[[str, list[URL]], None] | None = None
         self._last: tuple[URL, ...] | None = None
+        #: The level of the list handed over last (None: none yet).
+        self._last_level: str | None = None
 
     def _usable(self, urls: list[URL]) -> int:
         return len(self._filter.select(urls))
@@ -486,11 +489,13 @@ class MigrationSubscriber:
         urls = tuple(app_urls if level == "application" else interface_urls)
         if urls == self._last:
             return
-        self._last = urls
-        self._listener(
-            layout.PROVIDERS,
-            list(urls) or [empty_url(self.consumer.service_interface, layout.PROVIDERS)],
-        )
+        # Another level than the list handed over last: what is not in this list did not leave
+        # the registry, and the directory's empty protection must not keep it (a rule's
+        # FORCE_* step with force: true to an empty level leaves no provider, as in Dubbo).
+        switched = self._last_level is not None and level != self._last_level
+        self._last, self._last_level = urls, level
+        handed = list(urls) or [empty_url(self.consumer.service_interface, layout.PROVIDERS)]
+        self._listener(layout.PROVIDERS, SwitchedProviders(handed) if switched else handed)
 
     def choice(self) -> Choice:
         """The consumer's step and level now (for status reports)."""
