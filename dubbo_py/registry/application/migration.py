@@ -379,6 +379,8 @@ class MigrationSubscriber:
         self._last: tuple[URL, ...] | None = None
         #: The level of the list handed over last (None: none yet).
         self._last_level: str | None = None
+        #: The rule changed the step since the list handed over last.
+        self._rule_moved = False
 
     def _usable(self, urls: list[URL]) -> int:
         return len(self._filter.select(urls))
@@ -458,6 +460,7 @@ class MigrationSubscriber:
                     step.value,
                 )
                 self.step = step
+                self._rule_moved = True
             self._update()
 
     def _update(self) -> None:
@@ -492,7 +495,10 @@ class MigrationSubscriber:
         # Another level than the list handed over last: what is not in this list did not leave
         # the registry, and the directory's empty protection must not keep it (a rule's
         # FORCE_* step with force: true to an empty level leaves no provider, as in Dubbo).
-        switched = self._last_level is not None and level != self._last_level
+        # Only a step the rule changed counts: APPLICATION_FIRST falling back to the other level
+        # because one lost its providers (a partition) is the loss empty protection is for.
+        switched = self._rule_moved and self._last_level is not None and level != self._last_level
+        self._rule_moved = False
         self._last, self._last_level = urls, level
         handed = list(urls) or [empty_url(self.consumer.service_interface, layout.PROVIDERS)]
         self._listener(layout.PROVIDERS, SwitchedProviders(handed) if switched else handed)
