@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from dubbo_py.registry import layout, rule_kinds
 from dubbo_py.registry.cache import NotifyCache
-from dubbo_py.registry.empty_protection import EmptyProtection
+from dubbo_py.registry.empty_protection import EmptyProtection, SwitchedProviders
 from dubbo_py.registry.first_reads import FirstReads
 from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.overrides import Configure, Validate, document_valid
@@ -253,14 +253,14 @@ class RegistryDirectory:
 
     def _on_category(self, category: str, urls: list[URL]) -> None:
         real = [] if is_empty(urls) else urls
-        self._apply_category(category, real)
+        self._apply_category(category, real, switched=isinstance(urls, SwitchedProviders))
         self._first_reads.read(_category_source(category))
         # Saved after the change is in force, as Dubbo's AbstractRegistry.notify does: the
         # disk write stays off the push -> applied path.
         if self._cache is not None:
             self._cache.save_urls(self.rules.service, category, real)
 
-    def _apply_category(self, category: str, real: list[URL]) -> None:
+    def _apply_category(self, category: str, real: list[URL], *, switched: bool = False) -> None:
         with self._lock:
             if category == layout.PROVIDERS:
                 self._raw_providers = real
@@ -268,7 +268,7 @@ class RegistryDirectory:
                 # Only the providers that arrived can bring an application not seen yet.
                 self._watch_provider_apps(self._provider_list.arrivals(real))
                 self._unwatch_gone_apps(real)
-                self._rebuild(providers_changed=True, overrides_changed=False)
+                self._rebuild(providers_changed=True, overrides_changed=False, switched=switched)
             elif category == layout.ROUTERS:
                 if self._rulebook.set_urls(
                     layout.category_path(self.rules.service, category), real
@@ -382,10 +382,16 @@ class RegistryDirectory:
 
     # ----------------------------------------------------------------- rebuilding
 
-    def _rebuild(self, providers_changed: bool = False, overrides_changed: bool = True) -> None:
+    def _rebuild(
+        self,
+        providers_changed: bool = False,
+        overrides_changed: bool = True,
+        switched: bool = False,
+    ) -> None:
         """Rebuild the chain: with ``providers_changed``, the provider list first (with
         ``overrides_changed`` False, only the registered providers changed since the last
-        time, so only those are judged and placed)."""
+        time, so only those are judged and placed; with ``switched``, the list comes from
+        another source now, :class:`~dubbo_py.registry.empty_protection.SwitchedProviders`)."""
         with self._lock:
             delta = None
             if providers_changed:
@@ -396,7 +402,9 @@ class RegistryDirectory:
                     self._configurator_docs,
                     overrides_changed,
                 )
-                if self.empty_protection is not None:
+                if self.empty_protection is not None and switched:
+                    self.empty_protection.reset()
+                elif self.empty_protection is not None:
                     kept = self.empty_protection.apply(
                         providers.departed, providers.arrived, update.providers
                     )

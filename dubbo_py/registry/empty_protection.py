@@ -41,7 +41,7 @@ from dataclasses import KW_ONLY, dataclass
 
 from dubbo_py.url import URL
 
-__all__ = ["DEFAULT_ENABLED", "EmptyProtection", "KeptProvider"]
+__all__ = ["DEFAULT_ENABLED", "EmptyProtection", "KeptProvider", "SwitchedProviders"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,14 @@ DEFAULT_ENABLED = True
 #: Probes in a row a kept provider may fail before it is dropped: one lost probe on a busy
 #: machine must not drop a provider that serves calls.
 FAILURES_TO_DROP = 2
+
+
+class SwitchedProviders(list[URL]):
+    """A provider list handed over on a deliberate change of where providers are read from (a
+    migration rule moving a consumer to the other level): the providers not in it did not
+    leave the registry, so empty protection keeps none of them (:meth:`EmptyProtection.reset`)
+    -- a ``FORCE_*`` step with ``force: true`` to a level with no provider leaves the consumer
+    with none, as in Dubbo."""
 
 
 @dataclass(slots=True)
@@ -185,6 +193,23 @@ class EmptyProtection:
         if kept:
             self._start()
         return kept
+
+    def reset(self) -> None:
+        """Forget what left and let go of what is kept: the provider list changed on purpose
+        (see :class:`SwitchedProviders`), not by a loss in the registry."""
+        with self._lock:
+            released = sorted(self._kept)
+            self._left.clear()
+            self._kept = set()
+            self._baseline = 0
+            self._announce = None
+        if released:
+            log.warning(
+                "%s: empty protection ends: providers are read from elsewhere now; it lets go "
+                "of %s",
+                self.service,
+                ", ".join(released),
+            )
 
     def kept(self) -> tuple[KeptProvider, ...]:
         """The providers kept now (none while protection is not engaged)."""

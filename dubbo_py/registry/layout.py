@@ -9,6 +9,9 @@ __all__ = [
     "CATEGORIES",
     "CONFIG_ROOT",
     "HISTORY_ROOT",
+    "MIGRATION_GROUP",
+    "MIGRATION_ROOT",
+    "MIGRATION_SUFFIX",
     "RESERVED",
     "ROOT",
     "category_path",
@@ -22,6 +25,11 @@ ROOT = "/dubbo"
 CONFIG_ROOT = f"{ROOT}/config/dubbo"
 #: Where the admin CLI keeps the bounded history of every rule key (``<key>/<seq>`` below it).
 HISTORY_ROOT = f"{ROOT}/config-history"
+#: The config-center group Dubbo's MigrationRuleListener reads ``<application>.migration`` from:
+#: the one rule kind that is not in the ``dubbo`` group.
+MIGRATION_GROUP = "DUBBO_SERVICEDISCOVERY_MIGRATION"
+MIGRATION_ROOT = f"{ROOT}/config/{MIGRATION_GROUP}"
+MIGRATION_SUFFIX = ".migration"
 #: Children of ``/dubbo`` that are not service interfaces (the config center, the CLI's rule
 #: history, and application-level discovery's service-name mapping and metadata documents).
 RESERVED = frozenset({"config", "config-history", "mapping", "metadata"})
@@ -47,9 +55,13 @@ def rule_key(interface: str, version: str = "", group: str = "") -> str:
 
 
 def config_path(key: str) -> str:
-    """The config-center node of a rule key such as ``demo.Greeter::.condition-router``."""
+    """The config-center node of a rule key such as ``demo.Greeter::.condition-router``; an
+    application's migration rule ``<application>.migration`` lives in its own group, where
+    Dubbo reads it (``/dubbo/config/DUBBO_SERVICEDISCOVERY_MIGRATION/shop.migration``)."""
     if not key or "/" in key:
         raise ValueError(f"bad config key {key!r}: must be non-empty and contain no '/'")
+    if key.endswith(MIGRATION_SUFFIX):
+        return f"{MIGRATION_ROOT}/{key}"
     return f"{CONFIG_ROOT}/{key}"
 
 

@@ -407,11 +407,23 @@ class Registry:
         self.store.delete(layout.config_path(key), version)
 
     def config_keys(self) -> list[str]:
-        """Every config-center key."""
-        try:
-            return self.store.children(layout.CONFIG_ROOT)
-        except NoNodeError:
-            return []
+        """Every config-center key: the ``dubbo`` group's, and the migration rules of the
+        ``DUBBO_SERVICEDISCOVERY_MIGRATION`` group (a ``.migration`` node in the ``dubbo``
+        group is read by nobody, and its key names the other group's node)."""
+        keys: list[str] = []
+        with contextlib.suppress(NoNodeError):
+            keys += [
+                k
+                for k in self.store.children(layout.CONFIG_ROOT)
+                if not k.endswith(layout.MIGRATION_SUFFIX)
+            ]
+        with contextlib.suppress(NoNodeError):
+            keys += [
+                k
+                for k in self.store.children(layout.MIGRATION_ROOT)
+                if k.endswith(layout.MIGRATION_SUFFIX)
+            ]
+        return keys
 
     def watch_config(self, key: str, callback: Callable[[str | None], None]) -> Cancel:
         """Call ``callback(text)`` now and on every change; ``None`` while the key is absent."""

@@ -97,6 +97,13 @@ class RuleKind:
     #: meaning here): the fields it names. Its own reader logs and counts them where consumers
     #: and providers read the document, so :meth:`note_unread` leaves it alone.
     judged: Callable[[str, str], list[FieldNote]] | None = None
+    #: False for a kind the directory does not watch: an application's migration rule is
+    #: read by the consumer's migration subscriber
+    #: (:class:`~dubbo_py.registry.application.migration.MigrationRules`), not as a router.
+    directory: bool = True
+    #: False for a kind whose documents have no ``enabled`` flag (Dubbo's MigrationRule reads
+    #: none): ``rules enable``/``disable`` refuse it.
+    has_enabled: bool = True
 
     def unread(self, text: str, source: str = "") -> list[FieldNote]:
         """The fields of the document ``text`` this kind does not act on (none for a document
@@ -250,6 +257,19 @@ def _validate_overrides(text: str, source: str) -> list[Router]:
     return []
 
 
+def _validate_migration(text: str, source: str) -> list[Router]:
+    from dubbo_py.registry.application import migration
+
+    migration.validate_document(text, source)
+    return []
+
+
+def _migration_fields() -> Mapping[str, Field]:
+    from dubbo_py.registry.application import migration
+
+    return migration.FIELDS
+
+
 #: Every rule kind, in the order the CLI lists them.
 RULE_KINDS: tuple[RuleKind, ...] = (
     RuleKind(
@@ -304,6 +324,16 @@ RULE_KINDS: tuple[RuleKind, ...] = (
         # Judged item by item (cluster.configurators.unacted_fields); consumers and providers
         # log and count them in configurators.validate_document.
         judged=_override_judged,
+    ),
+    RuleKind(
+        # <application>.migration, in the DUBBO_SERVICEDISCOVERY_MIGRATION group
+        # (layout.config_path): which level the application's consumers read providers from.
+        "migration",
+        {Target.APPLICATION: _validate_migration},
+        fields=("step", "interfaces", "applications"),
+        field_table=_migration_fields,
+        directory=False,
+        has_enabled=False,
     ),
 )
 
@@ -373,13 +403,13 @@ def service_keys(rule_prefix: str, application: str) -> list[WatchedKey]:
     keys = [
         WatchedKey(k, Target.SERVICE, k.key(rule_prefix))
         for k in _kinds()
-        if Target.SERVICE in k.compilers
+        if Target.SERVICE in k.compilers and k.directory
     ]
     if application:
         keys += [
             WatchedKey(k, Target.APPLICATION, k.key(application))
             for k in _kinds()
-            if Target.APPLICATION in k.compilers
+            if Target.APPLICATION in k.compilers and k.directory
         ]
     return keys
 
@@ -393,6 +423,7 @@ def provider_application_keys(application: str, consumer_application: str = "") 
         WatchedKey(k, Target.PROVIDER_APPLICATION, k.key(application))
         for k in _kinds()
         if Target.PROVIDER_APPLICATION in k.compilers
+        and k.directory
         and not (own and not k.own_application_as_provider)
     ]
 

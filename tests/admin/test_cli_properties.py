@@ -90,6 +90,7 @@ def test_application_keys(app: str, kind: str) -> None:
         "tag-router": Target.PROVIDER_APPLICATION,
         "script-router": Target.PROVIDER_APPLICATION,
         "affinity-router": Target.PROVIDER_APPLICATION,
+        "migration": Target.APPLICATION,
     }[kind]
     assert parsed.read_as is expected
 

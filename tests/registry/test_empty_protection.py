@@ -142,3 +142,51 @@ def test_the_address_parameter_is_read_and_checked() -> None:
             assert "etcd://127.0.0.1:2379" in str(exc)
         else:
             raise AssertionError(f"{bad} was accepted")
+
+
+def _after_empty_list(switched: bool) -> tuple[list[int], bool]:
+    """A directory with empty protection handed providers 1 and 2, then an empty list (as a
+    SwitchedProviders list when ``switched``): its providers and whether protection engaged."""
+    from dubbo_py.registry.directory import RegistryDirectory
+    from dubbo_py.registry.empty_protection import SwitchedProviders
+    from dubbo_py.registry.registry import Registry, empty_url
+    from dubbo_py.router import factory
+    from tests.support.memory_store import MemoryStore
+
+    listeners: list[Callable[[str, list[URL]], None]] = []
+
+    def subscribe(
+        _interface: str, listener: Callable[[str, list[URL]], None], _categories: object
+    ) -> Callable[[], None]:
+        listeners.append(listener)
+        return lambda: None
+
+    consumer = URL.parse("consumer://127.0.0.1/demo.Greeter?interface=demo.Greeter&version=1.0.0")
+    directory = RegistryDirectory(
+        consumer,
+        Registry(MemoryStore()),
+        factory.new_rulebook(),
+        subscribe=subscribe,
+        empty_protection=lambda _url: True,  # every provider still serves
+    )
+    assert directory.empty_protection is not None
+    directory.empty_protection._start = lambda: None  # type: ignore[method-assign]
+    try:
+        directory.start(wait=0.1)
+        [listener] = listeners
+        listener("providers", [_url(1), _url(2)])
+        assert sorted(u.port for u in directory.providers) == [1, 2]
+        empty = [empty_url("demo.Greeter", "providers")]
+        listener("providers", SwitchedProviders(empty) if switched else empty)
+        return sorted(u.port for u in directory.providers), directory.empty_protection.engaged
+    finally:
+        directory.close()
+
+
+def test_a_level_switch_is_not_a_loss_the_directory_keeps_providers_for() -> None:
+    # A migration rule moving a consumer to a level with no provider (FORCE_* with force: true)
+    # hands the directory an empty SwitchedProviders list: nothing left the registry, so
+    # empty protection keeps nothing (Dubbo's consumer has no provider then either); the same
+    # empty list from the registry itself is a loss, and the providers are kept.
+    assert _after_empty_list(switched=False) == ([1, 2], True)
+    assert _after_empty_list(switched=True) == ([], False)

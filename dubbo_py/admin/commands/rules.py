@@ -35,6 +35,7 @@ from dubbo_py.admin.rules.diff import change_summary
 from dubbo_py.admin.rules.lint import LintWarning, lint_rule
 from dubbo_py.admin.rules.operations import WriteResult
 from dubbo_py.errors import StoreError
+from dubbo_py.registry import rule_kinds
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store.address import ENV_REGISTRY
 
@@ -154,10 +155,13 @@ def _report_write(
 
 @command_group("rules")
 def rules_group() -> None:
-    """Config-center rule documents: condition, tag, script, shard rules and configurators.
+    """Config-center rule documents: condition, affinity, tag, script, shard rules,
+    configurators and migration rules.
 
     Keys look like demo.Greeter::.condition-router (service: interface:version:group),
-    shop.tag-router (provider application) or demo.Greeter:1.0.0:.shard-router.
+    shop.tag-router (provider application), demo.Greeter:1.0.0:.shard-router or
+    shop.migration (the consumer application's migration rule, stored where Dubbo reads it:
+    /dubbo/config/DUBBO_SERVICEDISCOVERY_MIGRATION/shop.migration).
     """
 
 
@@ -195,7 +199,7 @@ def list_rules(kind: str | None, service: str | None) -> None:
                     r["key"],
                     r["kind"],
                     r["version"],
-                    "?" if r["enabled"] is None else r["enabled"],
+                    _enabled_cell(r),
                 ]
                 for r in rows
             ),
@@ -203,6 +207,14 @@ def list_rules(kind: str | None, service: str | None) -> None:
         )
     if several:
         raise_failures(outcomes)
+
+
+def _enabled_cell(row: dict[str, Any]) -> object:
+    if row["enabled"] is not None:
+        return row["enabled"]
+    kind = rule_kinds.kind_named(row["kind"])
+    # "-": the kind has no flag (a migration rule); "?": the document is not a mapping.
+    return "-" if kind is not None and not kind.has_enabled else "?"
 
 
 def _rule_rows(registry: Registry, kind: str | None, service: str | None) -> list[dict[str, Any]]:
@@ -223,7 +235,7 @@ def _rule_rows(registry: Registry, kind: str | None, service: str | None) -> lis
                 "kind": rule.kind,
                 "target": rule.target,
                 "version": doc.version,
-                "enabled": rules.document_enabled(doc.text),
+                "enabled": rules.document_enabled(doc.text) if rule.rule_kind.has_enabled else None,
             }
         )
     return rows
@@ -256,7 +268,7 @@ def get_rule(key: rules.RuleKey) -> None:
             "key": key.key,
             "kind": key.kind,
             "version": doc.version,
-            "enabled": rules.document_enabled(doc.text),
+            "enabled": rules.document_enabled(doc.text) if key.rule_kind.has_enabled else None,
             "text": doc.text,
         }
 
@@ -562,6 +574,14 @@ def _key_write(name: str) -> Callable[[Callable[..., None]], click.Command]:
 
 
 def _flip(key: rules.RuleKey, enabled: bool, expect_version: int | None) -> None:
+    if not key.rule_kind.has_enabled:
+        raise AdminError(
+            f"{key.key}: a {key.kind} rule has no 'enabled' flag (Dubbo reads none, so "
+            f"consumers would ignore it); 'rules delete {key.key}' puts each consumer back "
+            "in its configured step, 'rules rollback' restores the previous rule",
+            reason="invalid",
+        )
+
     def flip(child: CliEnv) -> WriteResult:
         if child.registry.get_config(key.key) is None:
             raise _missing_key(key.key, child)

@@ -11,7 +11,9 @@ operator's:
   (providers add service folders, Apache Dubbo its ``mapping`` and metadata folders), nobody
   else may delete or change what is in them;
 - ``/dubbo/config/dubbo``, ``/dubbo/config-history`` and each rule's history folder are
-  *private*: anyone may read, only the operator may add, change or delete;
+  *private*: anyone may read, only the operator may add, change or delete; so is
+  ``/dubbo/config/DUBBO_SERVICEDISCOVERY_MIGRATION``, where migration rules live (made
+  private when one is written, or when it exists);
 - the rule node and each history entry: anyone may read, only the operator may change.
 
 A history folder that was open until now may hold entries anyone could have written. Entries
@@ -45,6 +47,9 @@ __all__ = [
 SHARED = (layout.ROOT, f"{layout.ROOT}/config")
 #: Folders only the operator may change.
 PRIVATE = (layout.CONFIG_ROOT, layout.HISTORY_ROOT)
+#: The migration rules' group: private too, but created only for a migration rule (most
+#: registries never hold one).
+PRIVATE_ON_USE = (layout.MIGRATION_ROOT,)
 _SHARED_ALLOWED = frozenset({"read", "create"})
 _PRIVATE_ALLOWED = frozenset({"read"})
 
@@ -88,7 +93,7 @@ def rule_write_refusal(store: Store) -> str:
     if not isinstance(store, AccessControlled):
         return ""
     me = store.identity
-    for folder in (layout.CONFIG_ROOT, layout.HISTORY_ROOT):
+    for folder in (*PRIVATE, *PRIVATE_ON_USE):
         node = folder
         while True:
             try:
@@ -153,14 +158,22 @@ def secure_roots(store: Store, *, create: bool = True) -> list[Secured]:
     acl = _required(store)
     out = [_secure(acl, p, shared=True, create=create)[0] for p in SHARED]
     out += [_secure(acl, p, shared=False, create=create)[0] for p in PRIVATE]
-    return out
+    # Secured when present (a rule written there before), created by secure_key when needed.
+    on_use = [_secure(acl, p, shared=False, create=False)[0] for p in PRIVATE_ON_USE]
+    return out + [r for r in on_use if r.result != "absent"]
 
 
 def secure_key(store: Store, key: str, *, create: bool = True) -> list[Secured]:
     """Protect a rule node (when it exists) and its history folder (created when ``create``),
     removing entries forged while the history was open (see the module doc)."""
     acl = _required(store)
-    out = [_secure(acl, layout.config_path(key), shared=False, create=False)[0]]
+    path = layout.config_path(key)
+    folder = path.rsplit("/", 1)[0]
+    out: list[Secured] = []
+    if create and folder in PRIVATE_ON_USE:
+        # Before a write of the first migration rule: its group becomes private as it is made.
+        out.append(_secure(acl, folder, shared=False, create=True)[0])
+    out.append(_secure(acl, path, shared=False, create=False)[0])
     folder = layout.history_path(key)
     secured, before = _secure(acl, folder, shared=False, create=create)
     out.append(secured)

@@ -164,6 +164,14 @@ class RegistryView:
     def watched_keys(self, kind: str) -> frozenset[str]:
         """Every config key of ``kind`` some registered consumer watches."""
         keys: set[str] = set()
+        if kind == "migration":
+            # Read by each consumer's migration subscriber, for its own application.
+            return frozenset(
+                f"{app}{layout.MIGRATION_SUFFIX}"
+                for consumers in self.consumers.values()
+                for c in consumers
+                if (app := c.get_str("application"))
+            )
         for service, consumers in self.consumers.items():
             apps = {p.get_str("application") for p in self.providers.get(service, ())} - {""}
             for consumer in consumers:

@@ -91,10 +91,13 @@ class _Levels:
     """Each service's providers at both levels, read once per report, and the ones a consumer
     reads (the level its migration step and its application's migration rule choose)."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(
+        self, registry: Registry, rules: dict[str, MigrationRule | None] | None = None
+    ) -> None:
         self._registry = registry
         self._by_service: dict[str, tuple[list[URL], list[URL]]] = {}
-        self._rules: dict[str, MigrationRule | None] = {}
+        #: Each application's migration rule (read on first use; given: a rule to try).
+        self._rules: dict[str, MigrationRule | None] = dict(rules or {})
 
     def providers(self, service: str, consumer: URL) -> list[URL]:
         """The provider URLs ``consumer`` of ``service`` reads."""
@@ -186,6 +189,8 @@ def reach_of_change(
 ) -> ReachReport:
     """Before/after reach of every consumer that watches ``rule.key`` if its document became
     ``new_text`` (None: deleted). ``methods`` defaults to the methods the providers advertise."""
+    if rule.kind == "migration":
+        return _migration_reach(registry, rule, new_text, methods, attachments)
     report = ReachReport()
     texts: dict[str, str | None] = {}
     change = {rule.key: new_text}
@@ -225,6 +230,73 @@ def reach_of_change(
         hint = f" (consumers watch: {', '.join(sorted(nearby))})" if nearby else ""
         report.note(f"no registered consumer watches {rule.key}{hint}")
     return report
+
+
+def _migration_reach(
+    registry: Registry,
+    rule: RuleKey,
+    new_text: str | None,
+    methods: Sequence[str],
+    attachments: Mapping[str, str] | None,
+) -> ReachReport:
+    """A migration rule moves the consumers of its application between the levels: each one's
+    reach with the providers of the level it reads now and of the level it would read."""
+    report = ReachReport()
+    app = rule.target
+    try:
+        new_rule = MigrationRule.parse(new_text or "", rule.key)
+    except ValueError as exc:
+        report.note(f"ignored (invalid, as consumers would): {exc}")
+        return report
+    before_levels = _Levels(registry)
+    after_levels = _Levels(registry, {app: None if new_text is None else new_rule})
+    texts: dict[str, str | None] = {}
+    for service in registry.services():
+        consumers = [
+            c for c in registry.lookup(service, layout.CONSUMERS) if c.get_str("application") == app
+        ]
+        for consumer in sorted(consumers, key=lambda u: u.to_string()):
+            before_view = _View(
+                registry, consumer, before_levels.providers(service, consumer), report, texts
+            )
+            after_raw = after_levels.providers(service, consumer)
+            after_view = _View(registry, consumer, after_raw, report, texts)
+            if before_view.matched and not after_view.matched:
+                # As MigrationSubscriber: a FORCE_* step whose level has nothing to call is
+                # not taken without force: true.
+                apps = _mapping_apps(registry, service)
+                if not new_rule.force_for(consumer, apps):
+                    report.note(
+                        f"{consumer.get_str('application')} on {consumer.host} ({service}) "
+                        "stays at its level: the rule's level has no provider for it "
+                        "(add force: true to move anyway)"
+                    )
+                    after_view = before_view
+            before_providers = before_view.providers({})
+            after_providers = after_view.providers({})
+            routers = before_view.routers({})
+            for method in _methods(before_view.matched or after_view.matched, methods):
+                invocation = Invocation(service, method, attachments=dict(attachments or {}))
+                before = route(consumer, before_providers, routers, invocation)
+                after = route(consumer, after_providers, routers, invocation)
+                report.rows.append(
+                    ConsumerReach(
+                        consumer,
+                        method,
+                        tuple(p.address for p in before.providers),
+                        tuple(p.address for p in after.providers),
+                    )
+                )
+    if not report.rows:
+        report.note(f"no registered consumer of application {app!r} reads {rule.key}")
+    return report
+
+
+def _mapping_apps(registry: Registry, service: str) -> frozenset[str]:
+    """The provider applications the mapping names for ``service``."""
+    from dubbo_py.registry.application import mapping
+
+    return frozenset(mapping.read_applications(registry.store, service))
 
 
 def reach_now(

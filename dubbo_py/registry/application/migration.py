@@ -38,9 +38,11 @@ from dubbo_py.registry import layout
 from dubbo_py.registry.application.discovery import AppLevelProviders, ApplicationDiscovery
 from dubbo_py.registry.application.modes import MigrationStep
 from dubbo_py.registry.application.paths import migration_path
+from dubbo_py.registry.empty_protection import SwitchedProviders
 from dubbo_py.registry.matching import ProviderFilter
 from dubbo_py.registry.registry import Registry, empty_url, is_empty
 from dubbo_py.registry.store.base import Cancel, Store
+from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "SubRule",
     "choose",
     "display_service_key",
+    "validate_document",
 ]
 
 log = logging.getLogger(__name__)
@@ -184,6 +187,93 @@ def _subs(raw: object, where: str) -> dict[str, SubRule]:
     return out
 
 
+#: Dubbo's ``MigrationRule`` fields and what dubbo-py does with each (``rules validate`` names
+#: the ones not acted on, docs/registry.md "Where dubbo-py differs").
+_PROPORTION = ignored(
+    "dubbo-py does not split one consumer's calls between the levels: APPLICATION_FIRST "
+    "moves all of them (threshold decides when)"
+)
+_DELAY = ignored("dubbo-py applies a migration rule at once, not after a delay")
+_SUB_FIELDS: Mapping[str, Field] = {
+    "serviceKey": acted(),
+    "step": acted(),
+    "threshold": acted(),
+    "force": acted(),
+    "proportion": _PROPORTION,
+    "delay": _DELAY,
+}
+FIELDS: Mapping[str, Field] = {
+    "key": acted(),
+    "step": acted(),
+    "threshold": acted(),
+    "force": acted(),
+    "proportion": _PROPORTION,
+    "delay": _DELAY,
+    "interfaces": acted(**_SUB_FIELDS),
+    "applications": acted(**_SUB_FIELDS),
+}
+
+
+def validate_document(text: str, source: str) -> None:
+    """Check a migration document as consumers read it (:meth:`MigrationRule.parse`), with the
+    line and column of what is wrong: RuleError naming ``source``, the field and the fix."""
+    from dubbo_py.errors import RuleError
+    from dubbo_py.yaml_loader import kind_of, load_yaml
+
+    doc = load_yaml(text, source, error=RuleError, empty="the migration rule is empty")
+    if not isinstance(doc.data, dict):
+        raise doc.fail(
+            f"a migration rule is a mapping of fields (key, step, ...), not {kind_of(doc.data)}",
+            (),
+        )
+    steps = ", ".join(s.value for s in MigrationStep)
+
+    def check(path: tuple[str | int, ...], item: Mapping[str, Any]) -> None:
+        step = item.get("step")
+        if step is not None:
+            try:
+                MigrationStep.parse(str(step))
+            except ValueError:
+                message = f"{step!r} is not a migration step ({steps})"
+                raise doc.error((*path, "step"), message) from None
+        threshold = item.get("threshold")
+        if threshold is not None:
+            try:
+                if isinstance(threshold, bool):
+                    raise ValueError
+                float(threshold)
+            except (TypeError, ValueError):
+                raise doc.error(
+                    (*path, "threshold"), f"{threshold!r} is not a number (e.g. 0.5)"
+                ) from None
+        force = item.get("force")
+        if force is not None and str(force).strip().lower() not in ("true", "false"):
+            raise doc.error((*path, "force"), f"{force!r} is not true or false")
+
+    check((), doc.data)
+    for name in ("interfaces", "applications"):
+        raw = doc.data.get(name)
+        if raw is None:
+            continue
+        if not isinstance(raw, list):
+            raise doc.error(
+                (name,), f"expected a list of {{serviceKey, step}} entries, got {kind_of(raw)}"
+            )
+        what = "interface[:version]" if name == "interfaces" else "provider application"
+        for i, item in enumerate(raw):
+            if not isinstance(item, dict):
+                found = kind_of(item)
+                raise doc.error((name, i), f"expected a mapping with serviceKey, got {found}")
+            if not item.get("serviceKey"):
+                raise doc.error((name, i), f"needs a serviceKey (the {what} it is for)")
+            check((name, i), item)
+    # What the error messages above do not cover is what consumers check: run it too.
+    try:
+        MigrationRule.parse(text, source)
+    except MigrationRuleError as exc:
+        raise RuleError(str(exc), source=source) from None
+
+
 def display_service_key(consumer: URL) -> str:
     """``interface[:version]``: what a rule's ``interfaces`` entries name (Dubbo's
     ``getDisplayServiceKey``)."""
@@ -287,6 +377,10 @@ class MigrationSubscriber:
         self._app: AppLevelProviders | None = None
         self._listener: Callable[[str, list[URL]], None] | None = None
         self._last: tuple[URL, ...] | None = None
+        #: The level of the list handed over last (None: none yet).
+        self._last_level: str | None = None
+        #: The rule changed the step since the list handed over last.
+        self._rule_moved = False
 
     def _usable(self, urls: list[URL]) -> int:
         return len(self._filter.select(urls))
@@ -366,6 +460,7 @@ class MigrationSubscriber:
                     step.value,
                 )
                 self.step = step
+                self._rule_moved = True
             self._update()
 
     def _update(self) -> None:
@@ -397,11 +492,16 @@ class MigrationSubscriber:
         urls = tuple(app_urls if level == "application" else interface_urls)
         if urls == self._last:
             return
-        self._last = urls
-        self._listener(
-            layout.PROVIDERS,
-            list(urls) or [empty_url(self.consumer.service_interface, layout.PROVIDERS)],
-        )
+        # Another level than the list handed over last: what is not in this list did not leave
+        # the registry, and the directory's empty protection must not keep it (a rule's
+        # FORCE_* step with force: true to an empty level leaves no provider, as in Dubbo).
+        # Only a step the rule changed counts: APPLICATION_FIRST falling back to the other level
+        # because one lost its providers (a partition) is the loss empty protection is for.
+        switched = self._rule_moved and self._last_level is not None and level != self._last_level
+        self._rule_moved = False
+        self._last, self._last_level = urls, level
+        handed = list(urls) or [empty_url(self.consumer.service_interface, layout.PROVIDERS)]
+        self._listener(layout.PROVIDERS, SwitchedProviders(handed) if switched else handed)
 
     def choice(self) -> Choice:
         """The consumer's step and level now (for status reports)."""

@@ -23,7 +23,7 @@ MAPPING_ROOT = f"{layout.ROOT}/mapping"
 #: ``SubscriberMetadataIdentifier`` paths: ``metadata/<application>/<revision>``.
 METADATA_ROOT = f"{layout.ROOT}/metadata"
 #: The config-center group Dubbo's MigrationRuleListener reads ``<application>.migration`` from.
-MIGRATION_GROUP = "DUBBO_SERVICEDISCOVERY_MIGRATION"
+MIGRATION_GROUP = layout.MIGRATION_GROUP
 
 
 def _checked(name: str, what: str) -> str:
@@ -58,4 +58,4 @@ def metadata_path(application: str, revision: str) -> str:
 def migration_path(application: str) -> str:
     """``/dubbo/config/DUBBO_SERVICEDISCOVERY_MIGRATION/<application>.migration``."""
     name = _checked(application, "application name")
-    return f"{layout.ROOT}/config/{MIGRATION_GROUP}/{name}.migration"
+    return layout.config_path(f"{name}{layout.MIGRATION_SUFFIX}")
