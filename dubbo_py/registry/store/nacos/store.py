@@ -39,7 +39,9 @@ __all__ = ["NacosStore"]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-_CATEGORIES = ("providers", "consumers")
+# Dubbo's NacosRegistry names a service per category, configurators and routers included (a
+# provider watches its configurators folder): each is ``<category>:<interface>:...``.
+_CATEGORIES = ("providers", "consumers", "configurators", "routers")
 _NAMING_GROUP = "DEFAULT_GROUP"
 _UNSET = object()
 
