@@ -1,7 +1,8 @@
 """Applications end to end through the real Nacos server (tests/support/nacos.py): provider
 processes on ``nacos://...?register-mode=interface`` register, a consumer Application on the
-same address calls them, a second provider joining gets calls, and a provider stopping
-gracefully leaves without a failed call (its instance deregistered and no longer listed)."""
+same address calls them, a second provider joining gets calls, a condition rule written to Nacos
+routes calls, and a provider stopping gracefully leaves without a failed call (its instance
+deregistered and no longer listed). The default register mode is refused by name."""
 
 from __future__ import annotations
 
@@ -49,6 +50,19 @@ def test_calls_through_nacos_follow_providers_joining_and_leaving(
         wait_until(
             lambda: seen.add(served_by()) or second.address in seen, 15, "the joiner gets calls"
         )
+        # A condition rule written to Nacos (data id <key> in group dubbo) routes every call.
+        assert app.registry is not None
+        key = "demo.Greeter:1.0.0:.condition-router"
+        app.registry.put_config(
+            key,
+            "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nforce: true\n"
+            f"conditions:\n  - 'method = SayHello => port = {second.port}'\n",
+        )
+        wait_until(
+            lambda: {served_by() for _ in range(5)} == {second.address}, 10, "the rule routes"
+        )
+        app.registry.delete_config(key)
+        wait_until(lambda: served_by() == first.address, 10, "the rule's removal")
         # A graceful stop deregisters; every call meanwhile is answered, then only by the other.
         assert first.terminate() == 0
         deadline = time.monotonic() + 10

@@ -4,10 +4,11 @@ kept in a real Nacos (2.x or 3.x, gRPC) through ``nacos-sdk-python``'s asyncio A
 Nacos is not a tree. This store maps the nodes Dubbo's Nacos layout names and refuses every
 other path with a :class:`StoreError` naming it (never silently):
 
-* ``/dubbo/<interface>/providers|consumers/<url>`` (ephemeral): an instance of the Nacos service
-  ``providers:<interface>:<version>:<group>`` (group ``DEFAULT_GROUP``), ip and port from the
-  URL, metadata the URL's parameters (Dubbo's ``NacosRegistry``); listing the folder reads every
-  service of that interface and builds each instance's URL back.
+* ``/dubbo/<interface>/<category>/<url>`` (providers, consumers, configurators, routers;
+  ephemeral): an instance of the Nacos service ``<category>:<interface>:<version>:<group>``
+  (group ``DEFAULT_GROUP``), ip and port from the URL, metadata the URL's parameters (Dubbo's
+  ``NacosRegistry``); listing the folder reads every service of that interface from the server
+  and builds each instance's URL back.
 * ``/dubbo/config/<group>/<key>``: config data id ``<key>`` in group ``<group>`` (rules in
   ``dubbo``, as Dubbo's ``NacosDynamicConfiguration``).
 * ``/dubbo/mapping/<interface>``: data id ``<interface>`` in group ``mapping``.
