@@ -86,11 +86,6 @@ def test_provider_is_a_dubbo_named_instance_and_listed_by_another_store(
     cancel()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nacos-sdk-python 3.2.0 against Nacos 3.1: deregister_instance returns True yet the "
-    "instance stays listed (also with the SDK alone, same client); unexplained as yet",
-)
 def test_a_deregistered_provider_leaves_the_folder(
     make_nacos: Callable[[], NacosStore],
 ) -> None:

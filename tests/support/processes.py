@@ -80,7 +80,9 @@ class ProviderProcess:
             "--port",
             str(self.port),
         ]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # The checkout under test first: an installed (editable) dubbo_py may be another one.
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path)
         self.proc = subprocess.Popen(
             [*self.prefix, *cmd, *self.args],
             stdout=subprocess.PIPE,

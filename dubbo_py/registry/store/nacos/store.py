@@ -4,10 +4,11 @@ kept in a real Nacos (2.x or 3.x, gRPC) through ``nacos-sdk-python``'s asyncio A
 Nacos is not a tree. This store maps the nodes Dubbo's Nacos layout names and refuses every
 other path with a :class:`StoreError` naming it (never silently):
 
-* ``/dubbo/<interface>/providers|consumers/<url>`` (ephemeral): an instance of the Nacos service
-  ``providers:<interface>:<version>:<group>`` (group ``DEFAULT_GROUP``), ip and port from the
-  URL, metadata the URL's parameters (Dubbo's ``NacosRegistry``); listing the folder reads every
-  service of that interface and builds each instance's URL back.
+* ``/dubbo/<interface>/<category>/<url>`` (providers, consumers, configurators, routers;
+  ephemeral): an instance of the Nacos service ``<category>:<interface>:<version>:<group>``
+  (group ``DEFAULT_GROUP``), ip and port from the URL, metadata the URL's parameters (Dubbo's
+  ``NacosRegistry``); listing the folder reads every service of that interface from the server
+  and builds each instance's URL back.
 * ``/dubbo/config/<group>/<key>``: config data id ``<key>`` in group ``<group>`` (rules in
   ``dubbo``, as Dubbo's ``NacosDynamicConfiguration``).
 * ``/dubbo/mapping/<interface>``: data id ``<interface>`` in group ``mapping``.
@@ -39,7 +40,9 @@ __all__ = ["NacosStore"]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-_CATEGORIES = ("providers", "consumers")
+# Dubbo's NacosRegistry names a service per category, configurators and routers included (a
+# provider watches its configurators folder): each is ``<category>:<interface>:...``.
+_CATEGORIES = ("providers", "consumers", "configurators", "routers")
 _NAMING_GROUP = "DEFAULT_GROUP"
 _UNSET = object()
 
@@ -47,6 +50,21 @@ _UNSET = object()
 def _service_name(url: URL, category: str) -> str:
     """Dubbo's ``NacosServiceName``: ``<category>:<interface>:<version>:<group>``."""
     return ":".join((category, url.service_interface, url.get_str("version"), url.get_str("group")))
+
+
+def _deregistration(param: Any) -> Any:
+    """The deregistration of a registered instance, with the very service, group, cluster and
+    ephemerality it was registered with (the SDK's redo cache is keyed by service and group)."""
+    import v2.nacos as nacos
+
+    return nacos.DeregisterInstanceParam(
+        service_name=param.service_name,
+        group_name=param.group_name,
+        ip=param.ip,
+        port=param.port,
+        cluster_name=param.cluster_name,
+        ephemeral=param.ephemeral,
+    )
 
 
 _LOOP_LOCK = threading.Lock()
@@ -122,12 +140,11 @@ class NacosStore:
         self._owned: dict[str, Any] = {}  # ephemeral path -> its RegisterInstanceParam
         self._closed = False
         self._started = False
-        # Said once per store, at warning level: a consumer on this store keeps a provider that
-        # has left in its list (the deregister defect below), which failover and quarantine
-        # absorb but an operator must know about.
+        # Said once per store, at warning level: what this store cannot do yet must not be a
+        # surprise at the first refused path.
         _log.warning(
-            "%s: the nacos:// store is a first subset (docs/registry.md, 'Nacos'): a provider "
-            "that deregisters stays listed, and namespace/group address parameters, "
+            "%s: the nacos:// store is a first subset (docs/registry.md, 'Nacos'): "
+            "namespace/group address parameters, "
             "application-level discovery and the CLI on Nacos are not supported yet",
             self,
         )
@@ -193,18 +210,10 @@ class NacosStore:
             return
 
         async def shutdown() -> None:
-            import v2.nacos as nacos
 
             for param in self._owned.values():
                 try:
-                    await self._naming.deregister_instance(
-                        nacos.DeregisterInstanceParam(
-                            service_name=param.service_name,
-                            ip=param.ip,
-                            port=param.port,
-                            cluster_name="DEFAULT",
-                        )
-                    )
+                    await self._naming.deregister_instance(_deregistration(param))
                 except Exception as exc:  # the server forgets it with the connection anyway
                     _log.warning("%s: deregistering %s: %s", self, param.service_name, exc)
             if self._config is not None:
@@ -344,16 +353,7 @@ class NacosStore:
             raise BadVersionError(f"{self}: Nacos has no node versions (delete {path})")
         param = self._owned.pop(path, None)
         if param is not None:
-            self._run(
-                self._naming.deregister_instance(
-                    nacos.DeregisterInstanceParam(
-                        service_name=param.service_name,
-                        ip=param.ip,
-                        port=param.port,
-                        cluster_name="DEFAULT",
-                    )
-                )
-            )
+            self._run(self._naming.deregister_instance(_deregistration(param)))
             return
         key = self._config_key(path)
         if key is None:
@@ -407,10 +407,16 @@ class NacosStore:
             page += 1
         urls: list[str] = []
         for service in names:
-            instances = await self._naming.list_instances(
-                nacos.ListInstanceParam(service_name=service, subscribe=False, healthy_only=True)
+            # Asked of the server each time, not through list_instances: that subscribes
+            # (even with subscribe=False) and then answers from the SDK's subscription cache,
+            # which against Nacos 3.1 kept a deregistered instance for good (the server's own
+            # list was already empty): a provider leaving was never seen.
+            info = await self._naming.grpc_client_proxy.query_instance_of_service(
+                service, _NAMING_GROUP, "", False
             )
-            for inst in instances:
+            for inst in info.hosts if info is not None else []:
+                if not (inst.healthy and inst.enabled and inst.weight > 0):
+                    continue
                 meta = dict(inst.metadata or {})
                 protocol = meta.pop("protocol", "tri") or "tri"
                 path = meta.pop("path", interface) or interface
