@@ -15,13 +15,19 @@ The protocol is the provider URL's: ``dubbo://`` on the shared connection of
 with the three arguments Hessian2 inside Triple's wrapper message
 (:mod:`dubbo_py.protocol.triple_wrapper`), as a Java ``GenericService`` consumer sends it.
 
-What applies of the consumer chain (this first slice): discovery of the interface's
-``dubbo://`` and ``tri://`` providers in the application's registries (``interface``,
-``group``, ``version``, ``enabled``/``disabled`` matched as Dubbo's ``UrlUtils.isMatch``),
+What applies of the consumer chain: discovery of the interface's ``dubbo://`` and ``tri://``
+providers in the application's registries, through one
+:class:`~dubbo_py.registry.directory.RegistryDirectory` per registry -- the directory and router
+chain a gRPC-stub reference has, so version/group matching, override rules (``disabled``,
+``weight`` ...), condition, tag, script and shard rules and router URLs apply as they do to a
+stub; the routers see an :class:`~dubbo_py.invocation.Invocation` of the real method name (not
+``$invoke``), the call's attachments (``dubbo.tag``) and its arguments (``arguments[N]``). Then
 the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
 attempts on other providers after a failure outside the provider's code; a Java exception is
-the provider's answer and is not retried). Routers, override rules, mocks, hedging, filters,
-metrics, tracing and access logs do not apply yet (docs/java-services.md).
+the provider's answer and is not retried). Direct ``url=`` providers are not routed. Consumer
+filters, metrics, tracing, access logs, mocks, hedging, quarantine and consumer-side override
+parameters (``timeout``, ``retries``, ``loadbalance`` set by a rule) do not apply yet
+(docs/java-services.md).
 """
 
 from __future__ import annotations
