@@ -415,8 +415,12 @@ class Application:
         ``loadbalance`` names one of :mod:`dubbo_py.cluster.loadbalance`; a call that fails
         outside the provider's code is retried ``retries`` times on other providers
         (failover); ``timeout`` (s) defaults to the provider's registered ``timeout``, else
-        Dubbo's 1 s; ``check`` waits that many seconds for the first provider list. Routers,
-        rules, filters and metrics do not apply to generic references yet."""
+        Dubbo's 1 s; ``check`` waits that many seconds for the first provider list and rules.
+        The application's routers and rules apply as to a stub reference (condition, tag,
+        script and shard rules, ``dubbo.tag``, override rules such as ``disabled`` and
+        ``weight``), reading the real method name, the attachments and the arguments; with
+        ``url`` none does. Consumer filters, metrics, mock, hedging and consumer-side override
+        parameters do not apply to generic references yet (docs/java-services.md)."""
         from dubbo_py.consumer.generic import DubboRuntime, GenericReference
 
         with self._generic_lock:

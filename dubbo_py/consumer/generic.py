@@ -15,13 +15,19 @@ The protocol is the provider URL's: ``dubbo://`` on the shared connection of
 with the three arguments Hessian2 inside Triple's wrapper message
 (:mod:`dubbo_py.protocol.triple_wrapper`), as a Java ``GenericService`` consumer sends it.
 
-What applies of the consumer chain (this first slice): discovery of the interface's
-``dubbo://`` and ``tri://`` providers in the application's registries (``interface``,
-``group``, ``version``, ``enabled``/``disabled`` matched as Dubbo's ``UrlUtils.isMatch``),
+What applies of the consumer chain: discovery of the interface's ``dubbo://`` and ``tri://``
+providers in the application's registries, through one
+:class:`~dubbo_py.registry.directory.RegistryDirectory` per registry -- the directory and router
+chain a gRPC-stub reference has, so version/group matching, override rules (``disabled``,
+``weight`` ...), condition, tag, script and shard rules and router URLs apply as they do to a
+stub; the routers see an :class:`~dubbo_py.invocation.Invocation` of the real method name (not
+``$invoke``), the call's attachments (``dubbo.tag``) and its arguments (``arguments[N]``). Then
 the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
 attempts on other providers after a failure outside the provider's code; a Java exception is
-the provider's answer and is not retried). Routers, override rules, mocks, hedging, filters,
-metrics, tracing and access logs do not apply yet (docs/java-services.md).
+the provider's answer and is not retried). Direct ``url=`` providers are not routed. Consumer
+filters, metrics, tracing, access logs, mocks, hedging, quarantine and consumer-side override
+parameters (``timeout``, ``retries``, ``loadbalance`` set by a rule) do not apply yet
+(docs/java-services.md).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance import get_loadbalance
 from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import Invocation
@@ -45,9 +52,9 @@ from dubbo_py.protocol.serialization.hessian2 import JavaException, TypedList
 from dubbo_py.protocol.triple import service_headers
 from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels
 from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
-from dubbo_py.registry import layout
-from dubbo_py.registry.matching import is_match, is_usable
+from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
+from dubbo_py.router import factory
 from dubbo_py.url import URL
 
 __all__ = [
@@ -211,14 +218,14 @@ class GenericReference:
                 "version": version,
                 "group": group,
                 "generic": "true",
+                "side": "consumer",
                 **({"application": application} if application else {}),
             },
         )
-        self._lock = threading.Lock()
-        self._by_registry: dict[int, tuple[URL, ...]] = {}
-        self._providers: tuple[URL, ...] = ()
-        self._notified = threading.Event()
-        self._cancels: list[Callable[[], None]] = []
+        self._direct: tuple[URL, ...] = ()
+        #: One directory per registry: the same provider filtering, override rules and router
+        #: chain (condition, tag, script rules) an ordinary reference of the application has.
+        self._directories: list[RegistryDirectory] = []
         if urls:
             direct = [u if isinstance(u, URL) else URL.parse(u) for u in urls]
             for url in direct:
@@ -226,45 +233,53 @@ class GenericReference:
                     raise ValueError(
                         f"generic reference to {interface}: {url} is neither dubbo:// nor tri://"
                     )
-            self._providers = tuple(direct)
-            self._notified.set()
-        for index, registry in enumerate(registries):
-            self._cancels.append(
-                registry.subscribe(interface, self._listener(index), categories=(layout.PROVIDERS,))
+            self._direct = tuple(direct)
+        for registry in registries:
+            directory = RegistryDirectory(
+                self._consumer,
+                registry,
+                factory.new_rulebook(),
+                assemble=factory.chain_routers,
+                configure=configurators.apply,
+                configure_consumer=configurators.consumer_parameters,
+                validate_configurators=configurators.validate_document,
             )
-        if check > 0 and not self._notified.wait(check):
-            log.warning("generic reference to %s: no provider list within %.1f s", interface, check)
-
-    def _listener(self, index: int) -> Callable[[str, list[URL]], None]:
-        def listener(_category: str, found: list[URL]) -> None:
-            self._on_providers(index, found)
-
-        return listener
-
-    def _on_providers(self, index: int, found: list[URL]) -> None:
-        ours = tuple(
-            url
-            for url in found
-            if url.protocol in PROTOCOLS and is_match(self._consumer, url) and is_usable(url)
-        )
-        skipped = sum(1 for url in found if url.protocol not in (*PROTOCOLS, "empty"))
-        if skipped:
-            log.debug(
-                "generic reference to %s: %d providers of other protocols", self.interface, skipped
-            )
-        with self._lock:
-            self._by_registry[index] = ours
-            merged: dict[str, URL] = {}
-            for urls in self._by_registry.values():
-                for url in urls:
-                    merged.setdefault(url.address, url)
-            self._providers = tuple(merged.values())
-        self._notified.set()
+            self._directories.append(directory)
+            directory.start(wait=check if check > 0 else 0.0)
+        if check > 0 and self._directories and not self.providers:
+            log.warning("generic reference to %s: no provider within %.1f s", interface, check)
 
     @property
     def providers(self) -> tuple[URL, ...]:
-        """The ``dubbo://`` and ``tri://`` providers calls go to now."""
-        return self._providers
+        """The usable ``dubbo://`` and ``tri://`` providers (before routing)."""
+        if self._direct:
+            return self._direct
+        merged: dict[str, URL] = {}
+        for directory in self._directories:
+            for url in directory.providers:
+                merged.setdefault(url.address, url)
+        return tuple(merged.values())
+
+    def route(self, invocation: Invocation) -> tuple[URL, ...]:
+        """The providers ``invocation`` may go to: each registry's router chain's survivors,
+        merged by address (the direct ``url=`` providers are not routed). Raises
+        :class:`~dubbo_py.errors.NoProviderError` naming the router that left none when no
+        registry has one."""
+        if self._direct:
+            return self._direct
+        merged: dict[str, URL] = {}
+        error: NoProviderError | None = None
+        for directory in self._directories:
+            try:
+                routed = directory.chain.route(invocation)
+            except NoProviderError as exc:
+                error = exc
+                continue
+            for url in routed:
+                merged.setdefault(url.address, url)
+        if not merged and error is not None:
+            raise error
+        return tuple(merged.values())
 
     # ---------------------------------------------------------------- calls
 
@@ -347,10 +362,20 @@ class GenericReference:
             None if parameter_types is None else TypedList("[string", parameter_types),
             TypedList("[object", arguments),
         ]
+        # What the routers see: the real method, the call's attachments (``dubbo.tag``) and its
+        # arguments (``arguments[N]``), as a Java consumer's RpcInvocation carries them.
+        invocation = Invocation(
+            self.interface,
+            method,
+            None,
+            {**self._attachments, **(attachments or {})},
+            explicit_arguments=tuple(arguments),
+        )
+        routed = self.route(invocation)
         tried: list[URL] = []
         last: DubboCallError | None = None
         for _attempt in range(max(0, self.retries) + 1):
-            candidates = tuple(p for p in self._providers if p not in tried)
+            candidates = tuple(p for p in routed if p not in tried)
             if not candidates:
                 break
             # Providers just refused at connect are passed over while others are left, as
@@ -358,7 +383,7 @@ class GenericReference:
             pool = self._runtime.connections
             reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
             candidates = reachable or candidates
-            provider = self._balance.select(candidates, Invocation(self.interface, method))
+            provider = self._balance.select(candidates, invocation)
             tried.append(provider)
             try:
                 return await self._once(provider, args, timeout, attachments, enum_classes)
@@ -459,6 +484,6 @@ class GenericReference:
 
     def close(self) -> None:
         """Stop watching the registries (the shared connections stay with the runtime)."""
-        cancels, self._cancels = self._cancels, []
-        for cancel in cancels:
-            cancel()
+        directories, self._directories = self._directories, []
+        for directory in directories:
+            directory.close()

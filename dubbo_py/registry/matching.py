@@ -19,6 +19,7 @@ from dubbo_py.url import URL
 
 __all__ = [
     "ANY",
+    "GENERIC_PROTOCOLS",
     "SPOKEN_PROTOCOLS",
     "ProviderFilter",
     "group_matches",
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 ANY = "*"
 #: Protocols a dubbo-py consumer can call: Triple and plain gRPC (the same wire).
 SPOKEN_PROTOCOLS = frozenset({"tri", "grpc"})
+#: The protocols a generic reference (``generic=true`` consumer) calls.
+GENERIC_PROTOCOLS = frozenset({"dubbo", "tri"})
 #: The categories a consumer's directory subscribes to (the ``category`` of its subscribe URL).
 SUBSCRIBED_CATEGORIES = "providers,configurators,routers"
 
@@ -121,6 +124,9 @@ class ProviderFilter:
         asked = consumer.get_str("protocol")
         #: The consumer's ``protocol`` option (comma list), empty when it named none.
         self.asked = frozenset(split_list(asked)) - {""}
+        #: A generic reference's consumer (``generic=true``): it calls ``dubbo://`` and
+        #: ``tri://`` providers (:mod:`dubbo_py.consumer.generic`), not gRPC ones.
+        self.generic = consumer.get_str("generic") == "true"
         self._reported: set[tuple[URL, str]] = set()
         #: The verdict on each URL of the last notification (the provider to use, or None):
         #: a fleet where one provider changed is judged once per new URL, not per provider.
@@ -220,6 +226,8 @@ class ProviderFilter:
                 ",".join(sorted(self.asked)),
             )
             return None
+        if self.generic:
+            return provider if provider.protocol in GENERIC_PROTOCOLS else None
         if provider.protocol == "dubbo":
             # Java's dubbo:// (Hessian2) endpoint: generic references call it, stubs cannot.
             self._once(

@@ -235,3 +235,17 @@ def test_the_directory_lists_only_what_the_consumer_can_call(
         assert len(skipped) == 1
     finally:
         directory.close()
+
+
+def test_a_generic_consumer_takes_dubbo_and_tri_providers_and_no_grpc_one() -> None:
+    # A generic reference's directory (generic=true) calls dubbo:// and tri:// providers
+    # (dubbo_py.consumer.generic); a stub's directory skips dubbo:// and takes grpc://.
+    urls = [
+        URL("dubbo", "127.0.0.1", 20880, SERVICE, parameters={"interface": SERVICE}),
+        URL("tri", "127.0.0.1", 50051, SERVICE, parameters={"interface": SERVICE}),
+        URL("grpc", "127.0.0.1", 50052, SERVICE, parameters={"interface": SERVICE}),
+    ]
+    generic = URL("consumer", "127.0.0.1", 0, SERVICE, parameters={"generic": "true"})
+    stub = URL("consumer", "127.0.0.1", 0, SERVICE)
+    assert [p.protocol for p in ProviderFilter(generic, SERVICE).select(urls)] == ["dubbo", "tri"]
+    assert [p.protocol for p in ProviderFilter(stub, SERVICE).select(urls)] == ["tri", "grpc"]
