@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar, cast
 
-from dubbo_py.cluster import configurators
 from dubbo_py.cluster.budget import RetryBudget
 from dubbo_py.cluster.health_probe import grpc_health_probe, service_health
 from dubbo_py.cluster.hedging import AsyncHedgedCall, HedgeCounts, HedgedCall, Hedging
@@ -61,6 +60,7 @@ from dubbo_py.consumer.filters import (
     wrap_attempts,
     wrap_calls,
 )
+from dubbo_py.consumer.governed_directory import governed_directory
 from dubbo_py.consumer.in_flight import CallsInFlight
 from dubbo_py.consumer.invoker import (
     AsyncChannelPool,
@@ -89,7 +89,6 @@ from dubbo_py.qos.access_log import (
 from dubbo_py.registry.cache import NotifyCache
 from dubbo_py.registry.directory import RegistryDirectory, Subscribe
 from dubbo_py.registry.registry import Registry
-from dubbo_py.router import factory
 from dubbo_py.router.chain import BoundChain
 from dubbo_py.url import URL
 
@@ -296,14 +295,9 @@ class ReferenceAssembly(Generic[C]):
         subscribe: Subscribe | None,
         empty_protection: bool,
     ) -> RegistryDirectory:
-        return RegistryDirectory(
+        return governed_directory(
             self.consumer,
             registry,
-            factory.new_rulebook(),
-            assemble=factory.chain_routers,
-            configure=configurators.apply,
-            configure_consumer=configurators.consumer_parameters,
-            validate_configurators=configurators.validate_document,
             cache=cache,
             static_providers=list(static),
             subscribe=subscribe,

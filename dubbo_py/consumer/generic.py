@@ -39,8 +39,8 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from dubbo_py.cluster import configurators
 from dubbo_py.cluster.loadbalance import get_loadbalance
+from dubbo_py.consumer.governed_directory import governed_directory
 from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import Invocation
 from dubbo_py.protocol.dubbo.connection import (
@@ -54,7 +54,6 @@ from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels
 from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
-from dubbo_py.router import factory
 from dubbo_py.url import URL
 
 __all__ = [
@@ -235,15 +234,7 @@ class GenericReference:
                     )
             self._direct = tuple(direct)
         for registry in registries:
-            directory = RegistryDirectory(
-                self._consumer,
-                registry,
-                factory.new_rulebook(),
-                assemble=factory.chain_routers,
-                configure=configurators.apply,
-                configure_consumer=configurators.consumer_parameters,
-                validate_configurators=configurators.validate_document,
-            )
+            directory = governed_directory(self._consumer, registry)
             self._directories.append(directory)
             directory.start(wait=check if check > 0 else 0.0)
         if check > 0 and self._directories and not self.providers:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dubbo_py.admin.rules.documents import RuleKey
-from dubbo_py.admin.rules.scenario import configurator, route
+from dubbo_py.admin.rules.scenario import RouteOutcome, configurator, route
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
 from dubbo_py.registry import layout
@@ -212,20 +212,17 @@ def reach_of_change(
             after_providers = view.providers(change)
             before_routers = view.routers({})
             after_routers = view.routers(change)
-            for method in _methods(view.matched, methods):
-                invocation = Invocation(service, method, attachments=dict(attachments or {}))
-                before = route(consumer, before_providers, before_routers, invocation)
-                after = route(consumer, after_providers, after_routers, invocation)
+            for after in _reach_rows(
+                report,
+                consumer,
+                service,
+                _methods(view.matched, methods),
+                attachments,
+                (before_providers, before_routers),
+                (after_providers, after_routers),
+            ):
                 for exc in after.refused:
                     report.note(f"refused (as consumers would): {exc}")
-                report.rows.append(
-                    ConsumerReach(
-                        consumer,
-                        method,
-                        tuple(p.address for p in before.providers),
-                        tuple(p.address for p in after.providers),
-                    )
-                )
     if not report.rows:
         hint = f" (consumers watch: {', '.join(sorted(nearby))})" if nearby else ""
         report.note(f"no registered consumer watches {rule.key}{hint}")
@@ -275,21 +272,46 @@ def _migration_reach(
             before_providers = before_view.providers({})
             after_providers = after_view.providers({})
             routers = before_view.routers({})
-            for method in _methods(before_view.matched or after_view.matched, methods):
-                invocation = Invocation(service, method, attachments=dict(attachments or {}))
-                before = route(consumer, before_providers, routers, invocation)
-                after = route(consumer, after_providers, routers, invocation)
-                report.rows.append(
-                    ConsumerReach(
-                        consumer,
-                        method,
-                        tuple(p.address for p in before.providers),
-                        tuple(p.address for p in after.providers),
-                    )
-                )
+            _reach_rows(
+                report,
+                consumer,
+                service,
+                _methods(before_view.matched or after_view.matched, methods),
+                attachments,
+                (before_providers, routers),
+                (after_providers, routers),
+            )
     if not report.rows:
         report.note(f"no registered consumer of application {app!r} reads {rule.key}")
     return report
+
+
+def _reach_rows(
+    report: ReachReport,
+    consumer: URL,
+    service: str,
+    methods: Sequence[str],
+    attachments: Mapping[str, str] | None,
+    before: tuple[Sequence[URL], Sequence[Router]],
+    after: tuple[Sequence[URL], Sequence[Router]],
+) -> list[RouteOutcome]:
+    """One row per method: where ``consumer``'s calls go with the providers and routers of
+    ``before`` and of ``after``; the ``after`` outcomes returned for their refusals."""
+    outcomes = []
+    for method in methods:
+        invocation = Invocation(service, method, attachments=dict(attachments or {}))
+        was = route(consumer, *before, invocation)
+        now = route(consumer, *after, invocation)
+        report.rows.append(
+            ConsumerReach(
+                consumer,
+                method,
+                tuple(p.address for p in was.providers),
+                tuple(p.address for p in now.providers),
+            )
+        )
+        outcomes.append(now)
+    return outcomes
 
 
 def _mapping_apps(registry: Registry, service: str) -> frozenset[str]:
