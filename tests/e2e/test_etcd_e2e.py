@@ -5,8 +5,6 @@ restart under load without a failed call."""
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -23,7 +21,7 @@ from dubbo_py.registry.store.etcd import _api as api
 from tests.e2e.conftest import wait_until
 from tests.support.etcd import EtcdServer
 from tests.support.load import Load
-from tests.support.processes import ROOT, ProviderProcess
+from tests.support.processes import ProviderProcess, dubbo_py_cli
 
 pytestmark = [pytest.mark.etcd, pytest.mark.e2e]
 
@@ -38,18 +36,6 @@ def _rule(port: int) -> str:
         "configVersion: v3.0\nscope: service\nkey: demo.Greeter\nforce: true\n"
         f"conditions:\n  - 'method = SayHello => port = {port}'\n"
     )
-
-
-def _cli(registry: str, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "dubbo_py.admin", "--registry", registry, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 @pytest.fixture
@@ -120,7 +106,7 @@ def test_provider_and_consumer_meet_through_etcd_and_cli_rules_reach_the_consume
             answered = {ref.stub.SayHello(request).provider for _ in range(10)}
             assert answered == {p1.address, p2.address}
             # The provider nodes are where dubbo-go's etcdv3 registry looks for them.
-            providers = _cli(registry, "providers", "demo.Greeter")
+            providers = dubbo_py_cli(registry, "providers", "demo.Greeter", timeout=120)
             assert p1.address in providers and p2.address in providers
 
             swaps: list[float] = []
@@ -131,7 +117,7 @@ def test_provider_and_consumer_meet_through_etcd_and_cli_rules_reach_the_consume
                 target = (p2, p1)[round_ % 2]
                 rule_file.write_text(_rule(target.port), encoding="utf-8")
                 before = len(watch.seen)
-                _cli(registry, "rules", "push", str(rule_file), "--key", KEY)
+                dubbo_py_cli(registry, "rules", "push", str(rule_file), "--key", KEY, timeout=120)
                 wait_until(lambda b=before: len(watch.seen) > b, 10, "etcd's notification")
                 written = watch.seen[-1]
                 wait_until(
@@ -142,7 +128,7 @@ def test_provider_and_consumer_meet_through_etcd_and_cli_rules_reach_the_consume
                 latencies.append(max(0.0, min(t for t in swaps if t >= written - 0.05) - written))
                 answers = {ref.stub.SayHello(request).provider for _ in range(10)}
                 assert answers == {target.address}, (round_, answers)
-            _cli(registry, "rules", "delete", KEY)
+            dubbo_py_cli(registry, "rules", "delete", KEY, timeout=120)
             wait_until(
                 lambda: (
                     {ref.stub.SayHello(request).provider for _ in range(10)}

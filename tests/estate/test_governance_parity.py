@@ -12,9 +12,6 @@ until both consumers reach what Dubbo's rule semantics give, and a failure shows
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +23,7 @@ from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
 from tests.support.java_estate import JavaConsumer, JavaProvider
-from tests.support.processes import ROOT
+from tests.support.processes import ROOT, dubbo_py_cli
 
 pytestmark = pytest.mark.zookeeper
 
@@ -102,16 +99,7 @@ class Estate:
 
     def cli(self, *args: str) -> str:
         """One ``dubbo-py`` CLI process, as an operator runs it."""
-        result = subprocess.run(
-            [sys.executable, "-m", "dubbo_py.admin", "--registry", self.registry, *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=60,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        assert result.returncode == 0, f"dubbo-py {' '.join(args)}: {result.stderr}"
-        return result.stdout
+        return dubbo_py_cli(self.registry, *args)
 
     def push(self, tmp_path: Path, key: str, text: str) -> None:
         path = tmp_path / "rule.yaml"

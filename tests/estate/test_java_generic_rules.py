@@ -4,9 +4,6 @@ pushed with ``dubbo-py rules push`` steer ``$invoke`` calls between two live Apa
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -17,11 +14,11 @@ import pytest
 import dubbo_py
 from dubbo_py.consumer.generic import GenericReference
 from tests.support.java_estate import JavaDubboProvider
+from tests.support.processes import dubbo_py_cli
 
 pytestmark = pytest.mark.zookeeper
 
 SERVICE = "estate.UserService"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -55,23 +52,10 @@ def users(
         yield ref
 
 
-def _cli(registry: str, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "dubbo_py.admin", "--registry", registry, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode == 0, f"dubbo-py {' '.join(args)}: {result.stderr}"
-    return result.stdout
-
-
 def _push(registry: str, tmp_path: Path, key: str, text: str) -> None:
     path = tmp_path / "rule.yaml"
     path.write_text(text, encoding="utf-8")
-    assert key in _cli(registry, "rules", "push", str(path), "--key", key)
+    assert key in dubbo_py_cli(registry, "rules", "push", str(path), "--key", key)
 
 
 def _served(users: GenericReference, calls: int = 20) -> Counter[str]:
@@ -109,7 +93,7 @@ def test_rules_steer_generic_calls(
         _until(lambda: set(_served(users, 5)) == {"r2"})
         assert set(_served(users)) == {"r2"}
     finally:
-        _cli(estate_registry, "rules", "delete", condition)
+        dubbo_py_cli(estate_registry, "rules", "delete", condition)
     _until(lambda: set(_served(users)) == {"r1", "r2"})
 
     override = f"{prefix}.configurators"
@@ -126,5 +110,5 @@ def test_rules_steer_generic_calls(
         _until(lambda: [p.address for p in users.providers] == [providers["r2"].address])
         assert set(_served(users)) == {"r2"}
     finally:
-        _cli(estate_registry, "rules", "delete", override)
+        dubbo_py_cli(estate_registry, "rules", "delete", override)
     _until(lambda: len(users.providers) == 2)

@@ -12,6 +12,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def dubbo_py_cli(registry: str, *args: str, timeout: float = 60.0) -> str:
+    """``dubbo-py --registry REGISTRY ARGS`` in a process of its own, as an operator runs it on
+    this checkout; its standard output, once it exited 0."""
+    result = subprocess.run(
+        [sys.executable, "-m", "dubbo_py.admin", "--registry", registry, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, f"dubbo-py {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
 PROVIDER = ROOT / "examples" / "quickstart" / "provider.py"
 
 
