@@ -242,12 +242,13 @@ def test_a_watch_never_goes_back_to_an_older_state(
     writer = _open(stores, zookeeper.address, store.chroot)
     assert writer.start()
     client = store.kazoo_client
-    sent: list[str] = []
+    # A read counts once kazoo holds it: counted before get_async returned, the test could
+    # wait on the previous read's answer and write v2 before this read went out (it would
+    # then read v2 and set no watch that v2 could fire).
     answers: list[Any] = []
     plain_get = client.get_async
 
     def counted(path: str, watch: Any = None) -> Any:
-        sent.append(path)
         answer = plain_get(path, watch=watch)
         answers.append(answer)
         return answer
@@ -261,10 +262,10 @@ def test_a_watch_never_goes_back_to_an_older_state(
     store.dispatcher.submit(lambda: gate.wait(30))  # the store's thread waits here
     store.watch_data("/rule", second)  # its read is queued, not sent yet
     for version in (1, 2):
-        before = len(sent)
+        before = len(answers)
         writer.set("/rule", f"v{version}".encode())
         # The change's read went out from kazoo's event thread (collected later, in turn).
-        wait_until(lambda before=before: len(sent) > before, what=f"the v{version} read")  # type: ignore[misc]
+        wait_until(lambda before=before: len(answers) > before, what=f"the v{version} read")  # type: ignore[misc]
         # ZooKeeper's watches fire once: the next write fires again only once this read (which
         # sets the watch again) has been answered. Without this wait a busy machine could write
         # v2 first, and the v1 read would read v2 with no second read sent.
