@@ -87,6 +87,17 @@ def _wake_config_listener(config_service: Any) -> None:
         channel.put_nowait(None)
 
 
+def _listen_now(config_service: Any) -> None:
+    """Have the SDK send its config listen request now: nacos-sdk-python 3.2.0's
+    ``add_listener`` only marks the data id, and the listen loop registers it with the server at
+    its next round (up to 5 s), so a change in those seconds came with no push (one poll late).
+    Looked up defensively like :func:`_wake_config_listener`."""
+    proxy = getattr(config_service, "grpc_client_proxy", None)
+    channel = getattr(proxy, "execute_config_listen_channel", None)
+    if isinstance(channel, asyncio.Queue):
+        channel.put_nowait(None)
+
+
 def _shared_loop() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
     """The one event loop (on a daemon thread) every Nacos store of the process uses: grpc's
     asyncio channels work on a single loop per process, so two stores on two loops would see
@@ -434,12 +445,18 @@ class NacosStore:
     # ------------------------------------------------------------------ watches
 
     def _watch(
-        self, read: Callable[[], Coroutine[Any, Any, Any]], report: Callable[[Any], None]
+        self,
+        read: Callable[[], Coroutine[Any, Any, Any]],
+        report: Callable[[Any], None],
+        wake: threading.Event | None = None,
     ) -> Cancel:
-        """Poll ``read`` on a thread of the watch's own (so a callback may call the store)."""
+        """Poll ``read`` on a thread of the watch's own (so a callback may call the store);
+        ``wake``, set by a server push, makes the next read come at once instead of at the
+        next poll."""
         if self._closed or not self._started:
             raise StoreError(f"{self} is {'closed' if self._closed else 'not started'}")
         cancelled = threading.Event()
+        woken = wake if wake is not None else threading.Event()
         lock = threading.Lock()
 
         def poll() -> None:
@@ -459,13 +476,15 @@ class NacosStore:
                                     report(state)
                                 except Exception:
                                     _log.exception("%s: watch callback failed", self)
-                cancelled.wait(self._poll)
+                woken.wait(self._poll)
+                woken.clear()
 
         thread = threading.Thread(target=poll, name=f"{self}-watch", daemon=True)
         thread.start()
 
         def cancel() -> None:
             cancelled.set()
+            woken.set()
             if threading.current_thread() is not thread:
                 with lock:  # a call in progress ends before cancel returns
                     pass
@@ -488,4 +507,29 @@ class NacosStore:
         def report(text: str | None) -> None:
             callback(None, -1) if text is None else callback(text.encode(), 0)
 
-        return self._watch(lambda: self._read(*key), report)
+        # The SDK's config listener hears the server's change push; it only wakes the poll,
+        # which reads the server itself (the push's content is not trusted to be the latest,
+        # and a lost push costs one poll interval, not the change).
+        wake = threading.Event()
+
+        async def on_change(*_pushed: Any) -> None:
+            wake.set()
+
+        data_id, group = key
+
+        async def listen() -> None:
+            await self._config.add_listener(data_id, group, on_change)
+            _listen_now(self._config)
+
+        self._run(listen())
+        stop_polling = self._watch(lambda: self._read(*key), report, wake)
+
+        def cancel() -> None:
+            stop_polling()
+            if not self._closed:
+                try:
+                    self._run(self._config.remove_listener(data_id, group, on_change))
+                except StoreError as exc:
+                    _log.debug("%s: config listener not removed: %s", self, exc)
+
+        return cancel

@@ -1,0 +1,53 @@
+"""Rule changes reach a ``nacos://`` data watch by the server's push, not only by the poll.
+
+The watch's poll interval is set far beyond the wait here, so a change seen in time can only
+have come through Nacos's config-change push (which the test server failed to send until its
+launcher carried ``com.alipay.hessian.clhm``: tests/peers/java/nacos-server/build.sh)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dubbo_py.registry.store.nacos.store import NacosStore
+from tests.support.nacos import NacosServer
+from tests.support.waiting import Recorder
+
+pytestmark = pytest.mark.nacos
+
+#: Longer than Recorder's patience: a poll can never be what delivers a change in these tests.
+SLOW_POLL = 120.0
+
+
+@pytest.fixture
+def stores(nacos: NacosServer, tmp_path: Path) -> Iterator[tuple[NacosStore, NacosStore]]:
+    watcher = NacosStore(nacos.address, poll_interval=SLOW_POLL, work_dir=tmp_path / "watcher")
+    writer = NacosStore(nacos.address, work_dir=tmp_path / "writer")
+    try:
+        assert watcher.start(30) and writer.start(30)
+        yield watcher, writer
+    finally:
+        writer.close()
+        watcher.close()
+
+
+def test_a_pushed_rule_change_reaches_the_watch_without_waiting_for_the_poll(
+    stores: tuple[NacosStore, NacosStore],
+) -> None:
+    watcher, writer = stores
+    path = f"/dubbo/config/dubbo/push-{uuid.uuid4().hex[:8]}.condition-router"
+    writer.create(path, b"v0")
+    seen = Recorder()
+    cancel = watcher.watch_data(path, seen)
+    try:
+        seen.wait_last((b"v0", 0))  # the watch's first read
+        for version in ("v1", "v2", "v3"):
+            writer.set(path, version.encode())
+            seen.wait_last((version.encode(), 0))
+        writer.delete(path)
+        seen.wait_last((None, -1))
+    finally:
+        cancel()
