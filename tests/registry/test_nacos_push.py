@@ -51,3 +51,26 @@ def test_a_pushed_rule_change_reaches_the_watch_without_waiting_for_the_poll(
         seen.wait_last((None, -1))
     finally:
         cancel()
+
+
+def test_two_watches_of_one_rule_in_one_store_both_hear_it_and_one_outlives_the_other(
+    stores: tuple[NacosStore, NacosStore],
+) -> None:
+    # The applications of a process share one store: their watches of a rule share one poller.
+    watcher, writer = stores
+    path = f"/dubbo/config/dubbo/shared-{uuid.uuid4().hex[:8]}.condition-router"
+    writer.create(path, b"v0")
+    first, second = Recorder(), Recorder()
+    cancel_first = watcher.watch_data(path, first)
+    first.wait_last((b"v0", 0))
+    cancel_second = watcher.watch_data(path, second)
+    second.wait_last((b"v0", 0))
+    writer.set(path, b"v1")
+    first.wait_last((b"v1", 0))
+    second.wait_last((b"v1", 0))
+    cancel_first()
+    heard = first.calls  # a fresh node can first read as absent: Nacos serves a publish late
+    writer.set(path, b"v2")
+    second.wait_last((b"v2", 0))
+    assert first.calls == heard
+    cancel_second()

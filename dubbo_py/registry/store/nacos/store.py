@@ -14,13 +14,16 @@ other path with a :class:`StoreError` naming it (never silently):
 * ``/dubbo/mapping/<interface>``: data id ``<interface>`` in group ``mapping``.
 
 Nacos has no node versions: :meth:`get` reports 0, :meth:`set` with a version other than -1
-is refused. Watches poll (every ``poll_interval`` seconds) on the store's loop thread and call
-back only on change, which is what Dubbo's NacosRegistry does for the service list too.
+is refused. Watches poll (every ``poll_interval`` seconds) on a thread of their own and call
+back only on change, which is what Dubbo's NacosRegistry does for the service list too; a
+config watch is also woken by the server's config-change push, so a rule is read as soon as
+Nacos serves it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import tempfile
 import threading
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, StoreError
 from dubbo_py.registry.store._paths import validate_path
 from dubbo_py.registry.store.base import Cancel, SessionState
+from dubbo_py.registry.store.nacos.polled import PolledNode
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
@@ -44,7 +48,6 @@ _T = TypeVar("_T")
 # provider watches its configurators folder): each is ``<category>:<interface>:...``.
 _CATEGORIES = ("providers", "consumers", "configurators", "routers")
 _NAMING_GROUP = "DEFAULT_GROUP"
-_UNSET = object()
 
 
 def _service_name(url: URL, category: str) -> str:
@@ -148,6 +151,9 @@ class NacosStore:
         self._naming: Any = None
         self._config: Any = None
         self._listeners: list[Callable[[SessionState], None]] = []
+        # One poller per watched node (kind, path), shared by the watches of that node.
+        self._watch_lock = threading.Lock()
+        self._polled: dict[tuple[str, str], PolledNode] = {}
         self._owned: dict[str, Any] = {}  # ephemeral path -> its RegisterInstanceParam
         self._closed = False
         self._started = False
@@ -237,6 +243,11 @@ class NacosStore:
             self._run(shutdown())
         finally:
             self._closed = True
+            with self._watch_lock:
+                polled = list(self._polled.values())
+                self._polled.clear()
+            for node in polled:
+                node.wake.set()  # its poller sees the store closed now, not after a poll
 
     def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
         """Told CONNECTED once started (the SDK reconnects and re-registers on its own)."""
@@ -446,57 +457,47 @@ class NacosStore:
 
     def _watch(
         self,
+        key: tuple[str, str],
         read: Callable[[], Coroutine[Any, Any, Any]],
         report: Callable[[Any], None],
-        wake: threading.Event | None = None,
+        on_first: Callable[[threading.Event], Callable[[], None]] | None = None,
     ) -> Cancel:
-        """Poll ``read`` on a thread of the watch's own (so a callback may call the store);
-        ``wake``, set by a server push, makes the next read come at once instead of at the
-        next poll."""
+        """Watch ``key`` (kind, path): the watches of one node share one poller
+        (:class:`PolledNode`). ``on_first`` runs when a poller is made, with its wake event,
+        and returns what to do when its last watch leaves (a config watch's push listener)."""
         if self._closed or not self._started:
             raise StoreError(f"{self} is {'closed' if self._closed else 'not started'}")
-        cancelled = threading.Event()
-        woken = wake if wake is not None else threading.Event()
-        lock = threading.Lock()
+        while True:
+            with self._watch_lock:
+                node = self._polled.get(key)
+                made = node is None or node.finished
+                if node is None or made:
+                    node = PolledNode(
+                        f"{self}{key[1]}", lambda: self._run(read()), self._poll, self._alive
+                    )
+                    node.at_idle(functools.partial(self._forget, key, node))
+                    self._polled[key] = node
+            if made and on_first is not None:
+                node.at_idle(on_first(node.wake))
+            try:
+                return node.add(report)
+            except StoreError:
+                continue  # it went idle between the lookup and the add: make a fresh one
 
-        def poll() -> None:
-            last: Any = _UNSET
-            while not cancelled.is_set() and not self._closed:
-                try:
-                    state = self._run(read())
-                except StoreError as exc:  # keep watching: the last good state stays
-                    if not self._closed:
-                        _log.warning("%s: watch read failed: %s", self, exc)
-                else:
-                    if state != last:
-                        last = state
-                        with lock:
-                            if not cancelled.is_set():
-                                try:
-                                    report(state)
-                                except Exception:
-                                    _log.exception("%s: watch callback failed", self)
-                woken.wait(self._poll)
-                woken.clear()
+    def _alive(self) -> bool:
+        return not self._closed
 
-        thread = threading.Thread(target=poll, name=f"{self}-watch", daemon=True)
-        thread.start()
-
-        def cancel() -> None:
-            cancelled.set()
-            woken.set()
-            if threading.current_thread() is not thread:
-                with lock:  # a call in progress ends before cancel returns
-                    pass
-
-        return cancel
+    def _forget(self, key: tuple[str, str], node: PolledNode) -> None:
+        with self._watch_lock:
+            if self._polled.get(key) is node:
+                del self._polled[key]
 
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Cancel:
         """Poll a providers/consumers folder's URLs; called on change."""
         category = self._category(path)
         if category is None:
             raise self._refuse(path, "watching")
-        return self._watch(lambda: self._urls(*category), callback)
+        return self._watch(("children", path), lambda: self._urls(*category), callback)
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
         """Poll a config node; ``(None, -1)`` while absent."""
@@ -507,29 +508,28 @@ class NacosStore:
         def report(text: str | None) -> None:
             callback(None, -1) if text is None else callback(text.encode(), 0)
 
-        # The SDK's config listener hears the server's change push; it only wakes the poll,
-        # which reads the server itself (the push's content is not trusted to be the latest,
-        # and a lost push costs one poll interval, not the change).
-        wake = threading.Event()
-
-        async def on_change(*_pushed: Any) -> None:
-            wake.set()
-
         data_id, group = key
 
-        async def listen() -> None:
-            await self._config.add_listener(data_id, group, on_change)
-            _listen_now(self._config)
+        def listen(wake: threading.Event) -> Callable[[], None]:
+            # The SDK's config listener hears the server's change push; it only wakes the
+            # poller, which reads the server itself (the push's content is not trusted to be
+            # the latest, and a lost push costs one poll interval, not the change).
+            async def on_change(*_pushed: Any) -> None:
+                wake.set()
 
-        self._run(listen())
-        stop_polling = self._watch(lambda: self._read(*key), report, wake)
+            async def add() -> None:
+                await self._config.add_listener(data_id, group, on_change)
+                _listen_now(self._config)
 
-        def cancel() -> None:
-            stop_polling()
-            if not self._closed:
-                try:
-                    self._run(self._config.remove_listener(data_id, group, on_change))
-                except StoreError as exc:
-                    _log.debug("%s: config listener not removed: %s", self, exc)
+            self._run(add())
 
-        return cancel
+            def remove() -> None:
+                if not self._closed:
+                    try:
+                        self._run(self._config.remove_listener(data_id, group, on_change))
+                    except StoreError as exc:
+                        _log.debug("%s: config listener not removed: %s", self, exc)
+
+            return remove
+
+        return self._watch(("data", path), lambda: self._read(*key), report, listen)
