@@ -24,7 +24,9 @@ SLOW_POLL = 120.0
 
 @pytest.fixture
 def stores(nacos: NacosServer, tmp_path: Path) -> Iterator[tuple[NacosStore, NacosStore]]:
-    watcher = NacosStore(nacos.address, poll_interval=SLOW_POLL, work_dir=tmp_path / "watcher")
+    watcher = NacosStore(
+        nacos.address, config_poll_interval=SLOW_POLL, work_dir=tmp_path / "watcher"
+    )
     writer = NacosStore(nacos.address, work_dir=tmp_path / "writer")
     try:
         assert watcher.start(30) and writer.start(30)

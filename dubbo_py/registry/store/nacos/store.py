@@ -16,8 +16,8 @@ other path with a :class:`StoreError` naming it (never silently):
 Nacos has no node versions: :meth:`get` reports 0, :meth:`set` with a version other than -1
 is refused. Watches poll (every ``poll_interval`` seconds) on a thread of their own and call
 back only on change, which is what Dubbo's NacosRegistry does for the service list too; a
-config watch is also woken by the server's config-change push, so a rule is read as soon as
-Nacos serves it.
+config watch is woken by the server's config-change push, so a rule is read as soon as Nacos
+serves it, and polls only every ``config_poll_interval`` seconds against a lost push.
 """
 
 from __future__ import annotations
@@ -139,6 +139,7 @@ class NacosStore:
         credentials: tuple[str, str] | None = None,
         connect_timeout: float = 20.0,
         poll_interval: float = 0.5,
+        config_poll_interval: float = 5.0,
         work_dir: Path | None = None,
     ) -> None:
         self._hosts = hosts
@@ -146,6 +147,9 @@ class NacosStore:
         self._credentials = credentials
         self._connect_timeout = connect_timeout
         self._poll = poll_interval
+        # Config watches hear the server's push; their poll only covers a lost push, so it can
+        # be slow (every config poll of every process is a request to the server).
+        self._config_poll = config_poll_interval
         self._dir = work_dir or Path(tempfile.mkdtemp(prefix="dubbo-py-nacos-client-"))
         self._loop, self._thread = _shared_loop()
         self._naming: Any = None
@@ -461,6 +465,7 @@ class NacosStore:
         read: Callable[[], Coroutine[Any, Any, Any]],
         report: Callable[[Any], None],
         on_first: Callable[[threading.Event], Callable[[], None]] | None = None,
+        interval: float | None = None,
     ) -> Cancel:
         """Watch ``key`` (kind, path): the watches of one node share one poller
         (:class:`PolledNode`). ``on_first`` runs when a poller is made, with its wake event,
@@ -473,7 +478,10 @@ class NacosStore:
                 made = node is None or node.finished
                 if node is None or made:
                     node = PolledNode(
-                        f"{self}{key[1]}", lambda: self._run(read()), self._poll, self._alive
+                        f"{self}{key[1]}",
+                        lambda: self._run(read()),
+                        self._poll if interval is None else interval,
+                        self._alive,
                     )
                     node.at_idle(functools.partial(self._forget, key, node))
                     self._polled[key] = node
@@ -532,4 +540,6 @@ class NacosStore:
 
             return remove
 
-        return self._watch(("data", path), lambda: self._read(*key), report, listen)
+        return self._watch(
+            ("data", path), lambda: self._read(*key), report, listen, self._config_poll
+        )
