@@ -129,10 +129,12 @@ def py_served(greeter: Any, calls: int = 20) -> Counter[str]:
 
 
 def test_a_java_consumer_calls_a_dubbo_py_provider_on_nacos(
-    py_provider: str, java_provider: JavaProvider, java_consumer: JavaConsumer
+    java_consumer: JavaConsumer, py_provider: str, java_provider: JavaProvider
 ) -> None:
-    # Dubbo's NacosRegistry finds the dubbo-py instance of providers:demo.Greeter:1.0.0:<group>
-    # and builds a tri:// URL from its metadata; random balancing reaches both providers.
+    # The Java consumer starts first (fixtures are set up in this order), so both providers
+    # join after it subscribed: it learns of them through Nacos's naming push. Dubbo's
+    # NacosRegistry builds a tri:// URL from the metadata of the dubbo-py instance of
+    # providers:demo.Greeter:1.0.0:<group>; random balancing reaches both providers.
     until(lambda: set(java_served(java_consumer)) == {"p1", "j1"}, "Java calls both providers")
 
 
