@@ -178,9 +178,10 @@ def keep_p1_rule(group: str, port: str) -> str:
             ),
         ),
         "registry",
+        "java",
     ],
 )
-def test_a_condition_rule_from_dubbo_py_steers_java_and_dubbo_py_consumers_alike(
+def test_a_condition_rule_steers_java_and_dubbo_py_consumers_alike(
     writer: str,
     py_provider: str,
     java_provider: JavaProvider,
@@ -193,7 +194,8 @@ def test_a_condition_rule_from_dubbo_py_steers_java_and_dubbo_py_consumers_alike
 ) -> None:
     # Java's condition router reads <interface>:<version>:<group>.condition-router in config
     # group dubbo (NacosDynamicConfiguration, a push listener); dubbo-py writes that very data
-    # id, with `dubbo-py rules push` or its Registry API, and polls it back.
+    # id, with `dubbo-py rules push` or its Registry API, and polls it back; a rule Dubbo
+    # itself publishes there steers both the same way.
     until(lambda: set(java_served(java_consumer)) == {"p1", "j1"}, "Java calls both providers")
     until(lambda: set(py_served(py_greeter)) == {"p1", "j1"}, "dubbo-py calls both providers")
     key = f"demo.Greeter:{VERSION}:{estate_group}.condition-router"
@@ -205,6 +207,9 @@ def test_a_condition_rule_from_dubbo_py_steers_java_and_dubbo_py_consumers_alike
             rule = tmp_path / "keep-p1.yaml"
             rule.write_text(text, encoding="utf-8")
             assert key in dubbo_py_cli(java_registry, "rules", "push", str(rule))
+        elif writer == "java":
+            # Dubbo's own DynamicConfiguration.publishConfig, as a Java tool would write it.
+            assert java_consumer.publish(key, "dubbo", text)
         else:
             registry.put_config(key, text)
         until(lambda: set(java_served(java_consumer)) == {"p1"}, "Java obeys the rule")
@@ -213,6 +218,8 @@ def test_a_condition_rule_from_dubbo_py_steers_java_and_dubbo_py_consumers_alike
         assert set(py_served(py_greeter)) == {"p1"}
         if writer == "cli":
             dubbo_py_cli(java_registry, "rules", "delete", key)
+        elif writer == "java":
+            assert java_consumer.unpublish(key, "dubbo")
         else:
             registry.delete_config(key)
     finally:
