@@ -2,7 +2,7 @@
 
 The watch's poll interval is set far beyond the wait here, so a change seen in time can only
 have come through Nacos's config-change push (which the test server failed to send until its
-launcher carried ``com.alipay.hessian.clhm``: tests/peers/java/nacos-server/build.sh)."""
+launcher carried ``com.alipay.hessian.clhm``: tests/peers/java/nacos-server/pom.xml)."""
 
 from __future__ import annotations
 
