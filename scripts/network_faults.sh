@@ -14,6 +14,7 @@
 #   scripts/network_faults.sh provider     # a provider blackholed / resetting / one-way, 15 s
 #   scripts/network_faults.sh registry     # the registry blackholed for 45 s
 #   scripts/network_faults.sh cluster      # one member of 3 partitioned for 20 s
+#   scripts/network_faults.sh nacos        # the Nacos server killed -9 and restarted under load
 #
 # The iptables chain of each test (dpy-<pid>-<n>) is removed when it ends; `iptables -S` after
 # a run shows none left.
@@ -44,5 +45,9 @@ fi
 if [[ $what == all || $what == cluster ]]; then
   DUBBO_PY_FAULT_SESSION_MS=10000 DUBBO_PY_FAULT_SECONDS=20 \
     run tests/e2e/test_cluster_partitions.py
+fi
+if [[ $what == all || $what == nacos ]]; then
+  # The Nacos server killed -9 and restarted under load (its restart alone takes ~25 s here).
+  DUBBO_PY_LONG_FAULTS=1 run tests/e2e/test_nacos_faults.py
 fi
 echo "iptables chains left behind: $(iptables -S | grep -c -- '-N dpy-' || true)"

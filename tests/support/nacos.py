@@ -73,9 +73,30 @@ class NacosServer:
 
     def start(self) -> None:
         """Build the launcher if needed, start the server and wait for its READY line."""
-        peer = ensure_built("java", "nacos-server")
         self._dir = Path(tempfile.mkdtemp(prefix="dubbo-py-nacos-"))
         self.port = _free_base_port()
+        self._launch()
+
+    def kill(self) -> None:
+        """SIGKILL the server, keeping its data and ports for :meth:`restart`."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(10)
+
+    def restart(self) -> None:
+        """Start the server again on the same ports and data (after :meth:`kill`)."""
+        assert self._dir is not None and self._proc is not None, "start() first"
+        self.kill()
+        self._launch()
+
+    def _launch(self) -> None:
+        assert self._dir is not None
+        peer = ensure_built("java", "nacos-server")
+        ready_before = (
+            self.log_path.read_text(errors="replace").count(f"READY {self.port}")
+            if self.log_path.exists()
+            else 0
+        )
         cmd = peer.java_command(
             "dubbopy.nacos.NacosLauncher", str(self._dir / "home"), str(self.port)
         )
@@ -83,14 +104,15 @@ class NacosServer:
         cmd.insert(1, "--add-opens=java.base/java.lang=ALL-UNNAMED")
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        atexit.register(self.close)
+        if not ready_before:
+            atexit.register(self.close)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise NacosUnavailable(
                     f"Nacos exited with {self._proc.returncode}:\n{log_tail(self.log_path)}"
                 )
-            if f"READY {self.port}" in self.log_path.read_text(errors="replace"):
+            if self.log_path.read_text(errors="replace").count(f"READY {self.port}") > ready_before:
                 return
             time.sleep(0.2)
         self.close()

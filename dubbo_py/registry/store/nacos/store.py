@@ -245,6 +245,10 @@ class NacosStore:
 
         try:
             self._run(shutdown())
+        except StoreError as exc:
+            # Closing never fails the caller: after the server was lost and came back, the
+            # SDK's shutdown can end cancelled (its reconnection tasks are torn down with it).
+            _log.warning("%s: closing: %s", self, exc)
         finally:
             self._closed = True
             with self._watch_lock:
