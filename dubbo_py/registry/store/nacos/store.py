@@ -12,18 +12,33 @@ other path with a :class:`StoreError` naming it (never silently):
 * ``/dubbo/config/<group>/<key>``: config data id ``<key>`` in group ``<group>`` (rules in
   ``dubbo``, as Dubbo's ``NacosDynamicConfiguration``).
 * ``/dubbo/mapping/<interface>``: data id ``<interface>`` in group ``mapping``.
+* ``/dubbo/config-history/<key>`` (the CLI's rule history, :mod:`dubbo_py.admin.rules.history`):
+  data id ``<key>`` in group ``dubbo-history`` holds the counter, and each entry
+  ``/dubbo/config-history/<key>/<seq>`` is data id ``<key>.<seq>`` in group
+  ``dubbo-history-entries``.
 
-Nacos has no node versions: :meth:`get` reports 0, :meth:`set` with a version other than -1
-is refused. Watches poll (every ``poll_interval`` seconds) on the store's loop thread and call
-back only on change, which is what Dubbo's NacosRegistry does for the service list too.
+Nacos keeps no node version counter. A node's version here is the first 48 bits of the MD5 of
+its content (what Nacos itself compares): :meth:`set` with a version is a compare-and-set on
+that MD5, done by the server (``casMd5``). So a version changes when the content does, and
+only then (writing the same text again keeps it), and it does not count up. A versioned delete
+is checked, then done (Nacos removes config without a CAS). Listing a config folder (the rules
+of group ``dubbo``, the history) asks the server's admin HTTP API
+(``/nacos/v3/admin/cs/config/list``): the gRPC client has no listing. Watches poll (every
+``poll_interval`` seconds) on the store's loop thread and call back only on change, which is
+what Dubbo's NacosRegistry does for the service list too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import tempfile
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,7 +59,18 @@ _T = TypeVar("_T")
 # provider watches its configurators folder): each is ``<category>:<interface>:...``.
 _CATEGORIES = ("providers", "consumers", "configurators", "routers")
 _NAMING_GROUP = "DEFAULT_GROUP"
+#: The config groups of the CLI's rule history (counter per key; one data id per entry).
+HISTORY_GROUP = "dubbo-history"
+HISTORY_ENTRY_GROUP = "dubbo-history-entries"
+_HISTORY_ROOT = "/dubbo/config-history"
 _UNSET = object()
+_PAGE = 500
+
+
+def content_version(text: str) -> int:
+    """The version this store reports for config content: the first 48 bits of its MD5 (the
+    digest Nacos keeps and compares), an int JSON and every client read exactly."""
+    return int(hashlib.md5(text.encode()).hexdigest()[:12], 16)
 
 
 def _service_name(url: URL, category: str) -> str:
@@ -144,8 +170,8 @@ class NacosStore:
         # surprise at the first refused path.
         _log.warning(
             "%s: the nacos:// store is a first subset (docs/registry.md, 'Nacos'): "
-            "namespace/group address parameters, "
-            "application-level discovery and the CLI on Nacos are not supported yet",
+            "namespace/group address parameters and application-level discovery "
+            "are not supported yet",
             self,
         )
 
@@ -242,6 +268,23 @@ class NacosStore:
             return parts[3], parts[2]
         if len(parts) == 3 and parts[:2] == ["dubbo", "mapping"]:
             return parts[2], "mapping"
+        if len(parts) == 3 and parts[:2] == ["dubbo", "config-history"]:
+            return parts[2], HISTORY_GROUP
+        if len(parts) == 4 and parts[:2] == ["dubbo", "config-history"] and parts[3].isdigit():
+            return f"{parts[2]}.{parts[3]}", HISTORY_ENTRY_GROUP
+        return None
+
+    def _config_folder(self, path: str) -> tuple[str, str] | None:
+        """``(group, data id prefix)`` of a folder of config nodes; None for another path."""
+        parts = validate_path(path).split("/")[1:]
+        if len(parts) == 3 and parts[:2] == ["dubbo", "config"]:
+            return parts[2], ""
+        if parts == ["dubbo", "mapping"]:
+            return "mapping", ""
+        if parts == ["dubbo", "config-history"]:
+            return HISTORY_GROUP, ""
+        if len(parts) == 3 and parts[:2] == ["dubbo", "config-history"]:
+            return HISTORY_ENTRY_GROUP, parts[2] + "."
         return None
 
     def _category(self, path: str) -> tuple[str, str] | None:
@@ -266,17 +309,22 @@ class NacosStore:
         text = await self._config.get_config(nacos.ConfigParam(data_id=data_id, group=group))
         return text or None  # Nacos has no empty config: "" is absent
 
-    def get(self, path: str) -> tuple[bytes, int]:
-        """A config node's content (version 0: Nacos keeps none). :class:`NoNodeError`."""
+    def _current(self, path: str) -> tuple[str, str, str]:
+        """``(data id, group, content)`` of an existing config node; :class:`NoNodeError`."""
         key = self._config_key(path)
         if key is None:
             raise self._refuse(path, "reading")
         text = self._run(self._read(*key))
         if text is None:
             raise NoNodeError(f"node {path} does not exist in {self}")
-        return text.encode(), 0
+        return key[0], key[1], text
 
-    def _publish(self, path: str, data: bytes) -> None:
+    def get(self, path: str) -> tuple[bytes, int]:
+        """A config node's content and version (:func:`content_version`). :class:`NoNodeError`."""
+        _, _, text = self._current(path)
+        return text.encode(), content_version(text)
+
+    def _publish(self, path: str, data: bytes, cas_md5: str = "") -> None:
         import v2.nacos as nacos
 
         key = self._config_key(path)
@@ -284,33 +332,62 @@ class NacosStore:
             raise self._refuse(path, "writing")
         if not data:
             raise StoreError(f"{self}: Nacos keeps no empty config ({path})")
-        ok = self._run(
-            self._config.publish_config(
-                nacos.ConfigParam(data_id=key[0], group=key[1], content=data.decode())
-            )
-        )
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise StoreError(f"{self}: Nacos config is text, {path} is not UTF-8") from None
+        param = nacos.ConfigParam(data_id=key[0], group=key[1], content=text, cas_md5=cas_md5)
+        try:
+            ok = self._run(self._config.publish_config(param))
+        except StoreError:
+            if cas_md5:  # the server refuses a lost compare-and-set with an error
+                raise BadVersionError(f"{self}: {path} changed since it was read") from None
+            raise
         if not ok:
+            if cas_md5:
+                raise BadVersionError(f"{self}: {path} changed since it was read")
             raise StoreError(f"{self}: Nacos refused to publish {path}")
+        self._settle(path, key, text)
+
+    def _settle(self, path: str, key: tuple[str, str], text: str | None) -> None:
+        """Wait until the server's reads give what was just written (or nothing after a
+        removal). Nacos answers config reads from a cache it refreshes after the write is
+        stored, so a read right after a publish gave the old content: a store must read its
+        own writes (the CLI's history counter and every create-then-get rely on it)."""
+
+        async def until() -> None:
+            for _ in range(500):
+                if await self._read(*key) == text:
+                    return
+                await asyncio.sleep(0.01)
+            raise StoreError(f"{self}: {path} written but not readable after 5 s")
+
+        self._run(until(), max(self._connect_timeout, 10.0))
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
-        """Publish a config node's new content. Versions other than -1 are refused."""
+        """Publish a config node's new content; with a version, only while the content is
+        still the one of that version (a compare-and-set on its MD5, by the server)."""
+        _, _, current = self._current(path)
+        cas = ""
         if version != -1:
-            raise BadVersionError(f"{self}: Nacos has no node versions (set {path} v{version})")
-        if not self.exists(path):
-            raise NoNodeError(f"node {path} does not exist in {self}")
-        self._publish(path, data)
-        return 0
+            if content_version(current) != version:
+                raise BadVersionError(
+                    f"{self}: {path} is at version {content_version(current)}, not {version}"
+                )
+            cas = hashlib.md5(current.encode()).hexdigest()
+        self._publish(path, data, cas)
+        return content_version(data.decode())
 
     def exists(self, path: str) -> bool:
         """Whether a config node has content; a providers/consumers folder always exists."""
-        if self._category(path) is not None:
-            return True
-        if path in self._owned:
+        if self._category(path) is not None or path in self._owned:
             return True
         key = self._config_key(path)
-        if key is None:
-            raise self._refuse(path, "checking")
-        return self._run(self._read(*key)) is not None
+        if key is not None:  # a history key is a node (its counter) and a folder: the node
+            return self._run(self._read(*key)) is not None
+        if self._config_folder(path) is not None:
+            return True
+        raise self._refuse(path, "checking")
 
     def create(
         self,
@@ -339,7 +416,9 @@ class NacosStore:
     def ensure_path(self, path: str) -> None:
         """Folders need no creating in Nacos; a config node absent is refused (no empty
         config)."""
-        if self._category(path) is not None or path in ("/", "/dubbo", "/dubbo/config"):
+        if self._category(path) is not None or self._config_folder(path) is not None:
+            return
+        if path in ("/", "/dubbo", "/dubbo/config"):
             return
         if not self.exists(path):
             raise self._refuse(path, "creating an empty")
@@ -349,18 +428,21 @@ class NacosStore:
         import v2.nacos as nacos
 
         del recursive
-        if version != -1:
-            raise BadVersionError(f"{self}: Nacos has no node versions (delete {path})")
         param = self._owned.pop(path, None)
         if param is not None:
             self._run(self._naming.deregister_instance(_deregistration(param)))
             return
-        key = self._config_key(path)
-        if key is None:
+        if self._config_key(path) is None:
             raise self._refuse(path, "deleting")
-        if not self.exists(path):
-            raise NoNodeError(f"node {path} does not exist in {self}")
+        data_id, group, current = self._current(path)
+        key = (data_id, group)
+        # Checked, then removed: Nacos has no compare-and-delete (docs/registry.md, Nacos).
+        if version != -1 and content_version(current) != version:
+            raise BadVersionError(
+                f"{self}: {path} is at version {content_version(current)}, not {version}"
+            )
         self._run(self._config.remove_config(nacos.ConfigParam(data_id=key[0], group=key[1])))
+        self._settle(path, key, None)
 
     # ------------------------------------------------------------------ instances
 
@@ -425,11 +507,73 @@ class NacosStore:
 
     def children(self, path: str) -> list[str]:
         """The URLs registered under a providers/consumers folder, built from the instances
-        of every Nacos service of that interface."""
+        of every Nacos service of that interface; or the nodes of a config folder (the data
+        ids of its group, from the server's admin HTTP API)."""
         category = self._category(path)
-        if category is None:
+        if category is not None:
+            return self._run(self._urls(*category))
+        folder = self._config_folder(path)
+        if folder is None:
             raise self._refuse(path, "listing")
-        return self._run(self._urls(*category))
+        group, prefix = folder
+        names = [d[len(prefix) :] for d in self._list_configs(group, prefix)]
+        if group == HISTORY_ENTRY_GROUP:
+            names = [n for n in names if n.isdigit()]
+        return sorted(names)
+
+    # ------------------------------------------------------------------ admin HTTP API
+
+    def _http(self, host: str, path: str, query: dict[str, str], post: bool = False) -> Any:
+        body = urllib.parse.urlencode(query)
+        url = f"http://{host}/nacos{path}"
+        request = (
+            urllib.request.Request(url, data=body.encode(), method="POST")
+            if post
+            else urllib.request.Request(f"{url}?{body}")
+        )
+        with urllib.request.urlopen(request, timeout=self._connect_timeout) as response:
+            return json.loads(response.read().decode())
+
+    def _list_configs(self, group: str, prefix: str) -> list[str]:
+        """Every data id of ``group`` starting with ``prefix`` in this store's namespace."""
+        if self._closed or not self._started:
+            raise StoreError(f"{self} is {'closed' if self._closed else 'not started'}")
+        failures = []
+        for host in self._hosts.split(","):
+            try:
+                query = {
+                    "namespaceId": self._namespace or "public",
+                    "groupName": group,
+                    "dataId": f"{prefix}*" if prefix else "",
+                    "search": "blur",
+                    "pageSize": str(_PAGE),
+                }
+                if self._credentials:
+                    login = self._http(
+                        host,
+                        "/v3/auth/user/login",
+                        {"username": self._credentials[0], "password": self._credentials[1]},
+                        post=True,
+                    )
+                    query["accessToken"] = str(login.get("accessToken", ""))
+                found: list[str] = []
+                page = 1
+                while True:
+                    answer = self._http(
+                        host, "/v3/admin/cs/config/list", {**query, "pageNo": str(page)}
+                    )
+                    items = (answer.get("data") or {}).get("pageItems") or []
+                    found += [str(i["dataId"]) for i in items if i.get("groupName") == group]
+                    if len(items) < _PAGE:
+                        break
+                    page += 1
+                return [d for d in found if d.startswith(prefix)]
+            except (OSError, ValueError, KeyError, urllib.error.URLError) as exc:
+                failures.append(f"{host}: {exc}")
+        raise StoreError(
+            f"{self}: listing config group {group} through the admin HTTP API "
+            f"(/nacos/v3/admin/cs/config/list) failed: {'; '.join(failures)}"
+        )
 
     # ------------------------------------------------------------------ watches
 
@@ -486,6 +630,9 @@ class NacosStore:
             raise self._refuse(path, "watching")
 
         def report(text: str | None) -> None:
-            callback(None, -1) if text is None else callback(text.encode(), 0)
+            if text is None:
+                callback(None, -1)
+            else:
+                callback(text.encode(), content_version(text))
 
         return self._watch(lambda: self._read(*key), report)
