@@ -62,7 +62,7 @@ _NAMING_GROUP = "DEFAULT_GROUP"
 #: The config groups of the CLI's rule history (counter per key; one data id per entry).
 HISTORY_GROUP = "dubbo-history"
 HISTORY_ENTRY_GROUP = "dubbo-history-entries"
-_HISTORY_ROOT = "/dubbo/config-history"
+_HISTORY_GROUPS = frozenset({HISTORY_GROUP, HISTORY_ENTRY_GROUP})
 _UNSET = object()
 _PAGE = 500
 
@@ -141,7 +141,12 @@ class NacosStore:
         """The store of a ``nacos://`` address; ``auth`` is a Nacos user and password."""
         if address.chroot:
             raise StoreError(f"{address}: a Nacos registry has no chroot (use a namespace)")
-        return cls(address.location, credentials=auth, connect_timeout=connect_timeout or 20.0)
+        return cls(
+            address.location,
+            namespace=address.option("namespace") or "",
+            credentials=auth,
+            connect_timeout=connect_timeout or 20.0,
+        )
 
     def __init__(
         self,
@@ -170,13 +175,18 @@ class NacosStore:
         # surprise at the first refused path.
         _log.warning(
             "%s: the nacos:// store is a first subset (docs/registry.md, 'Nacos'): "
-            "namespace/group address parameters and application-level discovery "
+            "the group address parameter and application-level discovery "
             "are not supported yet",
             self,
         )
 
+    def content_version(self, data: bytes) -> int:
+        """The version of a node just written with ``data`` (:func:`content_version`)."""
+        return content_version(data.decode())
+
     def __str__(self) -> str:
-        return f"nacos://{self._hosts}"
+        where = f"?namespace={self._namespace}" if self._namespace else ""
+        return f"nacos://{self._hosts}{where}"
 
     # ------------------------------------------------------------------ session
 
@@ -387,6 +397,11 @@ class NacosStore:
             return self._run(self._read(*key)) is not None
         if self._config_folder(path) is not None:
             return True
+        parts = path.split("/")[1:]
+        if parts in (["dubbo"], ["dubbo", "config"]):
+            return True
+        if len(parts) == 2 and parts[0] == "dubbo":
+            return bool(self._tree_folder(parts))
         raise self._refuse(path, "checking")
 
     def create(
@@ -418,7 +433,7 @@ class NacosStore:
         config)."""
         if self._category(path) is not None or self._config_folder(path) is not None:
             return
-        if path in ("/", "/dubbo", "/dubbo/config"):
+        if path in ("/", "/dubbo", "/dubbo/config", "/dubbo/config-history"):
             return
         if not self.exists(path):
             raise self._refuse(path, "creating an empty")
@@ -466,10 +481,11 @@ class NacosStore:
         self._run(self._naming.register_instance(param))
         self._owned[path] = param
 
-    async def _urls(self, interface: str, category: str) -> list[str]:
+    async def _service_names(self, prefix: str = "") -> list[str]:
+        """The names of this namespace's services (group ``DEFAULT_GROUP``) starting with
+        ``prefix``."""
         import v2.nacos as nacos
 
-        prefix = f"{category}:{interface}:"
         names: list[str] = []
         page = 1
         while True:
@@ -479,14 +495,18 @@ class NacosStore:
                     namespace_id=self._namespace or "public",
                     group_name=_NAMING_GROUP,
                     page_no=page,
-                    page_size=500,
+                    page_size=_PAGE,
                 )
             )
             services = list(listed.services or [])
             names += [s for s in services if s.startswith(prefix)]
-            if len(services) < 500:
+            if len(services) < _PAGE:
                 break
             page += 1
+        return names
+
+    async def _urls(self, interface: str, category: str) -> list[str]:
+        names = await self._service_names(f"{category}:{interface}:")
         urls: list[str] = []
         for service in names:
             # Asked of the server each time, not through list_instances: that subscribes
@@ -512,7 +532,12 @@ class NacosStore:
         category = self._category(path)
         if category is not None:
             return self._run(self._urls(*category))
+        parts = validate_path(path).split("/")[1:]
         folder = self._config_folder(path)
+        if parts == ["dubbo", "config"]:
+            return sorted({g for _, g in self._list_all_configs()} - _HISTORY_GROUPS - {"mapping"})
+        if folder is None and (parts == ["dubbo"] or (len(parts) == 2 and parts[0] == "dubbo")):
+            return self._tree_folder(parts)
         if folder is None:
             raise self._refuse(path, "listing")
         group, prefix = folder
@@ -521,7 +546,23 @@ class NacosStore:
             names = [n for n in names if n.isdigit()]
         return sorted(names)
 
+    def _tree_folder(self, parts: list[str]) -> list[str]:
+        """``/dubbo``: every interface with a Dubbo-named service, and the config folders;
+        ``/dubbo/<interface>``: the categories it has services of."""
+        services = self._run(self._service_names())
+        split = [n.split(":") for n in services]
+        named = [p for p in split if len(p) == 4 and p[0] in _CATEGORIES]
+        if len(parts) == 1:
+            return sorted({p[1] for p in named} | {"config", "config-history", "mapping"})
+        if parts[1] in ("config", "config-history", "mapping", "metadata"):
+            raise self._refuse("/" + "/".join(parts), "listing")
+        return sorted({p[0] for p in named if p[1] == parts[1]})
+
     # ------------------------------------------------------------------ admin HTTP API
+
+    def _list_all_configs(self) -> list[tuple[str, str]]:
+        """``(data id, group)`` of every config of this namespace."""
+        return [(d, g) for d, g in self._config_list("", "")]
 
     def _http(self, host: str, path: str, query: dict[str, str], post: bool = False) -> Any:
         body = urllib.parse.urlencode(query)
@@ -536,6 +577,11 @@ class NacosStore:
 
     def _list_configs(self, group: str, prefix: str) -> list[str]:
         """Every data id of ``group`` starting with ``prefix`` in this store's namespace."""
+        return [d for d, g in self._config_list(group, prefix) if g == group]
+
+    def _config_list(self, group: str, prefix: str) -> list[tuple[str, str]]:
+        """``(data id, group)`` of the configs of ``group`` (every group for "") whose data id
+        starts with ``prefix``."""
         if self._closed or not self._started:
             raise StoreError(f"{self} is {'closed' if self._closed else 'not started'}")
         failures = []
@@ -556,18 +602,18 @@ class NacosStore:
                         post=True,
                     )
                     query["accessToken"] = str(login.get("accessToken", ""))
-                found: list[str] = []
+                found: list[tuple[str, str]] = []
                 page = 1
                 while True:
                     answer = self._http(
                         host, "/v3/admin/cs/config/list", {**query, "pageNo": str(page)}
                     )
                     items = (answer.get("data") or {}).get("pageItems") or []
-                    found += [str(i["dataId"]) for i in items if i.get("groupName") == group]
+                    found += [(str(i["dataId"]), str(i["groupName"])) for i in items]
                     if len(items) < _PAGE:
                         break
                     page += 1
-                return [d for d in found if d.startswith(prefix)]
+                return [(d, g) for d, g in found if d.startswith(prefix)]
             except (OSError, ValueError, KeyError, urllib.error.URLError) as exc:
                 failures.append(f"{host}: {exc}")
         raise StoreError(
