@@ -445,7 +445,7 @@ class NacosStore:
         del recursive
         param = self._owned.pop(path, None)
         if param is not None:
-            self._run(self._naming.deregister_instance(_deregistration(param)))
+            self._run(self._publish_instances(param))
             return
         if self._config_key(path) is None:
             raise self._refuse(path, "deleting")
@@ -478,8 +478,36 @@ class NacosStore:
             weight=float(url.get_int("weight", 100)),
             metadata=metadata,
         )
-        self._run(self._naming.register_instance(param))
         self._owned[path] = param
+        try:
+            self._run(self._publish_instances(param))
+        except BaseException:
+            del self._owned[path]
+            raise
+
+    async def _publish_instances(self, changed: Any) -> None:
+        """Tell the server this store's instances of ``changed``'s service, all at once.
+
+        A Nacos 2.x/3.x client holds one registration per service: registering a second
+        instance of a service replaced the first (a process serving one interface on two ports
+        lost one). So one instance is registered alone, several as a batch (what Dubbo's
+        NacosRegistry does too), and the last one leaving is deregistered."""
+        import v2.nacos as nacos
+
+        service, group = changed.service_name, changed.group_name
+        mine = [
+            p for p in self._owned.values() if p.service_name == service and p.group_name == group
+        ]
+        if not mine:
+            await self._naming.deregister_instance(_deregistration(changed))
+        elif len(mine) == 1:
+            await self._naming.register_instance(mine[0])
+        else:
+            await self._naming.batch_register_instances(
+                nacos.BatchRegisterInstanceParam(
+                    service_name=service, group_name=group, instances=mine
+                )
+            )
 
     async def _service_names(self, prefix: str = "") -> list[str]:
         """The names of this namespace's services (group ``DEFAULT_GROUP``) starting with
