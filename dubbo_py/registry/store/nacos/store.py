@@ -563,7 +563,8 @@ class NacosStore:
         parts = validate_path(path).split("/")[1:]
         folder = self._config_folder(path)
         if parts == ["dubbo", "config"]:
-            return sorted({g for _, g in self._list_all_configs()} - _HISTORY_GROUPS - {"mapping"})
+            groups = {g for _, g in self._config_list("", "")}
+            return sorted(groups - _HISTORY_GROUPS - {"mapping"})
         if folder is None and (parts == ["dubbo"] or (len(parts) == 2 and parts[0] == "dubbo")):
             return self._tree_folder(parts)
         if folder is None:
@@ -587,10 +588,6 @@ class NacosStore:
         return sorted({p[0] for p in named if p[1] == parts[1]})
 
     # ------------------------------------------------------------------ admin HTTP API
-
-    def _list_all_configs(self) -> list[tuple[str, str]]:
-        """``(data id, group)`` of every config of this namespace."""
-        return [(d, g) for d, g in self._config_list("", "")]
 
     def _http(self, host: str, path: str, query: dict[str, str], post: bool = False) -> Any:
         body = urllib.parse.urlencode(query)
