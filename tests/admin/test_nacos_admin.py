@@ -167,6 +167,18 @@ def test_services_providers_and_consumers_list_what_is_registered_in_nacos(
     assert [p["address"] for p in providers] == ["127.0.0.1:50051"], providers
     consumers = json.loads(ok(dubbo_py(where, f"consumers {SERVICE} --json")))
     assert [c["application"] for c in consumers] == ["shop"], consumers
+    status = json.loads(ok(dubbo_py(where, "registry status --json")))
+    assert status["reachable"] and (status["providers"], status["consumers"]) == (1, 1), status
+
+
+def test_an_override_url_is_refused_by_name_on_nacos(where: str, fleet: Registry) -> None:
+    # An override:// URL is a persistent node meant to outlive the CLI; a Nacos instance goes
+    # with its client. Dubbo reads overrides from the config center: a .configurators rule.
+    refused = dubbo_py(where, f"override weight {SERVICE} 127.0.0.1:50051 40")
+    assert refused.exit_code != 0
+    assert "cannot be kept in Nacos" in refused.output, refused.output
+    assert "configurators rule" in refused.output
+    assert ok(dubbo_py(where, "override list")).strip() == "no overrides"
 
 
 def test_acl_advice_on_nacos_is_nacos_auth_in_the_namespace(where: str, namespace: str) -> None:

@@ -95,7 +95,9 @@ class At:
 
     def child(self, folder: str, name: str) -> str:
         """The path of child ``name`` in ``folder``: on Nacos a provider URL (one port per
-        name: Nacos keys an instance by address) carrying the name as ``application``."""
+        name: Nacos keys an instance by address) carrying the name as ``application``, created
+        ephemeral (``ephemeral=at.nacos``: a Nacos instance always is one, and the store
+        refuses a persistent one)."""
         if not self.nacos:
             return f"{folder}/{name}"
         port = self._ports.setdefault(name, 20000 + len(self._ports))
@@ -338,11 +340,11 @@ def test_a_listener_added_to_a_connected_store_hears_connected_once(store: Store
 
 def test_children_watch_reports_initial_state_then_every_change(store: Store, at: At) -> None:
     folder = at.folder("w")
-    store.create(at.child(folder, "a"))
+    store.create(at.child(folder, "a"), ephemeral=at.nacos)
     seen = Recorder()
     store.watch_children(folder, at.named(seen))
     seen.wait_last(["a"])
-    store.create(at.child(folder, "b"))
+    store.create(at.child(folder, "b"), ephemeral=at.nacos)
     seen.wait_last(["a", "b"])
     store.delete(at.child(folder, "a"))
     seen.wait_last(["b"])
@@ -397,7 +399,7 @@ def test_watches_report_only_changes(store: Store, at: At) -> None:
     node = at.node("quiet.a") if at.nacos else "/quiet/a"
     store.create(node, b"1")
     if at.nacos:  # a tree store's /quiet has the child /quiet/a; Nacos's folder an instance
-        store.create(at.child(folder, "a"))
+        store.create(at.child(folder, "a"), ephemeral=at.nacos)
     elsewhere = at.node("elsewhere")
     kids, data, sentinel = Recorder(), Recorder(), Recorder()
     store.watch_children(folder, at.named(kids))
@@ -427,13 +429,13 @@ def test_cancelled_watches_are_not_called_again(store: Store, at: At) -> None:
     before = (kids.calls, data.calls)
 
     store.watch_children(folder, at.named(sentinel))
-    store.create(at.child(folder, "x"), b"")
+    store.create(at.child(folder, "x"), b"", ephemeral=at.nacos)
     if at.nacos:
         store.create(node, b"changed")
     else:
         store.set(node, b"changed")
     sentinel.wait_last(["x"])
-    store.create(at.child(folder, "y"))
+    store.create(at.child(folder, "y"), ephemeral=at.nacos)
     sentinel.wait_last(["x", "y"])
 
     assert (kids.calls, data.calls) == before
@@ -452,10 +454,10 @@ def test_a_callback_may_cancel_its_own_watch(store: Store, at: At) -> None:
     folder = at.folder("self")
     cancel.append(store.watch_children(folder, lambda children: once(at.names(children))))
     store.watch_children(folder, at.named(sentinel))
-    store.create(at.child(folder, "a"))
+    store.create(at.child(folder, "a"), ephemeral=at.nacos)
     sentinel.wait_last(["a"])
     wait_until(lambda: calls[-1:] == [["a"]], what="the cancelling call")
-    store.create(at.child(folder, "b"))
+    store.create(at.child(folder, "b"), ephemeral=at.nacos)
     sentinel.wait_last(["a", "b"])
     assert calls[-1] == ["a"]
 
@@ -481,11 +483,11 @@ def test_two_watches_on_one_path_are_independent(store: Store, at: At) -> None:
     first, second = Recorder(), Recorder()
     cancel_first = store.watch_children(folder, at.named(first))
     store.watch_children(folder, at.named(second))
-    store.create(at.child(folder, "a"))
+    store.create(at.child(folder, "a"), ephemeral=at.nacos)
     first.wait_last(["a"])
     second.wait_last(["a"])
     cancel_first()
-    store.create(at.child(folder, "b"))
+    store.create(at.child(folder, "b"), ephemeral=at.nacos)
     second.wait_last(["a", "b"])
     assert first.last == ["a"]
 
@@ -532,7 +534,7 @@ def test_many_quick_changes_end_in_the_latest_state(store: Store, at: At) -> Non
     seen.wait_count(1)
     names = [f"n{i:02d}" for i in range(30)]
     for name in names:
-        store.create(at.child(folder, name))
+        store.create(at.child(folder, name), ephemeral=at.nacos)
     seen.wait_last(names)
     for name in names[:-1]:
         store.delete(at.child(folder, name))

@@ -43,7 +43,13 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, StoreError
+from dubbo_py.errors import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotInLayoutError,
+    StoreError,
+)
 from dubbo_py.registry.store._paths import validate_path
 from dubbo_py.registry.store.base import Cancel, SessionState
 from dubbo_py.url import URL
@@ -304,8 +310,8 @@ class NacosStore:
             return parts[1], parts[2]
         return None
 
-    def _refuse(self, path: str, what: str) -> StoreError:
-        return StoreError(
+    def _refuse(self, path: str, what: str) -> NotInLayoutError:
+        return NotInLayoutError(
             f"{self}: {what} {path!r} has no place in Dubbo's Nacos layout (service instances "
             "under /dubbo/<interface>/providers|consumers, config under /dubbo/config/<group>, "
             "mapping under /dubbo/mapping): docs/registry.md, Nacos"
@@ -420,6 +426,16 @@ class NacosStore:
         head, _, name = validate_path(path).rpartition("/")
         category = self._category(head)
         if category is not None:
+            if not ephemeral:
+                # A persistent node here is an operator's URL (an override://, a route://,
+                # dynamic=false) meant to outlive its writer; a Nacos instance goes with the
+                # client that registered it, so it would vanish when the CLI exits.
+                raise NotInLayoutError(
+                    f"{self}: a persistent {category[1]} URL ({path}) cannot be kept in Nacos "
+                    "(its instances go with the client that registered them): write a "
+                    "<service>.configurators rule instead ('dubbo-py rules push'), as Dubbo "
+                    "reads it from the config center: docs/registry.md, Nacos"
+                )
             self._register(path, category[1], name)
             return
         if self.exists(path):
