@@ -426,10 +426,12 @@ class NacosStore:
         head, _, name = validate_path(path).rpartition("/")
         category = self._category(head)
         if category is not None:
-            if not ephemeral:
+            if not ephemeral and category[1] in ("configurators", "routers"):
                 # A persistent node here is an operator's URL (an override://, a route://,
                 # dynamic=false) meant to outlive its writer; a Nacos instance goes with the
-                # client that registered it, so it would vanish when the CLI exits.
+                # client that registered it, so it would vanish when the CLI exits. (A provider
+                # or consumer with dynamic=false is registered as an instance all the same:
+                # it is there while its process is.)
                 raise NotInLayoutError(
                     f"{self}: a persistent {category[1]} URL ({path}) cannot be kept in Nacos "
                     "(its instances go with the client that registered them): write a "
