@@ -2,7 +2,7 @@
 
     python bench/bench_push_latency.py [--consumers 20] [--apps 1] [--pushes 20]
                                        [--interval 0.3] [--rounds 3]
-                                       [--backends zookeeper embedded etcd]
+                                       [--backends zookeeper embedded etcd nacos]
     python bench/bench_push_latency.py --consumers 10 --apps 10   # 100 consumers
 
 For each backend: a registry (a real ZooKeeper started here from Debian's jars, or the embedded
@@ -337,7 +337,7 @@ def push_round(
 
 @contextmanager
 def registry_for(backend: str, workdir: Path) -> Iterator[str]:
-    """A fresh registry address on ``backend`` (zookeeper, etcd: a server started here)."""
+    """A fresh registry address on ``backend`` (zookeeper, etcd, nacos: a server started here)."""
     if backend == "zookeeper":
         from tests.support.zookeeper import ZooKeeperServer
 
@@ -348,6 +348,16 @@ def registry_for(backend: str, workdir: Path) -> Iterator[str]:
 
         with EtcdServer() as etcd:
             yield f"etcd://{etcd.address}"
+    elif backend == "nacos":
+        from tests.support.nacos import NacosServer
+
+        nacos = NacosServer()
+        nacos.start()
+        try:
+            # Interface level only: the nacos:// store refuses application-level metadata.
+            yield f"nacos://{nacos.address}?register-mode=interface"
+        finally:
+            nacos.close()
     else:
         yield f"sqlite://{workdir / 'registry.db'}"
 
@@ -454,7 +464,7 @@ def main() -> None:
     parser.add_argument("--pushes", type=int, default=20, help="pushes per round")
     parser.add_argument("--interval", type=float, default=0.3, help="seconds between pushes")
     parser.add_argument("--rounds", type=int, default=3)
-    backends = ["zookeeper", "embedded", "etcd"]
+    backends = ["zookeeper", "embedded", "etcd", "nacos"]
     parser.add_argument("--backends", nargs="+", default=backends[:2], choices=backends)
     args = parser.parse_args()
     results = {backend: run_backend(backend, args) for backend in args.backends}

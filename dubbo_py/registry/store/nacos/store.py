@@ -23,14 +23,18 @@ that MD5, done by the server (``casMd5``). So a version changes when the content
 only then (writing the same text again keeps it), and it does not count up. A versioned delete
 is checked, then done (Nacos removes config without a CAS). Listing a config folder (the rules
 of group ``dubbo``, the history) asks the server's admin HTTP API
-(``/nacos/v3/admin/cs/config/list``): the gRPC client has no listing. Watches poll (every
-``poll_interval`` seconds) on the store's loop thread and call back only on change, which is
-what Dubbo's NacosRegistry does for the service list too.
+(``/nacos/v3/admin/cs/config/list``): the gRPC client has no listing.
+
+Watches poll (every ``poll_interval`` seconds) on a thread of their own and call back only on
+change, which is what Dubbo's NacosRegistry does for the service list too; a config watch is
+woken by the server's config-change push, so a rule is read as soon as Nacos serves it, and
+polls only every ``config_poll_interval`` seconds against a lost push.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -52,6 +56,7 @@ from dubbo_py.errors import (
 )
 from dubbo_py.registry.store._paths import validate_path
 from dubbo_py.registry.store.base import Cancel, SessionState
+from dubbo_py.registry.store.nacos.polled import PolledNode
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
@@ -69,7 +74,6 @@ _NAMING_GROUP = "DEFAULT_GROUP"
 HISTORY_GROUP = "dubbo-history"
 HISTORY_ENTRY_GROUP = "dubbo-history-entries"
 _HISTORY_GROUPS = frozenset({HISTORY_GROUP, HISTORY_ENTRY_GROUP})
-_UNSET = object()
 _PAGE = 500
 
 
@@ -119,6 +123,17 @@ def _wake_config_listener(config_service: Any) -> None:
         channel.put_nowait(None)
 
 
+def _listen_now(config_service: Any) -> None:
+    """Have the SDK send its config listen request now: nacos-sdk-python 3.2.0's
+    ``add_listener`` only marks the data id, and the listen loop registers it with the server at
+    its next round (up to 5 s), so a change in those seconds came with no push (one poll late).
+    Looked up defensively like :func:`_wake_config_listener`."""
+    proxy = getattr(config_service, "grpc_client_proxy", None)
+    channel = getattr(proxy, "execute_config_listen_channel", None)
+    if isinstance(channel, asyncio.Queue):
+        channel.put_nowait(None)
+
+
 def _shared_loop() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
     """The one event loop (on a daemon thread) every Nacos store of the process uses: grpc's
     asyncio channels work on a single loop per process, so two stores on two loops would see
@@ -162,6 +177,7 @@ class NacosStore:
         credentials: tuple[str, str] | None = None,
         connect_timeout: float = 20.0,
         poll_interval: float = 0.5,
+        config_poll_interval: float = 5.0,
         work_dir: Path | None = None,
     ) -> None:
         self._hosts = hosts
@@ -169,11 +185,17 @@ class NacosStore:
         self._credentials = credentials
         self._connect_timeout = connect_timeout
         self._poll = poll_interval
+        # Config watches hear the server's push; their poll only covers a lost push, so it can
+        # be slow (every config poll of every process is a request to the server).
+        self._config_poll = config_poll_interval
         self._dir = work_dir or Path(tempfile.mkdtemp(prefix="dubbo-py-nacos-client-"))
         self._loop, self._thread = _shared_loop()
         self._naming: Any = None
         self._config: Any = None
         self._listeners: list[Callable[[SessionState], None]] = []
+        # One poller per watched node (kind, path), shared by the watches of that node.
+        self._watch_lock = threading.Lock()
+        self._polled: dict[tuple[str, str], PolledNode] = {}
         self._owned: dict[str, Any] = {}  # ephemeral path -> its RegisterInstanceParam
         self._closed = False
         self._started = False
@@ -268,6 +290,11 @@ class NacosStore:
             self._run(shutdown())
         finally:
             self._closed = True
+            with self._watch_lock:
+                polled = list(self._polled.values())
+                self._polled.clear()
+            for node in polled:
+                node.wake.set()  # its poller sees the store closed now, not after a poll
 
     def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
         """Told CONNECTED once started (the SDK reconnects and re-registers on its own)."""
@@ -667,50 +694,52 @@ class NacosStore:
     # ------------------------------------------------------------------ watches
 
     def _watch(
-        self, read: Callable[[], Coroutine[Any, Any, Any]], report: Callable[[Any], None]
+        self,
+        key: tuple[str, str],
+        read: Callable[[], Coroutine[Any, Any, Any]],
+        report: Callable[[Any], None],
+        on_first: Callable[[threading.Event], Callable[[], None]] | None = None,
+        interval: float | None = None,
     ) -> Cancel:
-        """Poll ``read`` on a thread of the watch's own (so a callback may call the store)."""
+        """Watch ``key`` (kind, path): the watches of one node share one poller
+        (:class:`PolledNode`). ``on_first`` runs when a poller is made, with its wake event,
+        and returns what to do when its last watch leaves (a config watch's push listener)."""
         if self._closed or not self._started:
             raise StoreError(f"{self} is {'closed' if self._closed else 'not started'}")
-        cancelled = threading.Event()
-        lock = threading.Lock()
+        while True:
+            with self._watch_lock:
+                node = self._polled.get(key)
+                made = node is None or node.finished
+                if node is None or made:
+                    node = PolledNode(
+                        f"{self}{key[1]}",
+                        lambda: self._run(read()),
+                        self._poll if interval is None else interval,
+                        self._alive,
+                    )
+                    node.at_idle(functools.partial(self._forget, key, node))
+                    self._polled[key] = node
+            if made and on_first is not None:
+                node.at_idle(on_first(node.wake))
+            try:
+                return node.add(report)
+            except StoreError:
+                continue  # it went idle between the lookup and the add: make a fresh one
 
-        def poll() -> None:
-            last: Any = _UNSET
-            while not cancelled.is_set() and not self._closed:
-                try:
-                    state = self._run(read())
-                except StoreError as exc:  # keep watching: the last good state stays
-                    if not self._closed:
-                        _log.warning("%s: watch read failed: %s", self, exc)
-                else:
-                    if state != last:
-                        last = state
-                        with lock:
-                            if not cancelled.is_set():
-                                try:
-                                    report(state)
-                                except Exception:
-                                    _log.exception("%s: watch callback failed", self)
-                cancelled.wait(self._poll)
+    def _alive(self) -> bool:
+        return not self._closed
 
-        thread = threading.Thread(target=poll, name=f"{self}-watch", daemon=True)
-        thread.start()
-
-        def cancel() -> None:
-            cancelled.set()
-            if threading.current_thread() is not thread:
-                with lock:  # a call in progress ends before cancel returns
-                    pass
-
-        return cancel
+    def _forget(self, key: tuple[str, str], node: PolledNode) -> None:
+        with self._watch_lock:
+            if self._polled.get(key) is node:
+                del self._polled[key]
 
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Cancel:
         """Poll a providers/consumers folder's URLs; called on change."""
         category = self._category(path)
         if category is None:
             raise self._refuse(path, "watching")
-        return self._watch(lambda: self._urls(*category), callback)
+        return self._watch(("children", path), lambda: self._urls(*category), callback)
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
         """Poll a config node; ``(None, -1)`` while absent."""
@@ -724,4 +753,30 @@ class NacosStore:
             else:
                 callback(text.encode(), content_version(text))
 
-        return self._watch(lambda: self._read(*key), report)
+        data_id, group = key
+
+        def listen(wake: threading.Event) -> Callable[[], None]:
+            # The SDK's config listener hears the server's change push; it only wakes the
+            # poller, which reads the server itself (the push's content is not trusted to be
+            # the latest, and a lost push costs one poll interval, not the change).
+            async def on_change(*_pushed: Any) -> None:
+                wake.set()
+
+            async def add() -> None:
+                await self._config.add_listener(data_id, group, on_change)
+                _listen_now(self._config)
+
+            self._run(add())
+
+            def remove() -> None:
+                if not self._closed:
+                    try:
+                        self._run(self._config.remove_listener(data_id, group, on_change))
+                    except StoreError as exc:
+                        _log.debug("%s: config listener not removed: %s", self, exc)
+
+            return remove
+
+        return self._watch(
+            ("data", path), lambda: self._read(*key), report, listen, self._config_poll
+        )
