@@ -35,6 +35,7 @@ __all__ = [
     "NoProviderError",
     "NodeExistsError",
     "NotEmptyError",
+    "NotInLayoutError",
     "OptionError",
     "PositionedError",
     "ProviderUnavailable",
@@ -146,6 +147,11 @@ class StoreError(Exception):
 
 class NoNodeError(StoreError):
     """The node does not exist."""
+
+
+class NotInLayoutError(StoreError):
+    """The path has no place in a store that holds only Dubbo's layout (Nacos: the message
+    names the path and docs/registry.md's section)."""
 
 
 class NodeExistsError(StoreError):

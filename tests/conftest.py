@@ -1,5 +1,5 @@
-"""Shared fixtures: a real ZooKeeper and a real etcd for the test session, and stores on each
-backend (ZooKeeper, embedded SQLite, etcd)."""
+"""Shared fixtures: a real ZooKeeper, etcd and Nacos for the test session, and stores on each
+backend (ZooKeeper, embedded SQLite, etcd; Nacos where a test file asks for it)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from dubbo_py.registry.store.base import Store
 from dubbo_py.registry.store.embedded import EmbeddedStore
 from dubbo_py.registry.store.etcd.store import EtcdStore
+from dubbo_py.registry.store.nacos.store import NacosStore
 from dubbo_py.registry.store.zookeeper import ZooKeeperStore
 from tests.support.etcd import EtcdServer
 from tests.support.nacos import NacosServer
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 ZK_SESSION_TIMEOUT = 10.0
 EMBEDDED_LEASE = 3.0
 ETCD_LEASE_TTL = 10
+#: Nacos watches poll; quick polls keep watch tests short.
+NACOS_POLL = 0.05
 
 StoreFactory = Callable[[], Store]
 
@@ -74,14 +77,25 @@ def make_store(
     request: pytest.FixtureRequest, store_backend: str, tmp_path: Path
 ) -> Iterator[StoreFactory]:
     """Open further started stores on this test's backend and namespace (each one a separate
-    session, like another process); all are closed after the test."""
-    opened: list[ZooKeeperStore | EmbeddedStore | EtcdStore] = []
+    session, like another process); all are closed after the test. On ``nacos`` (a backend
+    only the files that hold Dubbo-layout paths ask for) the namespace is a Nacos namespace of
+    the test's own."""
+    opened: list[ZooKeeperStore | EmbeddedStore | EtcdStore | NacosStore] = []
     chroot = f"/test-{uuid.uuid4().hex[:12]}"
     db = tmp_path / "registry.db"
 
     def make() -> Store:
-        store: ZooKeeperStore | EmbeddedStore | EtcdStore
-        if store_backend == "zookeeper":
+        store: ZooKeeperStore | EmbeddedStore | EtcdStore | NacosStore
+        if store_backend == "nacos":
+            nacos: NacosServer = request.getfixturevalue("nacos")
+            store = NacosStore(
+                nacos.address,
+                namespace=chroot[1:],
+                connect_timeout=20,
+                poll_interval=NACOS_POLL,
+                work_dir=tmp_path / f"nacos-client-{len(opened)}",
+            )
+        elif store_backend == "zookeeper":
             server: ZooKeeperServer = request.getfixturevalue("zookeeper")
             store = ZooKeeperStore(
                 server.address, chroot, session_timeout=ZK_SESSION_TIMEOUT, connect_timeout=20

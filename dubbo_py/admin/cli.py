@@ -98,8 +98,8 @@ class LazyCommands(MutableMapping[str, click.Command]):
     "registry_text",
     metavar="ADDRESS",
     multiple=True,
-    help="zookeeper://host:port[/chroot], etcd://host:port[/prefix], sqlite:///path or a "
-    f"registry id of dubbo.yaml (default: ${ENV_REGISTRY}, "
+    help="zookeeper://host:port[/chroot], etcd://host:port[/prefix], nacos://host:port, "
+    f"sqlite:///path or a registry id of dubbo.yaml (default: ${ENV_REGISTRY}, "
     "else the embedded registry in your data directory); repeat it to read several.",
 )
 @click.option(

@@ -397,9 +397,9 @@ _GLOBAL_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
             multiple=True,
             expose_value=False,
             callback=_set_registry,
-            help="zookeeper://host:port[/chroot], etcd://host:port[/prefix], sqlite:///path or "
-            "a registry id of dubbo.yaml (default: $DUBBO_PY_REGISTRY, else the embedded "
-            "registry in your data directory); repeat it to read several.",
+            help="zookeeper://host:port[/chroot], etcd://host:port[/prefix], nacos://host:port, "
+            "sqlite:///path or a registry id of dubbo.yaml (default: $DUBBO_PY_REGISTRY, "
+            "else the embedded registry in your data directory); repeat it to read several.",
         ),
     ),
     (

@@ -389,13 +389,19 @@ class Registry:
             except NoNodeError:
                 try:
                     self._create_config(path, data)
-                    return 0
+                    return self._created_version(data)
                 except NodeExistsError:
                     return self.store.set(path, data)
         if version == -1:
             self._create_config(path, data)
-            return 0
+            return self._created_version(data)
         return self.store.set(path, data, version)
+
+    def _created_version(self, data: bytes) -> int:
+        # A tree store starts a node at version 0; Nacos, which keeps no version counter,
+        # reports the content's digest (NacosStore.content_version).
+        versioner = getattr(self.store, "content_version", None)
+        return int(versioner(data)) if callable(versioner) else 0
 
     def _create_config(self, path: str, data: bytes) -> None:
         if self.protect:

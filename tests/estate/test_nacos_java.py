@@ -168,15 +168,7 @@ def keep_p1_rule(group: str, port: str) -> str:
 @pytest.mark.parametrize(
     "writer",
     [
-        pytest.param(
-            "cli",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="dubbo-py rules push on nacos:// needs the CLI's reads of the Nacos store "
-                "(its lint lists /dubbo, its history reads /dubbo/config-history/<key>), which "
-                "the nacos:// store refuses by name on this branch (docs/registry.md, Nacos)",
-            ),
-        ),
+        "cli",
         "registry",
         "java",
     ],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dubbo_py.registry.store.nacos.store import NacosStore
+from dubbo_py.registry.store.nacos.store import NacosStore, content_version
 from tests.support.nacos import NacosServer
 from tests.support.waiting import Recorder
 
@@ -45,10 +45,10 @@ def test_a_pushed_rule_change_reaches_the_watch_without_waiting_for_the_poll(
     seen = Recorder()
     cancel = watcher.watch_data(path, seen)
     try:
-        seen.wait_last((b"v0", 0))  # the watch's first read
+        seen.wait_last((b"v0", content_version("v0")))  # the watch's first read
         for version in ("v1", "v2", "v3"):
             writer.set(path, version.encode())
-            seen.wait_last((version.encode(), 0))
+            seen.wait_last((version.encode(), content_version(version)))
         writer.delete(path)
         seen.wait_last((None, -1))
     finally:
@@ -64,15 +64,15 @@ def test_two_watches_of_one_rule_in_one_store_both_hear_it_and_one_outlives_the_
     writer.create(path, b"v0")
     first, second = Recorder(), Recorder()
     cancel_first = watcher.watch_data(path, first)
-    first.wait_last((b"v0", 0))
+    first.wait_last((b"v0", content_version("v0")))
     cancel_second = watcher.watch_data(path, second)
-    second.wait_last((b"v0", 0))
+    second.wait_last((b"v0", content_version("v0")))
     writer.set(path, b"v1")
-    first.wait_last((b"v1", 0))
-    second.wait_last((b"v1", 0))
+    first.wait_last((b"v1", content_version("v1")))
+    second.wait_last((b"v1", content_version("v1")))
     cancel_first()
     heard = first.calls  # a fresh node can first read as absent: Nacos serves a publish late
     writer.set(path, b"v2")
-    second.wait_last((b"v2", 0))
+    second.wait_last((b"v2", content_version("v2")))
     assert first.calls == heard
     cancel_second()

@@ -131,7 +131,7 @@ def test_paths_outside_dubbos_nacos_layout_are_refused_by_name(
     store = make_nacos()
     for call in (
         lambda: store.create("/services/shop/127.0.0.1:1", b"x", ephemeral=True),
-        lambda: store.children("/dubbo"),
+        lambda: store.children("/dubbo/metadata"),
         lambda: store.get("/anything/else"),
     ):
         with pytest.raises(StoreError, match="Dubbo's Nacos layout"):

@@ -69,11 +69,27 @@ def test_etcds_takes_the_tls_files_as_options_and_round_trips() -> None:
     assert parse_registry_address("etcds://e1").location == "e1:2379"
 
 
+def test_a_nacos_address_names_its_namespace() -> None:
+    address = parse_registry_address("nacos://n1,n2:9848?namespace=prod&register-mode=interface")
+    assert (address.kind, address.location, address.option("namespace")) == (
+        "nacos",
+        "n1:8848,n2:9848",
+        "prod",
+    )
+    assert parse_registry_address(str(address)) == address
+    assert parse_registry_address("nacos://n1").option("namespace") is None
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("etcd://e1?ca=/ca.pem", "option 'ca' is a TLS option: it needs etcds://"),
         ("zookeeper://z1?ca=/ca.pem", "option 'ca' is a TLS option: it needs etcds://"),
+        (
+            "zookeeper://z1?namespace=prod",
+            "option 'namespace' is a Nacos option: it needs nacos://",
+        ),
+        ("nacos://n1?ca=/ca.pem", "option 'ca' is a TLS option: it needs etcds://"),
         ("etcds://e1?ca=", "option 'ca' needs a value"),
         ("etcds://e1?ca=/a&ca=/b", "option 'ca' given twice"),
         # Neither a TLS option nor one of Dubbo's registry parameters.

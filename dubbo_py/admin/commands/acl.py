@@ -1,5 +1,7 @@
 """``acl``: protect rules and their history on ZooKeeper (docs/cli.md, docs/configuration.md);
-on etcd, print the roles that do it (``acl etcd-roles``, :mod:`dubbo_py.admin.rules.etcd_roles`).
+on etcd, print the roles that do it (``acl etcd-roles``, :mod:`dubbo_py.admin.rules.etcd_roles`);
+on Nacos, the auth roles and permissions (``acl nacos-auth``,
+:mod:`dubbo_py.admin.rules.nacos_auth`).
 
 ``acl secure`` makes every folder on the way to the rules and their history the authenticated
 operator's (:mod:`dubbo_py.admin.rules.acl`), for rules written before access control was in
@@ -28,8 +30,8 @@ __all__ = ["acl_group"]
 
 @command_group("acl")
 def acl_group() -> None:
-    """Access control of rules and rule history: on ZooKeeper (needs --auth) and, as etcd
-    roles to grant, on etcd."""
+    """Access control of rules and rule history: on ZooKeeper (needs --auth) and, as roles
+    to grant, on etcd and Nacos."""
 
 
 @acl_group.command("secure", context_settings=CONTEXT_SETTINGS)
@@ -54,6 +56,15 @@ def secure(keys: tuple[str, ...]) -> None:
                                                    removed | refused
     """
     env = env_of()
+    if env.address.kind == "nacos":
+        raise AdminError(
+            f"{env.address}: Nacos's access control is its auth plugin's users, roles and "
+            "permissions on <namespace>:<group>:<type>/* resources, which Nacos's administrator "
+            "sets (console or auth API), not dubbo-py; keep each estate in a namespace of its "
+            "own: 'dubbo-py acl nacos-auth' prints the permissions that keep applications off "
+            "the rules",
+            reason="refused",
+        )
     if not env.auth:
         raise click.UsageError(
             "acl secure needs the identity to protect with: --auth user:password "
@@ -124,10 +135,43 @@ def etcd_roles() -> None:
     if address.kind not in ("etcd", "etcds"):
         raise click.UsageError(
             f"acl etcd-roles is for etcd registries (etcd:// or etcds://), not {address}; "
-            "ZooKeeper's access control is 'acl secure'"
+            "ZooKeeper's access control is 'acl secure', Nacos's 'acl nacos-auth'"
         )
     if env.json:
         emit_json([g.to_json() for g in roles.grants(address.chroot)])
         return
     for line in roles.etcdctl_commands(address.chroot):
+        click.echo(line)
+
+
+@acl_group.command("nacos-auth", context_settings=CONTEXT_SETTINGS)
+@json_option
+def nacos_auth() -> None:
+    """Print the Nacos auth roles and permissions that keep applications off the rules, in the
+    --registry address's namespace: applications (register and discover, write the
+    service-name mapping, read rules) and operators (read services; read and write rules and
+    their history). As curl calls of Nacos 3's auth API, for an administrator's token in
+    $NACOS_TOKEN; nothing is read or written. Nacos needs nacos.core.auth.enabled=true.
+
+    \b
+    Examples:
+      dubbo-py acl nacos-auth --registry 'nacos://nacos1:8848?namespace=prod'
+
+    \b
+    JSON: [{"role", "resource", "action"}]   action: r | rw
+    """
+    from dubbo_py.admin.rules import nacos_auth as auth
+
+    env = env_of()
+    address = env.address
+    if address.kind != "nacos":
+        raise click.UsageError(
+            f"acl nacos-auth is for Nacos registries (nacos://), not {address}; "
+            "ZooKeeper's access control is 'acl secure', etcd's 'acl etcd-roles'"
+        )
+    namespace = address.option("namespace") or ""
+    if env.json:
+        emit_json([g.to_json() for g in auth.grants(namespace)])
+        return
+    for line in auth.curl_commands(address.hosts[0], namespace):
         click.echo(line)

@@ -14,7 +14,7 @@ from dubbo_py.admin.common import (
     print_table,
 )
 from dubbo_py.admin.rules import documents as rules
-from dubbo_py.errors import NoNodeError, StoreError
+from dubbo_py.errors import NoNodeError, NotInLayoutError, StoreError
 from dubbo_py.registry import layout
 from dubbo_py.registry.application import lookup as app_level
 from dubbo_py.registry.application.migration import MigrationRule
@@ -44,7 +44,7 @@ def _counts(env: Any) -> dict[str, int]:
     store = registry.store
     try:
         applications = store.children(SERVICES_ROOT)
-    except NoNodeError:
+    except (NoNodeError, NotInLayoutError):  # Nacos: no application-level discovery yet
         applications = []
     counts["applications"] = len(applications)
     counts["instances"] = sum(len(app_level.instances(store, a)) for a in applications)

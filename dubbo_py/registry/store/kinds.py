@@ -51,7 +51,12 @@ STORES: Mapping[str, StoreKind] = MappingProxyType(
                 frozenset({"ca", "cert", "key"}),
             ),
             # Nacos 2.x/3.x: Dubbo's Nacos layout, not a tree (dubbo_py/registry/store/nacos).
-            StoreKind("nacos", "dubbo_py.registry.store.nacos.store:NacosStore", 8848),
+            StoreKind(
+                "nacos",
+                "dubbo_py.registry.store.nacos.store:NacosStore",
+                8848,
+                frozenset({"namespace"}),
+            ),
             StoreKind("sqlite", "dubbo_py.registry.store.embedded:EmbeddedStore", None),
         )
     }

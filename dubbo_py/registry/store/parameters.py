@@ -86,6 +86,8 @@ def _table() -> Mapping[str, RegistryParameter]:
         RegistryParameter("ca", "tls", "the CA that signed etcd's certificate"),
         RegistryParameter("cert", "tls", "a client certificate"),
         RegistryParameter("key", "tls", "the client certificate's private key"),
+        # Nacos: a store option too (Dubbo's NacosRegistry reads ``namespace`` the same way).
+        RegistryParameter("namespace", "tls", "the Nacos namespace id (nacos:// only)"),
     ]
     ignored = {
         "check": "dubbo-py never fails startup on a registry that does not answer: it retries "
@@ -202,9 +204,12 @@ def read_parameters(
             )
         if row.use == "tls":
             if name not in options:
-                raise RegistryAddressError(
-                    f"{text!r}: option {name!r} is a TLS option: it needs etcds://"
+                needs = (
+                    "a Nacos option: it needs nacos://"
+                    if name == "namespace"
+                    else ("a TLS option: it needs etcds://")
                 )
+                raise RegistryAddressError(f"{text!r}: option {name!r} is {needs}")
             if not value:
                 raise RegistryAddressError(f"{text!r}: option {name!r} needs a value ({name}=...)")
             if name in tls:

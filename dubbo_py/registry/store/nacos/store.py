@@ -12,26 +12,48 @@ other path with a :class:`StoreError` naming it (never silently):
 * ``/dubbo/config/<group>/<key>``: config data id ``<key>`` in group ``<group>`` (rules in
   ``dubbo``, as Dubbo's ``NacosDynamicConfiguration``).
 * ``/dubbo/mapping/<interface>``: data id ``<interface>`` in group ``mapping``.
+* ``/dubbo/config-history/<key>`` (the CLI's rule history, :mod:`dubbo_py.admin.rules.history`):
+  data id ``<key>`` in group ``dubbo-history`` holds the counter, and each entry
+  ``/dubbo/config-history/<key>/<seq>`` is data id ``<key>.<seq>`` in group
+  ``dubbo-history-entries``.
 
-Nacos has no node versions: :meth:`get` reports 0, :meth:`set` with a version other than -1
-is refused. Watches poll (every ``poll_interval`` seconds) on a thread of their own and call
-back only on change, which is what Dubbo's NacosRegistry does for the service list too; a
-config watch is woken by the server's config-change push, so a rule is read as soon as Nacos
-serves it, and polls only every ``config_poll_interval`` seconds against a lost push.
+Nacos keeps no node version counter. A node's version here is the first 48 bits of the MD5 of
+its content (what Nacos itself compares): :meth:`set` with a version is a compare-and-set on
+that MD5, done by the server (``casMd5``). So a version changes when the content does, and
+only then (writing the same text again keeps it), and it does not count up. A versioned delete
+is checked, then done (Nacos removes config without a CAS). Listing a config folder (the rules
+of group ``dubbo``, the history) asks the server's admin HTTP API
+(``/nacos/v3/admin/cs/config/list``): the gRPC client has no listing.
+
+Watches poll (every ``poll_interval`` seconds) on a thread of their own and call back only on
+change, which is what Dubbo's NacosRegistry does for the service list too; a config watch is
+woken by the server's config-change push, so a rule is read as soon as Nacos serves it, and
+polls only every ``config_poll_interval`` seconds against a lost push.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+import json
 import logging
 import tempfile
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dubbo_py.errors import BadVersionError, NodeExistsError, NoNodeError, StoreError
+from dubbo_py.errors import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotInLayoutError,
+    StoreError,
+)
 from dubbo_py.registry.store._paths import validate_path
 from dubbo_py.registry.store.base import Cancel, SessionState
 from dubbo_py.registry.store.nacos.polled import PolledNode
@@ -48,6 +70,17 @@ _T = TypeVar("_T")
 # provider watches its configurators folder): each is ``<category>:<interface>:...``.
 _CATEGORIES = ("providers", "consumers", "configurators", "routers")
 _NAMING_GROUP = "DEFAULT_GROUP"
+#: The config groups of the CLI's rule history (counter per key; one data id per entry).
+HISTORY_GROUP = "dubbo-history"
+HISTORY_ENTRY_GROUP = "dubbo-history-entries"
+_HISTORY_GROUPS = frozenset({HISTORY_GROUP, HISTORY_ENTRY_GROUP})
+_PAGE = 500
+
+
+def content_version(text: str) -> int:
+    """The version this store reports for config content: the first 48 bits of its MD5 (the
+    digest Nacos keeps and compares), an int JSON and every client read exactly."""
+    return int(hashlib.md5(text.encode()).hexdigest()[:12], 16)
 
 
 def _service_name(url: URL, category: str) -> str:
@@ -129,7 +162,12 @@ class NacosStore:
         """The store of a ``nacos://`` address; ``auth`` is a Nacos user and password."""
         if address.chroot:
             raise StoreError(f"{address}: a Nacos registry has no chroot (use a namespace)")
-        return cls(address.location, credentials=auth, connect_timeout=connect_timeout or 20.0)
+        return cls(
+            address.location,
+            namespace=address.option("namespace") or "",
+            credentials=auth,
+            connect_timeout=connect_timeout or 20.0,
+        )
 
     def __init__(
         self,
@@ -165,13 +203,18 @@ class NacosStore:
         # surprise at the first refused path.
         _log.warning(
             "%s: the nacos:// store is a first subset (docs/registry.md, 'Nacos'): "
-            "namespace/group address parameters, "
-            "application-level discovery and the CLI on Nacos are not supported yet",
+            "the group address parameter and application-level discovery "
+            "are not supported yet",
             self,
         )
 
+    def content_version(self, data: bytes) -> int:
+        """The version of a node just written with ``data`` (:func:`content_version`)."""
+        return content_version(data.decode())
+
     def __str__(self) -> str:
-        return f"nacos://{self._hosts}"
+        where = f"?namespace={self._namespace}" if self._namespace else ""
+        return f"nacos://{self._hosts}{where}"
 
     # ------------------------------------------------------------------ session
 
@@ -272,6 +315,23 @@ class NacosStore:
             return parts[3], parts[2]
         if len(parts) == 3 and parts[:2] == ["dubbo", "mapping"]:
             return parts[2], "mapping"
+        if len(parts) == 3 and parts[:2] == ["dubbo", "config-history"]:
+            return parts[2], HISTORY_GROUP
+        if len(parts) == 4 and parts[:2] == ["dubbo", "config-history"] and parts[3].isdigit():
+            return f"{parts[2]}.{parts[3]}", HISTORY_ENTRY_GROUP
+        return None
+
+    def _config_folder(self, path: str) -> tuple[str, str] | None:
+        """``(group, data id prefix)`` of a folder of config nodes; None for another path."""
+        parts = validate_path(path).split("/")[1:]
+        if len(parts) == 3 and parts[:2] == ["dubbo", "config"]:
+            return parts[2], ""
+        if parts == ["dubbo", "mapping"]:
+            return "mapping", ""
+        if parts == ["dubbo", "config-history"]:
+            return HISTORY_GROUP, ""
+        if len(parts) == 3 and parts[:2] == ["dubbo", "config-history"]:
+            return HISTORY_ENTRY_GROUP, parts[2] + "."
         return None
 
     def _category(self, path: str) -> tuple[str, str] | None:
@@ -281,8 +341,8 @@ class NacosStore:
             return parts[1], parts[2]
         return None
 
-    def _refuse(self, path: str, what: str) -> StoreError:
-        return StoreError(
+    def _refuse(self, path: str, what: str) -> NotInLayoutError:
+        return NotInLayoutError(
             f"{self}: {what} {path!r} has no place in Dubbo's Nacos layout (service instances "
             "under /dubbo/<interface>/providers|consumers, config under /dubbo/config/<group>, "
             "mapping under /dubbo/mapping): docs/registry.md, Nacos"
@@ -296,17 +356,22 @@ class NacosStore:
         text = await self._config.get_config(nacos.ConfigParam(data_id=data_id, group=group))
         return text or None  # Nacos has no empty config: "" is absent
 
-    def get(self, path: str) -> tuple[bytes, int]:
-        """A config node's content (version 0: Nacos keeps none). :class:`NoNodeError`."""
+    def _current(self, path: str) -> tuple[str, str, str]:
+        """``(data id, group, content)`` of an existing config node; :class:`NoNodeError`."""
         key = self._config_key(path)
         if key is None:
             raise self._refuse(path, "reading")
         text = self._run(self._read(*key))
         if text is None:
             raise NoNodeError(f"node {path} does not exist in {self}")
-        return text.encode(), 0
+        return key[0], key[1], text
 
-    def _publish(self, path: str, data: bytes) -> None:
+    def get(self, path: str) -> tuple[bytes, int]:
+        """A config node's content and version (:func:`content_version`). :class:`NoNodeError`."""
+        _, _, text = self._current(path)
+        return text.encode(), content_version(text)
+
+    def _publish(self, path: str, data: bytes, cas_md5: str = "") -> None:
         import v2.nacos as nacos
 
         key = self._config_key(path)
@@ -314,33 +379,67 @@ class NacosStore:
             raise self._refuse(path, "writing")
         if not data:
             raise StoreError(f"{self}: Nacos keeps no empty config ({path})")
-        ok = self._run(
-            self._config.publish_config(
-                nacos.ConfigParam(data_id=key[0], group=key[1], content=data.decode())
-            )
-        )
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise StoreError(f"{self}: Nacos config is text, {path} is not UTF-8") from None
+        param = nacos.ConfigParam(data_id=key[0], group=key[1], content=text, cas_md5=cas_md5)
+        try:
+            ok = self._run(self._config.publish_config(param))
+        except StoreError:
+            if cas_md5:  # the server refuses a lost compare-and-set with an error
+                raise BadVersionError(f"{self}: {path} changed since it was read") from None
+            raise
         if not ok:
+            if cas_md5:
+                raise BadVersionError(f"{self}: {path} changed since it was read")
             raise StoreError(f"{self}: Nacos refused to publish {path}")
+        self._settle(path, key, text)
+
+    def _settle(self, path: str, key: tuple[str, str], text: str | None) -> None:
+        """Wait until the server's reads give what was just written (or nothing after a
+        removal). Nacos answers config reads from a cache it refreshes after the write is
+        stored, so a read right after a publish gave the old content: a store must read its
+        own writes (the CLI's history counter and every create-then-get rely on it)."""
+
+        async def until() -> None:
+            for _ in range(500):
+                if await self._read(*key) == text:
+                    return
+                await asyncio.sleep(0.01)
+            raise StoreError(f"{self}: {path} written but not readable after 5 s")
+
+        self._run(until(), max(self._connect_timeout, 10.0))
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
-        """Publish a config node's new content. Versions other than -1 are refused."""
+        """Publish a config node's new content; with a version, only while the content is
+        still the one of that version (a compare-and-set on its MD5, by the server)."""
+        _, _, current = self._current(path)
+        cas = ""
         if version != -1:
-            raise BadVersionError(f"{self}: Nacos has no node versions (set {path} v{version})")
-        if not self.exists(path):
-            raise NoNodeError(f"node {path} does not exist in {self}")
-        self._publish(path, data)
-        return 0
+            if content_version(current) != version:
+                raise BadVersionError(
+                    f"{self}: {path} is at version {content_version(current)}, not {version}"
+                )
+            cas = hashlib.md5(current.encode()).hexdigest()
+        self._publish(path, data, cas)
+        return content_version(data.decode())
 
     def exists(self, path: str) -> bool:
         """Whether a config node has content; a providers/consumers folder always exists."""
-        if self._category(path) is not None:
-            return True
-        if path in self._owned:
+        if self._category(path) is not None or path in self._owned:
             return True
         key = self._config_key(path)
-        if key is None:
-            raise self._refuse(path, "checking")
-        return self._run(self._read(*key)) is not None
+        if key is not None:  # a history key is a node (its counter) and a folder: the node
+            return self._run(self._read(*key)) is not None
+        if self._config_folder(path) is not None:
+            return True
+        parts = path.split("/")[1:]
+        if parts in (["dubbo"], ["dubbo", "config"]):
+            return True
+        if len(parts) == 2 and parts[0] == "dubbo":
+            return bool(self._tree_folder(parts))
+        raise self._refuse(path, "checking")
 
     def create(
         self,
@@ -358,6 +457,18 @@ class NacosStore:
         head, _, name = validate_path(path).rpartition("/")
         category = self._category(head)
         if category is not None:
+            if not ephemeral and category[1] in ("configurators", "routers"):
+                # A persistent node here is an operator's URL (an override://, a route://,
+                # dynamic=false) meant to outlive its writer; a Nacos instance goes with the
+                # client that registered it, so it would vanish when the CLI exits. (A provider
+                # or consumer with dynamic=false is registered as an instance all the same:
+                # it is there while its process is.)
+                raise NotInLayoutError(
+                    f"{self}: a persistent {category[1]} URL ({path}) cannot be kept in Nacos "
+                    "(its instances go with the client that registered them): write a "
+                    "<service>.configurators rule instead ('dubbo-py rules push'), as Dubbo "
+                    "reads it from the config center: docs/registry.md, Nacos"
+                )
             self._register(path, category[1], name)
             return
         if self.exists(path):
@@ -369,7 +480,9 @@ class NacosStore:
     def ensure_path(self, path: str) -> None:
         """Folders need no creating in Nacos; a config node absent is refused (no empty
         config)."""
-        if self._category(path) is not None or path in ("/", "/dubbo", "/dubbo/config"):
+        if self._category(path) is not None or self._config_folder(path) is not None:
+            return
+        if path in ("/", "/dubbo", "/dubbo/config", "/dubbo/config-history"):
             return
         if not self.exists(path):
             raise self._refuse(path, "creating an empty")
@@ -379,18 +492,21 @@ class NacosStore:
         import v2.nacos as nacos
 
         del recursive
-        if version != -1:
-            raise BadVersionError(f"{self}: Nacos has no node versions (delete {path})")
         param = self._owned.pop(path, None)
         if param is not None:
-            self._run(self._naming.deregister_instance(_deregistration(param)))
+            self._run(self._publish_instances(param))
             return
-        key = self._config_key(path)
-        if key is None:
+        if self._config_key(path) is None:
             raise self._refuse(path, "deleting")
-        if not self.exists(path):
-            raise NoNodeError(f"node {path} does not exist in {self}")
+        data_id, group, current = self._current(path)
+        key = (data_id, group)
+        # Checked, then removed: Nacos has no compare-and-delete (docs/registry.md, Nacos).
+        if version != -1 and content_version(current) != version:
+            raise BadVersionError(
+                f"{self}: {path} is at version {content_version(current)}, not {version}"
+            )
         self._run(self._config.remove_config(nacos.ConfigParam(data_id=key[0], group=key[1])))
+        self._settle(path, key, None)
 
     # ------------------------------------------------------------------ instances
 
@@ -411,13 +527,42 @@ class NacosStore:
             weight=float(url.get_int("weight", 100)),
             metadata=metadata,
         )
-        self._run(self._naming.register_instance(param))
         self._owned[path] = param
+        try:
+            self._run(self._publish_instances(param))
+        except BaseException:
+            del self._owned[path]
+            raise
 
-    async def _urls(self, interface: str, category: str) -> list[str]:
+    async def _publish_instances(self, changed: Any) -> None:
+        """Tell the server this store's instances of ``changed``'s service, all at once.
+
+        A Nacos 2.x/3.x client holds one registration per service: registering a second
+        instance of a service replaced the first (a process serving one interface on two ports
+        lost one). So one instance is registered alone, several as a batch (what Dubbo's
+        NacosRegistry does too), and the last one leaving is deregistered."""
         import v2.nacos as nacos
 
-        prefix = f"{category}:{interface}:"
+        service, group = changed.service_name, changed.group_name
+        mine = [
+            p for p in self._owned.values() if p.service_name == service and p.group_name == group
+        ]
+        if not mine:
+            await self._naming.deregister_instance(_deregistration(changed))
+        elif len(mine) == 1:
+            await self._naming.register_instance(mine[0])
+        else:
+            await self._naming.batch_register_instances(
+                nacos.BatchRegisterInstanceParam(
+                    service_name=service, group_name=group, instances=mine
+                )
+            )
+
+    async def _service_names(self, prefix: str = "") -> list[str]:
+        """The names of this namespace's services (group ``DEFAULT_GROUP``) starting with
+        ``prefix``."""
+        import v2.nacos as nacos
+
         names: list[str] = []
         page = 1
         while True:
@@ -427,14 +572,18 @@ class NacosStore:
                     namespace_id=self._namespace or "public",
                     group_name=_NAMING_GROUP,
                     page_no=page,
-                    page_size=500,
+                    page_size=_PAGE,
                 )
             )
             services = list(listed.services or [])
             names += [s for s in services if s.startswith(prefix)]
-            if len(services) < 500:
+            if len(services) < _PAGE:
                 break
             page += 1
+        return names
+
+    async def _urls(self, interface: str, category: str) -> list[str]:
+        names = await self._service_names(f"{category}:{interface}:")
         urls: list[str] = []
         for service in names:
             # Asked of the server each time, not through list_instances: that subscribes
@@ -455,11 +604,96 @@ class NacosStore:
 
     def children(self, path: str) -> list[str]:
         """The URLs registered under a providers/consumers folder, built from the instances
-        of every Nacos service of that interface."""
+        of every Nacos service of that interface; or the nodes of a config folder (the data
+        ids of its group, from the server's admin HTTP API)."""
         category = self._category(path)
-        if category is None:
+        if category is not None:
+            return self._run(self._urls(*category))
+        parts = validate_path(path).split("/")[1:]
+        folder = self._config_folder(path)
+        if parts == ["dubbo", "config"]:
+            groups = {g for _, g in self._config_list("", "")}
+            return sorted(groups - _HISTORY_GROUPS - {"mapping"})
+        if folder is None and (parts == ["dubbo"] or (len(parts) == 2 and parts[0] == "dubbo")):
+            return self._tree_folder(parts)
+        if folder is None:
             raise self._refuse(path, "listing")
-        return self._run(self._urls(*category))
+        group, prefix = folder
+        names = [d[len(prefix) :] for d in self._list_configs(group, prefix)]
+        if group == HISTORY_ENTRY_GROUP:
+            names = [n for n in names if n.isdigit()]
+        return sorted(names)
+
+    def _tree_folder(self, parts: list[str]) -> list[str]:
+        """``/dubbo``: every interface with a Dubbo-named service, and the config folders;
+        ``/dubbo/<interface>``: the categories it has services of."""
+        services = self._run(self._service_names())
+        split = [n.split(":") for n in services]
+        named = [p for p in split if len(p) == 4 and p[0] in _CATEGORIES]
+        if len(parts) == 1:
+            return sorted({p[1] for p in named} | {"config", "config-history", "mapping"})
+        if parts[1] in ("config", "config-history", "mapping", "metadata"):
+            raise self._refuse("/" + "/".join(parts), "listing")
+        return sorted({p[0] for p in named if p[1] == parts[1]})
+
+    # ------------------------------------------------------------------ admin HTTP API
+
+    def _http(self, host: str, path: str, query: dict[str, str], post: bool = False) -> Any:
+        body = urllib.parse.urlencode(query)
+        url = f"http://{host}/nacos{path}"
+        request = (
+            urllib.request.Request(url, data=body.encode(), method="POST")
+            if post
+            else urllib.request.Request(f"{url}?{body}")
+        )
+        with urllib.request.urlopen(request, timeout=self._connect_timeout) as response:
+            return json.loads(response.read().decode())
+
+    def _list_configs(self, group: str, prefix: str) -> list[str]:
+        """Every data id of ``group`` starting with ``prefix`` in this store's namespace."""
+        return [d for d, g in self._config_list(group, prefix) if g == group]
+
+    def _config_list(self, group: str, prefix: str) -> list[tuple[str, str]]:
+        """``(data id, group)`` of the configs of ``group`` (every group for "") whose data id
+        starts with ``prefix``."""
+        if self._closed or not self._started:
+            raise StoreError(f"{self} is {'closed' if self._closed else 'not started'}")
+        failures = []
+        for host in self._hosts.split(","):
+            try:
+                query = {
+                    "namespaceId": self._namespace or "public",
+                    "groupName": group,
+                    "dataId": f"{prefix}*" if prefix else "",
+                    "search": "blur",
+                    "pageSize": str(_PAGE),
+                }
+                if self._credentials:
+                    login = self._http(
+                        host,
+                        "/v3/auth/user/login",
+                        {"username": self._credentials[0], "password": self._credentials[1]},
+                        post=True,
+                    )
+                    query["accessToken"] = str(login.get("accessToken", ""))
+                found: list[tuple[str, str]] = []
+                page = 1
+                while True:
+                    answer = self._http(
+                        host, "/v3/admin/cs/config/list", {**query, "pageNo": str(page)}
+                    )
+                    items = (answer.get("data") or {}).get("pageItems") or []
+                    found += [(str(i["dataId"]), str(i["groupName"])) for i in items]
+                    if len(items) < _PAGE:
+                        break
+                    page += 1
+                return [(d, g) for d, g in found if d.startswith(prefix)]
+            except (OSError, ValueError, KeyError, urllib.error.URLError) as exc:
+                failures.append(f"{host}: {exc}")
+        raise StoreError(
+            f"{self}: listing config group {group} through the admin HTTP API "
+            f"(/nacos/v3/admin/cs/config/list) failed: {'; '.join(failures)}"
+        )
 
     # ------------------------------------------------------------------ watches
 
@@ -518,7 +752,10 @@ class NacosStore:
             raise self._refuse(path, "watching")
 
         def report(text: str | None) -> None:
-            callback(None, -1) if text is None else callback(text.encode(), 0)
+            if text is None:
+                callback(None, -1)
+            else:
+                callback(text.encode(), content_version(text))
 
         data_id, group = key
 
