@@ -1,8 +1,10 @@
-"""Rule changes reach a ``nacos://`` data watch by the server's push, not only by the poll.
+"""Rule changes reach a ``nacos://`` data watch, and providers joining and leaving a folder
+watch, by the server's push, not only by the poll.
 
 The watch's poll interval is set far beyond the wait here, so a change seen in time can only
-have come through Nacos's config-change push (which the test server failed to send until its
-launcher carried ``com.alipay.hessian.clhm``: tests/peers/java/nacos-server/pom.xml)."""
+have come through Nacos's config-change or service-change push (which the test server failed to
+send until its launcher carried ``com.alipay.hessian.clhm``: tests/peers/java/nacos-server/pom.xml).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from dubbo_py.registry import layout
 from dubbo_py.registry.store.nacos.store import NacosStore, content_version
+from dubbo_py.url import URL
 from tests.support.nacos import NacosServer
 from tests.support.waiting import Recorder
 
@@ -76,3 +80,36 @@ def test_two_watches_of_one_rule_in_one_store_both_hear_it_and_one_outlives_the_
     second.wait_last((b"v2", content_version("v2")))
     assert first.calls == heard
     cancel_second()
+
+
+def test_providers_joining_and_leaving_reach_a_folder_watch_by_the_servers_push(
+    nacos: NacosServer, tmp_path: Path
+) -> None:
+    # The folder's poll is set past the wait too: only the naming push can deliver these.
+    watcher = NacosStore(nacos.address, poll_interval=SLOW_POLL, work_dir=tmp_path / "w")
+    first, second = (NacosStore(nacos.address, work_dir=tmp_path / n) for n in ("a", "b"))
+    try:
+        assert watcher.start(30) and first.start(30) and second.start(30)
+        interface = f"org.example.Pushed{uuid.uuid4().hex[:8]}"
+        a, b = (
+            URL.parse(
+                f"tri://127.0.0.1:{port}/{interface}?interface={interface}&version=1.0.0"
+                "&side=provider&application=shop&methods=Greet"
+            )
+            for port in (50071, 50072)
+        )
+        first.create(layout.node_path(a), ephemeral=True)
+        seen = Recorder()
+        folder = layout.category_path(interface, "providers")
+        cancel = watcher.watch_children(folder, lambda names: seen(sorted(names)))
+        try:
+            seen.wait_for(lambda names: [URL.decode(n) for n in names] == [a])  # first read
+            second.create(layout.node_path(b), ephemeral=True)  # the same service: pushed
+            seen.wait_for(lambda names: [URL.decode(n) for n in names] == [a, b])
+            first.delete(layout.node_path(a))
+            seen.wait_for(lambda names: [URL.decode(n) for n in names] == [b])
+        finally:
+            cancel()
+    finally:
+        for store in (second, first, watcher):
+            store.close()

@@ -582,8 +582,15 @@ class NacosStore:
             page += 1
         return names
 
-    async def _urls(self, interface: str, category: str) -> list[str]:
+    async def _urls(
+        self,
+        interface: str,
+        category: str,
+        seen: Callable[[list[str]], Coroutine[Any, Any, None]] | None = None,
+    ) -> list[str]:
         names = await self._service_names(f"{category}:{interface}:")
+        if seen is not None:
+            await seen(names)
         urls: list[str] = []
         for service in names:
             # Asked of the server each time, not through list_instances: that subscribes
@@ -739,11 +746,57 @@ class NacosStore:
                 del self._polled[key]
 
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Cancel:
-        """Poll a providers/consumers folder's URLs; called on change."""
+        """Poll a providers/consumers folder's URLs (woken by the server's push); called on
+        change."""
         category = self._category(path)
         if category is None:
             raise self._refuse(path, "watching")
-        return self._watch(("children", path), lambda: self._urls(*category), callback)
+        interface, kind = category
+        # The server's service-change push wakes the poll: each service of the folder found by
+        # a read is subscribed to (a new version or group is found by the next poll).
+        subscribed: dict[str, Any] = {}
+        wakes: list[threading.Event] = []
+
+        async def subscribe(names: list[str]) -> None:
+            import v2.nacos as nacos
+
+            if not wakes:
+                return
+            wake = wakes[0]
+
+            async def changed(_instances: Any) -> None:
+                wake.set()
+
+            for name in names:
+                if name in subscribed:
+                    continue
+                param = nacos.SubscribeServiceParam(
+                    service_name=name, group_name=_NAMING_GROUP, subscribe_callback=changed
+                )
+                try:
+                    await self._naming.subscribe(param)
+                except Exception as exc:  # the poll still reads the folder
+                    _log.debug("%s: no push for %s: %s", self, name, exc)
+                    continue
+                subscribed[name] = param
+
+        def pushed(wake: threading.Event) -> Callable[[], None]:
+            wakes.append(wake)
+
+            def unsubscribe() -> None:
+                for param in list(subscribed.values()):
+                    if self._closed:
+                        return
+                    try:
+                        self._run(self._naming.unsubscribe(param))
+                    except StoreError as exc:
+                        _log.debug("%s: not unsubscribed: %s", self, exc)
+
+            return unsubscribe
+
+        return self._watch(
+            ("children", path), lambda: self._urls(interface, kind, subscribe), callback, pushed
+        )
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
         """Poll a config node; ``(None, -1)`` while absent."""
