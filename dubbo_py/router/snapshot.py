@@ -59,6 +59,8 @@ F = TypeVar("F")
 _BIT_BYTES = bytes.maketrans(b"01", b"\x00\x01")
 
 
+_MISSING = object()
+
 _DIGITS = bytes.maketrans(b"\x00\x01", b"01")
 
 
@@ -172,6 +174,8 @@ class Snapshot:
     _partitions: dict[Hashable, dict[Hashable, int]] = field(init=False, repr=False)
     _columns: dict[Hashable, tuple[Any, ...]] = field(init=False, repr=False)
     _basis: _Basis | None = field(init=False, repr=False, default=None)
+    #: What binding reads and nothing after it (see :meth:`scratch`), dropped by :meth:`settle`.
+    _scratch: dict[Hashable, Any] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "all", (1 << len(self.providers)) - 1)
@@ -221,8 +225,26 @@ class Snapshot:
 
     def settle(self) -> None:
         """Stop patching from the previous snapshot (once the routers are bound): its memos
-        are released, and a mask asked for later is computed over every provider."""
+        are released, and a mask asked for later is computed over every provider. The
+        :meth:`scratch` memos are released too."""
         object.__setattr__(self, "_basis", None)
+        object.__setattr__(self, "_scratch", None)
+
+    def scratch(self, key: Hashable, make: Callable[[], M]) -> M:
+        """What ``make()`` gives, kept under ``key`` until :meth:`settle`: help for binding
+        routers to this snapshot (the provider values a condition rule reads, by key) that a
+        bound chain does not need. A consumer of 1 000 services keeps one settled snapshot per
+        service; what binding read is made again only if a rule changes before the providers
+        do (issue 42). Not locked: a router that may bind from several threads locks around
+        it."""
+        memo = self._scratch
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_scratch", memo)
+        found = memo.get(key, _MISSING)
+        if found is _MISSING:
+            found = memo[key] = make()
+        return found  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
         return len(self.providers)
