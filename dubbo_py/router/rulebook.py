@@ -54,6 +54,24 @@ def rule_version(payload: object) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+class _RouterUrl:
+    """What a rule book keeps as the payload of a router URL's source: the source's last
+    segment is the URL's encoded form (see :meth:`RuleBook.set_urls`)."""
+
+    def __repr__(self) -> str:
+        return "<router URL named by its source>"
+
+
+_ROUTER_URL = _RouterUrl()
+
+
+def _version(source: str, payload: object) -> str:
+    """:func:`rule_version` of what ``source`` holds."""
+    if payload is _ROUTER_URL:
+        return rule_version(source.rpartition("/")[2])
+    return rule_version(payload)
+
+
 class RuleBook:
     """Routers by source, with last-good semantics and an error list for operators.
 
@@ -86,7 +104,7 @@ class RuleBook:
         every process that reads the same rule) and when this process applied it (epoch s)."""
         with self._lock:
             return {
-                source: (rule_version(payload), self._applied_at.get(source, 0.0))
+                source: (_version(source, payload), self._applied_at.get(source, 0.0))
                 for source, (payload, _) in self._by_source.items()
             }
 
@@ -104,7 +122,9 @@ class RuleBook:
     def set_urls(self, source_prefix: str, urls: list[URL]) -> bool:
         """Apply the whole ``routers`` category (one source per URL); True if routers changed."""
         changed = False
-        wanted = {f"{source_prefix}/{u.encode()}": u for u in urls if u.protocol != "empty"}
+        wanted = {
+            f"{source_prefix}/{u.encode(keep=False)}": u for u in urls if u.protocol != "empty"
+        }
         with self._lock:
             stale = [s for s in self._by_source if s.startswith(source_prefix + "/")]
         for source in stale:
@@ -118,7 +138,10 @@ class RuleBook:
             def build(url: URL = url, source: str = source) -> list[Router]:
                 return [compiler(url, source)]
 
-            changed |= self._compile(source, url, build)
+            # The source names the URL whole (its encoded full string), so the same source is
+            # the same rule: the URL itself is not kept to compare the next one with (~350 B
+            # per rule and service, issue 42).
+            changed |= self._compile(source, _ROUTER_URL, build)
         return changed
 
     def _compile(self, source: str, payload: object, build: Callable[[], list[Router]]) -> bool:
@@ -161,7 +184,7 @@ class RuleBook:
         with self._lock:
             for source, (payload, routers) in self._by_source.items():
                 if any(r is router for r in routers):
-                    return source, rule_version(payload)
+                    return source, _version(source, payload)
         return None
 
     def revoke(self, router: Router, reason: str) -> bool:
