@@ -437,6 +437,12 @@ class Registry:
         """Call ``callback(text)`` now and on every change; ``None`` while the key is absent."""
         return self.store.watch_data(layout.config_path(key), _ConfigText(callback))
 
+    def watch_config_data(self, key: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
+        """:meth:`watch_config` for a callback that decodes the document itself (the store's
+        ``(data, version)``, ``(None, -1)`` while the key is absent): one object less per
+        watch for a caller that watches tens of thousands of keys (a directory, issue 42)."""
+        return self.store.watch_data(layout.config_path(key), callback)
+
 
 class _ConfigText:
     """A config watch's store callback: the node's data as text to ``callback``. An object of

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import _CacheInfo, _lru_cache_wrapper, partial
 from itertools import compress, count
 from operator import is_not, lt
 from typing import Any, TypeVar
@@ -36,6 +36,7 @@ __all__ = [
     "Delta",
     "Snapshot",
     "iter_bits",
+    "lru",
     "mask_from_flags",
     "mask_of",
 ]
@@ -181,7 +182,7 @@ class Snapshot:
         object.__setattr__(self, "all", (1 << len(self.providers)) - 1)
         # The cache closes over the providers, not over self: no reference cycle, so a
         # replaced snapshot is freed at once.
-        select = lru_cache(maxsize=SELECT_CACHE_SIZE)(_selector(self.providers))
+        select = lru(partial(_select, self.providers), SELECT_CACHE_SIZE)
         object.__setattr__(self, "_select", select)
         object.__setattr__(self, "_masks", {})
         object.__setattr__(self, "_partitions", {})
@@ -392,10 +393,21 @@ def _groups(providers: tuple[URL, ...], value: Callable[[URL], Hashable]) -> dic
     return groups
 
 
-def _selector(providers: tuple[URL, ...]) -> Callable[[int], tuple[URL, ...]]:
-    def select(mask: int) -> tuple[URL, ...]:
-        if mask < 0 or mask.bit_length() > len(providers):
-            raise ValueError(f"mask has bits beyond the {len(providers)} providers")
-        return tuple(compress(providers, _bit_flags(mask))) if mask else ()
+def _select(providers: tuple[URL, ...], mask: int) -> tuple[URL, ...]:
+    if mask < 0 or mask.bit_length() > len(providers):
+        raise ValueError(f"mask has bits beyond the {len(providers)} providers")
+    return tuple(compress(providers, _bit_flags(mask))) if mask else ()
 
-    return select
+
+def lru(function: Callable[..., M], size: int) -> Callable[..., M]:
+    """``lru_cache(maxsize=size)(function)`` without what the decorator adds for
+    introspection (``update_wrapper``'s copied attributes, a ``cache_parameters`` closure:
+    ~340 B per cache; a consumer of 1 000 services with 20 rules each keeps ~10 000 bound
+    rules' caches and 1 000 snapshots', issue 42). The same C cache, ``cache_info()``
+    included."""
+    made: Callable[..., M] = _LRU_CACHE(function, size, False, _CacheInfo)
+    return made
+
+
+#: functools' C cache type (what ``lru_cache`` builds; typeshed gives it no constructor).
+_LRU_CACHE: Any = _lru_cache_wrapper
