@@ -245,9 +245,15 @@ class URL:
             out.append("&".join(f"{k}={v}" for k, v in sorted(self.parameters.items()) if k))
         return "".join(out)
 
-    def encode(self) -> str:
-        """The URL-encoded full string: the node name Dubbo writes under ``providers/`` etc."""
-        return encode_component(self.to_string())
+    def encode(self, *, keep: bool = True) -> str:
+        """The URL-encoded full string: the node name Dubbo writes under ``providers/`` etc.
+
+        ``keep=False`` does not keep the full string on the URL when it is not kept yet: for a
+        caller that keeps the encoded form itself (a rule book's source name), where a second
+        copy would be ~200 B per rule and service (issue 42)."""
+        if keep or self._full is not None:
+            return encode_component(self.to_string())
+        return encode_component(self._render(True))
 
     def __str__(self) -> str:
         return self.to_string()

@@ -58,11 +58,24 @@ def config_path(key: str) -> str:
     """The config-center node of a rule key such as ``demo.Greeter::.condition-router``; an
     application's migration rule ``<application>.migration`` lives in its own group, where
     Dubbo reads it (``/dubbo/config/DUBBO_SERVICEDISCOVERY_MIGRATION/shop.migration``)."""
+    found = _CONFIG_PATHS.get(key)
+    if found is not None:
+        return found
     if not key or "/" in key:
         raise ValueError(f"bad config key {key!r}: must be non-empty and contain no '/'")
-    if key.endswith(MIGRATION_SUFFIX):
-        return f"{MIGRATION_ROOT}/{key}"
-    return f"{CONFIG_ROOT}/{key}"
+    root = MIGRATION_ROOT if key.endswith(MIGRATION_SUFFIX) else CONFIG_ROOT
+    path = f"{root}/{key}"
+    # One string per key, shared by every watch of it: a consumer of 1 000 services watches
+    # each provider application's 8 keys once per service (80 000 watches, issue 42).
+    if len(_CONFIG_PATHS) >= _CONFIG_PATHS_MAX:
+        _CONFIG_PATHS.clear()
+    _CONFIG_PATHS[key] = path
+    return path
+
+
+#: Config key -> its node path (see :func:`config_path`), bounded.
+_CONFIG_PATHS: dict[str, str] = {}
+_CONFIG_PATHS_MAX = 65536
 
 
 def history_path(key: str) -> str:

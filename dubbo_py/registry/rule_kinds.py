@@ -24,6 +24,7 @@ load YAML and the condition grammar (tests/core/test_startup_imports.py).
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -419,13 +420,29 @@ def provider_application_keys(application: str, consumer_application: str = "") 
     sees: every provider-application kind, but not those that skip the consumer's own
     application (:attr:`RuleKind.own_application_as_provider`) when it is that one."""
     own = application == consumer_application
-    return [
-        WatchedKey(k, Target.PROVIDER_APPLICATION, k.key(application))
-        for k in _kinds()
-        if Target.PROVIDER_APPLICATION in k.compilers
-        and k.directory
-        and not (own and not k.own_application_as_provider)
-    ]
+    kinds = _kinds()
+    # Every directory of a consumer watches the same keys for the same provider application
+    # (1 000 services x 10 applications: 80 000 watches of 80 keys): one set of key objects
+    # and strings per application, not one per directory (issue 42).
+    cache_key = (application, own)
+    found = _PROVIDER_APP_KEYS.get(cache_key)
+    if found is None or found[0] is not kinds:
+        keys = tuple(
+            WatchedKey(k, Target.PROVIDER_APPLICATION, sys.intern(k.key(application)))
+            for k in kinds
+            if Target.PROVIDER_APPLICATION in k.compilers
+            and k.directory
+            and not (own and not k.own_application_as_provider)
+        )
+        if len(_PROVIDER_APP_KEYS) >= _PROVIDER_APP_KEYS_MAX:
+            _PROVIDER_APP_KEYS.clear()  # an estate of that many applications: start again
+        found = _PROVIDER_APP_KEYS[cache_key] = (kinds, keys)
+    return list(found[1])
+
+
+#: (application, whether it is the consumer's own) -> (the kinds table, the keys watched).
+_PROVIDER_APP_KEYS: dict[tuple[str, bool], tuple[tuple[RuleKind, ...], tuple[WatchedKey, ...]]] = {}
+_PROVIDER_APP_KEYS_MAX = 4096
 
 
 def target_for_document(kind: RuleKind, data: object, consumer_application: str = "") -> Target:

@@ -54,6 +54,24 @@ def rule_version(payload: object) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+class _RouterUrl:
+    """What a rule book keeps as the payload of a router URL's source: the source's last
+    segment is the URL's encoded form (see :meth:`RuleBook.set_urls`)."""
+
+    def __repr__(self) -> str:
+        return "<router URL named by its source>"
+
+
+_ROUTER_URL = _RouterUrl()
+
+
+def _version(source: str, payload: object) -> str:
+    """:func:`rule_version` of what ``source`` holds."""
+    if payload is _ROUTER_URL:
+        return rule_version(source.rpartition("/")[2])
+    return rule_version(payload)
+
+
 class RuleBook:
     """Routers by source, with last-good semantics and an error list for operators.
 
@@ -68,9 +86,11 @@ class RuleBook:
         self._url_compiler = url_compiler
         self.budget = budget
         self._lock = threading.Lock()
-        self._by_source: dict[str, tuple[object, list[Router]]] = {}
+        #: Source -> (payload, its routers, when this process applied them, epoch s): one
+        #: tuple per source (a consumer of 1 000 services with 20 rules each has 20 000).
+        self._by_source: dict[str, tuple[object, tuple[Router, ...], float]] = {}
         #: The entry each source had before its current one (what a revocation restores).
-        self._previous: dict[str, tuple[object, list[Router]]] = {}
+        self._previous: dict[str, tuple[object, tuple[Router, ...], float]] = {}
         #: Payloads revoked while in force: refused again until the source's text changes.
         self._refused: dict[str, object] = {}
         self._listeners: list[Callable[[], None]] = []
@@ -78,16 +98,14 @@ class RuleBook:
         #: Rules switched off while in force (over budget when bound, a script over its time
         #: budget call after call), per source, since this rule book was made.
         self.revocations: dict[str, int] = {}
-        #: When each source's current routers were applied (epoch seconds).
-        self._applied_at: dict[str, float] = {}
 
     def in_force(self) -> dict[str, tuple[str, float]]:
         """Each rule source in force: the version of its text (a short digest, the same on
         every process that reads the same rule) and when this process applied it (epoch s)."""
         with self._lock:
             return {
-                source: (rule_version(payload), self._applied_at.get(source, 0.0))
-                for source, (payload, _) in self._by_source.items()
+                source: (_version(source, payload), applied_at)
+                for source, (payload, _, applied_at) in self._by_source.items()
             }
 
     def add_listener(self, listener: Callable[[], None]) -> None:
@@ -104,7 +122,9 @@ class RuleBook:
     def set_urls(self, source_prefix: str, urls: list[URL]) -> bool:
         """Apply the whole ``routers`` category (one source per URL); True if routers changed."""
         changed = False
-        wanted = {f"{source_prefix}/{u.encode()}": u for u in urls if u.protocol != "empty"}
+        wanted = {
+            f"{source_prefix}/{u.encode(keep=False)}": u for u in urls if u.protocol != "empty"
+        }
         with self._lock:
             stale = [s for s in self._by_source if s.startswith(source_prefix + "/")]
         for source in stale:
@@ -118,7 +138,10 @@ class RuleBook:
             def build(url: URL = url, source: str = source) -> list[Router]:
                 return [compiler(url, source)]
 
-            changed |= self._compile(source, url, build)
+            # The source names the URL whole (its encoded full string), so the same source is
+            # the same rule: the URL itself is not kept to compare the next one with (~350 B
+            # per rule and service, issue 42).
+            changed |= self._compile(source, _ROUTER_URL, build)
         return changed
 
     def _compile(self, source: str, payload: object, build: Callable[[], list[Router]]) -> bool:
@@ -146,8 +169,7 @@ class RuleBook:
         with self._lock:
             if current is not None:
                 self._previous[source] = current
-            self._by_source[source] = (payload, routers)
-            self._applied_at[source] = time.time()
+            self._by_source[source] = (payload, tuple(routers), time.time())
             self.errors.pop(source, None)
         for router in routers:
             if isinstance(router, SwitchingOffRouter):
@@ -159,9 +181,9 @@ class RuleBook:
         """The source that produced ``router`` and its version (None: not from this book,
         as the built-in routers)."""
         with self._lock:
-            for source, (payload, routers) in self._by_source.items():
+            for source, (payload, routers, _) in self._by_source.items():
                 if any(r is router for r in routers):
-                    return source, rule_version(payload)
+                    return source, _version(source, payload)
         return None
 
     def revoke(self, router: Router, reason: str) -> bool:
@@ -171,17 +193,16 @@ class RuleBook:
         (already revoked, replaced, or not from this book)."""
         with self._lock:
             found = next(
-                (s for s, (_, rs) in self._by_source.items() if any(r is router for r in rs)),
+                (s for s, (_, rs, _) in self._by_source.items() if any(r is router for r in rs)),
                 None,
             )
             if found is None:
                 return False
-            payload, _ = self._by_source[found]
+            payload = self._by_source[found][0]
             self._refused[found] = payload
             previous = self._previous.pop(found, None)
             if previous is not None and previous[0] != payload:
-                self._by_source[found] = previous
-                self._applied_at[found] = time.time()
+                self._by_source[found] = (previous[0], previous[1], time.time())
                 kept = "previous rules stay in force"
             else:
                 del self._by_source[found]
@@ -210,4 +231,4 @@ class RuleBook:
     def routers(self) -> list[Router]:
         """Every compiled router, in source order (the chain sorts by priority)."""
         with self._lock:
-            return [r for _, (_, routers) in sorted(self._by_source.items()) for r in routers]
+            return [r for _, (_, routers, _) in sorted(self._by_source.items()) for r in routers]
