@@ -1,7 +1,10 @@
 // A dubbo-go 3.3 consumer of demo.Greeter over Triple with a ZooKeeper registry, driven over
 // stdin per the peers' contract: --registry zookeeper://host:port --application NAME
 // [--version V] [--group G] [--timeout MS] [--timeout-level client|reference] [--call-timeout MS]
-// [--discovery interface|instance] [--tls-ca PEM [--tls-cert PEM --tls-key PEM]].
+// [--discovery interface|instance] [--tls-ca PEM [--tls-cert PEM --tls-key PEM]]
+// [--config-center zookeeper://host:port] (where dubbo-go reads routing rules and configurators;
+// without it dubbo-go reads none) [--param k=v ...] (parameters of the reference's URL, which
+// routers read as the consumer's).
 // It prints READY, then one "RESULT {json}" line per command: "call N [name=X] [k=v ...]"
 // (unary, k=v as attachments), "stream N [name=X]" (server stream), "collect N [name=X]"
 // (client stream of N lines X#i) and "echo N [name=X]" (bidi, N lines X#i); "quit" or end of
@@ -23,6 +26,10 @@ import (
 	"dubbo.apache.org/dubbo-go/v3"
 	"dubbo.apache.org/dubbo-go/v3/client"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
+	"dubbo.apache.org/dubbo-go/v3/config_center"
+	// dubbo-go's own affinity routers, which its imports package leaves out (as Dubbo Java's
+	// SPI listing leaves out its affinity routers): without a rule they keep every provider.
+	_ "dubbo.apache.org/dubbo-go/v3/cluster/router/affinity"
 	_ "dubbo.apache.org/dubbo-go/v3/imports"
 	"dubbo.apache.org/dubbo-go/v3/registry"
 
@@ -60,6 +67,15 @@ func main() {
 	instanceOpts := []dubbo.InstanceOption{
 		dubbo.WithName(a.Require("application")),
 		dubbo.WithRegistry(registryOpts...),
+	}
+	// --config-center: dubbo-go 3.3.2 starts no dynamic configuration from the registry alone
+	// (Dubbo Java uses its registry as config center by default), so its routers and
+	// configurators would never see a rule pushed to ZooKeeper.
+	if cc := a.Get("config-center", ""); cc != "" {
+		instanceOpts = append(instanceOpts, dubbo.WithConfigCenter(
+			config_center.WithZookeeper(),
+			config_center.WithAddress(strings.TrimPrefix(cc, "zookeeper://")),
+		))
 	}
 	// --tls-ca PEM [--tls-cert PEM --tls-key PEM] [--tls-server-name N]: dubbo-go's TLS
 	// config; its clients then dial every provider over TLS.
@@ -99,6 +115,14 @@ func main() {
 	}
 	if g := a.Get("group", ""); g != "" {
 		refOpts = append(refOpts, client.WithGroup(g))
+	}
+	for _, kv := range a.All("param") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			fmt.Fprintf(os.Stderr, "--param %q: expected k=v\n", kv)
+			os.Exit(2)
+		}
+		refOpts = append(refOpts, client.WithParam(k, v))
 	}
 	greeter, err := demo.NewGreeter(cli, refOpts...)
 	if err != nil {

@@ -3,7 +3,9 @@
 // [--version V] [--group G] [--service V:G ...] [--register-mode interface|instance|all]
 // [--chat true|false] (demo.Chat, served unless false) [--metadata-type local|remote]
 // [--metadata-protocol dubbo|tri] (how application-level metadata is served)
-// [--tls-cert PEM --tls-key PEM [--tls-ca PEM]] (TLS; mutual with --tls-ca).
+// [--tls-cert PEM --tls-key PEM [--tls-ca PEM]] (TLS; mutual with --tls-ca)
+// [--param k=v ...] (parameters of each demo.Greeter URL it registers, which routers read)
+// [--weight N] (the registered weight; dubbo-go 3.3.2 registers weight=0 unless told).
 // stdout carries only the "READY 127.0.0.1:port" line; it serves until stdin closes.
 package main
 
@@ -230,6 +232,28 @@ func main() {
 		}
 		if group != "" {
 			opts = append(opts, server.WithGroup(group))
+		}
+		// dubbo-go 3.3.2 writes the provider config's weight into the URL after the user's
+		// params, and that weight is 0 unless set: no server option sets it, so this one does.
+		if w := a.Get("weight", ""); w != "" {
+			weight, err := strconv.ParseInt(w, 10, 64)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "--weight %q: expected an integer\n", w)
+				os.Exit(2)
+			}
+			opts = append(opts, func(o *server.ServiceOptions) {
+				if o.Provider != nil {
+					o.Provider.Weight = weight
+				}
+			})
+		}
+		for _, kv := range a.All("param") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				fmt.Fprintf(os.Stderr, "--param %q: expected k=v\n", kv)
+				os.Exit(2)
+			}
+			opts = append(opts, server.WithParam(k, v))
 		}
 		if err := demo.RegisterGreeterHandler(srv, &GreeterImpl{label: label, address: address}, opts...); err != nil {
 			fmt.Fprintln(os.Stderr, "RegisterGreeterHandler:", err)
