@@ -371,7 +371,9 @@ class NacosStore:
         _, _, text = self._current(path)
         return text.encode(), content_version(text)
 
-    def _publish(self, path: str, data: bytes, cas_md5: str = "") -> None:
+    def _publish(
+        self, path: str, data: bytes, cas_md5: str = "", before: str | None = None
+    ) -> None:
         import v2.nacos as nacos
 
         key = self._config_key(path)
@@ -394,17 +396,22 @@ class NacosStore:
             if cas_md5:
                 raise BadVersionError(f"{self}: {path} changed since it was read")
             raise StoreError(f"{self}: Nacos refused to publish {path}")
-        self._settle(path, key, text)
+        self._settle(path, key, text, before)
 
-    def _settle(self, path: str, key: tuple[str, str], text: str | None) -> None:
-        """Wait until the server's reads give what was just written (or nothing after a
-        removal). Nacos answers config reads from a cache it refreshes after the write is
-        stored, so a read right after a publish gave the old content: a store must read its
-        own writes (the CLI's history counter and every create-then-get rely on it)."""
+    def _settle(
+        self, path: str, key: tuple[str, str], text: str | None, before: str | None
+    ) -> None:
+        """Wait until the server's reads no longer give ``before`` (the content the write
+        replaced): they give what was just written (or nothing after a removal), or a later
+        writer's content (this write landed and was replaced). Nacos answers config reads from
+        a cache it refreshes after the write is stored, so a read right after a publish gave
+        the old content: a store must read its own writes (the CLI's history counter and every
+        create-then-get rely on it)."""
 
         async def until() -> None:
             for _ in range(500):
-                if await self._read(*key) == text:
+                now = await self._read(*key)
+                if now == text or now != before:
                     return
                 await asyncio.sleep(0.01)
             raise StoreError(f"{self}: {path} written but not readable after 5 s")
@@ -422,7 +429,7 @@ class NacosStore:
                     f"{self}: {path} is at version {content_version(current)}, not {version}"
                 )
             cas = hashlib.md5(current.encode()).hexdigest()
-        self._publish(path, data, cas)
+        self._publish(path, data, cas, before=current)
         return content_version(data.decode())
 
     def exists(self, path: str) -> bool:
@@ -506,7 +513,7 @@ class NacosStore:
                 f"{self}: {path} is at version {content_version(current)}, not {version}"
             )
         self._run(self._config.remove_config(nacos.ConfigParam(data_id=key[0], group=key[1])))
-        self._settle(path, key, None)
+        self._settle(path, key, None, current)
 
     # ------------------------------------------------------------------ instances
 
