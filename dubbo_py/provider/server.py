@@ -35,6 +35,7 @@ from dubbo_py.provider.dispatch import HandlerWrap, add_servicers
 from dubbo_py.provider.limits import MethodGuard, interceptor, interceptor_async, servicer_guards
 from dubbo_py.provider.reflection import add_reflection, reflection_wanted
 from dubbo_py.provider.service import ServiceOptions, options_of
+from dubbo_py.registry.application.metadata_server import metadata_handler
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.store.advice import start_advice
 from dubbo_py.url import URL
@@ -185,7 +186,12 @@ class ExportPlan:
         return servicer_guards(self.servicers, self.service_options)
 
     def bind(self, server: Any, health_servicer: Any) -> int:
-        """Add the servicers and the health service to ``server`` and bind it (the port)."""
+        """Add the servicers, the health service and the application's MetadataServiceV2
+        (:mod:`~dubbo_py.registry.application.metadata_server`) to ``server`` and bind it (the
+        port)."""
+        server.add_generic_rpc_handlers(
+            (metadata_handler(self.application, aio=isinstance(server, grpc.aio.Server)),)
+        )
         return bind_servicers(
             server,
             self.servicers,

@@ -139,19 +139,13 @@ def test_a_large_reply_from_dubbo_py_to_go(
         assert error.endswith("is larger than configured max 4194304"), error
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dubbo-go 3.3.2 reads remote metadata at /dubbo/<app>/<revision> (its ZooKeeper "
-    "metadata report's root plus the application); dubbo-py writes it where Dubbo Java reads "
-    "it, /dubbo/metadata/<app>/<revision>, and serves no MetadataService, so dubbo-go skips "
-    "the instance ('metadata service URL params missing'). Strict, so a change on either "
-    "side says so.",
-)
 def test_go_finds_a_dubbo_py_provider_at_application_level(tmp_path: Path) -> None:
     # A dubbo-py provider registered at application level only (mapping, instance, metadata;
-    # no interface-level node); the Go consumer discovers instances. A ZooKeeper of its own:
-    # the module's holds the mapping of the Go providers test_go_calls ran, whose instances
-    # outlive them until their sessions expire, and the Go consumer would wait on those.
+    # no interface-level node); the Go consumer discovers instances and reads the metadata
+    # from the provider's MetadataServiceV2 (its instance says meta-v 2.0.0 and where). A
+    # ZooKeeper of its own: the module's holds the mapping of the Go providers test_go_calls
+    # ran, whose instances outlive them until their sessions expire, and the Go consumer
+    # would wait on those.
     from tests.estate.test_go_calls import zk_children
 
     with (
@@ -172,3 +166,10 @@ def test_go_finds_a_dubbo_py_provider_at_application_level(tmp_path: Path) -> No
         with consumer(registry, "app", "1.0.0", "--discovery", "instance") as go:
             result = go.call(2, name="app")
             assert result["ok"] == {"pa [1.0.0": 2}, result
+            # How it got the metadata: dubbo-go's own report layout (/dubbo/<app>/<revision>)
+            # has nothing, and it falls back to the MetadataServiceV2 the instance names.
+            logs = go.log.read_text(errors="replace")
+            assert "report failed, fallback to RPC app=py-go-estate-app-provider" in logs
+            assert "MetadataServiceV2?group=py-go-estate-app-provider" in logs
+        # Nothing written in dubbo-go's layout, which a /dubbo listing would show as a service.
+        assert "py-go-estate-app-provider" not in zk_children(zookeeper, "/dubbo")

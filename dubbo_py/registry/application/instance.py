@@ -26,6 +26,8 @@ from dubbo_py.registry.application.documents import json_object
 
 __all__ = [
     "ENDPOINTS",
+    "METADATA_SERVICE_URL_PARAMS",
+    "METADATA_VERSION",
     "REVISION",
     "STORAGE_TYPE",
     "ZOOKEEPER_INSTANCE_CLASS",
@@ -39,6 +41,8 @@ REVISION = "dubbo.metadata.revision"
 STORAGE_TYPE = "dubbo.metadata.storage-type"
 ENDPOINTS = "dubbo.endpoints"
 METADATA_SERVICE_URL_PARAMS = "dubbo.metadata-service.url-params"
+#: The MetadataService version an instance serves (``2.0.0``: ``MetadataServiceV2``).
+METADATA_VERSION = "meta-v"
 #: Java's default storage type when an instance does not say (``metadata-type=local``).
 DEFAULT_STORAGE_TYPE = "local"
 

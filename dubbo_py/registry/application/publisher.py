@@ -7,6 +7,12 @@ the services served there; the revision's MetadataInfo document is written once 
 services, as Dubbo's ``remote`` metadata storage); each interface's mapping gets the
 application added. After a session expiry the instance nodes are written again.
 
+The instance also names the ``MetadataServiceV2`` every dubbo-py server serves on its own
+port (``meta-v`` and ``dubbo.metadata-service.url-params``; see
+:mod:`~dubbo_py.registry.application.metadata_server`), which dubbo-go consumers call: they do
+not read Java's report layout. The storage type stays ``remote``, so Java (and dubbo-py)
+consumers read the report as before; Java itself serves the service only with ``local``.
+
 Unlike Java, a revision's document is never deleted when an instance leaves: other instances
 (and consumers' caches) may still name it, and it is small.
 """
@@ -22,12 +28,16 @@ from dubbo_py.errors import NodeExistsError, NoNodeError, StoreError
 from dubbo_py.registry.application import mapping
 from dubbo_py.registry.application.instance import (
     ENDPOINTS,
+    METADATA_SERVICE_URL_PARAMS,
+    METADATA_VERSION,
     REVISION,
     STORAGE_TYPE,
     ServiceInstance,
     endpoints_json,
 )
 from dubbo_py.registry.application.metadata import MetadataInfo
+from dubbo_py.registry.application.metadata_server import SERVED, ServedMetadata, url_params_json
+from dubbo_py.registry.application.metadata_service import V2
 from dubbo_py.registry.application.paths import (
     METADATA_ROOT,
     SERVICES_ROOT,
@@ -50,10 +60,19 @@ REMOVE_DEBOUNCE = 0.2
 class InstancePublisher:
     """Publishes the instances of one application on one store (thread-safe)."""
 
-    def __init__(self, store: Store, application: str, *, protect: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        application: str,
+        *,
+        protect: bool = False,
+        served: ServedMetadata = SERVED,
+    ) -> None:
         self.store = store
         self.application = application
         self.protect = protect
+        #: What this process's MetadataServiceV2 answers: the revisions published here.
+        self.served = served
         self._lock = threading.RLock()
         self._urls: dict[Address, dict[URL, None]] = {}
         self._published: dict[Address, ServiceInstance] = {}
@@ -161,13 +180,22 @@ class InstancePublisher:
                 path = instance_path(self.application, old.id)
                 with contextlib.suppress(NoNodeError):
                     self.store.delete(path)
+                self.served.release(self.application, old.revision)
                 log.debug("unregistered instance %s", path)
             return
         info = MetadataInfo.of(self.application, urls)
         instance = self._instance(address, info, urls, old)
         self._write_metadata(info)
         self._write_mappings(urls)
-        self._write_instance(instance, replace=old is not None)
+        # Served before the instance names it: a consumer may call as soon as it sees it.
+        self.served.hold(info)
+        try:
+            self._write_instance(instance, replace=old is not None)
+        except BaseException:
+            self.served.release(info.app, info.revision)
+            raise
+        if old is not None:
+            self.served.release(self.application, old.revision)
         self._published[address] = instance
 
     def _instance(
@@ -182,6 +210,8 @@ class InstancePublisher:
         metadata[REVISION] = info.revision
         metadata[STORAGE_TYPE] = "remote"
         metadata[ENDPOINTS] = endpoints_json({u.protocol: u.port for u in urls})
+        metadata[METADATA_VERSION] = V2
+        metadata[METADATA_SERVICE_URL_PARAMS] = url_params_json(address[1])
         return ServiceInstance(
             self.application,
             address[0],
