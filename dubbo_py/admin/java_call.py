@@ -14,7 +14,6 @@ consumer chain (docs/java-services.md).
 
 from __future__ import annotations
 
-import difflib
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,10 +33,12 @@ from dubbo_py.registry import layout
 from dubbo_py.registry.matching import SPOKEN_PROTOCOLS, is_match, is_usable
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.service_definition import (
+    MethodChoiceError,
     MethodDefinition,
     ServiceDefinition,
     erase,
     method_names,
+    no_such_method,
     read_provider_definition,
 )
 from dubbo_py.url import URL
@@ -212,37 +213,13 @@ def pick_method(
         return sent, known
     if definition is None:
         if methods.names and name not in methods.names:
-            raise CallError(_no_method(methods.service, name, methods.names))
+            raise CallError(no_such_method(methods.service, name, methods.names))
         return None, None
-    found = definition.named(name)
-    if not found:
-        raise CallError(_no_method(methods.service, name, [m.name for m in definition.methods]))
-    fitting = [m for m in found if len(m.parameter_types) == arguments]
-    if not fitting:
-        listed = "; ".join(m.signature for m in found)
-        raise CallError(
-            f"{methods.service}#{name} takes {_counts(found)}, not {arguments} argument(s): "
-            f"{listed}"
-        )
-    if len(fitting) > 1:
-        listed = "; ".join(m.signature for m in fitting)
-        raise CallError(
-            f"{methods.service}#{name} is overloaded with {arguments} parameter(s): {listed}; "
-            "name one with --types"
-        )
-    return fitting[0].invoke_types, fitting[0]
-
-
-def _counts(found: Sequence[MethodDefinition]) -> str:
-    counts = sorted({len(m.parameter_types) for m in found})
-    return " or ".join(str(c) for c in counts) + " argument(s)"
-
-
-def _no_method(service: str, name: str, names: Sequence[str]) -> str:
-    unique = sorted(set(names))
-    close = difflib.get_close_matches(name, unique, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{service} has no method {name!r} (methods: {', '.join(unique) or 'none'}){hint}"
+    try:
+        chosen = definition.pick(name, arguments, hint="name one with --types")
+    except MethodChoiceError as exc:
+        raise CallError(str(exc)) from None
+    return chosen.invoke_types, chosen
 
 
 @dataclass(frozen=True)
