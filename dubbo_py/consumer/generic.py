@@ -24,10 +24,16 @@ stub; the routers see an :class:`~dubbo_py.invocation.Invocation` of the real me
 ``$invoke``), the call's attachments (``dubbo.tag``) and its arguments (``arguments[N]``). Then
 the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
 attempts on other providers after a failure outside the provider's code; a Java exception is
-the provider's answer and is not retried). Direct ``url=`` providers are not routed. Consumer
-filters, metrics, tracing, access logs, mocks, hedging, quarantine and consumer-side override
-parameters (``timeout``, ``retries``, ``loadbalance`` set by a rule) do not apply yet
+the provider's answer and is not retried). Direct ``url=`` providers are not routed.
+Consumer-side override rules' ``timeout``, ``retries`` and ``loadbalance`` (service-wide or
+``<method>.<key>``) beat the reference's options; the other keys they may set are warned about.
+Consumer filters, metrics, tracing, access logs, mocks, hedging and quarantine do not apply yet
 (docs/java-services.md).
+
+Parameter types left out (``None``, and attribute calls) are read from the service definition
+the providers stored in the metadata report (:meth:`ServiceDefinition.pick
+<dubbo_py.registry.service_definition.ServiceDefinition.pick>`, shared with ``dubbo-py call``);
+:meth:`GenericReference.invoke_result` also says which provider answered.
 """
 
 from __future__ import annotations
@@ -214,7 +220,8 @@ class DubboRuntime:
 
 
 class GenericReference:
-    """Generic calls to one Java interface's ``dubbo://`` providers (see the module text)."""
+    """Generic calls to one Java interface's ``dubbo://`` and ``tri://`` providers (see the
+    module text)."""
 
     def __init__(
         self,
