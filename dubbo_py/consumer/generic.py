@@ -42,6 +42,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,9 @@ GENERIC_EXCEPTIONS = frozenset(
     }
 )
 _CAUSED_BY = "Caused by: "
+#: Seconds before a metadata report that had no service definition is read again (a provider
+#: may publish its definition just after it registered).
+MISSING_DEFINITION_RECHECK = 10.0
 #: Consumer-side override parameters a generic call acts on (``<method>.<key>`` or ``<key>``).
 APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance")
 
@@ -263,7 +267,7 @@ class GenericReference:
         self._registries = tuple(registries)
         #: Service definitions read from the metadata report, by the definition paths of the
         #: providers they were read for (None: none stored there).
-        self._definitions: dict[tuple[str, ...], ServiceDefinition | None] = {}
+        self._definitions: dict[tuple[str, ...], tuple[ServiceDefinition | None, float]] = {}
         self._warned_overrides: set[tuple[str, str]] = set()
         self._consumer = URL(
             protocol="consumer",
@@ -458,7 +462,9 @@ class GenericReference:
                 }
             )
         )
-        if key not in self._definitions:
+        cached = self._definitions.get(key)
+        stale = cached is not None and cached[0] is None and cached[1] < time.monotonic()
+        if cached is None or stale:
             found: ServiceDefinition | None = None
             for store in stores:
                 # Store reads block (ZooKeeper, etcd, Nacos clients): off the shared loop.
@@ -467,8 +473,8 @@ class GenericReference:
                 )
                 if found is not None:
                     break
-            self._definitions[key] = found
-        definition = self._definitions[key]
+            self._definitions[key] = (found, time.monotonic() + MISSING_DEFINITION_RECHECK)
+        definition = self._definitions[key][0]
         if definition is None:
             log.debug("generic %s#%s: no service definition stored", self.interface, method)
             return None, ""
