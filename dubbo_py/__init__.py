@@ -42,7 +42,11 @@ if TYPE_CHECKING:
         MockFilter,
         RecordStats,
     )
-    from dubbo_py.consumer.generic import GenericReference
+    from dubbo_py.consumer.generic import (
+        GenericReference,
+        GenericResult,
+        GenericSignatureError,
+    )
     from dubbo_py.errors import (
         BadVersionError,
         CallCredentialsError,
@@ -143,6 +147,8 @@ __all__ = [
     "EtcdStore",
     "FailbackQueue",
     "GenericReference",
+    "GenericResult",
+    "GenericSignatureError",
     "HedgingPolicy",
     "Hessian2DecodeError",
     "Hessian2Decoder",
@@ -310,6 +316,8 @@ _LAZY: dict[str, str] = {
     "ClusterError": "dubbo_py.call_errors",
     "ProviderUnavailable": "dubbo_py.call_errors",
     "GenericReference": "dubbo_py.consumer.generic",
+    "GenericResult": "dubbo_py.consumer.generic",
+    "GenericSignatureError": "dubbo_py.consumer.generic",
     "DubboCallError": "dubbo_py.protocol.dubbo.connection",
     "DubboConnectionError": "dubbo_py.protocol.dubbo.connection",
     "DubboRemoteError": "dubbo_py.protocol.dubbo.connection",

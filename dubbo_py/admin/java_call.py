@@ -1,5 +1,12 @@
 """One generic call of a Java-interface service's method from JSON (``dubbo-py call`` and the
-console's call form for services whose providers are ``dubbo://``).
+console's call form for services whose providers are ``dubbo://``, or ``tri://`` without IDL).
+
+Which path a service takes (:func:`call_path`): a ``tri://`` provider whose URL names a
+``serialization`` other than ``protobuf`` (``hessian2``, ``fastjson2`` ...) exports a plain Java
+interface over Triple without IDL -- protobuf (IDL) services have no use for one -- and is called
+generically, as ``dubbo://`` providers are; other ``tri://`` providers (an IDL service, or a
+provider whose URL does not say) are gRPC, typed by reflection, unless the caller says they have
+no IDL.
 
 The method's parameter types come from the service definition the provider stored in the
 metadata report (:mod:`dubbo_py.registry.service_definition`): the method is picked by name and
@@ -14,7 +21,6 @@ consumer chain (docs/java-services.md).
 
 from __future__ import annotations
 
-import difflib
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,23 +40,29 @@ from dubbo_py.registry import layout
 from dubbo_py.registry.matching import SPOKEN_PROTOCOLS, is_match, is_usable
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.service_definition import (
+    MethodChoiceError,
     MethodDefinition,
     ServiceDefinition,
     erase,
     method_names,
+    no_such_method,
     read_provider_definition,
 )
 from dubbo_py.url import URL
 
 __all__ = [
+    "CallPath",
     "JavaCallError",
     "JavaCallResult",
     "JavaMethods",
     "call_java",
+    "call_path",
     "describe_java",
     "dubbo_providers",
     "grpc_providers",
+    "java_providers",
     "pick_method",
+    "without_idl",
 ]
 
 
@@ -91,17 +103,88 @@ def _matching(registry: Registry, service: str, version: str, group: str) -> lis
     ]
 
 
+def without_idl(url: URL) -> bool:
+    """Whether a ``tri://`` provider URL says it exports a plain Java interface (Triple without
+    IDL): it names a ``serialization`` other than ``protobuf``. A Java provider registers its
+    protocol's ``serialization`` when one is configured; an IDL service's messages are protobuf
+    whatever it says, so only ``protobuf`` or no value at all leave the question open."""
+    serialization = url.get_str("serialization").strip().lower()
+    return url.protocol == "tri" and serialization not in ("", "protobuf")
+
+
 def dubbo_providers(registry: Registry, service: str, version: str, group: str) -> list[URL]:
     """The service's usable ``dubbo://`` providers of this version and group (interface level,
     where generic references find them)."""
     return [u for u in _matching(registry, service, version, group) if u.protocol == "dubbo"]
 
 
-def grpc_providers(registry: Registry, service: str, version: str, group: str) -> list[URL]:
-    """The service's usable providers a gRPC stub calls (Triple, gRPC)."""
+def java_providers(
+    registry: Registry,
+    service: str,
+    version: str,
+    group: str,
+    protocol: str | None = None,
+    *,
+    no_idl: bool = False,
+) -> list[URL]:
+    """The providers a generic call goes to: ``dubbo://`` ones and ``tri://`` ones without IDL
+    (every ``tri://`` one with ``no_idl``); only ``protocol``'s when it is given."""
     return [
-        u for u in _matching(registry, service, version, group) if u.protocol in SPOKEN_PROTOCOLS
+        u
+        for u in _matching(registry, service, version, group)
+        if (protocol is None or u.protocol == protocol)
+        and (u.protocol == "dubbo" or (u.protocol == "tri" and (no_idl or without_idl(u))))
     ]
+
+
+def grpc_providers(registry: Registry, service: str, version: str, group: str) -> list[URL]:
+    """The service's usable providers a gRPC stub calls (Triple, gRPC), less the ``tri://``
+    ones that say they have no IDL."""
+    return [
+        u
+        for u in _matching(registry, service, version, group)
+        if u.protocol in SPOKEN_PROTOCOLS and not without_idl(u)
+    ]
+
+
+@dataclass(frozen=True)
+class CallPath:
+    """How ``dubbo-py call`` calls a service: generically (a Java interface) or through gRPC
+    reflection, and which protocol's providers (None: every one the path speaks)."""
+
+    generic: bool
+    protocol: str | None = None
+    #: ``tri://`` providers are taken as having no IDL although their URLs do not say so.
+    no_idl: bool = False
+
+
+def call_path(
+    registry: Registry,
+    service: str,
+    version: str,
+    group: str,
+    protocol: str | None = None,
+    *,
+    no_idl: bool = False,
+) -> CallPath:
+    """The path for ``service``: ``protocol`` ``dubbo`` is generic; ``tri`` is generic when
+    ``no_idl`` or when the ``tri://`` providers say they have no IDL (:func:`without_idl`),
+    else gRPC; with no protocol, gRPC when the service has gRPC providers, else generic when it
+    has ``dubbo://`` or IDL-less ``tri://`` ones (else gRPC, whose lookup explains what the
+    registry holds)."""
+    if protocol == "dubbo":
+        return CallPath(True, "dubbo")
+    if protocol == "tri":
+        if no_idl or java_providers(registry, service, version, group, "tri"):
+            return CallPath(True, "tri", no_idl)
+        return CallPath(False, "tri")
+    if no_idl:
+        return CallPath(True, None, True)
+    if grpc_providers(registry, service, version, group):
+        return CallPath(False, None)
+    if java_providers(registry, service, version, group):
+        return CallPath(True, None)
+    return CallPath(False, None)
 
 
 @dataclass(frozen=True)
@@ -120,6 +203,11 @@ class JavaMethods:
     missing: tuple[str, ...] = ()
 
     @property
+    def protocol(self) -> str:
+        """The providers' protocols: ``dubbo``, ``tri`` or ``dubbo,tri``."""
+        return ",".join(sorted({p.protocol for p in self.providers}))
+
+    @property
     def why_no_signatures(self) -> str:
         """The sentence saying signatures are not available, and what to do."""
         where = "; ".join(self.missing) or "no provider names its application"
@@ -135,7 +223,7 @@ class JavaMethods:
         "enums": {TYPE: [NAME]}, "signatures_missing"?}``."""
         out: dict[str, Any] = {
             "service": self.service,
-            "protocol": "dubbo",
+            "protocol": self.protocol,
             "providers": [p.address for p in self.providers],
         }
         if self.definition is None:
@@ -171,12 +259,24 @@ class JavaMethods:
 
 
 def describe_java(
-    registry: Registry, service: str, version: str = "", group: str = ""
+    registry: Registry,
+    service: str,
+    version: str = "",
+    group: str = "",
+    protocol: str | None = "dubbo",
+    *,
+    no_idl: bool = False,
 ) -> JavaMethods:
-    """The methods of ``service``'s ``dubbo://`` providers (CallError when it has none)."""
-    providers = dubbo_providers(registry, service, version, group)
+    """The methods of ``service``'s providers a generic call goes to (``dubbo://``, or
+    ``tri://`` without IDL; ``protocol``'s only when given); CallError when it has none."""
+    providers = java_providers(registry, service, version, group, protocol, no_idl=no_idl)
     if not providers:
-        raise CallError(f"no usable dubbo:// provider of {service} with {_flags(version, group)}")
+        kinds = {
+            "dubbo": "dubbo://",
+            "tri": "tri:// (Triple without IDL)",
+            None: "dubbo:// or tri:// (Triple without IDL)",
+        }.get(protocol, f"{protocol}://")
+        raise CallError(f"no usable {kinds} provider of {service} with {_flags(version, group)}")
     definition, missing = read_provider_definition(registry.store, providers)
     return JavaMethods(
         service,
@@ -212,37 +312,13 @@ def pick_method(
         return sent, known
     if definition is None:
         if methods.names and name not in methods.names:
-            raise CallError(_no_method(methods.service, name, methods.names))
+            raise CallError(no_such_method(methods.service, name, methods.names))
         return None, None
-    found = definition.named(name)
-    if not found:
-        raise CallError(_no_method(methods.service, name, [m.name for m in definition.methods]))
-    fitting = [m for m in found if len(m.parameter_types) == arguments]
-    if not fitting:
-        listed = "; ".join(m.signature for m in found)
-        raise CallError(
-            f"{methods.service}#{name} takes {_counts(found)}, not {arguments} argument(s): "
-            f"{listed}"
-        )
-    if len(fitting) > 1:
-        listed = "; ".join(m.signature for m in fitting)
-        raise CallError(
-            f"{methods.service}#{name} is overloaded with {arguments} parameter(s): {listed}; "
-            "name one with --types"
-        )
-    return fitting[0].invoke_types, fitting[0]
-
-
-def _counts(found: Sequence[MethodDefinition]) -> str:
-    counts = sorted({len(m.parameter_types) for m in found})
-    return " or ".join(str(c) for c in counts) + " argument(s)"
-
-
-def _no_method(service: str, name: str, names: Sequence[str]) -> str:
-    unique = sorted(set(names))
-    close = difflib.get_close_matches(name, unique, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{service} has no method {name!r} (methods: {', '.join(unique) or 'none'}){hint}"
+    try:
+        chosen = definition.pick(name, arguments, hint="name one with --types")
+    except MethodChoiceError as exc:
+        raise CallError(str(exc)) from None
+    return chosen.invoke_types, chosen
 
 
 @dataclass(frozen=True)
@@ -255,16 +331,23 @@ class JavaCallResult:
     types: tuple[str, ...] | None
     #: ``estate.User getUser(java.lang.Long)`` when the definition was known.
     signature: str
-    #: The ``dubbo://`` providers the call could go to (generic references do not report
-    #: which one served a call).
+    #: The providers the call could go to (before routing).
     providers: tuple[str, ...]
     notes: tuple[str, ...] = field(default=())
+    #: The provider that answered (``host:port``) and its protocol (``dubbo`` or ``tri``).
+    provider: str = ""
+    protocol: str = "dubbo"
+    #: The providers tried in order, the last the one that answered (failover).
+    attempts: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """``{"reply", "protocol", "method", "types", "signature", "providers", "notes"}``."""
+        """``{"reply", "protocol", "provider", "attempts", "method", "types", "signature",
+        "providers", "notes"}``."""
         return {
             "reply": self.reply,
-            "protocol": "dubbo",
+            "protocol": self.protocol,
+            "provider": self.provider,
+            "attempts": list(self.attempts),
             "method": self.method,
             "types": list(self.types) if self.types is not None else None,
             "signature": self.signature or None,
@@ -307,14 +390,18 @@ def call_java(
     types: Sequence[str] | None = None,
     auth: str | None = None,
     check: float = 15.0,
+    path: CallPath | None = None,
 ) -> JavaCallResult:
     """Make one generic call as a consumer application on ``registry_address``.
 
     ``request.request_json`` is the JSON array of arguments; ``types`` the parameter types when
-    the caller names them. JavaCallError with the Java exception when the service threw,
-    CallError for everything else."""
+    the caller names them; ``path`` which providers (default: the ``dubbo://`` ones).
+    JavaCallError with the Java exception when the service threw, CallError for everything
+    else."""
+    chosen = path if path is not None else CallPath(True, "dubbo")
     # Imported here: the application layer sits above the admin tools that import this module.
     from dubbo_py.app.application import Application
+    from dubbo_py.consumer.generic import GenericSignatureError
     from dubbo_py.errors import NoProviderError
     from dubbo_py.protocol.dubbo.connection import DubboCallError, DubboTimeoutError
 
@@ -329,7 +416,14 @@ def call_java(
             registry = app.registry
             if registry is None:
                 raise CallError(f"{registry_address} is not a registry")
-            methods = describe_java(registry, request.service, request.version, request.group)
+            methods = describe_java(
+                registry,
+                request.service,
+                request.version,
+                request.group,
+                chosen.protocol,
+                no_idl=chosen.no_idl,
+            )
             sent, known, arguments = prepare(methods, request, types)
             notes = []
             if methods.definition is None and types is None:
@@ -341,26 +435,32 @@ def call_java(
                 timeout=request.timeout,
                 attachments=dict(request.attachments),
                 check=check,
+                protocol=chosen.protocol,
             )
             where = f"{request.service}#{request.method}"
             try:
-                value = ref.invoke(request.method, sent, arguments, timeout=request.timeout)
+                done = ref.invoke_result(request.method, sent, arguments, timeout=request.timeout)
             except JavaException as exc:
                 raise JavaCallError(f"{where} threw {_chain(exc)}", exc) from None
             except DubboTimeoutError:
                 raise CallError(f"{where}: no answer within {request.timeout:g}s") from None
             except (DubboCallError, NoProviderError) as exc:
                 raise CallError(f"{where} failed: {exc}") from None
+            except GenericSignatureError as exc:  # the definition changed since it was read
+                raise CallError(str(exc)) from None
             providers = tuple(p.address for p in ref.providers)
         finally:
             app.close()
     return JavaCallResult(
-        reply=to_json(value),
+        reply=to_json(done.value),
         method=request.method,
         types=sent,
         signature=known.signature if known is not None else "",
         providers=providers,
         notes=tuple(notes),
+        provider=done.provider.address,
+        protocol=done.provider.protocol,
+        attempts=tuple(p.address for p in done.attempts),
     )
 
 

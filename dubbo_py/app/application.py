@@ -400,6 +400,7 @@ class Application:
         timeout: float | None = None,
         attachments: Mapping[str, str] | None = None,
         check: float = 5.0,
+        protocol: str | None = None,
     ) -> GenericReference:
         """Generic calls (Dubbo's ``$invoke``) to the Java interface ``interface`` on its
         ``dubbo://`` (Hessian2) and ``tri://`` (Triple without IDL) providers:
@@ -411,7 +412,11 @@ class Application:
 
         Providers come from the application's registries (``version`` and ``group`` matched as
         Dubbo matches them) or from ``url`` (``dubbo://host:port`` or ``tri://host:port``,
-        comma-separated for several); each call goes in its provider URL's protocol.
+        comma-separated for several); each call goes in its provider URL's protocol
+        (``protocol="dubbo"`` or ``"tri"`` takes only that protocol's providers).
+        ``parameter_types`` ``None`` (and attribute calls) read the method's types from the
+        service definition the providers stored in the metadata report, picking an overload by
+        the number of arguments; ``ref.invoke_result(...)`` also says which provider answered.
         ``loadbalance`` names one of :mod:`dubbo_py.cluster.loadbalance`; a call that fails
         outside the provider's code is retried ``retries`` times on other providers
         (failover); ``timeout`` (s) defaults to the provider's registered ``timeout``, else
@@ -419,9 +424,12 @@ class Application:
         The application's routers and rules apply as to a stub reference (condition, tag,
         script and shard rules, ``dubbo.tag``, override rules such as ``disabled`` and
         ``weight``), reading the real method name, the attachments and the arguments; with
-        ``url`` none does. Consumer filters, metrics, mock, hedging and consumer-side override
-        parameters do not apply to generic references yet (docs/java-services.md)."""
-        from dubbo_py.consumer.generic import DubboRuntime, GenericReference
+        ``url`` none does. Consumer-side override rules' ``timeout``, ``retries`` and
+        ``loadbalance`` (service or ``<method>.<key>``) beat the options given here, as in
+        Dubbo; their other keys are warned about. Consumer filters, metrics, mock and hedging
+        do not apply to generic references yet (docs/java-services.md)."""
+        from dubbo_py.consumer.generic import PROTOCOLS, DubboRuntime, GenericReference
+        from dubbo_py.registry.local_host import consumer_host
 
         with self._generic_lock:
             if self._dubbo_runtime is None:
@@ -443,6 +451,8 @@ class Application:
             attachments=attachments,
             check=check,
             application=self.name,
+            consumer_host=consumer_host(self.address),
+            protocols=PROTOCOLS if protocol is None else (protocol,),
         )
         with self._generic_lock:
             self._generic_references.append(ref)

@@ -24,10 +24,16 @@ stub; the routers see an :class:`~dubbo_py.invocation.Invocation` of the real me
 ``$invoke``), the call's attachments (``dubbo.tag``) and its arguments (``arguments[N]``). Then
 the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
 attempts on other providers after a failure outside the provider's code; a Java exception is
-the provider's answer and is not retried). Direct ``url=`` providers are not routed. Consumer
-filters, metrics, tracing, access logs, mocks, hedging, quarantine and consumer-side override
-parameters (``timeout``, ``retries``, ``loadbalance`` set by a rule) do not apply yet
+the provider's answer and is not retried). Direct ``url=`` providers are not routed.
+Consumer-side override rules' ``timeout``, ``retries`` and ``loadbalance`` (service-wide or
+``<method>.<key>``) beat the reference's options; the other keys they may set are warned about.
+Consumer filters, metrics, tracing, access logs, mocks, hedging and quarantine do not apply yet
 (docs/java-services.md).
+
+Parameter types left out (``None``, and attribute calls) are read from the service definition
+the providers stored in the metadata report (:meth:`ServiceDefinition.pick
+<dubbo_py.registry.service_definition.ServiceDefinition.pick>`, shared with ``dubbo-py call``);
+:meth:`GenericReference.invoke_result` also says which provider answered.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dubbo_py.cluster.loadbalance import get_loadbalance
@@ -54,6 +62,12 @@ from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels
 from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.service_definition import (
+    MethodChoiceError,
+    ServiceDefinition,
+    provider_definition_path,
+    read_provider_definition,
+)
 from dubbo_py.url import URL
 
 __all__ = [
@@ -62,6 +76,8 @@ __all__ = [
     "GENERIC_METHOD",
     "DubboRuntime",
     "GenericReference",
+    "GenericResult",
+    "GenericSignatureError",
     "unwrap_generic_exception",
 ]
 
@@ -88,6 +104,34 @@ GENERIC_EXCEPTIONS = frozenset(
     }
 )
 _CAUSED_BY = "Caused by: "
+#: Seconds before a metadata report that had no service definition is read again (a provider
+#: may publish its definition just after it registered).
+MISSING_DEFINITION_RECHECK = 10.0
+#: Consumer-side override parameters a generic call acts on (``<method>.<key>`` or ``<key>``).
+APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance")
+
+
+class GenericSignatureError(MethodChoiceError):
+    """A call without parameter types that the service definition in the metadata report
+    does not resolve: no such method, none taking that many arguments, or an overload of that
+    many parameters (the message lists the signatures; give ``parameter_types``). Raised
+    before anything is sent."""
+
+
+@dataclass(frozen=True)
+class GenericResult:
+    """A generic call's value and where it went."""
+
+    value: Any
+    #: The provider that answered.
+    provider: URL
+    #: The providers tried, in order (the last one answered; the others failed outside the
+    #: service's code and were failed over).
+    attempts: tuple[URL, ...]
+    #: The parameter types sent (``None``: none were, the provider found the method by name).
+    parameter_types: tuple[str, ...] | None
+    #: Where the parameter types were read, when the metadata report gave them.
+    signature_source: str = ""
 
 
 def unwrap_generic_exception(error: JavaException) -> JavaException:
@@ -180,7 +224,8 @@ class DubboRuntime:
 
 
 class GenericReference:
-    """Generic calls to one Java interface's ``dubbo://`` providers (see the module text)."""
+    """Generic calls to one Java interface's ``dubbo://`` and ``tri://`` providers (see the
+    module text)."""
 
     def __init__(
         self,
@@ -197,6 +242,8 @@ class GenericReference:
         attachments: Mapping[str, str] | None = None,
         check: float = 5.0,
         application: str = "",
+        consumer_host: str = "",
+        protocols: Collection[str] = PROTOCOLS,
     ) -> None:
         if not registries and not urls:
             raise ValueError(f"generic reference to {interface}: no registry and no url given")
@@ -209,8 +256,22 @@ class GenericReference:
         self._attachments = dict(attachments or {})
         self._application = application
         self._balance = get_loadbalance(loadbalance)
+        self._balancers: dict[str, Any] = {loadbalance.strip().lower(): self._balance}
+        unknown = set(protocols) - set(PROTOCOLS)
+        if unknown or not protocols:
+            raise ValueError(
+                f"generic reference to {interface}: protocols {sorted(protocols)}: "
+                f"only {', '.join(PROTOCOLS)} are spoken"
+            )
+        self._protocols = frozenset(protocols)
+        self._registries = tuple(registries)
+        #: Service definitions read from the metadata report, by the definition paths of the
+        #: providers they were read for (None: none stored there).
+        self._definitions: dict[tuple[str, ...], tuple[ServiceDefinition | None, float]] = {}
+        self._warned_overrides: set[tuple[str, str]] = set()
         self._consumer = URL(
             protocol="consumer",
+            host=consumer_host,
             path=interface,
             parameters={
                 "interface": interface,
@@ -248,7 +309,8 @@ class GenericReference:
         merged: dict[str, URL] = {}
         for directory in self._directories:
             for url in directory.providers:
-                merged.setdefault(url.address, url)
+                if url.protocol in self._protocols:
+                    merged.setdefault(url.address, url)
         return tuple(merged.values())
 
     def route(self, invocation: Invocation) -> tuple[URL, ...]:
@@ -267,7 +329,8 @@ class GenericReference:
                 error = exc
                 continue
             for url in routed:
-                merged.setdefault(url.address, url)
+                if url.protocol in self._protocols:
+                    merged.setdefault(url.address, url)
         if not merged and error is not None:
             raise error
         return tuple(merged.values())
@@ -285,22 +348,40 @@ class GenericReference:
         enum_classes: Collection[str] = (),
     ) -> Any:
         """``$invoke(method, parameter_types, arguments)``, blocking; the Java result as Python
-        values. ``parameter_types`` ``None``: the provider finds the method by its name."""
+        values. ``parameter_types`` ``None``: read from the service definition the providers
+        stored in the metadata report, the method picked by name and number of arguments
+        (:class:`GenericSignatureError` when that leaves none or several); where none is
+        stored, none are sent and the provider finds the method by its name."""
+        return self.invoke_result(
+            method,
+            parameter_types,
+            arguments,
+            timeout=timeout,
+            attachments=attachments,
+            enum_classes=enum_classes,
+        ).value
+
+    def invoke_result(
+        self,
+        method: str,
+        parameter_types: Sequence[str] | None,
+        arguments: Sequence[object],
+        *,
+        timeout: float | None = None,
+        attachments: Mapping[str, str] | None = None,
+        enum_classes: Collection[str] = (),
+    ) -> GenericResult:
+        """:meth:`invoke`, returning the value with the provider that answered, the providers
+        tried and the parameter types sent (:class:`GenericResult`)."""
         if threading.current_thread() is self._runtime.thread:
             raise RuntimeError(
                 "a blocking generic call on the dubbo:// loop would wait on itself; "
                 "await invoke_async instead"
             )
-        return self._runtime.run(
-            self.invoke_async(
-                method,
-                parameter_types,
-                arguments,
-                timeout=timeout,
-                attachments=attachments,
-                enum_classes=enum_classes,
-            )
+        result: GenericResult = self._runtime.run(
+            self._call(method, parameter_types, arguments, timeout, attachments, enum_classes)
         )
+        return result
 
     async def invoke_async(
         self,
@@ -314,6 +395,27 @@ class GenericReference:
     ) -> Any:
         """The asyncio form of :meth:`invoke`: await it on any loop (the call runs on the
         runtime's loop, where the shared connections live)."""
+        result = await self.invoke_result_async(
+            method,
+            parameter_types,
+            arguments,
+            timeout=timeout,
+            attachments=attachments,
+            enum_classes=enum_classes,
+        )
+        return result.value
+
+    async def invoke_result_async(
+        self,
+        method: str,
+        parameter_types: Sequence[str] | None,
+        arguments: Sequence[object],
+        *,
+        timeout: float | None = None,
+        attachments: Mapping[str, str] | None = None,
+        enum_classes: Collection[str] = (),
+    ) -> GenericResult:
+        """The asyncio form of :meth:`invoke_result`."""
         coroutine = self._call(
             method, parameter_types, arguments, timeout, attachments, enum_classes
         )
@@ -334,6 +436,115 @@ class GenericReference:
         call.__name__ = name
         return call
 
+    # ------------------------------------------------------- signatures and overrides
+
+    async def _signature(
+        self, method: str, count: int, routed: Sequence[URL]
+    ) -> tuple[tuple[str, ...] | None, str]:
+        """The parameter types of ``method`` with ``count`` arguments from the service
+        definition the providers stored in the metadata report, and where it was read; (None,
+        "") when none is stored (or the providers are direct ``url=`` ones, with no registry to
+        read)."""
+        stores = [r.store for r in self._registries if getattr(r, "store", None) is not None]
+        if not stores or not routed:
+            return None, ""
+        key = tuple(
+            sorted(
+                {
+                    provider_definition_path(
+                        p.service_interface or p.path or self.interface,
+                        p.get_str("version"),
+                        p.get_str("group"),
+                        p.get_str("application"),
+                    )
+                    for p in routed
+                    if p.get_str("application")
+                }
+            )
+        )
+        cached = self._definitions.get(key)
+        stale = cached is not None and cached[0] is None and cached[1] < time.monotonic()
+        if cached is None or stale:
+            found: ServiceDefinition | None = None
+            for store in stores:
+                # Store reads block (ZooKeeper, etcd, Nacos clients): off the shared loop.
+                found, _missing = await asyncio.to_thread(
+                    read_provider_definition, store, list(routed)
+                )
+                if found is not None:
+                    break
+            self._definitions[key] = (found, time.monotonic() + MISSING_DEFINITION_RECHECK)
+        definition = self._definitions[key][0]
+        if definition is None:
+            log.debug("generic %s#%s: no service definition stored", self.interface, method)
+            return None, ""
+        try:
+            chosen = definition.pick(method, count, hint="give parameter_types to name one")
+        except MethodChoiceError as exc:
+            raise GenericSignatureError(f"{exc} (from {definition.source})") from None
+        return chosen.invoke_types, definition.source
+
+    def _override(self, method: str, key: str) -> str | None:
+        """A consumer-side override rule's ``<method>.<key>``, else ``<key>`` (the first
+        registry's directory that has one)."""
+        for directory in self._directories:
+            overrides = directory.consumer_overrides
+            for name in (f"{method}.{key}", key):
+                value = overrides.get(name)
+                if value:
+                    return value
+        return None
+
+    def _warn_unapplied(self) -> None:
+        # Consumer-side override keys a stub reference acts on but a generic one does not:
+        # said once per value instead of dropped silently.
+        for directory in self._directories:
+            for name, value in directory.consumer_overrides.items():
+                key = name.rsplit(".", 1)[-1]
+                if key in APPLIED_OVERRIDES or (name, value) in self._warned_overrides:
+                    continue
+                self._warned_overrides.add((name, value))
+                log.warning(
+                    "generic reference to %s: consumer override %s=%s is not applied to "
+                    "generic calls (only %s are)",
+                    self.interface,
+                    name,
+                    value,
+                    ", ".join(APPLIED_OVERRIDES),
+                )
+
+    def _retries(self, method: str) -> int:
+        text = self._override(method, "retries")
+        if text is not None:
+            try:
+                return max(0, int(text))
+            except ValueError:
+                log.warning("generic %s: override retries=%r is no number", self.interface, text)
+        return max(0, self.retries)
+
+    def _balancer(self, method: str) -> Any:
+        name = self._override(method, "loadbalance")
+        if name is None:
+            return self._balance
+        key = name.strip().lower()
+        if key not in self._balancers:
+            try:
+                self._balancers[key] = get_loadbalance(key)
+            except ValueError as exc:
+                log.warning("generic %s: override loadbalance: %s", self.interface, exc)
+                self._balancers[key] = self._balance
+        return self._balancers[key]
+
+    def _override_timeout(self, method: str) -> float | None:
+        text = self._override(method, "timeout")
+        if text is None:
+            return None
+        try:
+            return int(text) / 1000
+        except ValueError:
+            log.warning("generic %s: override timeout=%r is no number", self.interface, text)
+            return None
+
     async def _call(
         self,
         method: str,
@@ -342,17 +553,12 @@ class GenericReference:
         timeout: float | None,
         attachments: Mapping[str, str] | None,
         enum_classes: Collection[str],
-    ) -> Any:
+    ) -> GenericResult:
         if parameter_types is not None and len(parameter_types) != len(arguments):
             raise ValueError(
                 f"{self.interface}#{method}: {len(parameter_types)} parameter types for "
                 f"{len(arguments)} arguments"
             )
-        args: list[object] = [
-            method,
-            None if parameter_types is None else TypedList("[string", parameter_types),
-            TypedList("[object", arguments),
-        ]
         # What the routers see: the real method, the call's attachments (``dubbo.tag``) and its
         # arguments (``arguments[N]``), as a Java consumer's RpcInvocation carries them.
         invocation = Invocation(
@@ -363,9 +569,22 @@ class GenericReference:
             explicit_arguments=tuple(arguments),
         )
         routed = self.route(invocation)
+        source = ""
+        types = None if parameter_types is None else tuple(parameter_types)
+        if types is None:
+            types, source = await self._signature(method, len(arguments), routed)
+        args: list[object] = [
+            method,
+            None if types is None else TypedList("[string", types),
+            TypedList("[object", arguments),
+        ]
+        self._warn_unapplied()
+        balancer = self._balancer(method)
+        if timeout is None:
+            timeout = self._override_timeout(method)
         tried: list[URL] = []
         last: DubboCallError | None = None
-        for _attempt in range(max(0, self.retries) + 1):
+        for _attempt in range(self._retries(method) + 1):
             candidates = tuple(p for p in routed if p not in tried)
             if not candidates:
                 break
@@ -374,10 +593,10 @@ class GenericReference:
             pool = self._runtime.connections
             reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
             candidates = reachable or candidates
-            provider = self._balance.select(candidates, invocation)
+            provider = balancer.select(candidates, invocation)
             tried.append(provider)
             try:
-                return await self._once(provider, args, timeout, attachments, enum_classes)
+                value = await self._once(provider, args, timeout, attachments, enum_classes)
             except DubboCallError as error:
                 last = error
                 log.info(
@@ -387,14 +606,16 @@ class GenericReference:
                     provider.address,
                     error,
                 )
+                continue
+            return GenericResult(value, provider, tuple(tried), types, source)
         if last is not None:
             raise last
         raise NoProviderError(
             self.interface,
             method,
             None,
-            f"no dubbo:// or tri:// provider of version {self.version or '-'}, "
-            f"group {self.group or '-'} is registered",
+            f"no {' or '.join(sorted(f'{p}://' for p in self._protocols))} provider of "
+            f"version {self.version or '-'}, group {self.group or '-'} is registered",
         )
 
     async def _once(

@@ -16,6 +16,7 @@ parameter types; without it only the method names (the provider URL's ``methods`
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,12 +29,14 @@ from dubbo_py.url import URL
 
 __all__ = [
     "PRIMITIVES",
+    "MethodChoiceError",
     "MethodDefinition",
     "ServiceDefinition",
     "ServiceDefinitionError",
     "TypeDefinition",
     "erase",
     "method_names",
+    "no_such_method",
     "provider_definition_path",
     "read_provider_definition",
     "split_type_list",
@@ -46,6 +49,11 @@ PRIMITIVES = frozenset({"boolean", "byte", "char", "short", "int", "long", "floa
 
 class ServiceDefinitionError(ValueError):
     """A service definition that cannot be read (the message says where and what)."""
+
+
+class MethodChoiceError(ValueError):
+    """No method, or more than one, of a service definition fits a call (the message names
+    the methods or signatures there are)."""
 
 
 def erase(java_type: str) -> str:
@@ -148,6 +156,33 @@ class ServiceDefinition:
     def named(self, name: str) -> tuple[MethodDefinition, ...]:
         """The methods called ``name`` (several when it is overloaded), by signature."""
         return tuple(sorted((m for m in self.methods if m.name == name), key=_order))
+
+    def pick(self, name: str, arguments: int, *, hint: str = "") -> MethodDefinition:
+        """The one method ``name`` taking ``arguments`` arguments: an overloaded name is told
+        apart by its number of parameters only (the values alone do not name a Java type).
+        :class:`MethodChoiceError` when there is no such method, none with that many
+        parameters, or several (listing them; ``hint`` ends that message, saying how to
+        name one)."""
+        found = self.named(name)
+        if not found:
+            raise MethodChoiceError(
+                no_such_method(self.canonical_name, name, [m.name for m in self.methods])
+            )
+        fitting = [m for m in found if len(m.parameter_types) == arguments]
+        if not fitting:
+            counts = " or ".join(str(c) for c in sorted({len(m.parameter_types) for m in found}))
+            listed = "; ".join(m.signature for m in found)
+            raise MethodChoiceError(
+                f"{self.canonical_name}#{name} takes {counts} argument(s), not {arguments} "
+                f"argument(s): {listed}"
+            )
+        if len(fitting) > 1:
+            listed = "; ".join(m.signature for m in fitting)
+            raise MethodChoiceError(
+                f"{self.canonical_name}#{name} is overloaded with {arguments} parameter(s): "
+                f"{listed}" + (f"; {hint}" if hint else "")
+            )
+        return fitting[0]
 
     def sorted_methods(self) -> tuple[MethodDefinition, ...]:
         """Every method by name, then by parameter list."""
@@ -277,6 +312,14 @@ def read_provider_definition(
         except ServiceDefinitionError as exc:
             tried.append(str(exc))
     return None, tried
+
+
+def no_such_method(service: str, name: str, names: Sequence[str]) -> str:
+    """``S has no method 'x' (methods: a, b); did you mean 'y'?``."""
+    unique = sorted(set(names))
+    close = difflib.get_close_matches(name, unique, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{service} has no method {name!r} (methods: {', '.join(unique) or 'none'}){hint}"
 
 
 def method_names(providers: Sequence[URL]) -> tuple[str, ...]:

@@ -49,7 +49,8 @@ PUBLIC = {
     "Hessian2Error", "Hessian2DecodeError", "Hessian2EncodeError", "from_throwable",
     "hessian2_dumps", "hessian2_loads",
     # generic calls to Java-interface services over dubbo://
-    "GenericReference", "DubboCallError", "DubboConnectionError", "DubboRemoteError",
+    "GenericReference", "GenericResult", "GenericSignatureError",
+    "DubboCallError", "DubboConnectionError", "DubboRemoteError",
     "DubboTimeoutError",
     # Triple without IDL: the direct call of a Java-interface method and its errors
     "TripleWrapperChannels", "TripleWrapperError", "TripleWrapperResult",

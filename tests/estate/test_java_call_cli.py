@@ -112,7 +112,12 @@ def test_a_call_prints_the_java_result_as_json_in_the_stated_forms(
         "tags": ["a", "b"],
     }
     assert "method: estate.User getUser(java.lang.Long)" in done.stdout
-    assert provider.address in done.stdout
+    # The provider that answered is named, with its protocol.
+    assert f"provider: {provider.address} (dubbo://)" in done.stdout
+    as_json = json.loads(call("getUser", "[7]", json_out=True).stdout)
+    assert as_json["protocol"] == "dubbo"
+    assert as_json["provider"] == provider.address
+    assert as_json["attempts"] == [provider.address]
 
 
 def test_json_arguments_become_the_parameter_types_java_declares(call: Call) -> None:
@@ -230,3 +235,58 @@ def test_without_a_stored_definition_names_come_from_the_url_and_types_from_the_
         client.create(path, stored, makepath=True)
         client.stop()
         client.close()
+
+
+TRI_APPLICATION = "java-estate-call-cli-tri"
+
+
+@pytest.fixture(scope="module")
+def tri_provider(estate_registry: str, estate_group: str) -> Iterator[JavaDubboProvider]:
+    """UserService exported over Triple without IDL (a plain interface; its URL says
+    serialization=hessian2), in a group of its own."""
+    with JavaDubboProvider(
+        "--registry",
+        estate_registry,
+        "--application",
+        TRI_APPLICATION,
+        "--name",
+        "t1",
+        "--version",
+        "1.0.0",
+        "--group",
+        f"{estate_group}-tri",
+        "--protocol",
+        "tri",
+    ) as started:
+        yield started
+
+
+def test_a_triple_service_without_idl_is_called_generically_over_tri(
+    estate_registry: str, estate_group: str, tri_provider: JavaDubboProvider
+) -> None:
+    group = f"{estate_group}-tri"
+    listed = dubbo_py(estate_registry, group, "--list")
+    assert listed.returncode == 0, listed.stderr
+    path = provider_definition_path(SERVICE, "1.0.0", group, TRI_APPLICATION)
+    assert f"{SERVICE} (tri:// (no IDL)): signatures from {path}" in listed.stdout
+
+    done = dubbo_py(estate_registry, group, "getUser", "[7]")
+    assert done.returncode == 0, done.stderr
+    assert '"name": "user-7@t1"' in done.stdout
+    assert f"provider: {tri_provider.address} (tri://)" in done.stdout
+    as_json = json.loads(dubbo_py(estate_registry, group, "save", '[{"id": 3, "balance": 1.50}]',
+                                  json_out=True).stdout)  # fmt: skip
+    assert as_json["protocol"] == "tri" and as_json["provider"] == tri_provider.address
+    assert as_json["signature"] == "estate.User save(estate.User)"
+    assert as_json["reply"]["balance"] == "1.50" and as_json["reply"]["class"] == "estate.User"
+    # An overload over tri:// is named by --types (the metadata gives two one-argument kinds).
+    kinds = dubbo_py(estate_registry, group, "kind", "[5]", "--types", "long", json_out=True)
+    assert kinds.returncode == 0, kinds.stderr
+    assert json.loads(kinds.stdout)["signature"] == "java.lang.String kind(long)"
+    ambiguous = dubbo_py(estate_registry, group, "kind", "[5]")
+    assert ambiguous.returncode == 1
+    assert "overloaded with 1 parameter(s)" in ambiguous.stderr and "--types" in ambiguous.stderr
+    # --protocol dubbo finds no dubbo:// provider in that group, and says so.
+    none = dubbo_py(estate_registry, group, "getUser", "[7]", "--protocol", "dubbo")
+    assert none.returncode == 1
+    assert "no usable dubbo:// provider of estate.UserService" in none.stderr

@@ -145,6 +145,70 @@ def test_attribute_calls_let_the_provider_find_the_method_by_name(
     assert users.getUser(3)["name"] == "user-3@u1"
 
 
+def test_omitted_types_are_read_from_the_providers_service_definition(
+    users: GenericReference, dubbo_provider: JavaDubboProvider, estate_group: str
+) -> None:
+    done = users.invoke_result("save", None, [{"id": 4, "name": "eve"}])
+    assert done.parameter_types == ("estate.User",)
+    path = f"/dubbo/metadata/{SERVICE}/1.0.0/{estate_group}/provider/java-estate-generic"
+    assert done.signature_source == path
+    assert done.value["class"] == "estate.User" and done.value["name"] == "EVE"
+    assert done.provider.address == dubbo_provider.address
+    assert [p.address for p in done.attempts] == [dubbo_provider.address]
+    # describe's List<Object> and Map<String,Object> are sent erased, as $invoke names them.
+    described = users.invoke_result("describe", None, [[1], {}, datetime.now(UTC), Decimal(1)])
+    assert described.parameter_types == (
+        "java.util.List",
+        "java.util.Map",
+        "java.util.Date",
+        "java.math.BigDecimal",
+    )
+
+
+def test_an_overload_without_types_is_refused_listing_the_candidates(
+    users: GenericReference,
+) -> None:
+    # kind(String) and kind(long) both take one argument: the values alone do not say which.
+    # Sent without types, the provider would refuse it too (GenericFilter: no unique method).
+    with pytest.raises(dubbo_py.GenericSignatureError) as caught:
+        users.kind("x")
+    message = str(caught.value)
+    assert "estate.UserService#kind is overloaded with 1 parameter(s)" in message
+    assert "java.lang.String kind(java.lang.String)" in message
+    assert "java.lang.String kind(long)" in message
+    with pytest.raises(dubbo_py.GenericSignatureError, match=r"takes 1 argument\(s\), not 2"):
+        users.invoke("getUser", None, [1, 2])
+    with pytest.raises(dubbo_py.GenericSignatureError, match=r"did you mean 'getUser'"):
+        users.getUsr(1)
+    # Named types still pick one overload, as before.
+    assert users.invoke("kind", ["long"], [5]) != users.invoke("kind", ["java.lang.String"], ["5"])
+
+
+def test_without_a_stored_definition_no_types_are_sent(
+    app: dubbo_py.Application,
+    dubbo_provider: JavaDubboProvider,
+    zookeeper: ZooKeeperServer,
+    estate_group: str,
+) -> None:
+    from kazoo.client import KazooClient
+
+    path = f"/dubbo/metadata/{SERVICE}/1.0.0/{estate_group}/provider/java-estate-generic"
+    client = KazooClient(hosts=zookeeper.address)
+    client.start(timeout=10)
+    stored, _ = client.get(path)
+    client.delete(path)
+    try:
+        ref = app.generic_reference(SERVICE, version="1.0.0", group=estate_group, timeout=5.0)
+        done = ref.invoke_result("getUser", None, [3])
+        assert done.parameter_types is None and done.signature_source == ""
+        assert done.value["name"] == "user-3@u1"  # the provider found getUser by its name
+        ref.close()
+    finally:
+        client.create(path, stored)
+        client.stop()
+        client.close()
+
+
 def test_an_unknown_method_fails_with_the_providers_status_and_message(
     users: GenericReference,
 ) -> None:

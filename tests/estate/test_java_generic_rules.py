@@ -4,6 +4,7 @@ pushed with ``dubbo-py rules push`` steer ``$invoke`` calls between two live Apa
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -112,3 +113,53 @@ def test_rules_steer_generic_calls(
     finally:
         dubbo_py_cli(estate_registry, "rules", "delete", override)
     _until(lambda: len(users.providers) == 2)
+
+
+def test_consumer_override_parameters_apply_to_generic_calls(
+    users: GenericReference,
+    estate_registry: str,
+    estate_group: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The reference's own timeout is 5 s; a consumer-side override of 200 ms beats it, as it
+    # beats a Java consumer's reference config. roundrobin over two equal providers alternates
+    # them, which random balancing does for ten calls in a row once in 512.
+    caplog.set_level("INFO", logger="dubbo_py.consumer.generic")
+    assert users.invoke("sleep", ["int"], [600]) == 600
+    override = f"{SERVICE}:1.0.0:{estate_group}.configurators"
+    _push(
+        estate_registry,
+        tmp_path,
+        override,
+        "configVersion: v3.0\nscope: service\n"
+        f"key: {estate_group}/{SERVICE}:1.0.0\nenabled: true\n"
+        "configs:\n  - side: consumer\n    applications: [py-generic-rules]\n"
+        "    parameters:\n      sleep.timeout: 200\n      loadbalance: roundrobin\n"
+        "      retries: 0\n      actives: 3\n",
+    )
+    try:
+
+        def timed_out() -> bool:
+            try:
+                users.invoke("sleep", ["int"], [600])
+            except TimeoutError:
+                return True
+            return False
+
+        _until(timed_out)
+        # What generic calls do not act on is said (once), not dropped.
+        assert "consumer override actives=3 is not applied to generic calls" in caplog.text
+        # retries 0: the timed-out call was tried on one provider only (each failed attempt
+        # is logged; with the reference's 2 retries both providers would be).
+        caplog.clear()
+        with pytest.raises(TimeoutError):
+            users.invoke("sleep", ["int"], [600])
+        attempts = [r for r in caplog.records if f"{SERVICE}#sleep on" in r.getMessage()]
+        assert len(attempts) == 1, [r.getMessage() for r in attempts]
+        # sleep.timeout is that method's: getUser keeps the reference's 5 s.
+        names = [users.invoke_result("getUser", None, [7]).provider.address for _ in range(10)]
+        assert all(a != b for a, b in itertools.pairwise(names)), names
+    finally:
+        dubbo_py_cli(estate_registry, "rules", "delete", override)
+    _until(lambda: users.invoke("sleep", ["int"], [600]) == 600)

@@ -2,14 +2,16 @@
 with ``--list``, the service's methods and their signatures.
 
 gRPC services (Triple providers) are described by a provider's server reflection
-(:mod:`dubbo_py.admin.call`); Java-interface services whose providers are ``dubbo://`` are
-called generically, typed by the service definition in the metadata report
-(:mod:`dubbo_py.admin.java_call`).
+(:mod:`dubbo_py.admin.call`); Java-interface services whose providers are ``dubbo://``, or
+``tri://`` without IDL (Triple's wrapper around Hessian2), are called generically, typed by the
+service definition in the metadata report (:mod:`dubbo_py.admin.java_call`, which also decides
+the path: :func:`~dubbo_py.admin.java_call.call_path`).
 """
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
@@ -34,6 +36,9 @@ from dubbo_py.admin.common import (
 from dubbo_py.admin.reflect import ReflectionError, ServiceShape
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.service_definition import split_type_list
+
+if TYPE_CHECKING:  # imported where used: the CLI starts without the Java codec
+    from dubbo_py.admin.java_call import CallPath, JavaMethods
 
 __all__ = ["call"]
 
@@ -61,15 +66,24 @@ PROTOCOLS = ("tri", "dubbo")
     "--types",
     metavar="TYPE,...",
     default=None,
-    help="dubbo:// only: the Java parameter types to call with (java.lang.Long,estate.User), "
-    "where the metadata report has no signatures or the method is overloaded.",
+    help="Java interfaces only: the Java parameter types to call with "
+    "(java.lang.Long,estate.User), where the metadata report has no signatures or the method "
+    "is overloaded.",
 )
 @click.option(
     "--protocol",
     type=click.Choice(PROTOCOLS),
     default=None,
-    help="Call the tri:// (gRPC, typed by reflection) or the dubbo:// (Java interface, generic "
-    "call) providers; default: tri when the service has any, else dubbo.",
+    help="Call the tri:// or the dubbo:// (Java interface, generic call) providers; tri:// ones "
+    "are gRPC (typed by reflection) unless their URLs name a serialization other than protobuf "
+    "(Triple without IDL, called generically) or --no-idl is given; default: gRPC when the "
+    "service has gRPC providers, else its Java-interface ones.",
+)
+@click.option(
+    "--no-idl",
+    is_flag=True,
+    help="Take the tri:// providers as a Java interface exported over Triple without IDL "
+    "(generic call, Hessian2) although their URLs name no serialization.",
 )
 @click.option(
     "--attachment",
@@ -95,6 +109,7 @@ def call(
     list_methods: bool,
     types: str | None,
     protocol: str | None,
+    no_idl: bool,
     attachments: tuple[str, ...],
     application: str,
     call_timeout: float,
@@ -107,12 +122,13 @@ def call(
     routing rules, override rules and load balancing, printing the provider that served it
     and the route trace. Unary methods only.
 
-    A Java-interface service (dubbo:// providers, as Apache Dubbo exports them): REQUEST is a
+    A Java-interface service (dubbo:// providers, or tri:// ones without IDL, as Apache Dubbo
+    exports a plain interface; see --protocol and --no-idl): REQUEST is a
     JSON array of the arguments (default []; a bean is a JSON object, "class" optional); the
     parameter types come from the service definition the provider stored in the metadata
     report, or from --types. Dates are ISO 8601 texts, BigDecimal numbers or texts; the reply
-    prints dates as ISO 8601 UTC and BigDecimal as a JSON string. A Java exception prints its
-    class and message (and causes) and exits 1.
+    prints dates as ISO 8601 UTC and BigDecimal as a JSON string, then the provider that
+    answered. A Java exception prints its class and message (and causes) and exits 1.
 
     The call is made by a consumer registered as --application for its duration.
 
@@ -125,33 +141,34 @@ def call(
 
     \b
     JSON (tri): {"reply", "provider", "attempts", "routed", "trace": [{"router", "in", "out"}]}
-    JSON (dubbo): {"reply", "protocol", "method", "types", "signature", "providers", "notes"}
+    JSON (Java): {"reply", "protocol", "provider", "attempts", "method", "types", "signature",
+    "providers", "notes"}
     JSON (--list): {"service", "protocol", "methods": [...], ...}
     """
     env = env_of()
     address = str(env.address)
-    chosen = protocol or _protocol_of(env.registry, service, version, group)
-    if types is not None and chosen != "dubbo":
-        raise click.UsageError("--types is for dubbo:// (Java-interface) services only")
+    path = _path_of(env.registry, service, version, group, protocol, no_idl)
+    if types is not None and not path.generic:
+        raise click.UsageError("--types is for Java-interface services (generic calls) only")
     if list_methods:
         if method is not None:
             raise click.UsageError("--list takes no METHOD (it lists them all)")
-        _list(env.registry, chosen, service, version, group)
+        _list(env.registry, path, service, version, group)
         return
     if method is None:
         raise click.UsageError(f"give a METHOD of {service}, or --list to see them")
     call_request = CallRequest(
         service,
         method,
-        request if request is not None else ("[]" if chosen == "dubbo" else "{}"),
+        request if request is not None else ("[]" if path.generic else "{}"),
         version=version,
         group=group,
         attachments=attachment_pairs(attachments),
         application=application,
         timeout=call_timeout,
     )
-    if chosen == "dubbo":
-        _call_java(address, call_request, types, env.auth, max(env.timeout, CHECK_WAIT))
+    if path.generic:
+        _call_java(address, call_request, types, env.auth, max(env.timeout, CHECK_WAIT), path)
         return
     try:
         result = call_method(
@@ -176,23 +193,35 @@ def call(
     )
 
 
-def _protocol_of(registry: Registry, service: str, version: str, group: str) -> str:
-    """tri when the service has providers a gRPC stub calls, else dubbo when it has dubbo://
-    ones (else tri, whose lookup explains what the registry holds)."""
-    from dubbo_py.admin.java_call import dubbo_providers, grpc_providers
+def _path_of(
+    registry: Registry,
+    service: str,
+    version: str,
+    group: str,
+    protocol: str | None = None,
+    no_idl: bool = False,
+) -> CallPath:
+    """Generic (a Java interface) or gRPC, and which providers (see ``--protocol``)."""
+    from dubbo_py.admin.java_call import call_path
 
-    if grpc_providers(registry, service, version, group):
-        return "tri"
-    return "dubbo" if dubbo_providers(registry, service, version, group) else "tri"
+    return call_path(registry, service, version, group, protocol, no_idl=no_idl)
 
 
-def _list(registry: Registry, chosen: str, service: str, version: str, group: str) -> None:
+def _protocols_label(methods: JavaMethods) -> str:
+    return " and ".join(
+        "tri:// (no IDL)" if p == "tri" else f"{p}://" for p in methods.protocol.split(",")
+    )
+
+
+def _list(registry: Registry, path: CallPath, service: str, version: str, group: str) -> None:
     env = env_of()
-    if chosen == "dubbo":
+    if path.generic:
         from dubbo_py.admin.java_call import describe_java
 
         try:
-            methods = describe_java(registry, service, version, group)
+            methods = describe_java(
+                registry, service, version, group, path.protocol, no_idl=path.no_idl
+            )
         except CallError as exc:
             raise AdminError(str(exc), reason="not-found") from None
         if env.json:
@@ -200,12 +229,14 @@ def _list(registry: Registry, chosen: str, service: str, version: str, group: st
             return
         out = console()
         if methods.definition is None:
-            out.print(f"{service} (dubbo://): method names from its provider URLs")
+            out.print(
+                f"{service} ({_protocols_label(methods)}): method names from its provider URLs"
+            )
             print_table(None, ["METHOD"], ([n] for n in methods.names), empty="(none listed)")
             click.echo(f"warning: {methods.why_no_signatures}", err=True)
             return
         definition = methods.definition
-        out.print(f"{service} (dubbo://): signatures from {definition.source}")
+        out.print(f"{service} ({_protocols_label(methods)}): signatures from {definition.source}")
         print_table(
             None,
             ["METHOD", "PARAMETERS", "RETURNS"],
@@ -275,7 +306,12 @@ def _shape_json(shape: ServiceShape) -> dict[str, object]:
 
 
 def _call_java(
-    address: str, request: CallRequest, types: str | None, auth: str | None, check: float
+    address: str,
+    request: CallRequest,
+    types: str | None,
+    auth: str | None,
+    check: float,
+    path: CallPath,
 ) -> None:
     from dubbo_py.admin.java_call import JavaCallError, call_java
 
@@ -287,6 +323,7 @@ def _call_java(
             types=split_type_list(types) if types is not None else None,
             auth=auth,
             check=check,
+            path=path,
         )
     except JavaCallError as exc:
         payload = exc.to_json()
@@ -302,6 +339,9 @@ def _call_java(
         out.print(f"method: {result.signature}")
     elif result.types is not None:
         out.print(f"method: {result.method}({', '.join(result.types)})")
-    out.print(f"providers: {', '.join(result.providers) or '-'} (dubbo://)")
+    out.print(f"provider: {result.provider} ({result.protocol}://)")
+    if len(result.attempts) > 1:
+        out.print(f"attempts: {', '.join(result.attempts)}")
+    out.print(f"providers: {', '.join(result.providers) or '-'}")
     for note in result.notes:
         click.echo(f"warning: {note}", err=True)

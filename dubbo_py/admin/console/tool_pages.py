@@ -12,12 +12,12 @@ from starlette.responses import Response
 from dubbo_py.admin.call import CallError, CallRequest, call_method, describe
 from dubbo_py.admin.console.web import Web, form_of
 from dubbo_py.admin.java_call import (
+    CallPath,
     JavaCallError,
     JavaMethods,
     call_java,
+    call_path,
     describe_java,
-    dubbo_providers,
-    grpc_providers,
 )
 from dubbo_py.admin.reflect import ReflectionError
 from dubbo_py.admin.rules import scenario
@@ -72,10 +72,13 @@ def call_page(web: Web, request: Request) -> Response:
     version, group = params.get("version", ""), params.get("group", "")
     registry = web.env(request).registry
     shape, java, problem = None, None, ""
+    java_protocol = ""
     if service:
         try:
-            if _is_java(registry, service, version, group, params.get("protocol", "")):
-                java = describe_java(registry, service, version, group)
+            path = call_path(registry, service, version, group, params.get("protocol") or None)
+            if path.generic:
+                java = describe_java(registry, service, version, group, path.protocol)
+                java_protocol = path.protocol or ""
             else:
                 shape = describe(registry, service, version, group)
         except (ReflectionError, CallError) as exc:
@@ -89,18 +92,10 @@ def call_page(web: Web, request: Request) -> Response:
         shape=shape,
         java=java,
         java_forms=_java_forms(java) if java is not None else [],
+        java_protocol=java_protocol,
         problem=problem,
         services=registry.services(),
     )
-
-
-def _is_java(registry: Any, service: str, version: str, group: str, protocol: str) -> bool:
-    """Called generically: asked for (``protocol=dubbo``), or only ``dubbo://`` providers."""
-    if protocol in ("dubbo", "tri"):
-        return protocol == "dubbo"
-    if grpc_providers(registry, service, version, group):
-        return False
-    return bool(dubbo_providers(registry, service, version, group))
 
 
 def _java_forms(java: JavaMethods) -> list[dict[str, Any]]:
@@ -155,7 +150,9 @@ def call_run(web: Web, request: Request) -> Response:
     call for a Java-interface service's form."""
     form = form_of(request)
     fields = {k[6:]: v for k, v in form.items() if k.startswith("field.") and v != ""}
-    java = form.get("protocol", "") == "dubbo"
+    # The Java forms post protocol=java and the providers' protocol (empty: all of them).
+    java = form.get("protocol", "") in ("java", "dubbo")
+    java_protocol = form.get("java_protocol", "dubbo" if form.get("protocol") == "dubbo" else "")
     default = "[]" if java else json.dumps(typed_request(fields))
     body = form.get("json", "").strip() or default
     attachments = {}
@@ -173,7 +170,7 @@ def call_run(web: Web, request: Request) -> Response:
         attachments=attachments,
     )
     if java:
-        return _java_run(web, request, call, form.get("types", ""))
+        return _java_run(web, request, call, form.get("types", ""), java_protocol or None)
     try:
         result = call_method(str(env.address), call, auth=env.auth, check=max(env.timeout, 15.0))
     except (CallError, ReflectionError, StoreError) as exc:
@@ -183,14 +180,21 @@ def call_run(web: Web, request: Request) -> Response:
     return web.render(request, "call_result.html", error="", result=result, request_json=body)
 
 
-def _java_run(web: Web, request: Request, call: CallRequest, types: str) -> Response:
+def _java_run(
+    web: Web, request: Request, call: CallRequest, types: str, protocol: str | None
+) -> Response:
     env = web.env(request)
     # The form sends the types the definition names; none (the provider picks by name)
     # when the metadata report has no definition.
     sent = split_type_list(types) if types.strip() else None
     try:
         result = call_java(
-            str(env.address), call, types=sent, auth=env.auth, check=max(env.timeout, 15.0)
+            str(env.address),
+            call,
+            types=sent,
+            auth=env.auth,
+            check=max(env.timeout, 15.0),
+            path=CallPath(True, protocol),
         )
     except JavaCallError as exc:
         return web.render(
