@@ -182,3 +182,65 @@ def test_a_listener_never_goes_back_to_an_older_list() -> None:
     second.join(10)
     assert last.addresses() == {"127.0.0.2:50051", "127.0.0.3:50051", "127.0.0.4:50051"}
     discovery.close()
+
+
+def test_the_directory_is_handed_the_change_and_patches_its_providers() -> None:
+    """Through the migration subscriber (what a reference's directory subscribes with), a
+    patched application-level list is handed as a change of the list handed before
+    (``ChangedURLs``): the directory's provider list takes it without a pass over the fleet,
+    and ends with the right providers after a join and a leave."""
+    from dubbo_py.registry import layout
+    from dubbo_py.registry.application.migration import MigrationSubscriber
+    from dubbo_py.registry.application.modes import MigrationStep
+    from dubbo_py.registry.directory import RegistryDirectory
+    from dubbo_py.registry.registry import ChangedURLs, Registry
+    from dubbo_py.router import factory
+
+    store = MemoryStore(MemoryTree())
+    for i in range(2, 12):
+        write_instance(store, f"127.0.0.{i}", 50051, SERVICES[:2])
+    registry = Registry(store)
+    consumer = URL(
+        "consumer",
+        "127.0.0.1",
+        0,
+        SERVICES[0],
+        parameters={"application": "shop", "interface": SERVICES[0]},
+    )
+    subscriber = MigrationSubscriber(
+        registry, ApplicationDiscovery(store), None, consumer, MigrationStep.FORCE_APPLICATION
+    )
+    handed: list[list[URL]] = []
+
+    def subscribe(
+        interface: str, listener: Callable[[str, list[URL]], None], categories: object
+    ) -> Callable[[], None]:
+        def recording(category: str, urls: list[URL]) -> None:
+            if category == layout.PROVIDERS:
+                handed.append(urls)
+            listener(category, urls)
+
+        return subscriber(interface, recording, categories)  # type: ignore[arg-type]
+
+    directory = RegistryDirectory(
+        consumer,
+        registry,
+        factory.new_rulebook(),
+        assemble=factory.chain_routers,
+        subscribe=subscribe,
+    )
+    directory.start(wait=5)
+    assert len(directory.providers) == 10
+    first = handed[-1]
+    assert isinstance(first, ChangedURLs)
+    write_instance(store, "127.0.0.20", 50051, SERVICES[:2])
+    joined = handed[-1]
+    assert isinstance(joined, ChangedURLs) and joined.base == first.serial
+    assert [u.address for u in joined.arrived] == ["127.0.0.20:50051"] and joined.departed == []
+    assert "127.0.0.20:50051" in {u.address for u in directory.providers}
+    store.delete(instance_path(APP, "127.0.0.20:50051"))
+    left = handed[-1]
+    assert isinstance(left, ChangedURLs) and left.base == joined.serial
+    assert [u.address for u in left.departed] == ["127.0.0.20:50051"]
+    assert {u.address for u in directory.providers} == {f"127.0.0.{i}:50051" for i in range(2, 12)}
+    directory.close()

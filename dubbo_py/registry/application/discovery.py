@@ -16,6 +16,7 @@ is installed; without one such instances are skipped with a warning naming the f
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 #: Fetches a ``local``-storage instance's metadata from the instance (None: not available).
 LocalMetadata = Callable[[ServiceInstance], MetadataInfo | None]
 
+_serials = itertools.count(1)
+
 #: Seconds between attempts to fetch metadata that could not be read.
 METADATA_RETRY = 5.0
 
@@ -63,6 +66,10 @@ class AppLevelProviders:
     departed: tuple[URL, ...] = field(default=(), compare=False)
     #: Whether this state was patched from the previous one (``arrived``/``departed`` say how).
     patched: bool = field(default=False, compare=False)
+    #: This state's number, and (when patched) the number of the state it was patched from: a
+    #: listener that skipped a state (a newer one was made meanwhile) can tell.
+    serial: int = field(default_factory=lambda: next(_serials), compare=False)
+    base: int | None = field(default=None, compare=False)
 
 
 def provider_url(instance: ServiceInstance, service: ServiceInfo) -> URL:
@@ -329,7 +336,13 @@ class _InterfaceWatch:
             return None
         # New URLs at the end: the order downstream reads is the directory's (sorted).
         state = AppLevelProviders(
-            tuple(present), last.applications, last.read, tuple(arrived), tuple(departed), True
+            tuple(present),
+            last.applications,
+            last.read,
+            tuple(arrived),
+            tuple(departed),
+            True,
+            base=last.serial,
         )
         self.last = state
         return state
