@@ -50,6 +50,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# ``--cpu --against DIR`` runs children on another checkout's dubbo_py (the bench stays this one).
+if "DUBBO_PY_BENCH_CODE" in __import__("os").environ:
+    sys.path.insert(0, __import__("os").environ["DUBBO_PY_BENCH_CODE"])
 
 from dubbo_py.registry import layout  # noqa: E402
 from dubbo_py.registry.application.instance import (  # noqa: E402
@@ -423,6 +426,94 @@ def run_consumer(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# -- CPU of one instance's change, in process (--cpu) ------------------------------------------
+
+
+def cpu_consumer(instances: int, services: int, changes: int) -> dict[str, Any]:
+    """An ``ApplicationDiscovery`` subscribed to every service on an in-memory store whose
+    watches fire on the writing thread: the CPU time of one write is the consumer's whole
+    reaction to it (instance node read, lists updated, every listener called)."""
+    from dubbo_py.registry.application.discovery import ApplicationDiscovery
+    from tests.support.memory_store import MemoryStore
+
+    store = MemoryStore()
+    nodes, info = app_nodes(instances, services)
+    for path, data in nodes:
+        store.create(path, data, makepath=True)
+    # One more revision: an instance serving only the first service.
+    one = MetadataInfo.of(APP, app_urls(0, 1))
+    store.create(metadata_path(APP, one.revision), one.to_json().encode(), makepath=True)
+    discovery = ApplicationDiscovery(store)
+    calls = [0]
+    keys = [APP_SERVICES.format(k) for k in range(services)]
+    lists: dict[str, int] = {}
+    for key in keys:
+
+        def on_state(state: Any, key: str = key) -> None:
+            calls[0] += 1
+            lists[key] = len(state.urls)
+
+        discovery.subscribe(key, on_state)
+    assert all(lists[k] == instances for k in keys), "first read incomplete"
+    gc.collect()
+    figures: dict[str, list[float]] = {"join": [], "leave": [], "join one service": []}
+    notified: dict[str, int] = {}
+    for k in range(changes):
+        path, data = instance_node(instances + k, services, info)
+        for what, write in (
+            ("join", lambda p=path, d=data: store.create(p, d, makepath=True)),
+            ("leave", lambda p=path: store.delete(p)),
+        ):
+            calls[0] = 0
+            t0 = time.thread_time()
+            write()
+            figures[what].append((time.thread_time() - t0) * 1e3)
+            notified[what] = calls[0]
+        urls = app_urls(instances + changes + k, 1)
+        metadata = {REVISION: one.revision, STORAGE_TYPE: "remote"}
+        node = ServiceInstance(APP, urls[0].host, urls[0].port, metadata, registration_time_ms=1)
+        calls[0] = 0
+        t0 = time.thread_time()
+        store.create(instance_path(APP, node.id), node.to_json().encode(), makepath=True)
+        figures["join one service"].append((time.thread_time() - t0) * 1e3)
+        notified["join one service"] = calls[0]
+        store.delete(instance_path(APP, node.id))
+    discovery.close()
+    return {"ms": figures, "notified": notified}
+
+
+def cpu_main(args: argparse.Namespace) -> None:
+    """Children on this checkout and, with ``--against``, on another one; ratios."""
+    import os
+
+    runs = [("this", None)] + ([("against", args.against)] if args.against else [])
+    results = {}
+    for label, code in runs:
+        env = dict(os.environ)
+        if code:
+            env["DUBBO_PY_BENCH_CODE"] = str(Path(code).resolve())
+        command = [
+            sys.executable, __file__, "--cpu-child", "--instances", str(args.instances),
+            "--services", str(args.services), "--changes", str(args.changes),
+        ]  # fmt: skip
+        out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+        if out.returncode != 0:
+            raise SystemExit(f"{label} failed:\n{out.stderr[-4000:]}")
+        results[label] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(
+        f"# {args.instances:,} instances x {args.services} services, one consumer subscribed to"
+        f" every service; CPU ms of one instance's change (median of {args.changes})"
+    )
+    print(f"{'change':18} {'this':>9} {'notified':>9} {'against':>9} {'notified':>9} {'ratio':>7}")
+    for what in results["this"]["ms"]:
+        now = statistics.median(results["this"]["ms"][what])
+        line = f"{what:18} {now:>9.2f} {results['this']['notified'][what]:>9}"
+        if "against" in results:
+            then = statistics.median(results["against"]["ms"][what])
+            line += f" {then:>9.2f} {results['against']['notified'][what]:>9} {now / then:>7.3f}"
+        print(line)
+
+
 # -- the parent -----------------------------------------------------------------------------------
 
 
@@ -437,11 +528,24 @@ def main() -> None:
     parser.add_argument("--tracemalloc", action="store_true")
     parser.add_argument("--timeout", type=float, default=600.0, help="per wait, seconds")
     # Internal: run one consumer and print its figures as JSON.
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="application level in process: CPU of one instance's change (see cpu_consumer)",
+    )
+    parser.add_argument("--against", help="with --cpu: another checkout to compare with")
+    parser.add_argument("--cpu-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--consumer", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     parser.add_argument("--level", help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cpu_child:
+        print(json.dumps(cpu_consumer(args.instances, args.services, args.changes)))
+        return
+    if args.cpu:
+        cpu_main(args)
+        return
     if args.consumer:
         print(json.dumps(run_consumer(args)))
         return

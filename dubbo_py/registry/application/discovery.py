@@ -16,10 +16,11 @@ is installed; without one such instances are skipped with a warning naming the f
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from dubbo_py.errors import NoNodeError, StoreError
 from dubbo_py.registry.application.instance import InstanceError, ServiceInstance
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 #: Fetches a ``local``-storage instance's metadata from the instance (None: not available).
 LocalMetadata = Callable[[ServiceInstance], MetadataInfo | None]
 
+_serials = itertools.count(1)
+
 #: Seconds between attempts to fetch metadata that could not be read.
 METADATA_RETRY = 5.0
 
@@ -57,6 +60,16 @@ class AppLevelProviders:
     applications: frozenset[str]
     #: Whether the mapping and every mapped application's instances have been read once.
     read: bool
+    #: The URLs that arrived and departed since the previous state of the same interface, when
+    #: this state was patched from it for one instance's change (empty after a full rebuild).
+    arrived: tuple[URL, ...] = field(default=(), compare=False)
+    departed: tuple[URL, ...] = field(default=(), compare=False)
+    #: Whether this state was patched from the previous one (``arrived``/``departed`` say how).
+    patched: bool = field(default=False, compare=False)
+    #: This state's number, and (when patched) the number of the state it was patched from: a
+    #: listener that skipped a state (a newer one was made meanwhile) can tell.
+    serial: int = field(default_factory=lambda: next(_serials), compare=False)
+    base: int | None = field(default=None, compare=False)
 
 
 def provider_url(instance: ServiceInstance, service: ServiceInfo) -> URL:
@@ -88,7 +101,9 @@ class _AppWatch:
         self._cancel: Cancel | None = None
         self._retry: threading.Timer | None = None
         #: (instance name, interface) -> (instance, metadata, its URLs), reused while both hold.
-        self._built: dict[tuple[str, str], tuple[ServiceInstance, MetadataInfo, list[URL]]] = {}
+        self._built: dict[
+            tuple[str, str], tuple[ServiceInstance, MetadataInfo, tuple[URL, ...]]
+        ] = {}
 
     def start(self) -> None:
         path = application_path(self.app)
@@ -105,20 +120,26 @@ class _AppWatch:
 
     def _on_children(self, names: list[str]) -> None:
         path = application_path(self.app)
+        #: Instance name -> the instance before this notification (None: there was none).
+        changed: dict[str, ServiceInstance | None] = {}
         with self.owner.lock:
+            first = not self.read
             for gone in set(self._node_cancels) - set(names):
                 self._node_cancels.pop(gone)()
-                self.instances.pop(gone, None)
-                for key in [k for k in self._built if k[0] == gone]:
-                    del self._built[key]
+                before = self.instances.pop(gone, None)
+                if before is not None:
+                    changed.setdefault(gone, before)
+                self._forget(gone)
             for name in names:
                 if name in self._node_cancels:
                     continue
                 # Read now, so this notification already holds the new instance; the data
                 # watch then follows its updates (a new revision).
+                before = self.instances.get(name)
                 try:
                     data, _ = self.owner.store.get(f"{path}/{name}")
-                    self._set(name, data)
+                    if self._set(name, data):
+                        changed.setdefault(name, before)
                 except NoNodeError:
                     continue
                 except StoreError as exc:
@@ -127,19 +148,27 @@ class _AppWatch:
                     f"{path}/{name}", self._data_listener(name)
                 )
             self.read = True
-        self.owner.app_changed(self.app)
+        if first:
+            self.owner.app_changed(self.app)  # every interface learns the application is read
+        elif changed:
+            self.owner.instances_changed(self.app, changed)
+
+    def _forget(self, name: str) -> None:
+        for key in [k for k in self._built if k[0] == name]:
+            del self._built[key]
 
     def _data_listener(self, name: str) -> Callable[[bytes | None, int], None]:
         def on_data(data: bytes | None, _version: int) -> None:
             with self.owner.lock:
                 if name not in self._node_cancels and data is not None:
                     return  # cancelled meanwhile
+                before = self.instances.get(name)
                 if data is None:
                     changed = self.instances.pop(name, None) is not None
                 else:
                     changed = self._set(name, data)
             if changed:
-                self.owner.app_changed(self.app)
+                self.owner.instances_changed(self.app, {name: before})
 
         return on_data
 
@@ -158,30 +187,32 @@ class _AppWatch:
         return True
 
     def urls(self, interface: str) -> list[URL]:
-        """The interface's provider URLs from every instance, in instance-name order. URLs
-        are built once per instance and revision: a change of one instance among a thousand
-        rebuilds one instance's URLs, not a thousand."""
+        """The interface's provider URLs from every instance, in instance-name order."""
         out: list[URL] = []
-        missing = False
         for name in sorted(self.instances):
-            instance = self.instances[name]
-            info = self.owner.metadata(instance)
-            if info is None:
-                retry = instance.storage_type == "remote" or self.owner.local_metadata is not None
-                missing = missing or retry
-                continue
-            built = self._built.get((name, interface))
-            if built is None or built[0] is not instance or built[1] is not info:
-                built = (
-                    instance,
-                    info,
-                    [provider_url(instance, s) for s in info.services_of(interface)],
-                )
-                self._built[(name, interface)] = built
-            out.extend(built[2])
-        if missing:
-            self._schedule_retry()
+            out.extend(self.urls_of(name, interface))
         return out
+
+    def urls_of(self, name: str, interface: str) -> tuple[URL, ...]:
+        """The interface's provider URLs from one instance (none when it is gone or its
+        metadata cannot be read yet: then a retry is scheduled). Built once per instance and
+        revision: a change of one instance among a thousand builds one instance's URLs."""
+        instance = self.instances.get(name)
+        if instance is None:
+            return ()
+        info = self.owner.metadata(instance)
+        if info is None:
+            if instance.storage_type == "remote" or self.owner.local_metadata is not None:
+                self._schedule_retry()
+            return ()
+        built = self._built.get((name, interface))
+        if built is None or built[0] is not instance or built[1] is not info:
+            urls = tuple(provider_url(instance, s) for s in info.services_of(interface))
+            if built is not None and built[2] == urls:
+                urls = built[2]  # equal: keep the objects the consumers hold
+            built = (instance, info, urls)
+            self._built[(name, interface)] = built
+        return built[2]
 
     def _schedule_retry(self) -> None:
         if self._retry is not None and self._retry.is_alive():
@@ -202,6 +233,12 @@ class _InterfaceWatch:
         self.listeners: list[Callable[[AppLevelProviders], None]] = []
         self.last: AppLevelProviders | None = None
         self._cancel: Cancel | None = None
+        #: (application, instance name) -> the URLs that instance gives this interface now.
+        self._given: dict[tuple[str, str], tuple[URL, ...]] = {}
+        #: Every URL of the list -> how many instances give it (the list, in dict order).
+        self._present: dict[URL, int] = {}
+        #: Serialises listener calls (see :meth:`deliver`).
+        self._notify_lock = threading.RLock()
 
     def start(self) -> None:
         self._cancel = self.owner.store.watch_data(mapping_path(self.interface), self._on_mapping)
@@ -234,24 +271,105 @@ class _InterfaceWatch:
         self.refresh()
 
     def refresh(self) -> None:
+        """Rebuild the list from every instance of every mapped application (the mapping
+        changed, or an application was read for the first time) and tell the listeners."""
         with self.owner.lock:
+            given: dict[tuple[str, str], tuple[URL, ...]] = {}
+            present: dict[URL, int] = {}
             watches = [self.owner.app_watch(a) for a in sorted(self.apps)]
-            urls: list[URL] = []
             for watch in watches:
-                if watch is not None:
-                    urls.extend(watch.urls(self.interface))
+                if watch is None:
+                    continue
+                for name in sorted(watch.instances):
+                    urls = watch.urls_of(name, self.interface)
+                    if urls:
+                        given[(watch.app, name)] = urls
+                        for url in urls:
+                            present[url] = present.get(url, 0) + 1
             read = self.mapping_read and all(w is not None and w.read for w in watches)
+            self._given, self._present = given, present
             # Deterministic order (application, instance, service) without sorting URL texts.
-            state = AppLevelProviders(tuple(dict.fromkeys(urls)), self.apps, read)
+            state = AppLevelProviders(tuple(present), self.apps, read)
             if state == self.last:
                 return
             self.last = state
-            listeners = list(self.listeners)
-        for listener in listeners:
-            try:
-                listener(state)
-            except Exception:
-                log.exception("application-level listener of %s failed", self.interface)
+        self.deliver(state)
+
+    def patch(self, app: str, name: str) -> AppLevelProviders | None:
+        """Take one instance's change into the list (called under the owner's lock): its old
+        URLs out, its new ones in, the other instances' untouched. Returns the new state, or
+        None when this interface's list did not change."""
+        watch = self.owner.app_watch(app)
+        last = self.last
+        if watch is None or last is None or app not in self.apps:
+            return None
+        key = (app, name)
+        old = self._given.get(key, ())
+        new = watch.urls_of(name, self.interface)
+        if old == new:
+            return None
+        present = self._present
+        departed: list[URL] = []
+        arrived: list[URL] = []
+        for url in old:
+            count = present[url] - 1
+            if count:
+                present[url] = count
+            else:
+                del present[url]
+                departed.append(url)
+        for url in new:
+            count = present.get(url, 0)
+            present[url] = count + 1
+            if not count:
+                arrived.append(url)
+        if new:
+            self._given[key] = new
+        else:
+            self._given.pop(key, None)
+        # A URL that left and came back equal (another instance's duplicate) did not change.
+        back = set(departed) & set(arrived)
+        if back:
+            departed = [u for u in departed if u not in back]
+            arrived = [u for u in arrived if u not in back]
+        if not departed and not arrived:
+            return None
+        # New URLs at the end: the order downstream reads is the directory's (sorted).
+        state = AppLevelProviders(
+            tuple(present),
+            last.applications,
+            last.read,
+            tuple(arrived),
+            tuple(departed),
+            True,
+            base=last.serial,
+        )
+        self.last = state
+        return state
+
+    def deliver(self, state: AppLevelProviders) -> None:
+        """Tell the listeners about ``state`` unless a newer one was made meanwhile: changes
+        made on different threads (two store callbacks, a metadata retry) reach the listeners
+        in the order they were made, and a listener never goes back to an older list (whoever
+        made the newer state delivers it after this)."""
+        with self._notify_lock:
+            with self.owner.lock:
+                if state is not self.last:
+                    return
+                listeners = list(self.listeners)
+            for listener in listeners:
+                try:
+                    listener(state)
+                except Exception:
+                    log.exception("application-level listener of %s failed", self.interface)
+
+    def current(self, listener: Callable[[AppLevelProviders], None]) -> None:
+        """Give a new listener the state now (in order with :meth:`deliver`)."""
+        with self._notify_lock:
+            with self.owner.lock:
+                last = self.last
+            if last is not None:
+                listener(last)
 
 
 class ApplicationDiscovery:
@@ -275,11 +393,10 @@ class ApplicationDiscovery:
             if watch is None:
                 watch = self._interfaces[interface] = _InterfaceWatch(self, interface)
             watch.listeners.append(listener)
-            last = watch.last
         if fresh:
             watch.start()
-        elif last is not None:
-            listener(last)
+        else:
+            watch.current(listener)
 
         def cancel() -> None:
             with self.lock:
@@ -330,11 +447,39 @@ class ApplicationDiscovery:
         return self._apps.get(app)
 
     def app_changed(self, app: str) -> None:
-        """Rebuild every interface served by ``app``."""
+        """Rebuild every interface served by ``app`` (its first read, a metadata retry)."""
         with self.lock:
             watches = [w for w in self._interfaces.values() if app in w.apps]
         for watch in watches:
             watch.refresh()
+
+    def instances_changed(self, app: str, before: Mapping[str, ServiceInstance | None]) -> None:
+        """Patch the instances named (with what each was before the change) into the lists of
+        the interfaces they serve, before or after; other interfaces are not touched."""
+        states: list[tuple[_InterfaceWatch, AppLevelProviders]] = []
+        with self.lock:
+            watch = self._apps.get(app)
+            if watch is None:
+                return
+            for name, old in before.items():
+                served: set[str] = set()
+                for instance in (old, watch.instances.get(name)):
+                    info = None if instance is None else self._cached(instance)
+                    if info is not None:
+                        served.update(s.name for s in info.services.values())
+                for interface in sorted(served):
+                    found = self._interfaces.get(interface)
+                    if found is not None:
+                        state = found.patch(app, name)
+                        if state is not None:
+                            states.append((found, state))
+        for found, state in states:
+            found.deliver(state)
+
+    def _cached(self, instance: ServiceInstance) -> MetadataInfo | None:
+        """The instance's metadata when already read, else read now (the new revision)."""
+        cached = self._metadata.get((instance.app, instance.revision))
+        return cached if cached is not None else self.metadata(instance)
 
     def instances(self, app: str) -> list[ServiceInstance]:
         """The instances of a watched application now."""

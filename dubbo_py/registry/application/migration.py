@@ -40,7 +40,7 @@ from dubbo_py.registry.application.modes import MigrationStep
 from dubbo_py.registry.application.paths import migration_path
 from dubbo_py.registry.empty_protection import SwitchedProviders
 from dubbo_py.registry.matching import ProviderFilter
-from dubbo_py.registry.registry import Registry, empty_url, is_empty
+from dubbo_py.registry.registry import ChangedURLs, Registry, empty_url, is_empty
 from dubbo_py.registry.store.base import Cancel, Store
 from dubbo_py.rule_fields import Field, acted, ignored
 from dubbo_py.url import URL
@@ -371,7 +371,14 @@ class MigrationSubscriber:
         #: The step the consumer was configured with (in force while the rule names none for it).
         self.configured = self.step
         self.level = "interface" if self.step is MigrationStep.FORCE_INTERFACE else "application"
+        # One filter per level: each keeps the verdicts of its own level's last list, so a
+        # change of one level judges only its new URLs (one shared filter re-judged both lists
+        # on every change: its verdicts were always the other level's).
         self._filter = CountingFilter(self.consumer, self.consumer.service_interface)
+        self._app_filter = CountingFilter(self.consumer, self.consumer.service_interface)
+        #: (the application-level state handed over last, the serial of the list handed for
+        #: it): the next state patched from it is handed as a change of that list.
+        self._handed_app: tuple[AppLevelProviders, int] | None = None
         self._lock = threading.RLock()
         self._interface: list[URL] | None = None
         self._app: AppLevelProviders | None = None
@@ -384,6 +391,9 @@ class MigrationSubscriber:
 
     def _usable(self, urls: list[URL]) -> int:
         return len(self._filter.select(urls))
+
+    def _app_usable(self) -> int:
+        return len(self._app_filter.select(self._app.urls)) if self._app is not None else 0
 
     def __call__(
         self,
@@ -435,10 +445,11 @@ class MigrationSubscriber:
             return wanted
         if rule.force_for(self.consumer, self._apps()):
             return wanted
-        target = self._app.urls if wanted is MigrationStep.FORCE_APPLICATION and self._app else ()
         if wanted is MigrationStep.FORCE_INTERFACE:
-            target = tuple(self._interface or ())
-        if self._usable(list(target)) == 0:
+            usable = self._usable(list(self._interface or ()))
+        else:
+            usable = self._app_usable()
+        if usable == 0:
             log.warning(
                 "%s: migration rule asks for %s, but that level has no provider for this "
                 "consumer; staying in %s (add force: true to switch anyway)",
@@ -480,7 +491,11 @@ class MigrationSubscriber:
         threshold = (
             self.rules.rule.threshold_for(self.consumer, self._apps()) if self.rules else 0.0
         )
-        level = choose(self.step, interface_urls, app_urls, self._usable, threshold)
+
+        def usable(urls: list[URL]) -> int:
+            return self._app_usable() if urls is app_urls else self._usable(urls)
+
+        level = choose(self.step, interface_urls, app_urls, usable, threshold)
         if level != self.level:
             log.info(
                 "%s: reading providers at the %s level (%s)",
@@ -500,8 +515,24 @@ class MigrationSubscriber:
         switched = self._rule_moved and self._last_level is not None and level != self._last_level
         self._rule_moved = False
         self._last, self._last_level = urls, level
-        handed = list(urls) or [empty_url(self.consumer.service_interface, layout.PROVIDERS)]
-        self._listener(layout.PROVIDERS, SwitchedProviders(handed) if switched else handed)
+        handed: list[URL]
+        if switched or not urls:
+            handed = list(urls) or [empty_url(self.consumer.service_interface, layout.PROVIDERS)]
+            handed = SwitchedProviders(handed) if switched else handed
+            self._handed_app = None
+        elif level == "application" and self._app is not None:
+            # Handed with what changed when this state was patched from the one handed last:
+            # the directory then patches its providers without a pass over the list.
+            state, before = self._app, self._handed_app
+            if state.patched and before is not None and state.base == before[0].serial:
+                handed = ChangedURLs(urls, before[1], list(state.arrived), list(state.departed))
+            else:
+                handed = ChangedURLs(urls, None, [], [])
+            self._handed_app = (state, handed.serial)
+        else:
+            handed = list(urls)
+            self._handed_app = None
+        self._listener(layout.PROVIDERS, handed)
 
     def choice(self) -> Choice:
         """The consumer's step and level now (for status reports)."""
@@ -511,5 +542,5 @@ class MigrationSubscriber:
                 self.level,
                 self._last or (),
                 -1 if self._interface is None else self._usable(self._interface),
-                -1 if self._app is None else self._usable(list(self._app.urls)),
+                -1 if self._app is None else self._app_usable(),
             )
