@@ -1,5 +1,5 @@
 // A dubbo-go 3.3 consumer of demo.Greeter over Triple with a ZooKeeper registry, driven over
-// stdin per the peers' contract: --registry zookeeper://host:port --application NAME
+// stdin per the peers' contract: --registry zookeeper://host:port|etcd://host:port --application NAME
 // [--version V] [--group G] [--timeout MS] [--timeout-level client|reference] [--call-timeout MS]
 // [--discovery interface|instance] [--tls-ca PEM [--tls-cert PEM --tls-key PEM]]
 // [--config-center zookeeper://host:port] (where dubbo-go reads routing rules and configurators;
@@ -7,7 +7,8 @@
 // routers read as the consumer's).
 // It prints READY, then one "RESULT {json}" line per command: "call N [name=X] [k=v ...]"
 // (unary, k=v as attachments), "stream N [name=X]" (server stream), "collect N [name=X]"
-// (client stream of N lines X#i) and "echo N [name=X]" (bidi, N lines X#i); "quit" or end of
+// (client stream of N lines X#i), "echo N [name=X]" (bidi, N lines X#i) and "load N MS
+// [name=X]" (N goroutines calling for MS ms, load.go); "quit" or end of
 // stdin ends it. Messages longer than 64 KiB are cut there; "sizes" has their lengths.
 package main
 
@@ -51,10 +52,7 @@ func main() {
 	os.Stdout = os.Stderr
 	a := args.Parse(os.Args[1:])
 	timeout, _ := strconv.Atoi(a.Get("timeout", "3000"))
-	registryOpts := []registry.Option{
-		registry.WithZookeeper(),
-		registry.WithAddress(strings.TrimPrefix(a.Require("registry"), "zookeeper://")),
-	}
+	registryOpts := a.Registry()
 	switch a.Get("discovery", "interface") {
 	case "interface":
 		registryOpts = append(registryOpts, registry.WithRegisterInterface())
@@ -205,6 +203,13 @@ func main() {
 				}
 			}
 			result["ok"], result["errors"], result["messages"], result["sizes"] = ok, errs, messages, sizes
+		case "load":
+			// load THREADS MILLIS [name=X] (load.go).
+			millis := 3000
+			if len(words) > 2 && !strings.Contains(words[2], "=") {
+				millis, _ = strconv.Atoi(words[2])
+			}
+			result = load(greeter, n, millis, name)
 		case "stream":
 			messages := []string{}
 			errs := []string{}

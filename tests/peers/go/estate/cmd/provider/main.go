@@ -1,5 +1,5 @@
 // A dubbo-go 3.3 provider of demo.Greeter over Triple with a ZooKeeper registry, per the peers'
-// contract: --registry zookeeper://host:port --application NAME --name LABEL [--port N]
+// contract: --registry zookeeper://host:port|etcd://host:port --application NAME --name LABEL [--port N]
 // [--version V] [--group G] [--service V:G ...] [--register-mode interface|instance|all]
 // [--chat true|false] (demo.Chat, served unless false) [--metadata-type local|remote]
 // [--metadata-protocol dubbo|tri] (how application-level metadata is served)
@@ -174,7 +174,6 @@ func main() {
 	// environment variable it reads first keeps the registered address on loopback.
 	os.Setenv(constant.DubboIpToRegistryKey, "127.0.0.1")
 
-	registryAddress := strings.TrimPrefix(a.Require("registry"), "zookeeper://")
 	instanceOpts := []dubbo.InstanceOption{dubbo.WithName(a.Require("application"))}
 	// Application-level metadata: dubbo-go 3.3.2 keeps it in the process (type local) and serves
 	// it with MetadataService 1.0.0 over the dubbo protocol unless told otherwise.
@@ -195,11 +194,7 @@ func main() {
 		instanceOpts = append(instanceOpts, dubbo.WithMetadataServiceProtocol(p))
 	}
 	ins, err := dubbo.NewInstance(append(instanceOpts,
-		dubbo.WithRegistry(
-			registry.WithZookeeper(),
-			registry.WithAddress(registryAddress),
-			registerMode(a.Get("register-mode", "all")),
-		),
+		dubbo.WithRegistry(append(a.Registry(), registerMode(a.Get("register-mode", "all")))...),
 		dubbo.WithProtocol(
 			protocol.WithTriple(),
 			protocol.WithIp("127.0.0.1"),
