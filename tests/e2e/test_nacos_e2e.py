@@ -2,7 +2,8 @@
 processes on ``nacos://...?register-mode=interface`` register, a consumer Application on the
 same address calls them, a second provider joining gets calls, a condition rule written to Nacos
 routes calls, and a provider stopping gracefully leaves without a failed call (its instance
-deregistered and no longer listed). The default register mode is refused by name."""
+deregistered and no longer listed). A provider in the default register mode is found at the
+application level."""
 
 from __future__ import annotations
 
@@ -74,8 +75,22 @@ def test_calls_through_nacos_follow_providers_joining_and_leaving(
         assert set(last) == {second.address}
 
 
-def test_default_register_mode_is_refused_by_name_on_nacos(nacos: NacosServer) -> None:
-    # register-mode "all" (the default) also publishes application-level metadata, which the
-    # nacos:// store does not map yet: the provider fails at start naming the path and the doc.
-    with pytest.raises(RuntimeError, match=r"/dubbo/metadata/.*has no place in Dubbo's Nacos"):
-        ProviderProcess(f"nacos://{nacos.address}").start()
+def test_a_default_register_mode_provider_is_found_at_the_application_level_on_nacos(
+    nacos: NacosServer, started: list[ProviderProcess], tmp_path: Path
+) -> None:
+    # register-mode "all" (the default) publishes the instance (Nacos service <app>), its
+    # MetadataInfo (data id <app>, group <revision>) and the mapping: a FORCE_APPLICATION
+    # consumer finds the provider through them alone.
+    address = f"nacos://{nacos.address}"
+    started.append(ProviderProcess(address).start())
+    with dubbo_py.Application(
+        "shop-app", address, cache_path=tmp_path / "c.json", migration_step="FORCE_APPLICATION"
+    ) as app:
+        greeter = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        wait_until(
+            lambda: (
+                greeter.SayHello(greeter_pb2.HelloRequest(name="n")).provider == started[0].address
+            ),
+            15,
+            "a call answered through the application level on Nacos",
+        )

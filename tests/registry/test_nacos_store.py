@@ -1,8 +1,10 @@
 """The ``nacos://`` store against the real Nacos server (tests/support/nacos.py): a provider URL
 registered through one store is an instance of Dubbo's service name with its parameters as
 metadata and is listed (and watched) by another store; a rule is config data id
-``<key>.condition-router`` in group ``dubbo`` that Nacos's own client reads; paths outside
-Dubbo's Nacos layout are refused by name."""
+``<key>.condition-router`` in group ``dubbo`` that Nacos's own client reads; an application
+instance is an instance of the Nacos service named after the application, its metadata the
+instance's, read back as Curator's JSON; a MetadataInfo document is data id ``<app>`` in group
+``<revision>``; paths outside Dubbo's Nacos layout are refused by name."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from pathlib import Path
 import pytest
 import v2.nacos as nacos_v2
 
-from dubbo_py.errors import NoNodeError, StoreError
+from dubbo_py.errors import NoNodeError, NotInLayoutError, StoreError
 from dubbo_py.registry import layout
+from dubbo_py.registry.application.instance import ServiceInstance
+from dubbo_py.registry.application.paths import application_path, instance_path, metadata_path
 from dubbo_py.registry.store.address import parse_registry_address
 from dubbo_py.registry.store.nacos.store import NacosStore
 from dubbo_py.url import URL
@@ -130,9 +134,72 @@ def test_paths_outside_dubbos_nacos_layout_are_refused_by_name(
 ) -> None:
     store = make_nacos()
     for call in (
-        lambda: store.create("/services/shop/127.0.0.1:1", b"x", ephemeral=True),
+        lambda: store.get("/services"),
         lambda: store.children("/dubbo/metadata"),
         lambda: store.get("/anything/else"),
     ):
         with pytest.raises(StoreError, match="Dubbo's Nacos layout"):
             call()
+
+
+def test_an_application_instance_is_an_instance_of_the_application_service(
+    make_nacos: Callable[[], NacosStore],
+) -> None:
+    app = f"shop-{uuid.uuid4().hex[:8]}"
+    provider, consumer = make_nacos(), make_nacos()
+    path = instance_path(app, "127.0.0.1:50071")
+    first = ServiceInstance(app, "127.0.0.1", 50071, {"dubbo.metadata.revision": "a" * 32})
+    folders: list[list[str]] = []
+    docs: list[bytes | None] = []
+    cancels = [
+        consumer.watch_children(application_path(app), folders.append),
+        consumer.watch_data(path, lambda data, _v: docs.append(data)),
+    ]
+    _until(lambda: folders == [[]] and docs == [None])
+    with pytest.raises(NotInLayoutError, match="ephemeral"):
+        provider.create(path, first.to_json().encode())
+    provider.create(path, first.to_json().encode(), ephemeral=True)
+    _until(lambda: folders[-1] == ["127.0.0.1:50071"] and docs[-1] is not None)
+    seen = ServiceInstance.parse(docs[-1] or b"")
+    assert (seen.app, seen.id, dict(seen.metadata)) == (app, first.id, dict(first.metadata))
+    assert consumer.children("/services") and app in consumer.children("/services")
+
+    # Nacos's own API: service <app> in DEFAULT_GROUP (Dubbo's NacosServiceDiscovery), the
+    # instance metadata as its metadata.
+    found = consumer._run(
+        consumer._naming.list_instances(
+            nacos_v2.ListInstanceParam(service_name=app, subscribe=False, healthy_only=None)
+        )
+    )
+    assert [(i.ip, i.port, dict(i.metadata)) for i in found] == [
+        ("127.0.0.1", 50071, {"dubbo.metadata.revision": "a" * 32})
+    ]
+
+    # A new revision is the same instance registered again; the watches follow.
+    second = ServiceInstance(app, "127.0.0.1", 50071, {"dubbo.metadata.revision": "b" * 32})
+    provider.set(path, second.to_json().encode())
+    _until(lambda: ServiceInstance.parse(docs[-1] or b"{}").revision == "b" * 32)
+    with pytest.raises(StoreError, match="another client's"):
+        consumer.set(path, first.to_json().encode())
+    with pytest.raises(StoreError, match="not the one its path names"):
+        provider.create(instance_path(app, "127.0.0.1:1"), first.to_json().encode(), ephemeral=True)
+    provider.delete(path)
+    _until(lambda: folders[-1] == [] and docs[-1] is None)
+    with pytest.raises(NoNodeError):
+        consumer.get(path)
+    for cancel in cancels:
+        cancel()
+
+
+def test_a_metadata_document_is_data_id_app_in_group_revision(
+    make_nacos: Callable[[], NacosStore],
+) -> None:
+    app, revision = f"shop-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    store = make_nacos()
+    store.create(metadata_path(app, revision), b'{"app":"shop"}')
+    # Where Dubbo's NacosMetadataReport.getAppMetadata reads it: getConfig(app, revision).
+    text = store._run(store._config.get_config(nacos_v2.ConfigParam(data_id=app, group=revision)))
+    assert text == '{"app":"shop"}'
+    assert store.children(f"/dubbo/metadata/{app}") == [revision]
+    # A revision's group is no rules group.
+    assert revision not in store.children("/dubbo/config")

@@ -99,8 +99,11 @@ class ServiceInstance:
                         continue
         return ports
 
-    def to_json(self) -> str:
-        """The node's data, field for field as Curator's JSON serializer writes it."""
+    def to_json(self, *, stamped: bool = True) -> str:
+        """The node's data, field for field as Curator's JSON serializer writes it.
+
+        ``stamped=False`` leaves ``registrationTimeUTC`` null when no time is known (a store
+        that keeps none, Nacos, builds the same text for the same instance on every read)."""
         doc: dict[str, Any] = {
             "name": self.app,
             "id": self.id,
@@ -113,7 +116,8 @@ class ServiceInstance:
                 "name": self.app,
                 "metadata": {k: self.metadata[k] for k in sorted(self.metadata)},
             },
-            "registrationTimeUTC": self.registration_time_ms or int(time.time() * 1000),
+            "registrationTimeUTC": self.registration_time_ms
+            or (int(time.time() * 1000) if stamped else None),
             "serviceType": "DYNAMIC",
             "uriSpec": None,
         }

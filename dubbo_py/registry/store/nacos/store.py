@@ -12,6 +12,11 @@ other path with a :class:`StoreError` naming it (never silently):
 * ``/dubbo/config/<group>/<key>``: config data id ``<key>`` in group ``<group>`` (rules in
   ``dubbo``, as Dubbo's ``NacosDynamicConfiguration``).
 * ``/dubbo/mapping/<interface>``: data id ``<interface>`` in group ``mapping``.
+* Application-level discovery (:mod:`.applevel`): ``/services/<app>/<host:port>`` (ephemeral)
+  is an instance of the Nacos service ``<app>`` (group ``DEFAULT_GROUP``) whose metadata is the
+  instance's, read back as Curator's JSON; ``/dubbo/metadata/<app>/<revision>`` is data id
+  ``<app>`` in group ``<revision>`` (Dubbo's ``NacosServiceDiscovery`` and
+  ``NacosMetadataReport``).
 * ``/dubbo/config-history/<key>`` (the CLI's rule history, :mod:`dubbo_py.admin.rules.history`):
   data id ``<key>`` in group ``dubbo-history`` holds the counter, and each entry
   ``/dubbo/config-history/<key>/<seq>`` is data id ``<key>.<seq>`` in group
@@ -54,8 +59,11 @@ from dubbo_py.errors import (
     NotInLayoutError,
     StoreError,
 )
+from dubbo_py.registry.application.instance import InstanceError
+from dubbo_py.registry.application.paths import METADATA_ROOT, SERVICES_ROOT
 from dubbo_py.registry.store._paths import validate_path
 from dubbo_py.registry.store.base import Cancel, SessionState
+from dubbo_py.registry.store.nacos import applevel
 from dubbo_py.registry.store.nacos.polled import PolledNode
 from dubbo_py.url import URL
 
@@ -202,9 +210,8 @@ class NacosStore:
         # Said once per store, at warning level: what this store cannot do yet must not be a
         # surprise at the first refused path.
         _log.warning(
-            "%s: the nacos:// store is a first subset (docs/registry.md, 'Nacos'): "
-            "the group address parameter and application-level discovery "
-            "are not supported yet",
+            "%s: the nacos:// store is a subset (docs/registry.md, 'Nacos'): "
+            "the group address parameter is not supported yet",
             self,
         )
 
@@ -313,6 +320,9 @@ class NacosStore:
         parts = validate_path(path).split("/")[1:]
         if len(parts) == 4 and parts[:2] == ["dubbo", "config"]:
             return parts[3], parts[2]
+        metadata = applevel.metadata_key(path)
+        if metadata is not None:
+            return metadata
         if len(parts) == 3 and parts[:2] == ["dubbo", "mapping"]:
             return parts[2], "mapping"
         if len(parts) == 3 and parts[:2] == ["dubbo", "config-history"]:
@@ -345,7 +355,8 @@ class NacosStore:
         return NotInLayoutError(
             f"{self}: {what} {path!r} has no place in Dubbo's Nacos layout (service instances "
             "under /dubbo/<interface>/providers|consumers, config under /dubbo/config/<group>, "
-            "mapping under /dubbo/mapping): docs/registry.md, Nacos"
+            "mapping under /dubbo/mapping, application instances under /services/<app>, "
+            "metadata under /dubbo/metadata/<app>/<revision>): docs/registry.md, Nacos"
         )
 
     # ------------------------------------------------------------------ config
@@ -367,7 +378,14 @@ class NacosStore:
         return key[0], key[1], text
 
     def get(self, path: str) -> tuple[bytes, int]:
-        """A config node's content and version (:func:`content_version`). :class:`NoNodeError`."""
+        """A config node's content and version (:func:`content_version`), or an application
+        instance's document. :class:`NoNodeError`."""
+        instance = applevel.instance_of(path)
+        if instance is not None:
+            doc = self._run(self._app_instances(instance[0])).get(instance[1])
+            if doc is None:
+                raise NoNodeError(f"node {path} does not exist in {self}")
+            return doc.encode(), content_version(doc)
         _, _, text = self._current(path)
         return text.encode(), content_version(text)
 
@@ -420,7 +438,10 @@ class NacosStore:
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         """Publish a config node's new content; with a version, only while the content is
-        still the one of that version (a compare-and-set on its MD5, by the server)."""
+        still the one of that version (a compare-and-set on its MD5, by the server); or
+        register one of this store's application instances again with a new document."""
+        if applevel.instance_of(path) is not None:
+            return self._update_instance(path, data, version)
         _, _, current = self._current(path)
         cas = ""
         if version != -1:
@@ -436,6 +457,11 @@ class NacosStore:
         """Whether a config node has content; a providers/consumers folder always exists."""
         if self._category(path) is not None or path in self._owned:
             return True
+        instance = applevel.instance_of(path)
+        if instance is not None:
+            return instance[1] in self._run(self._app_instances(instance[0]))
+        if path == SERVICES_ROOT or applevel.application_of(path) is not None:
+            return True  # folders of instances need no creating
         key = self._config_key(path)
         if key is not None:  # a history key is a node (its counter) and a folder: the node
             return self._run(self._read(*key)) is not None
@@ -478,6 +504,14 @@ class NacosStore:
                 )
             self._register(path, category[1], name)
             return
+        if applevel.instance_of(path) is not None:
+            if not ephemeral:
+                raise NotInLayoutError(
+                    f"{self}: an application instance ({path}) is an ephemeral Nacos instance; "
+                    "a persistent one needs Nacos's own health checks: docs/registry.md, Nacos"
+                )
+            self._register_instance(path, data)
+            return
         if self.exists(path):
             raise NodeExistsError(f"node {path} already exists in {self}")
         if ephemeral:
@@ -491,6 +525,10 @@ class NacosStore:
             return
         if path in ("/", "/dubbo", "/dubbo/config", "/dubbo/config-history"):
             return
+        if path in (SERVICES_ROOT, METADATA_ROOT):
+            return
+        if applevel.application_of(path) is not None:
+            return
         if not self.exists(path):
             raise self._refuse(path, "creating an empty")
 
@@ -503,6 +541,13 @@ class NacosStore:
         if param is not None:
             self._run(self._publish_instances(param))
             return
+        if applevel.instance_of(path) is not None:
+            if self.exists(path):
+                raise StoreError(
+                    f"{self}: {path} is another client's Nacos instance: only the client that "
+                    "registered it can remove it (it goes when that client disconnects)"
+                )
+            raise NoNodeError(f"node {path} does not exist in {self}")
         if self._config_key(path) is None:
             raise self._refuse(path, "deleting")
         data_id, group, current = self._current(path)
@@ -540,6 +585,73 @@ class NacosStore:
         except BaseException:
             del self._owned[path]
             raise
+
+    def _instance_param(self, path: str, data: bytes) -> Any:
+        """The registration of an instance node's document (checked against its path)."""
+        import v2.nacos as nacos
+
+        try:
+            instance = applevel.registration(path, data)
+        except InstanceError as exc:
+            raise StoreError(f"{self}: {exc}") from None
+        # As NacosNamingServiceUtils.toInstance: the instance metadata as it is, weight left at
+        # Nacos's default (1.0), enabled as the document says.
+        return nacos.RegisterInstanceParam(
+            service_name=instance.app,
+            group_name=_NAMING_GROUP,
+            ip=instance.host,
+            port=instance.port,
+            enabled=instance.enabled,
+            metadata=dict(instance.metadata),
+        )
+
+    def _register_instance(self, path: str, data: bytes) -> None:
+        """Register an application instance (``/services/<app>/<host:port>``). An instance of
+        the same address another client registered is not "existing": Nacos keeps one per
+        address, and the newest registration is what it serves (a restarted provider takes its
+        old instance over, as it deletes and re-creates a leftover node in ZooKeeper)."""
+        if path in self._owned:
+            raise NodeExistsError(f"node {path} already exists in {self}")
+        param = self._instance_param(path, data)
+        self._owned[path] = param
+        try:
+            self._run(self._publish_instances(param))
+        except BaseException:
+            del self._owned[path]
+            raise
+
+    def _update_instance(self, path: str, data: bytes, version: int) -> int:
+        """Register one of this store's instances again with a new document (a new revision).
+        Another client's instance cannot be changed from here."""
+        old = self._owned.get(path)
+        if old is None:
+            if self.exists(path):
+                raise StoreError(
+                    f"{self}: {path} is another client's Nacos instance: only the client that "
+                    "registered it can change it"
+                )
+            raise NoNodeError(f"node {path} does not exist in {self}")
+        current = self._run(self._app_instances(old.service_name)).get(f"{old.ip}:{old.port}")
+        if version != -1 and (current is None or content_version(current) != version):
+            raise BadVersionError(f"{self}: {path} is not at version {version}")
+        param = self._instance_param(path, data)
+        self._owned[path] = param
+        try:
+            self._run(self._publish_instances(param))
+        except BaseException:
+            self._owned[path] = old
+            raise
+        return content_version(
+            applevel.instance_document(param.service_name, param.ip, param.port, param.metadata)
+        )
+
+    async def _app_instances(self, app: str) -> dict[str, str]:
+        """``host:port`` -> instance document of the application's usable instances, asked of
+        the server (see :meth:`_urls` for why not through the SDK's cache)."""
+        info = await self._naming.grpc_client_proxy.query_instance_of_service(
+            app, _NAMING_GROUP, "", False
+        )
+        return applevel.instances_read(app, info.hosts if info is not None else None)
 
     async def _publish_instances(self, changed: Any) -> None:
         """Tell the server this store's instances of ``changed``'s service, all at once.
@@ -623,11 +735,21 @@ class NacosStore:
         category = self._category(path)
         if category is not None:
             return self._run(self._urls(*category))
+        app = applevel.application_of(path)
+        if app is not None:
+            return sorted(self._run(self._app_instances(app)))
+        if path == SERVICES_ROOT:
+            return self._run(self._applications())
+        metadata = validate_path(path).split("/")[1:]
+        if len(metadata) == 3 and "/" + "/".join(metadata[:2]) == METADATA_ROOT:
+            # The revisions of an application's documents: the groups of its data id.
+            return sorted({g for d, g in self._config_list("", metadata[2]) if d == metadata[2]})
         parts = validate_path(path).split("/")[1:]
         folder = self._config_folder(path)
         if parts == ["dubbo", "config"]:
             groups = {g for _, g in self._config_list("", "")}
-            return sorted(groups - _HISTORY_GROUPS - {"mapping"})
+            revisions = {g for g in groups if applevel.is_revision_group(g)}
+            return sorted(groups - _HISTORY_GROUPS - {"mapping"} - revisions)
         if folder is None and (parts == ["dubbo"] or (len(parts) == 2 and parts[0] == "dubbo")):
             return self._tree_folder(parts)
         if folder is None:
@@ -637,6 +759,15 @@ class NacosStore:
         if group == HISTORY_ENTRY_GROUP:
             names = [n for n in names if n.isdigit()]
         return sorted(names)
+
+    async def _applications(self) -> list[str]:
+        """The names of the naming group's services that are not an interface's
+        (``<category>:<interface>:<version>:<group>``): the applications, as Dubbo's
+        ``NacosServiceDiscovery.getServices`` lists them."""
+        names = await self._service_names()
+        return sorted(
+            n for n in names if not (n.count(":") == 3 and n.split(":", 1)[0] in _CATEGORIES)
+        )
 
     def _tree_folder(self, parts: list[str]) -> list[str]:
         """``/dubbo``: every interface with a Dubbo-named service, and the config folders;
@@ -755,6 +886,9 @@ class NacosStore:
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Cancel:
         """Poll a providers/consumers folder's URLs (woken by the server's push); called on
         change."""
+        app = applevel.application_of(path)
+        if app is not None:
+            return self._watch_app(app, lambda docs: sorted(docs), callback)
         category = self._category(path)
         if category is None:
             raise self._refuse(path, "watching")
@@ -806,7 +940,18 @@ class NacosStore:
         )
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
-        """Poll a config node; ``(None, -1)`` while absent."""
+        """Poll a config node, or an application instance; ``(None, -1)`` while absent."""
+        instance = applevel.instance_of(path)
+        if instance is not None:
+            app, name = instance
+
+            def report_instance(doc: str | None) -> None:
+                if doc is None:
+                    callback(None, -1)
+                else:
+                    callback(doc.encode(), content_version(doc))
+
+            return self._watch_app(app, lambda docs: docs.get(name), report_instance)
         key = self._config_key(path)
         if key is None:
             raise self._refuse(path, "watching")
@@ -843,4 +988,51 @@ class NacosStore:
 
         return self._watch(
             ("data", path), lambda: self._read(*key), report, listen, self._config_poll
+        )
+
+    def _watch_app(
+        self,
+        app: str,
+        part: Callable[[dict[str, str]], _T],
+        report: Callable[[_T], None],
+    ) -> Cancel:
+        """Watch one application's instances: the folder's and each instance's watches share
+        one poller of the service (one read per poll however many instances are watched), each
+        called when its ``part`` of the read changes. The server's push for the service wakes
+        the poll, as for a providers folder."""
+        last: list[Any] = []
+
+        def on_read(docs: dict[str, str]) -> None:
+            now = part(docs)
+            if last and last[0] == now:
+                return
+            last[:] = [now]
+            report(now)
+
+        def pushed(wake: threading.Event) -> Callable[[], None]:
+            import v2.nacos as nacos
+
+            async def changed(_instances: Any) -> None:
+                wake.set()
+
+            param = nacos.SubscribeServiceParam(
+                service_name=app, group_name=_NAMING_GROUP, subscribe_callback=changed
+            )
+            try:
+                self._run(self._naming.subscribe(param))
+            except StoreError as exc:  # the poll still reads the service
+                _log.debug("%s: no push for %s: %s", self, app, exc)
+                return lambda: None
+
+            def unsubscribe() -> None:
+                if not self._closed:
+                    try:
+                        self._run(self._naming.unsubscribe(param))
+                    except StoreError as exc:
+                        _log.debug("%s: not unsubscribed: %s", self, exc)
+
+            return unsubscribe
+
+        return self._watch(
+            ("app", f"{SERVICES_ROOT}/{app}"), lambda: self._app_instances(app), on_read, pushed
         )
