@@ -44,7 +44,7 @@ def _counts(env: Any) -> dict[str, int]:
     store = registry.store
     try:
         applications = store.children(SERVICES_ROOT)
-    except (NoNodeError, NotInLayoutError):  # Nacos: no application-level discovery yet
+    except (NoNodeError, NotInLayoutError):  # a store or layout without /services
         applications = []
     counts["applications"] = len(applications)
     counts["instances"] = sum(len(app_level.instances(store, a)) for a in applications)
