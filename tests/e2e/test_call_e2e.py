@@ -120,7 +120,7 @@ def test_call_list_prints_a_grpc_services_methods_from_reflection(
         zk_registry, "call", "demo.Greeter", "SayHello", "--types", "int", "--version", "1.0.0"
     )
     assert typed.returncode == 2
-    assert "--types is for dubbo:// (Java-interface) services only" in typed.stderr
+    assert "--types is for Java-interface services (generic calls) only" in typed.stderr
     no_method = dubbo_py(zk_registry, "call", "demo.Greeter", "--version", "1.0.0")
     assert no_method.returncode == 2
     assert "give a METHOD of demo.Greeter, or --list to see them" in no_method.stderr

@@ -41,6 +41,8 @@ REVISION = "dubbo.metadata.revision"
 STORAGE_TYPE = "dubbo.metadata.storage-type"
 ENDPOINTS = "dubbo.endpoints"
 METADATA_SERVICE_URL_PARAMS = "dubbo.metadata-service.url-params"
+#: ``MetadataServiceDelegationV2.VERSION`` and the instance's ``meta-v`` when it serves V2.
+METADATA_SERVICE_V2 = "2.0.0"
 #: The MetadataService version an instance serves (``2.0.0``: ``MetadataServiceV2``).
 METADATA_VERSION = "meta-v"
 #: Java's default storage type when an instance does not say (``metadata-type=local``).

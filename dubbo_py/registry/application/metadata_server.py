@@ -19,18 +19,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
+if TYPE_CHECKING:  # the publisher imports this module; grpc loads with the server, not before
+    import grpc
 
+from dubbo_py.registry.application.instance import METADATA_SERVICE_V2
 from dubbo_py.registry.application.metadata import MetadataInfo
-from dubbo_py.registry.application.metadata_service import (
-    SERVICE,
-    V2,
-    metadata_info_to_v2,
-    request_type,
-    response_type,
-)
 
 __all__ = ["SERVED", "ServedMetadata", "metadata_handler", "url_params_json"]
 
@@ -79,7 +74,12 @@ SERVED = ServedMetadata()
 def url_params_json(port: int) -> str:
     """``dubbo.metadata-service.url-params`` for a MetadataServiceV2 on Triple at ``port``
     (the keys Java's ``getMetadataServiceParameter`` keeps, in its order)."""
-    params = {"version": V2, "side": "provider", "port": str(port), "protocol": "tri"}
+    params = {
+        "version": METADATA_SERVICE_V2,
+        "side": "provider",
+        "port": str(port),
+        "protocol": "tri",
+    }
     return json.dumps(params, separators=(",", ":"))
 
 
@@ -88,6 +88,9 @@ def _answer(app: str, revision: str, served: ServedMetadata) -> tuple[Any, str]:
     info = served.get(app, revision) if revision else None
     if info is None:
         return None, f"{app} publishes no metadata revision {revision!r} here"
+    # Imported here, as grpc below: the publisher imports this module and loads no grpc.
+    from dubbo_py.registry.application.metadata_service import metadata_info_to_v2
+
     return metadata_info_to_v2(info), ""
 
 
@@ -96,6 +99,14 @@ def metadata_handler(
 ) -> grpc.GenericRpcHandler:
     """A generic handler serving ``app``'s documents as ``MetadataServiceV2`` (a coroutine
     behaviour for a ``grpc.aio`` server, a plain one otherwise)."""
+    import grpc
+
+    from dubbo_py.registry.application.metadata_service import (
+        SERVICE,
+        request_type,
+        response_type,
+    )
+
     behaviour: Callable[..., Any]
     if aio:
 

@@ -22,7 +22,11 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from dubbo_py.registry.application.instance import METADATA_SERVICE_URL_PARAMS, ServiceInstance
+from dubbo_py.registry.application.instance import (
+    METADATA_SERVICE_URL_PARAMS,
+    METADATA_SERVICE_V2,
+    ServiceInstance,
+)
 from dubbo_py.registry.application.metadata import MetadataInfo, ServiceInfo
 
 __all__ = [
@@ -51,8 +55,7 @@ def _warn_once(kind: str, instance: ServiceInstance, message: str, *args: object
 PACKAGE = "org.apache.dubbo.metadata"
 SERVICE = f"{PACKAGE}.MetadataServiceV2"
 METHOD = f"/{SERVICE}/GetMetadataInfo"
-#: ``MetadataServiceDelegationV2.VERSION`` and the instance's ``meta-v`` when it serves V2.
-V2 = "2.0.0"
+V2 = METADATA_SERVICE_V2
 #: Seconds a metadata call may take (it runs on the registry's watch thread).
 TIMEOUT = 3.0
 

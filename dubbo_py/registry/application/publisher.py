@@ -29,6 +29,7 @@ from dubbo_py.registry.application import mapping
 from dubbo_py.registry.application.instance import (
     ENDPOINTS,
     METADATA_SERVICE_URL_PARAMS,
+    METADATA_SERVICE_V2,
     METADATA_VERSION,
     REVISION,
     STORAGE_TYPE,
@@ -37,7 +38,6 @@ from dubbo_py.registry.application.instance import (
 )
 from dubbo_py.registry.application.metadata import MetadataInfo
 from dubbo_py.registry.application.metadata_server import SERVED, ServedMetadata, url_params_json
-from dubbo_py.registry.application.metadata_service import V2
 from dubbo_py.registry.application.paths import (
     METADATA_ROOT,
     SERVICES_ROOT,
@@ -210,7 +210,7 @@ class InstancePublisher:
         metadata[REVISION] = info.revision
         metadata[STORAGE_TYPE] = "remote"
         metadata[ENDPOINTS] = endpoints_json({u.protocol: u.port for u in urls})
-        metadata[METADATA_VERSION] = V2
+        metadata[METADATA_VERSION] = METADATA_SERVICE_V2
         metadata[METADATA_SERVICE_URL_PARAMS] = url_params_json(address[1])
         return ServiceInstance(
             self.application,
