@@ -48,7 +48,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -924,20 +924,26 @@ class NacosStore:
         def pushed(wake: threading.Event) -> Callable[[], None]:
             wakes.append(wake)
 
-            def unsubscribe() -> None:
-                for param in list(subscribed.values()):
-                    if self._closed:
-                        return
-                    try:
-                        self._run(self._naming.unsubscribe(param))
-                    except StoreError as exc:
-                        _log.debug("%s: not unsubscribed: %s", self, exc)
-
-            return unsubscribe
+            return self._unsubscriber(subscribed.values)
 
         return self._watch(
             ("children", path), lambda: self._urls(interface, kind, subscribe), callback, pushed
         )
+
+    def _unsubscriber(self, params: Callable[[], Iterable[Any]]) -> Callable[[], None]:
+        """Cancel the naming subscriptions ``params()`` names when a watch ends (none once the
+        store is closed: its naming client is gone, and the server drops them with it)."""
+
+        def unsubscribe() -> None:
+            for param in list(params()):
+                if self._closed:
+                    return
+                try:
+                    self._run(self._naming.unsubscribe(param))
+                except StoreError as exc:
+                    _log.debug("%s: not unsubscribed: %s", self, exc)
+
+        return unsubscribe
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> Cancel:
         """Poll a config node, or an application instance; ``(None, -1)`` while absent."""
@@ -1024,14 +1030,7 @@ class NacosStore:
                 _log.debug("%s: no push for %s: %s", self, app, exc)
                 return lambda: None
 
-            def unsubscribe() -> None:
-                if not self._closed:
-                    try:
-                        self._run(self._naming.unsubscribe(param))
-                    except StoreError as exc:
-                        _log.debug("%s: not unsubscribed: %s", self, exc)
-
-            return unsubscribe
+            return self._unsubscriber(lambda: (param,))
 
         return self._watch(
             ("app", f"{SERVICES_ROOT}/{app}"), lambda: self._app_instances(app), on_read, pushed
