@@ -20,22 +20,20 @@ provider is retried on the other one, on both sides.
 
 from __future__ import annotations
 
-import signal
-import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from demo import greeter_pb2, greeter_pb2_grpc
 
-import dubbo_py
-from tests.estate.test_mixed_faults import AFTER, BEFORE, BUCKET_MS, THREADS, retried_attempts
 from tests.support.go_estate import GoConsumer, GoProvider
-from tests.support.load import Load
+from tests.support.kill_under_load import (
+    kill_under_a_dubbo_py_consumer,
+    kill_under_a_peer_consumer,
+    share_before_the_kill,
+    start_py_providers,
+)
 from tests.support.processes import ProviderProcess
-from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.zookeeper
 
@@ -48,17 +46,9 @@ def version() -> str:
 
 @pytest.fixture
 def py_provider(estate_registry: str, version: str) -> Iterator[Callable[..., ProviderProcess]]:
-    """Starts a dubbo-py provider in its own process (examples/quickstart/provider.py)."""
-    started: list[ProviderProcess] = []
-
-    def start(*extra: str) -> ProviderProcess:
-        args = ("--version", version, "--application", f"py-{version}", "--warmup", "0", *extra)
-        started.append(ProviderProcess(estate_registry, *args).start())
-        return started[-1]
-
-    yield start
-    for provider in started:
-        provider.kill()
+    """Starts dubbo-py providers in their own processes (examples/quickstart/provider.py), with
+    no warm-up (see the module's docstring)."""
+    yield from start_py_providers(estate_registry, version, "--warmup", "0")
 
 
 @pytest.fixture
@@ -96,39 +86,27 @@ def test_kill9_of_a_go_provider_loses_no_call_of_a_dubbo_py_consumer(
     tmp_path: Path,
 ) -> None:
     survivor = py_provider()
-    with dubbo_py.Application(
-        f"py-consumer-{version}", estate_registry, cache_path=tmp_path / "c.json", metrics=True
-    ) as app:
-        ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version=version)
-        both = {go_provider.address, survivor.address}
-        wait_until(
-            lambda: {u.address for u in ref.directory.providers} == both, 20, "both providers"
-        )
-        request = greeter_pb2.HelloRequest(name="k")
-        with Load(lambda: str(ref.stub.SayHello(request).provider), THREADS, pause=0) as load:
-            time.sleep(BEFORE)
-            killed_at = time.monotonic()
-            assert go_provider.proc is not None
-            go_provider.proc.send_signal(signal.SIGKILL)
-            go_provider.proc.wait(10)
-            time.sleep(AFTER)
-        retries = retried_attempts(app)
-    before = Counter(s.provider for s in load.between(0, killed_at))
-    after = Counter(s.provider for s in load.between(killed_at))
-    failed = load.errors()
+    assert go_provider.proc is not None
+    seen = kill_under_a_dubbo_py_consumer(
+        estate_registry,
+        version,
+        go_provider.proc,
+        {go_provider.address, survivor.address},
+        tmp_path,
+    )
     print(
-        f"\nFIGURE dubbo-py consumer, Go provider killed: {len(load.samples)} calls, "
-        f"{len(failed)} failed, {retries:.0f} attempts retried; "
-        f"before the kill {dict(before)}, after {dict(after)}"
+        f"\nFIGURE dubbo-py consumer, Go provider killed: {len(seen.samples)} calls, "
+        f"{len(seen.failed)} failed, {seen.retries:.0f} attempts retried; "
+        f"before the kill {dict(seen.before)}, after {dict(seen.after)}"
     )
     # The Go provider had its share of the calls up to the kill (so calls were in flight on
     # it), the survivor alone answered after it, and no call failed ...
-    assert before[go_provider.address] >= 0.2 * before.total(), before
-    assert set(after) == {survivor.address}, (after, failed[:3])
-    assert after[survivor.address] > 100, after
-    assert not failed, failed[:3]
+    assert seen.before[go_provider.address] >= 0.2 * seen.before.total(), seen.before
+    assert set(seen.after) == {survivor.address}, (seen.after, seen.failed[:3])
+    assert seen.after[survivor.address] > 100, seen.after
+    assert not seen.failed, seen.failed[:3]
     # ... because failover retried the attempts that met the dead provider.
-    assert retries >= 1, retries
+    assert seen.retries >= 1, seen.retries
 
 
 def test_kill9_of_a_dubbo_py_provider_under_a_go_consumer(
@@ -148,22 +126,12 @@ def test_kill9_of_a_dubbo_py_provider_under_a_go_consumer(
     )
     with consumer as go:
         both = {go_provider.address, killed.address}
-        deadline = time.monotonic() + 20
-        while set(go.command("load 2 300")["ok"]) != both:
-            assert time.monotonic() < deadline, "the Go consumer never called both providers"
-        go.send(f"load {THREADS} {int((BEFORE + AFTER) * 1000)}")
-        time.sleep(BEFORE)
-        killed.kill()
-        result = go.result(30)
+        result = kill_under_a_peer_consumer(go, both, killed.kill)
     print(f"\nFIGURE Go consumer, dubbo-py provider killed: {result}")
     ok, errors, last = result["ok"], result["errors"], result["last_ok_ms"]
-    slices = result["ok_per_250ms"]
     assert set(ok) == both, result
     # Up to the kill the dubbo-py provider had its share (the slices wholly before it).
-    early = int(BEFORE * 1000) // BUCKET_MS - 1
-    py_early = sum(slices[killed.address][:early])
-    go_early = sum(slices[go_provider.address][:early])
-    assert py_early >= 0.2 * (py_early + go_early), result
+    assert share_before_the_kill(result, killed.address, go_provider.address) >= 0.2, result
     # The Go provider went on answering to the end, well past the kill.
     assert last[go_provider.address] > last[killed.address] + 1000, result
     # What dubbo-go 3.3.2 does: failover retries the calls that met the dead provider (in

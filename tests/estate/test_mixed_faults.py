@@ -18,30 +18,24 @@ the calls in flight at the moment of the kill, and nothing after.
 
 from __future__ import annotations
 
-import signal
-import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from demo import greeter_pb2, greeter_pb2_grpc
 
-import dubbo_py
-from dubbo_py.qos.metrics import MetricsCollector
 from tests.support.java_estate import JavaConsumer, JavaProvider
-from tests.support.load import Load
+from tests.support.kill_under_load import (
+    BEFORE,
+    THREADS,
+    kill_under_a_dubbo_py_consumer,
+    kill_under_a_peer_consumer,
+    share_before_the_kill,
+    start_py_providers,
+)
 from tests.support.processes import ProviderProcess
-from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.zookeeper
-
-THREADS = 8
-#: Seconds of calls before and after the kill.
-BEFORE, AFTER = 1.5, 2.5
-#: The Java consumer's replies are counted in slices of this many ms (Consumer.java BUCKET_MS).
-BUCKET_MS = 250
 
 
 @pytest.fixture
@@ -60,17 +54,8 @@ def java_registry(estate_registry: str) -> str:
 
 @pytest.fixture
 def py_provider(estate_registry: str, version: str) -> Iterator[Callable[..., ProviderProcess]]:
-    """Starts a dubbo-py provider in its own process (examples/quickstart/provider.py)."""
-    started: list[ProviderProcess] = []
-
-    def start(*extra: str) -> ProviderProcess:
-        args = ("--version", version, "--application", f"py-{version}", *extra)
-        started.append(ProviderProcess(estate_registry, *args).start())
-        return started[-1]
-
-    yield start
-    for provider in started:
-        provider.kill()
+    """Starts dubbo-py providers in their own processes (examples/quickstart/provider.py)."""
+    yield from start_py_providers(estate_registry, version)
 
 
 @pytest.fixture
@@ -89,17 +74,6 @@ def java_provider(java_registry: str, version: str) -> Iterator[JavaProvider]:
         yield provider
 
 
-def retried_attempts(app: dubbo_py.Application) -> float:
-    """The application's ``dubbo_py_consumer_retries_total`` (attempts beyond the first)."""
-    assert app.metrics is not None
-    return sum(
-        sample.value
-        for family in MetricsCollector(app.metrics).collect()
-        for sample in family.samples
-        if sample.name == "dubbo_py_consumer_retries_total"
-    )
-
-
 def test_kill9_of_a_java_provider_loses_no_call_of_a_dubbo_py_consumer(
     estate_registry: str,
     version: str,
@@ -110,40 +84,28 @@ def test_kill9_of_a_java_provider_loses_no_call_of_a_dubbo_py_consumer(
     # Both providers warm up (Dubbo's default 10 min, from their URLs' timestamps), so the
     # random balance splits the calls about evenly and the Java one has calls in flight.
     survivor = py_provider()
-    with dubbo_py.Application(
-        f"py-consumer-{version}", estate_registry, cache_path=tmp_path / "c.json", metrics=True
-    ) as app:
-        ref = app.reference_handle(greeter_pb2_grpc.GreeterStub, version=version)
-        both = {java_provider.address, survivor.address}
-        wait_until(
-            lambda: {u.address for u in ref.directory.providers} == both, 20, "both providers"
-        )
-        request = greeter_pb2.HelloRequest(name="k")
-        with Load(lambda: str(ref.stub.SayHello(request).provider), THREADS, pause=0) as load:
-            time.sleep(BEFORE)
-            killed_at = time.monotonic()
-            assert java_provider.proc is not None
-            java_provider.proc.send_signal(signal.SIGKILL)
-            java_provider.proc.wait(10)
-            time.sleep(AFTER)
-        retries = retried_attempts(app)
-    before = Counter(s.provider for s in load.between(0, killed_at))
-    after = Counter(s.provider for s in load.between(killed_at))
-    failed = load.errors()
+    assert java_provider.proc is not None
+    seen = kill_under_a_dubbo_py_consumer(
+        estate_registry,
+        version,
+        java_provider.proc,
+        {java_provider.address, survivor.address},
+        tmp_path,
+    )
     print(
-        f"\nFIGURE dubbo-py consumer, Java provider killed: {len(load.samples)} calls, "
-        f"{len(failed)} failed, {retries:.0f} attempts retried; "
-        f"before the kill {dict(before)}, after {dict(after)}"
+        f"\nFIGURE dubbo-py consumer, Java provider killed: {len(seen.samples)} calls, "
+        f"{len(seen.failed)} failed, {seen.retries:.0f} attempts retried; "
+        f"before the kill {dict(seen.before)}, after {dict(seen.after)}"
     )
     # The Java provider had its share of the calls up to the kill (so calls were in flight on
     # it), the survivor alone answered after it, and no call failed.
-    assert before[java_provider.address] >= 0.2 * before.total(), before
-    assert set(after) == {survivor.address}, (after, failed[:3])
-    assert after[survivor.address] > 100, after
-    assert not failed, failed[:3]
+    assert seen.before[java_provider.address] >= 0.2 * seen.before.total(), seen.before
+    assert set(seen.after) == {survivor.address}, (seen.after, seen.failed[:3])
+    assert seen.after[survivor.address] > 100, seen.after
+    assert not seen.failed, seen.failed[:3]
     # ... because failover retried the attempts that met the dead provider (the calls in
     # flight when it died, and those sent to it before the consumer saw it gone).
-    assert retries >= 1, retries
+    assert seen.retries >= 1, seen.retries
 
 
 def test_kill9_of_a_dubbo_py_provider_under_a_java_consumer(
@@ -164,22 +126,12 @@ def test_kill9_of_a_dubbo_py_provider_under_a_java_consumer(
     )
     with consumer as java:
         both = {java_provider.address, killed.address}
-        deadline = time.monotonic() + 20
-        while set(java.command("load 2 300")["ok"]) != both:
-            assert time.monotonic() < deadline, "the Java consumer never called both providers"
-        java.send(f"load {THREADS} {int((BEFORE + AFTER) * 1000)}")
-        time.sleep(BEFORE)
-        killed.kill()
-        result = java.result(30)
+        result = kill_under_a_peer_consumer(java, both, killed.kill)
     print(f"\nFIGURE Java consumer, dubbo-py provider killed: {result}")
     ok, errors, last = result["ok"], result["errors"], result["last_ok_ms"]
-    slices = result["ok_per_250ms"]
     assert set(ok) == both, result
     # Up to the kill the dubbo-py provider had its share (the slices wholly before it).
-    early = int(BEFORE * 1000) // BUCKET_MS - 1
-    py_early = sum(slices[killed.address][:early])
-    java_early = sum(slices[java_provider.address][:early])
-    assert py_early >= 0.2 * (py_early + java_early), result
+    assert share_before_the_kill(result, killed.address, java_provider.address) >= 0.2, result
     # The Java provider went on answering to the end, well past the kill.
     assert last[java_provider.address] > last[killed.address] + 1000, result
     # What Dubbo 3.3.6 does: the calls in flight on the killed provider (at most one per thread,
