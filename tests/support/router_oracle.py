@@ -60,7 +60,6 @@ class LineOracle:
             self.close()
             raise RuntimeError(f"the router oracle did not start (printed {ready!r})")
 
-
     def ask(self, cases: Iterable[Case]) -> Iterator[Answer]:
         """The oracle's answers, in order; the cases are written from a thread so that a long batch
         never fills both pipes."""
