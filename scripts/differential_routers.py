@@ -57,9 +57,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/router-diffs"))
     parser.add_argument("--batch", type=int, default=2000)
     args = parser.parse_args()
-    start, name, answered, explain = ORACLES[args.oracle]
-    kinds = [k for k in (args.kinds or ",".join(answered)).split(",") if k]
-    unanswered = [k for k in kinds if k not in answered]
+    start, name, supported, explain = ORACLES[args.oracle]
+    kinds = [k for k in (args.kinds or ",".join(supported)).split(",") if k]
+    unanswered = [k for k in kinds if k not in supported]
     if unanswered:
         parser.error(f"the {args.oracle} oracle does not answer {', '.join(unanswered)}")
     args.out.mkdir(parents=True, exist_ok=True)
