@@ -3,7 +3,9 @@
 
     PYTHONPATH=$PWD python3 scripts/differential_routers.py 100000 --seed 1 \
         --kinds condition,tag,affinity,configurator --out /tmp/router-diffs
-    PYTHONPATH=$PWD python3 scripts/differential_routers.py 30000 --oracle go --seed 1
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 210000 --oracle go --seed 1
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 100000 --oracle go --seed 3 \
+        --kinds condition,affinity --explicit-flags
 
 Each case (tests/support/router_cases.py) is answered by the oracle — ``--oracle java``
 (default): Apache Dubbo 3.3.6 (tests/peers/java/oracle, one JVM); ``--oracle go``: dubbo-go
@@ -54,6 +56,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--oracle", choices=sorted(ORACLES), default="java")
     parser.add_argument("--kinds", help="comma-separated (default: every kind the oracle answers)")
+    parser.add_argument(
+        "--explicit-flags",
+        action="store_true",
+        help="write out configVersion, force and enabled of every condition and affinity"
+        " document (router_cases.with_explicit_flags): more cases reach dubbo-go's matchers",
+    )
     parser.add_argument("--out", type=Path, default=Path("/tmp/router-diffs"))
     parser.add_argument("--batch", type=int, default=2000)
     args = parser.parse_args()
@@ -79,6 +87,8 @@ def main() -> int:
                 router_cases.case(rng, kinds[(done + i) % len(kinds)])
                 for i in range(min(args.batch, args.cases - done))
             ]
+            if args.explicit_flags:
+                batch = [router_cases.with_explicit_flags(case, rng) for case in batch]
             for case, theirs in zip(batch, oracle.ask(batch), strict=True):
                 per_kind[case["kind"]] += 1
                 shape = next((k for k in ("kept", "urls", "error", "panic") if k in theirs), "?")

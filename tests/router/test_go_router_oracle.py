@@ -7,7 +7,7 @@ from dubbo-py one case found by the differential run (scripts/differential_route
 (tests/support/go_router_differences.py; docs/compatibility.md). The first test checks dubbo-py
 alone against the recorded answers: each vector agrees, or differs for exactly its reason. The
 live tests ask the real Go oracle (tests/peers/go/oracle): the vectors still hold dubbo-go's
-answers, and a few hundred generated cases differ only where a reason is written down.
+answers, and 320 generated cases differ only where a reason is written down.
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ def test_the_vectors_hold_dubbo_go_s_answers_today(oracle: GoOracle) -> None:
 def test_generated_cases_differ_only_where_documented(oracle: GoOracle) -> None:
     rng = random.Random(20261207)
     cases = [router_cases.case(rng, kind) for kind in GO_KINDS for _ in range(80)]
+    # and condition documents with their flags written out, most of which dubbo-go routes
+    # (rather than refusing or panicking on them)
+    cases += [
+        router_cases.with_explicit_flags(router_cases.case(rng, "condition"), rng)
+        for _ in range(80)
+    ]
     unexplained = []
     agreed = 0
     for case, go in zip(cases, oracle.ask(cases), strict=True):
