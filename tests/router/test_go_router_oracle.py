@@ -3,11 +3,12 @@
 The vectors (go_router_vectors.json) are the Java oracle's fast vectors that dubbo-go answers
 (its configurators are not loaded in the Go oracle), and for each way dubbo-go 3.3.2 differs
 from dubbo-py one case found by the differential run (scripts/differential_routers.py
-``--oracle go``), smallest first, with dubbo-go's answer and the reason
+``--oracle go``; the smallest one of two seeded runs), with dubbo-go's answer and the reason
 (tests/support/go_router_differences.py; docs/compatibility.md). The first test checks dubbo-py
 alone against the recorded answers: each vector agrees, or differs for exactly its reason. The
 live tests ask the real Go oracle (tests/peers/go/oracle): the vectors still hold dubbo-go's
-answers, and 320 generated cases differ only where a reason is written down.
+answers, and 320 generated cases differ only where a reason is written down; and the Java
+oracle, that Dubbo Java answers each vector as dubbo-py does wherever the table says so.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from typing import Any
 import pytest
 
 from tests.support import go_router_differences, router_cases
-from tests.support.router_oracle import GO_KINDS, GoOracle, compare, dubbo_py_answer
+from tests.support.router_oracle import (
+    GO_KINDS,
+    GoOracle,
+    JavaOracle,
+    compare,
+    documented,
+    dubbo_py_answer,
+)
 
 VECTORS: list[dict[str, Any]] = json.loads(
     (Path(__file__).with_name("go_router_vectors.json")).read_text()
@@ -81,6 +89,20 @@ def test_generated_cases_differ_only_where_documented(oracle: GoOracle) -> None:
             unexplained.append((category, case, go, python))
     assert not unexplained, unexplained[:3]
     assert agreed > len(cases) // 2  # the comparison is not all explained-away differences
+
+
+def test_dubbo_java_answers_the_vectors_as_the_table_says() -> None:
+    # docs/compatibility.md puts Dubbo Java with dubbo-py on every dubbo-go row except those
+    # it shares with Java (where Java differs from dubbo-py for its own written reason).
+    cases = [v["case"] for v in VECTORS]
+    with JavaOracle.start() as java_oracle:
+        answers = list(java_oracle.ask(cases))
+    for vector, java in zip(VECTORS, answers, strict=True):
+        python = dubbo_py_answer(vector["case"])
+        if vector["java_agrees_with_dubbo_py"]:
+            assert compare(java, python) is None, vector["name"]
+        else:
+            assert documented(vector["case"], java, python) is not None, vector["name"]
 
 
 def test_configurators_are_refused_by_name_not_answered(oracle: GoOracle) -> None:
