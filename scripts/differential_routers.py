@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""Differential run: generated routing cases through Apache Dubbo 3.3.6's routers and dubbo-py's.
+"""Differential run: generated routing cases through Dubbo's (or dubbo-go's) routers and dubbo-py's.
 
     PYTHONPATH=$PWD python3 scripts/differential_routers.py 100000 --seed 1 \
         --kinds condition,tag,affinity,configurator --out /tmp/router-diffs
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 210000 --oracle go --seed 1
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 100000 --oracle go --seed 3 \
+        --kinds condition,affinity --explicit-flags
 
-Each case (tests/support/router_cases.py) is answered by the Java oracle
-(tests/peers/java/oracle, one JVM) and by dubbo-py (tests/support/router_oracle.py). Prints
-cases/s, the totals and the differences by kind and category; each differing case is written
-to OUT/<kind>-<n>.json with both answers. Differences dubbo-py makes on purpose
-(docs/design.md §8) are counted apart as ``documented`` and are not failures; the exit status
-is 1 when any other difference was found.
+Each case (tests/support/router_cases.py) is answered by the oracle — ``--oracle java``
+(default): Apache Dubbo 3.3.6 (tests/peers/java/oracle, one JVM); ``--oracle go``: dubbo-go
+3.3.2's condition, tag and affinity routers (tests/peers/go/oracle; no configurators) — and by
+dubbo-py (tests/support/router_oracle.py). Prints cases/s, the totals and the differences by
+kind and category; each differing case is written to OUT/<kind>-<n>.json with both answers.
+Differences written down (Java: dubbo-py's deliberate ones, docs/design.md §8; Go: dubbo-go's
+own behaviour, tests/support/go_router_differences.py) are counted apart as ``documented`` and
+are not failures; the exit status is 1 when any other difference was found.
 """
 
 from __future__ import annotations
@@ -26,51 +31,79 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.support import router_cases  # noqa: E402
+from tests.support import go_router_differences, router_cases  # noqa: E402
 from tests.support.router_oracle import (  # noqa: E402
+    GO_KINDS,
+    GoOracle,
     JavaOracle,
+    LineOracle,
     compare,
     documented,
     dubbo_py_answer,
 )
+
+#: Per oracle: how it starts, the name its answers carry, the kinds it answers, and what
+#: explains a difference.
+ORACLES = {
+    "java": (JavaOracle.start, "java", router_cases.KINDS, documented),
+    "go": (GoOracle.start, "dubbo-go", GO_KINDS, go_router_differences.documented),
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("cases", nargs="?", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--kinds", default=",".join(router_cases.KINDS))
+    parser.add_argument("--oracle", choices=sorted(ORACLES), default="java")
+    parser.add_argument("--kinds", help="comma-separated (default: every kind the oracle answers)")
+    parser.add_argument(
+        "--explicit-flags",
+        action="store_true",
+        help="write out configVersion, force and enabled of every condition and affinity"
+        " document (router_cases.with_explicit_flags): more cases reach dubbo-go's matchers",
+    )
     parser.add_argument("--out", type=Path, default=Path("/tmp/router-diffs"))
     parser.add_argument("--batch", type=int, default=2000)
     args = parser.parse_args()
-    kinds = [k for k in args.kinds.split(",") if k]
+    start, name, supported, explain = ORACLES[args.oracle]
+    kinds = [k for k in (args.kinds or ",".join(supported)).split(",") if k]
+    unanswered = [k for k in kinds if k not in supported]
+    if unanswered:
+        parser.error(f"the {args.oracle} oracle does not answer {', '.join(unanswered)}")
     args.out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     seen: Counter[tuple[str, str]] = Counter()
     explained: Counter[tuple[str, str]] = Counter()
     per_kind: Counter[str] = Counter()
+    #: What the oracle answered, by kind: routed (kept), refused (error) or panicked.
+    answered: Counter[tuple[str, str]] = Counter()
     written = 0
     started = time.monotonic()
     done = 0
-    with JavaOracle.start() as oracle:
+    oracle: LineOracle
+    with start() as oracle:
         while done < args.cases:
             batch = [
                 router_cases.case(rng, kinds[(done + i) % len(kinds)])
                 for i in range(min(args.batch, args.cases - done))
             ]
-            for case, java in zip(batch, oracle.ask(batch), strict=True):
+            if args.explicit_flags:
+                batch = [router_cases.with_explicit_flags(case, rng) for case in batch]
+            for case, theirs in zip(batch, oracle.ask(batch), strict=True):
                 per_kind[case["kind"]] += 1
+                shape = next((k for k in ("kept", "urls", "error", "panic") if k in theirs), "?")
+                answered[(case["kind"], shape)] += 1
                 python = dubbo_py_answer(case)
-                category = compare(java, python)
+                category = compare(theirs, python, name)
                 if category is None:
                     continue
-                reason = documented(case, java, python)
+                reason = explain(case, theirs, python)
                 if reason is not None:
                     explained[(case["kind"], reason)] += 1
                     continue
                 seen[(case["kind"], category)] += 1
                 written += 1
-                record = {"case": case, "java": java, "dubbo_py": python, "category": category}
+                record = {"case": case, name: theirs, "dubbo_py": python, "category": category}
                 path = args.out / f"{case['kind']}-{written}.json"
                 path.write_text(json.dumps(record, indent=2) + "\n")
             done += len(batch)
@@ -81,13 +114,19 @@ def main() -> int:
                 flush=True,
             )
     elapsed = time.monotonic() - started
-    print(f"seed {args.seed}: {done} cases in {elapsed:.1f} s ({done / elapsed:.0f} cases/s)")
+    rate = done / elapsed
+    print(
+        f"{args.oracle} oracle, seed {args.seed}:"
+        f" {done} cases in {elapsed:.1f} s ({rate:.0f} cases/s)"
+    )
     for kind in kinds:
-        print(f"  {kind}: {per_kind[kind]} cases")
+        shapes = ", ".join(f"{k} {n}" for (c, k), n in sorted(answered.items()) if c == kind)
+        print(f"  {kind}: {per_kind[kind]} cases ({name} answered: {shapes})")
     print(f"unexplained differences: {sum(seen.values())}")
     for (kind, category), count in sorted(seen.items()):
         print(f"  {kind}: {category}: {count}")
-    print(f"documented differences (docs/design.md §8): {sum(explained.values())}")
+    where = "docs/design.md §8" if args.oracle == "java" else "docs/compatibility.md"
+    print(f"documented differences ({where}): {sum(explained.values())}")
     for (kind, reason), count in sorted(explained.items()):
         print(f"  {kind}: {reason}: {count}")
     if written:

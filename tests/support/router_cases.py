@@ -380,6 +380,22 @@ def configurator_case(rng: random.Random) -> dict[str, Any]:
     }
 
 
+def with_explicit_flags(case: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """The case with every top-level ``configVersion``, ``force`` and ``enabled`` of a
+    condition or affinity document written out (drawn when missing). dubbo-go 3.3.2 refuses,
+    panics on or switches off documents that leave them out (docs/compatibility.md), so a run
+    against it with this variant reaches its matchers far more often."""
+    if case["kind"] not in ("condition", "affinity"):
+        return case
+    lines = case["rule"].splitlines(keepends=True)
+    keys = {line.partition(":")[0] for line in lines if not line.startswith(" ")}
+    added = [] if "configVersion" in keys else ["configVersion: v3.0\n"]
+    for key in ("force", "enabled"):
+        if key not in keys:
+            added.append(f"{key}: {rng.choice(('true', 'false', 'true'))}\n")
+    return {**case, "rule": "".join(added + lines)}
+
+
 BUILDERS = {
     "condition": condition_case,
     "tag": tag_case,

@@ -1,4 +1,5 @@
-"""The same routing question asked of Apache Dubbo 3.3.6 (tests/peers/java/oracle) and of dubbo-py.
+"""The same routing question asked of Apache Dubbo 3.3.6 (tests/peers/java/oracle), of dubbo-go
+3.3.2 (tests/peers/go/oracle) and of dubbo-py.
 
 A *case* is one JSON object::
 
@@ -9,10 +10,13 @@ A *case* is one JSON object::
      "invocation": {"method": ..., "arguments": [...], "attachments": {...}}}
 
 and its *answer* is ``{"kept": [indexes of the providers kept]}``, ``{"error": "<why>"}`` when the
-rule is refused, or for configurators ``{"urls": [parameters of each provider once configured]}``.
-:class:`JavaOracle` asks Dubbo's own classes (one JVM, cases pipelined over stdin/stdout);
-:func:`dubbo_py_answer` asks dubbo-py's routers and configurators, built and bound exactly as a
-consumer builds them from a config-center document; :func:`compare` says how two answers differ.
+rule is refused, or for configurators ``{"urls": [parameters of each provider once configured]}``;
+the Go oracle also answers ``{"panic": "<where: what>"}`` when dubbo-go's own code panics, and
+does not answer configurators (:data:`GO_KINDS`).
+:class:`JavaOracle` asks Dubbo's own classes and :class:`GoOracle` dubbo-go's (one process each,
+cases pipelined over stdin/stdout); :func:`dubbo_py_answer` asks dubbo-py's routers and
+configurators, built and bound exactly as a consumer builds them from a config-center document;
+:func:`compare` says how two answers differ.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import re
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Self
 
 from dubbo_py.errors import RuleError
 from dubbo_py.invocation import Invocation
@@ -33,10 +37,12 @@ Case = dict[str, Any]
 Answer = dict[str, Any]
 
 MAIN_CLASS = "oracle.RouterOracle"
+#: The kinds of case the Go oracle answers (dubbo-go's configurators are not loaded in it).
+GO_KINDS = ("condition", "tag", "affinity")
 
 
-class JavaOracle:
-    """One JVM running Dubbo 3.3.6's routers; :meth:`ask` answers cases in order."""
+class LineOracle:
+    """One oracle process answering the line protocol; :meth:`ask` answers cases in order."""
 
     def __init__(self, command: list[str]) -> None:
         self._process = subprocess.Popen(
@@ -54,16 +60,8 @@ class JavaOracle:
             self.close()
             raise RuntimeError(f"the router oracle did not start (printed {ready!r})")
 
-    @classmethod
-    def start(cls) -> JavaOracle:
-        """Build the peer if needed (tests/support/peers.py) and start it."""
-        from tests.support.peers import ensure_built
-
-        peer = ensure_built("java", "oracle")
-        return cls(peer.java_command(MAIN_CLASS))
-
     def ask(self, cases: Iterable[Case]) -> Iterator[Answer]:
-        """Dubbo's answers, in order; the cases are written from a thread so that a long batch
+        """The oracle's answers, in order; the cases are written from a thread so that a long batch
         never fills both pipes."""
         process = self._process
         assert process.stdin is not None and process.stdout is not None
@@ -87,7 +85,7 @@ class JavaOracle:
         writer.join()
 
     def close(self) -> None:
-        """Stop the JVM (closing stdin ends it)."""
+        """Stop the process (closing stdin ends it)."""
         process = self._process
         if process.stdin is not None and not process.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
@@ -98,11 +96,35 @@ class JavaOracle:
             process.kill()
             process.wait()
 
-    def __enter__(self) -> JavaOracle:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class JavaOracle(LineOracle):
+    """One JVM running Dubbo 3.3.6's routers and configurators."""
+
+    @classmethod
+    def start(cls) -> JavaOracle:
+        """Build the peer if needed (tests/support/peers.py) and start it."""
+        from tests.support.peers import ensure_built
+
+        peer = ensure_built("java", "oracle")
+        return cls(peer.java_command(MAIN_CLASS))
+
+
+class GoOracle(LineOracle):
+    """One process running dubbo-go 3.3.2's condition, tag and affinity routers."""
+
+    @classmethod
+    def start(cls) -> GoOracle:
+        """Build the peer if needed (tests/support/peers.py) and start it."""
+        from tests.support.peers import ensure_built
+
+        peer = ensure_built("go", "oracle")
+        return cls([str(peer.binary("oracle"))])
 
 
 # --------------------------------------------------------------------------- dubbo-py's side
@@ -166,15 +188,18 @@ def dubbo_py_answer(case: Case) -> Answer:
 # --------------------------------------------------------------------------- comparing
 
 
-def compare(java: Answer, python: Answer) -> str | None:
-    """None when the answers agree, else the category of the difference."""
+def compare(java: Answer, python: Answer, oracle: str = "java") -> str | None:
+    """None when the answers agree, else the category of the difference (``oracle`` names
+    the other side in it: ``java`` or ``dubbo-go``)."""
+    if "panic" in java:
+        return f"{oracle} panics"
     if "error" in java or "error" in python:
         if "error" in java and "error" in python:
             return None
         return (
-            "java refuses, dubbo-py accepts"
+            f"{oracle} refuses, dubbo-py accepts"
             if "error" in java
-            else "dubbo-py refuses, java accepts"
+            else f"dubbo-py refuses, {oracle} accepts"
         )
     if "kept" in java:
         return None if java["kept"] == python.get("kept") else "different providers kept"
