@@ -32,6 +32,7 @@ from dubbo_py.errors import RegistryUnreachableError, StoreError
 from dubbo_py.protocol.introspect import ServiceSpec, service_of_servicer
 from dubbo_py.protocol.payload import with_payload_limits
 from dubbo_py.provider.dispatch import HandlerWrap, add_servicers
+from dubbo_py.provider.health import HealthService
 from dubbo_py.provider.limits import MethodGuard, interceptor, interceptor_async, servicer_guards
 from dubbo_py.provider.reflection import add_reflection, reflection_wanted
 from dubbo_py.provider.service import ServiceOptions, options_of
@@ -105,7 +106,7 @@ class ExportedServer:
     server: grpc.Server
     urls: list[URL]
     registry: Registry | None
-    health: health.HealthServicer
+    health: HealthService
     port: int
     host: str
     unregister_wait: float = 0.5
@@ -243,7 +244,9 @@ def export(
         options=with_payload_limits(options),
         interceptors=chain or None,
     )
-    health_servicer = health.HealthServicer()
+    # Not grpcio-health-checking's HealthServicer: it can deadlock the blocking server
+    # (dubbo_py/provider/health.py).
+    health_servicer = HealthService()
     bound = plan.bind(server, health_servicer)
     server.start()
     urls = plan.urls(bound)
