@@ -6,7 +6,7 @@ do not answer: a provider's register mode decides which levels it writes (checke
 own API: the service ``providers:demo.Greeter:1.0.0:<group>`` of the interface level, the
 service ``<app>`` of the application level), and an ``APPLICATION_FIRST`` consumer uses the
 application level while it has a provider, falls back to the interface level when it has none
-and goes back when one returns.
+and goes back when one returns (on ZooKeeper too: the level choice is no store's own).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from dubbo_py.registry.store.address import parse_registry_address
 from dubbo_py.registry.store.nacos.store import NacosStore
 from tests.e2e.conftest import wait_until
 from tests.support.nacos import NacosServer
-
-pytestmark = pytest.mark.nacos
+from tests.support.zookeeper import ZooKeeperServer
 
 VERSION = "1.0.0"
 
@@ -60,14 +59,14 @@ def nacos_instances(store: NacosStore, service: str) -> list[tuple[str, int]]:
 
 
 def provider(
-    stack: ExitStack, nacos: NacosServer, app: str, group: str, mode: str, tmp_path: Path
+    stack: ExitStack, registry: str, app: str, group: str, mode: str, tmp_path: Path
 ) -> tuple[dubbo_py.Application, str]:
     """A provider application in register mode ``mode`` serving Greeter (its replies name
     ``app``); closed with ``stack`` unless closed before. Returns it and its address."""
     application = stack.enter_context(
         dubbo_py.Application(
             app,
-            f"nacos://{nacos.address}",
+            registry,
             cache_path=tmp_path / f"{app}.json",
             register_mode=mode,
         )
@@ -83,12 +82,12 @@ def provider(
 
 
 def consumer(
-    stack: ExitStack, nacos: NacosServer, tag: str, step: str, tmp_path: Path
+    stack: ExitStack, registry: str, tag: str, step: str, tmp_path: Path
 ) -> dubbo_py.Application:
     return stack.enter_context(
         dubbo_py.Application(
             f"shop-{step.lower()}-{tag}",
-            f"nacos://{nacos.address}",
+            registry,
             cache_path=tmp_path / f"consumer-{step}.json",
             migration_step=step,
         )
@@ -122,6 +121,7 @@ def level_of(app: dubbo_py.Application) -> str:
     ("mode", "interface_level", "application_level"),
     [("instance", False, True), ("interface", True, False), ("all", True, True)],
 )
+@pytest.mark.nacos
 def test_a_register_mode_writes_only_its_levels_on_nacos(
     nacos: NacosServer,
     store: NacosStore,
@@ -133,7 +133,8 @@ def test_a_register_mode_writes_only_its_levels_on_nacos(
 ) -> None:
     app, group = f"greeter-{mode}-{tag}", f"g-{tag}"
     with ExitStack() as stack:
-        _provider, address = provider(stack, nacos, app, group, mode, tmp_path)
+        registry = f"nacos://{nacos.address}"
+        _provider, address = provider(stack, registry, app, group, mode, tmp_path)
         host, port = address.rsplit(":", 1)
         mine = [(host, int(port))]
         # Each level as Dubbo's Nacos registry and service discovery name it.
@@ -154,21 +155,37 @@ def test_a_register_mode_writes_only_its_levels_on_nacos(
             ("FORCE_INTERFACE", interface_level),
             ("FORCE_APPLICATION", application_level),
         ):
-            greeter = consumer(stack, nacos, tag, step, tmp_path).reference(
+            greeter = consumer(stack, registry, tag, step, tmp_path).reference(
                 greeter_pb2_grpc.GreeterStub, version=VERSION, group=group, timeout=5.0
             )
             assert served(greeter, 3) == ({app} if found else {"none"}), step
 
 
-def test_application_first_on_nacos_prefers_the_application_level_and_falls_back(
-    nacos: NacosServer, tag: str, tmp_path: Path
+@pytest.fixture(
+    params=[
+        pytest.param("nacos", marks=pytest.mark.nacos),
+        pytest.param("zookeeper", marks=pytest.mark.zookeeper),
+    ],
+)
+def registry(request: pytest.FixtureRequest, tag: str) -> str:
+    """The registry address: Nacos, and ZooKeeper (a chroot of this test's own) to show that
+    what APPLICATION_FIRST does is the store's no matter."""
+    if request.param == "nacos":
+        server: NacosServer = request.getfixturevalue("nacos")
+        return f"nacos://{server.address}"
+    zk: ZooKeeperServer = request.getfixturevalue("zookeeper")
+    return f"zookeeper://{zk.address}/migration-{tag}"
+
+
+def test_application_first_prefers_the_application_level_and_falls_back(
+    registry: str, tag: str, tmp_path: Path
 ) -> None:
     group = f"g-{tag}"
     both, interface_only, returning = f"both-{tag}", f"iface-{tag}", f"back-{tag}"
     with ExitStack() as stack:
-        first, _ = provider(stack, nacos, both, group, "all", tmp_path)
-        provider(stack, nacos, interface_only, group, "interface", tmp_path)
-        app = consumer(stack, nacos, tag, "APPLICATION_FIRST", tmp_path)
+        first, _ = provider(stack, registry, both, group, "all", tmp_path)
+        provider(stack, registry, interface_only, group, "interface", tmp_path)
+        app = consumer(stack, registry, tag, "APPLICATION_FIRST", tmp_path)
         greeter = app.reference(
             greeter_pb2_grpc.GreeterStub, version=VERSION, group=group, timeout=5.0
         )
@@ -182,6 +199,6 @@ def test_application_first_on_nacos_prefers_the_application_level_and_falls_back
         wait_until(lambda: served(greeter) == {interface_only}, 10, "the interface level")
         assert level_of(app) == "interface"
         # An application-level provider appears: the consumer goes back to that level.
-        provider(stack, nacos, returning, group, "instance", tmp_path)
+        provider(stack, registry, returning, group, "instance", tmp_path)
         wait_until(lambda: served(greeter) == {returning}, 10, "back to the application level")
         assert level_of(app) == "application"
