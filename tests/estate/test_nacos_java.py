@@ -5,8 +5,8 @@ dubbo-py one (``p1``, in this process) and a Java one (``j1``, tests/peers/java/
 consumer and a dubbo-py consumer both reference it. Java uses Dubbo's own Nacos registry
 (dubbo-registry-nacos on nacos-client 2.5.1) with register-mode ``interface`` and the consumer
 migration step ``FORCE_INTERFACE``; dubbo-py uses ``nacos://...?register-mode=interface``.
-Interface level only: application-level discovery on Nacos is not in dubbo-py's store
-(docs/registry.md, Nacos).
+Interface level only here; the application level with Java on Nacos is
+tests/estate/test_nacos_java_app.py.
 """
 
 from __future__ import annotations

@@ -510,9 +510,16 @@ class MigrationSubscriber:
         # Another level than the list handed over last: what is not in this list did not leave
         # the registry, and the directory's empty protection must not keep it (a rule's
         # FORCE_* step with force: true to an empty level leaves no provider, as in Dubbo).
-        # Only a step the rule changed counts: APPLICATION_FIRST falling back to the other level
-        # because one lost its providers (a partition) is the loss empty protection is for.
-        switched = self._rule_moved and self._last_level is not None and level != self._last_level
+        # A step the rule changed always counts. APPLICATION_FIRST changing level by itself
+        # counts when the level it leaves still lists every provider handed last (the
+        # application level gained providers again while the interface level kept its own:
+        # Dubbo's MigrationInvoker then calls the application level's alone); falling back
+        # because the level lost providers (a partition) is the loss empty protection is for.
+        left = interface_urls if self._last_level == "interface" else app_urls
+        changed_level = self._last_level is not None and level != self._last_level
+        switched = changed_level and (
+            self._rule_moved or (self._last is not None and set(self._last) <= set(left))
+        )
         self._rule_moved = False
         self._last, self._last_level = urls, level
         handed: list[URL]

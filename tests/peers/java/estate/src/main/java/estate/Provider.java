@@ -146,6 +146,11 @@ public final class Provider {
         ApplicationConfig application = new ApplicationConfig(args.require("application"));
         application.setQosEnable(false);
         application.setRegisterMode(args.get("register-mode", "all"));
+        // --metadata-type remote: the MetadataInfo goes to the metadata report (on Nacos, data id
+        // <app> in group <revision>) instead of being served only by MetadataService (local,
+        // Dubbo's default).
+        String metadataType = args.get("metadata-type", "");
+        if (!metadataType.isEmpty()) application.setMetadataType(metadataType);
         RegistryConfig registry = new RegistryConfig(args.require("registry"));
         ProtocolConfig protocol = new ProtocolConfig("tri", port);
         protocol.setHost("127.0.0.1");
