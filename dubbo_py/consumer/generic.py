@@ -44,13 +44,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from dubbo_py.cluster.loadbalance import get_loadbalance
+from dubbo_py.consumer.filters import ConsumerFilters, wrap_attempts, wrap_calls
 from dubbo_py.consumer.governed_directory import governed_directory
 from dubbo_py.errors import NoProviderError
-from dubbo_py.invocation import Invocation
+from dubbo_py.invocation import GenericRequest, Invocation
 from dubbo_py.protocol.dubbo.connection import (
     DEFAULT_HEARTBEAT,
     DubboCallError,
@@ -60,6 +62,13 @@ from dubbo_py.protocol.serialization.hessian2 import JavaException, TypedList
 from dubbo_py.protocol.triple import service_headers
 from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels
 from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
+from dubbo_py.qos.access_log import (
+    ACCESSLOG_KEY,
+    AsyncConsumerAccessLog,
+    ConsumerAccessLog,
+    access_log_target,
+    switched_on,
+)
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.service_definition import (
@@ -108,7 +117,7 @@ _CAUSED_BY = "Caused by: "
 #: may publish its definition just after it registered).
 MISSING_DEFINITION_RECHECK = 10.0
 #: Consumer-side override parameters a generic call acts on (``<method>.<key>`` or ``<key>``).
-APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance")
+APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance", ACCESSLOG_KEY)
 
 
 class GenericSignatureError(MethodChoiceError):
@@ -123,8 +132,8 @@ class GenericResult:
     """A generic call's value and where it went."""
 
     value: Any
-    #: The provider that answered.
-    provider: URL
+    #: The provider that answered (None: a consumer filter answered without calling one).
+    provider: URL | None
     #: The providers tried, in order (the last one answered; the others failed outside the
     #: service's code and were failed over).
     attempts: tuple[URL, ...]
@@ -244,6 +253,8 @@ class GenericReference:
         application: str = "",
         consumer_host: str = "",
         protocols: Collection[str] = PROTOCOLS,
+        filters: ConsumerFilters | None = None,
+        accesslog: str | None = None,
     ) -> None:
         if not registries and not urls:
             raise ValueError(f"generic reference to {interface}: no registry and no url given")
@@ -257,6 +268,16 @@ class GenericReference:
         self._application = application
         self._balance = get_loadbalance(loadbalance)
         self._balancers: dict[str, Any] = {loadbalance.strip().lower(): self._balance}
+        # The consumer filters (metrics, tracing, the application's and the reference's own)
+        # around each call and each attempt, per flavour, as a stub reference's.
+        around = filters if filters is not None else ConsumerFilters()
+        self._blocking_call = wrap_calls(around.calls, self._cluster_blocking)
+        self._async_call = wrap_calls(around.async_calls, self._cluster_async)
+        self._blocking_attempt = wrap_attempts(around.attempts, self._attempt_blocking)
+        self._async_attempt = wrap_attempts(around.async_attempts, self._attempt_async)
+        #: Where the access log goes (None: off; "": the ``dubbo.accesslog`` logger; a path).
+        self._accesslog = access_log_target(accesslog)
+        self._accesslog_on: str | None = None
         unknown = set(protocols) - set(PROTOCOLS)
         if unknown or not protocols:
             raise ValueError(
@@ -378,10 +399,16 @@ class GenericReference:
                 "a blocking generic call on the dubbo:// loop would wait on itself; "
                 "await invoke_async instead"
             )
-        result: GenericResult = self._runtime.run(
-            self._call(method, parameter_types, arguments, timeout, attachments, enum_classes)
+        invocation = self._invocation(
+            method, parameter_types, arguments, timeout, attachments, enum_classes
         )
-        return result
+        outcome: list[GenericResult] = []
+        token = _OUTCOME.set(outcome)
+        try:
+            value = self._blocking_call(invocation)
+        finally:
+            _OUTCOME.reset(token)
+        return _result(value, outcome, invocation)
 
     async def invoke_async(
         self,
@@ -393,8 +420,8 @@ class GenericReference:
         attachments: Mapping[str, str] | None = None,
         enum_classes: Collection[str] = (),
     ) -> Any:
-        """The asyncio form of :meth:`invoke`: await it on any loop (the call runs on the
-        runtime's loop, where the shared connections live)."""
+        """The asyncio form of :meth:`invoke`: await it on any loop (the filters run on it;
+        each attempt runs on the runtime's loop, where the shared connections live)."""
         result = await self.invoke_result_async(
             method,
             parameter_types,
@@ -416,15 +443,16 @@ class GenericReference:
         enum_classes: Collection[str] = (),
     ) -> GenericResult:
         """The asyncio form of :meth:`invoke_result`."""
-        coroutine = self._call(
+        invocation = self._invocation(
             method, parameter_types, arguments, timeout, attachments, enum_classes
         )
-        running = asyncio.get_running_loop()
-        if running is self._runtime.loop:
-            return await coroutine
-        return await asyncio.wrap_future(
-            asyncio.run_coroutine_threadsafe(coroutine, self._runtime.loop)
-        )
+        outcome: list[GenericResult] = []
+        token = _OUTCOME.set(outcome)
+        try:
+            value = await self._async_call(invocation)
+        finally:
+            _OUTCOME.reset(token)
+        return _result(value, outcome, invocation)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -436,19 +464,115 @@ class GenericReference:
         call.__name__ = name
         return call
 
+    def _invocation(
+        self,
+        method: str,
+        parameter_types: Sequence[str] | None,
+        arguments: Sequence[object],
+        timeout: float | None,
+        attachments: Mapping[str, str] | None,
+        enum_classes: Collection[str],
+    ) -> Invocation:
+        """The call as the filters and routers see it: the real method (not ``$invoke``), its
+        :class:`~dubbo_py.invocation.GenericRequest`, the attachments (``dubbo.tag``) and the
+        arguments (``arguments[N]``), as a Java consumer's RpcInvocation carries them."""
+        if parameter_types is not None and len(parameter_types) != len(arguments):
+            raise ValueError(
+                f"{self.interface}#{method}: {len(parameter_types)} parameter types for "
+                f"{len(arguments)} arguments"
+            )
+        values = tuple(arguments)
+        request = GenericRequest(
+            None if parameter_types is None else tuple(parameter_types),
+            values,
+            frozenset(enum_classes),
+        )
+        return Invocation(
+            self.interface,
+            method,
+            request,
+            {**self._attachments, **(attachments or {})},
+            timeout,
+            explicit_arguments=values,
+        )
+
+    # ------------------------------------------------------- the cluster (failover)
+
+    def _cluster_blocking(self, invocation: Invocation) -> Any:
+        """Route, read the signature, and fail over between providers (the call inside the
+        blocking call filters); each attempt goes through the attempt filters."""
+        routed = self.route(invocation)
+        request = _request_of(invocation)
+        if request.parameter_types is None:
+            types, source = self._signature_blocking(invocation.method, request, routed)
+            invocation = _with_types(invocation, types, source)
+        attempt = self._logged(self._blocking_attempt, asyncio=False)
+        failover = _Failover(self, invocation, routed)
+        while (provider := failover.next()) is not None:
+            try:
+                value = attempt(provider, invocation, failover.timeout)
+            except DubboCallError as error:
+                failover.failed(provider, error)
+                continue
+            return failover.done(value, provider)
+        raise failover.error()
+
+    async def _cluster_async(self, invocation: Invocation) -> Any:
+        """:meth:`_cluster_blocking`, awaited (inside the asyncio call filters)."""
+        routed = self.route(invocation)
+        request = _request_of(invocation)
+        if request.parameter_types is None:
+            types, source = await self._signature_async(invocation.method, request, routed)
+            invocation = _with_types(invocation, types, source)
+        attempt = self._logged(self._async_attempt, asyncio=True)
+        failover = _Failover(self, invocation, routed)
+        while (provider := failover.next()) is not None:
+            try:
+                value = await attempt(provider, invocation, failover.timeout)
+            except DubboCallError as error:
+                failover.failed(provider, error)
+                continue
+            return failover.done(value, provider)
+        raise failover.error()
+
+    def _attempt_blocking(
+        self, provider: URL, invocation: Invocation, timeout: float | None
+    ) -> Any:
+        """One attempt, from a blocking caller: run on the runtime's loop and waited for."""
+        return self._runtime.run(self._once(provider, invocation, timeout))
+
+    async def _attempt_async(
+        self, provider: URL, invocation: Invocation, timeout: float | None
+    ) -> Any:
+        """One attempt, awaited from any loop (run on the runtime's loop)."""
+        coroutine = self._once(provider, invocation, timeout)
+        if asyncio.get_running_loop() is self._runtime.loop:
+            return await coroutine
+        return await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(coroutine, self._runtime.loop)
+        )
+
+    def _logged(self, attempt: Any, *, asyncio: bool) -> Any:
+        """``attempt`` inside the access log while one is switched on (the reference's
+        ``accesslog``, or a consumer override rule's, which may not name a file)."""
+        target = self._accesslog
+        for directory in self._directories:
+            overrides = directory.consumer_overrides
+            if ACCESSLOG_KEY in overrides:
+                target = access_log_target(overrides[ACCESSLOG_KEY], from_rule=True)
+                break
+        if target is None:
+            return attempt
+        if target == "" and target != self._accesslog_on:
+            switched_on()
+        self._accesslog_on = target
+        kind = AsyncConsumerAccessLog if asyncio else ConsumerAccessLog
+        return kind(attempt, target, self._consumer.host, self.interface, self.version, self.group)
+
     # ------------------------------------------------------- signatures and overrides
 
-    async def _signature(
-        self, method: str, count: int, routed: Sequence[URL]
-    ) -> tuple[tuple[str, ...] | None, str]:
-        """The parameter types of ``method`` with ``count`` arguments from the service
-        definition the providers stored in the metadata report, and where it was read; (None,
-        "") when none is stored (or the providers are direct ``url=`` ones, with no registry to
-        read)."""
-        stores = [r.store for r in self._registries if getattr(r, "store", None) is not None]
-        if not stores or not routed:
-            return None, ""
-        key = tuple(
+    def _definition_key(self, routed: Sequence[URL]) -> tuple[str, ...]:
+        return tuple(
             sorted(
                 {
                     provider_definition_path(
@@ -462,18 +586,61 @@ class GenericReference:
                 }
             )
         )
+
+    def _stores(self) -> list[Any]:
+        return [r.store for r in self._registries if getattr(r, "store", None) is not None]
+
+    def _cached_definition(self, key: tuple[str, ...]) -> bool:
+        """Whether the definition of ``key`` is known and need not be read again."""
         cached = self._definitions.get(key)
-        stale = cached is not None and cached[0] is None and cached[1] < time.monotonic()
-        if cached is None or stale:
+        return cached is not None and (cached[0] is not None or cached[1] >= time.monotonic())
+
+    def _keep_definition(self, key: tuple[str, ...], found: ServiceDefinition | None) -> None:
+        self._definitions[key] = (found, time.monotonic() + MISSING_DEFINITION_RECHECK)
+
+    def _signature_blocking(
+        self, method: str, request: GenericRequest, routed: Sequence[URL]
+    ) -> tuple[tuple[str, ...] | None, str]:
+        """The parameter types of ``method`` with the request's number of arguments from the
+        service definition the providers stored in the metadata report, and where it was
+        read; (None, "") when none is stored (or the providers are direct ``url=`` ones, with
+        no registry to read)."""
+        stores = self._stores()
+        if not stores or not routed:
+            return None, ""
+        key = self._definition_key(routed)
+        if not self._cached_definition(key):
             found: ServiceDefinition | None = None
             for store in stores:
-                # Store reads block (ZooKeeper, etcd, Nacos clients): off the shared loop.
+                found, _missing = read_provider_definition(store, list(routed))
+                if found is not None:
+                    break
+            self._keep_definition(key, found)
+        return self._pick(key, method, len(request.arguments))
+
+    async def _signature_async(
+        self, method: str, request: GenericRequest, routed: Sequence[URL]
+    ) -> tuple[tuple[str, ...] | None, str]:
+        """:meth:`_signature_blocking`, the store reads off the loop."""
+        stores = self._stores()
+        if not stores or not routed:
+            return None, ""
+        key = self._definition_key(routed)
+        if not self._cached_definition(key):
+            found: ServiceDefinition | None = None
+            for store in stores:
+                # Store reads block (ZooKeeper, etcd, Nacos clients): off the loop.
                 found, _missing = await asyncio.to_thread(
                     read_provider_definition, store, list(routed)
                 )
                 if found is not None:
                     break
-            self._definitions[key] = (found, time.monotonic() + MISSING_DEFINITION_RECHECK)
+            self._keep_definition(key, found)
+        return self._pick(key, method, len(request.arguments))
+
+    def _pick(
+        self, key: tuple[str, ...], method: str, count: int
+    ) -> tuple[tuple[str, ...] | None, str]:
         definition = self._definitions[key][0]
         if definition is None:
             log.debug("generic %s#%s: no service definition stored", self.interface, method)
@@ -545,94 +712,22 @@ class GenericReference:
             log.warning("generic %s: override timeout=%r is no number", self.interface, text)
             return None
 
-    async def _call(
-        self,
-        method: str,
-        parameter_types: Sequence[str] | None,
-        arguments: Sequence[object],
-        timeout: float | None,
-        attachments: Mapping[str, str] | None,
-        enum_classes: Collection[str],
-    ) -> GenericResult:
-        if parameter_types is not None and len(parameter_types) != len(arguments):
-            raise ValueError(
-                f"{self.interface}#{method}: {len(parameter_types)} parameter types for "
-                f"{len(arguments)} arguments"
-            )
-        # What the routers see: the real method, the call's attachments (``dubbo.tag``) and its
-        # arguments (``arguments[N]``), as a Java consumer's RpcInvocation carries them.
-        invocation = Invocation(
-            self.interface,
-            method,
-            None,
-            {**self._attachments, **(attachments or {})},
-            explicit_arguments=tuple(arguments),
-        )
-        routed = self.route(invocation)
-        source = ""
-        types = None if parameter_types is None else tuple(parameter_types)
-        if types is None:
-            types, source = await self._signature(method, len(arguments), routed)
+    async def _once(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        """One ``$invoke`` on ``provider``, on the runtime's loop: the invocation's attachments
+        (trace context included) go with it."""
+        request = _request_of(invocation)
+        types, enum_classes = request.parameter_types, request.enum_classes
         args: list[object] = [
-            method,
+            invocation.method,
             None if types is None else TypedList("[string", types),
-            TypedList("[object", arguments),
+            TypedList("[object", request.arguments),
         ]
-        self._warn_unapplied()
-        balancer = self._balancer(method)
-        if timeout is None:
-            timeout = self._override_timeout(method)
-        tried: list[URL] = []
-        last: DubboCallError | None = None
-        for _attempt in range(self._retries(method) + 1):
-            candidates = tuple(p for p in routed if p not in tried)
-            if not candidates:
-                break
-            # Providers just refused at connect are passed over while others are left, as
-            # Dubbo's cluster skips invokers whose client is not connected.
-            pool = self._runtime.connections
-            reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
-            candidates = reachable or candidates
-            provider = balancer.select(candidates, invocation)
-            tried.append(provider)
-            try:
-                value = await self._once(provider, args, timeout, attachments, enum_classes)
-            except DubboCallError as error:
-                last = error
-                log.info(
-                    "generic %s#%s on %s failed: %s",
-                    self.interface,
-                    method,
-                    provider.address,
-                    error,
-                )
-                continue
-            return GenericResult(value, provider, tuple(tried), types, source)
-        if last is not None:
-            raise last
-        raise NoProviderError(
-            self.interface,
-            method,
-            None,
-            f"no {' or '.join(sorted(f'{p}://' for p in self._protocols))} provider of "
-            f"version {self.version or '-'}, group {self.group or '-'} is registered",
-        )
-
-    async def _once(
-        self,
-        provider: URL,
-        args: list[object],
-        timeout: float | None,
-        attachments: Mapping[str, str] | None,
-        enum_classes: Collection[str],
-    ) -> Any:
         seconds = timeout if timeout is not None else self.timeout
         if seconds is None:
             registered = provider.get_str("timeout")
             seconds = int(registered) / 1000 if registered.isdigit() else DEFAULT_TIMEOUT
         sent: dict[str, object] = {
-            **self._attachments,
-            **(attachments or {}),
+            **invocation.attachments,
             "path": provider.path or self.interface,
             "interface": self.interface,
             "generic": "true",
@@ -699,3 +794,125 @@ class GenericReference:
         directories, self._directories = self._directories, []
         for directory in directories:
             directory.close()
+
+
+#: Where the cluster step of the call in progress leaves what it did (the provider that
+#: answered, those tried), for :meth:`GenericReference.invoke_result` outside the filters.
+_OUTCOME: ContextVar[list[GenericResult] | None] = ContextVar("dubbo_py_generic", default=None)
+
+
+def _request_of(invocation: Invocation) -> GenericRequest:
+    request = invocation.request
+    if not isinstance(request, GenericRequest):
+        raise TypeError(
+            f"generic {invocation.service}#{invocation.method}: a filter replaced the request "
+            f"with {type(request).__name__}; a generic call's request is a GenericRequest"
+        )
+    return request
+
+
+def _with_types(invocation: Invocation, types: tuple[str, ...] | None, source: str) -> Invocation:
+    """``invocation`` with the parameter types read from the metadata report."""
+    request = _request_of(invocation)
+    return Invocation(
+        invocation.service,
+        invocation.method,
+        GenericRequest(types, request.arguments, request.enum_classes, source),
+        invocation.attachments,
+        invocation.timeout,
+        invocation.explicit_arguments,
+        invocation.options,
+    )
+
+
+def _result(value: Any, outcome: list[GenericResult], invocation: Invocation) -> GenericResult:
+    """What :meth:`GenericReference.invoke_result` returns: the filters' value, with where the
+    call went (no provider: a filter answered without calling one)."""
+    if not outcome:
+        request = _request_of(invocation)
+        return GenericResult(value, None, (), request.parameter_types)
+    last = outcome[-1]
+    if last.value is value:
+        return last
+    return GenericResult(
+        value, last.provider, last.attempts, last.parameter_types, last.signature_source
+    )
+
+
+class _Failover:
+    """One call's failover: the routed providers, those tried, the last failure; ``retries``
+    more attempts after one that failed outside the provider's code (a Java exception is the
+    provider's answer and is not retried)."""
+
+    def __init__(
+        self, ref: GenericReference, invocation: Invocation, routed: Sequence[URL]
+    ) -> None:
+        method = invocation.method
+        ref._warn_unapplied()
+        self._ref = ref
+        self._invocation = invocation
+        self._routed = routed
+        self._balancer = ref._balancer(method)
+        #: The call's own timeout, else a consumer override's (None: the reference's).
+        self.timeout = (
+            invocation.timeout if invocation.timeout is not None else ref._override_timeout(method)
+        )
+        self._left = ref._retries(method) + 1
+        self._tried: list[URL] = []
+        self._last: DubboCallError | None = None
+
+    def next(self) -> URL | None:
+        """The provider of the next attempt (None: no attempt left)."""
+        if self._left <= 0:
+            return None
+        candidates = tuple(p for p in self._routed if p not in self._tried)
+        if not candidates:
+            return None
+        self._left -= 1
+        # Providers just refused at connect are passed over while others are left, as
+        # Dubbo's cluster skips invokers whose client is not connected.
+        pool = self._ref._runtime.connections
+        reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
+        provider: URL = self._balancer.select(reachable or candidates, self._invocation)
+        self._tried.append(provider)
+        return provider
+
+    def failed(self, provider: URL, error: DubboCallError) -> None:
+        """An attempt on ``provider`` failed outside the service's code."""
+        self._last = error
+        log.info(
+            "generic %s#%s on %s failed: %s",
+            self._ref.interface,
+            self._invocation.method,
+            provider.address,
+            error,
+        )
+
+    def done(self, value: Any, provider: URL) -> Any:
+        """``provider`` answered ``value``: noted for ``invoke_result``."""
+        outcome = _OUTCOME.get()
+        if outcome is not None:
+            request = _request_of(self._invocation)
+            outcome.append(
+                GenericResult(
+                    value,
+                    provider,
+                    tuple(self._tried),
+                    request.parameter_types,
+                    request.signature_source,
+                )
+            )
+        return value
+
+    def error(self) -> Exception:
+        """What the call raises when no attempt answered."""
+        if self._last is not None:
+            return self._last
+        ref = self._ref
+        return NoProviderError(
+            ref.interface,
+            self._invocation.method,
+            None,
+            f"no {' or '.join(sorted(f'{p}://' for p in ref._protocols))} provider of "
+            f"version {ref.version or '-'}, group {ref.group or '-'} is registered",
+        )

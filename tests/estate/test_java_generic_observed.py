@@ -1,0 +1,239 @@
+"""Generic calls (``$invoke``) to live Apache Dubbo 3.3.6 providers of estate.UserService, over
+``dubbo://`` and over Triple without IDL, pass through the consumer chain a stub call does:
+the call metrics are the Java method's (not ``$invoke``), the application's and the
+reference's own consumer filters see each call and each attempt (blocking and asyncio), the
+access log writes a line per attempt, and a traced call has a CLIENT span named for the Java
+method whose context reaches the Java provider (tests/support/generic_traced_peer.py, in a
+process of its own: a tracer provider is set once per process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dubbo_py
+from dubbo_py.consumer.filters import ConsumerFilters
+from dubbo_py.invocation import GenericRequest, Invocation
+from dubbo_py.qos.access_log import writer
+from dubbo_py.url import URL
+from tests.support.java_estate import JavaDubboProvider
+
+pytestmark = pytest.mark.zookeeper
+
+SERVICE = "estate.UserService"
+ROOT = Path(__file__).resolve().parents[2]
+PROTOCOLS = ("dubbo", "tri")
+
+
+@pytest.fixture(scope="module")
+def providers(estate_registry: str, estate_group: str) -> Iterator[dict[str, JavaDubboProvider]]:
+    """One Java provider per protocol, both of the module's group."""
+    started: dict[str, JavaDubboProvider] = {}
+    try:
+        for protocol in PROTOCOLS:
+            started[protocol] = JavaDubboProvider(
+                "--registry", estate_registry, "--application", "java-estate-generic-observed",
+                "--name", f"o-{protocol}", "--version", "1.0.0", "--group", estate_group,
+                "--protocol", protocol,
+            ).__enter__()  # fmt: skip
+        yield started
+    finally:
+        for provider in started.values():
+            provider.__exit__(None, None, None)
+
+
+class Seen:
+    """What the filters saw: (flavour, kind, method, parameter types, arguments, provider)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def note(self, flavour: str, kind: str, invocation: Invocation, provider: str = "") -> None:
+        request = invocation.request
+        assert isinstance(request, GenericRequest)
+        self.calls.append(
+            (
+                flavour,
+                kind,
+                invocation.method,
+                request.parameter_types,
+                request.arguments,
+                provider,
+            )
+        )
+
+    def filters(self, label: str) -> ConsumerFilters:
+        def call(invocation: Invocation, proceed: Callable[[Invocation], Any]) -> Any:
+            self.note(label, "call", invocation)
+            return proceed(invocation)
+
+        def attempt(
+            provider: URL, invocation: Invocation, timeout: float | None, proceed: Any
+        ) -> Any:
+            self.note(label, "attempt", invocation, provider.protocol)
+            return proceed(provider, invocation, timeout)
+
+        async def async_call(
+            invocation: Invocation, proceed: Callable[[Invocation], Awaitable[Any]]
+        ) -> Any:
+            self.note(f"{label}-async", "call", invocation)
+            return await proceed(invocation)
+
+        async def async_attempt(
+            provider: URL, invocation: Invocation, timeout: float | None, proceed: Any
+        ) -> Any:
+            self.note(f"{label}-async", "attempt", invocation, provider.protocol)
+            return await proceed(provider, invocation, timeout)
+
+        return ConsumerFilters((call,), (attempt,), (async_call,), (async_attempt,))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_generic_calls_pass_the_consumer_filters_and_metrics(
+    providers: dict[str, JavaDubboProvider],
+    estate_registry: str,
+    estate_group: str,
+    protocol: str,
+    tmp_path: Path,
+) -> None:
+    seen = Seen()
+    with dubbo_py.Application(
+        f"py-generic-observed-{protocol}",
+        estate_registry,
+        cache_path=tmp_path / "cache.json",
+        metrics=True,
+        filters=seen.filters("app"),
+    ) as app:
+        users = app.generic_reference(
+            SERVICE,
+            version="1.0.0",
+            group=estate_group,
+            timeout=5.0,
+            protocol=protocol,
+            filters=seen.filters("ref"),
+        )
+        assert users.getUser(7)["id"] == 7
+        assert users.invoke("getUser", ["java.lang.Long"], [8])["id"] == 8
+        user = asyncio.run(users.invoke_async("getUser", ["java.lang.Long"], [9]))
+        assert user["id"] == 9
+        with pytest.raises(dubbo_py.JavaException):
+            users.invoke("getUser", ["java.lang.Long"], [0])
+
+        assert app.metrics is not None
+        stats = {
+            s.key.method: s.snapshot() for s in app.metrics.methods() if s.key.side == "consumer"
+        }
+        # Named for the Java method, with the reference's version and group.
+        assert set(stats) == {"getUser"}, stats
+        [key] = [s.key for s in app.metrics.methods() if s.key.side == "consumer"]
+        assert (key.interface, key.version, key.group) == (SERVICE, "1.0.0", estate_group)
+        assert stats["getUser"]["total"] == 4
+        assert stats["getUser"]["succeed"] == 3
+        failed = {k: v for k, v in stats["getUser"]["failed_by_reason"].items() if v}
+        assert failed == {"business": 1}  # the Java service's own exception
+
+    long = ("java.lang.Long",)
+    # The application's filters wrap the reference's; the call filters see the types the
+    # caller gave (None: read from the metadata report), the attempt filters those sent.
+    first = [c for c in seen.calls if c[4] == (7,)]
+    assert [c[:2] for c in first] == [
+        ("app", "call"),
+        ("ref", "call"),
+        ("app", "attempt"),
+        ("ref", "attempt"),
+    ]
+    assert [c[3] for c in first] == [None, None, long, long]
+    assert {c[2] for c in seen.calls} == {"getUser"}
+    assert [c[5] for c in first if c[1] == "attempt"] == [protocol, protocol]
+    awaited = [c[:2] for c in seen.calls if c[4] == (9,)]
+    assert awaited == [
+        ("app-async", "call"),
+        ("ref-async", "call"),
+        ("app-async", "attempt"),
+        ("ref-async", "attempt"),
+    ]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_generic_calls_write_the_access_log(
+    providers: dict[str, JavaDubboProvider],
+    estate_registry: str,
+    estate_group: str,
+    protocol: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="dubbo.accesslog")
+    with dubbo_py.Application(
+        f"py-generic-accesslog-{protocol}", estate_registry, cache_path=tmp_path / "c.json"
+    ) as app:
+        users = app.generic_reference(
+            SERVICE,
+            version="1.0.0",
+            group=estate_group,
+            timeout=5.0,
+            protocol=protocol,
+            accesslog="true",
+        )
+        users.invoke("getUser", ["java.lang.Long"], [7])
+        with pytest.raises(dubbo_py.JavaException):
+            asyncio.run(users.invoke_async("getUser", ["java.lang.Long"], [0]))
+        assert writer().flush()
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("dubbo.accesslog")]
+    address = providers[protocol].address
+    service = f"{estate_group}/{SERVICE}:1.0.0"
+    [ok] = [line for line in lines if "[7]" in line]
+    assert f"-> {address} - {service} getUser(java.lang.Long) [7] OK " in ok, ok
+    [failed] = [line for line in lines if "[0]" in line]
+    assert "getUser(java.lang.Long) [0] JavaException " in failed, failed
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_traced_generic_call_has_a_client_span_for_the_java_method(
+    providers: dict[str, JavaDubboProvider],
+    estate_registry: str,
+    estate_group: str,
+    protocol: str,
+) -> None:
+    peer = ROOT / "tests" / "support" / "generic_traced_peer.py"
+    command = [sys.executable, str(peer), "--registry", estate_registry]
+    command += ["--group", estate_group, "--protocol", protocol]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    spans = report["spans"]
+    [checkout] = [s for s in spans if s["name"] == "checkout"]
+    clients = [s for s in spans if s["kind"] == "CLIENT"]
+    names = [s["name"] for s in clients]
+    assert names == [
+        f"{SERVICE}/getUser",
+        f"{SERVICE}/attachment",
+        f"{SERVICE}/getUser",
+        f"{SERVICE}/getUser",
+    ], names
+    for span in clients:
+        assert span["parent"] == checkout["span_id"]
+        assert span["trace_id"] == checkout["trace_id"]
+        assert span["attributes"]["rpc.method"] in ("getUser", "attachment")
+        assert span["attributes"]["dubbo.attempts"] == 1
+        assert span["attributes"]["server.port"] == int(providers[protocol].address.split(":")[1])
+    # Unset on success (the RPC conventions leave a client's OK unset), an error for the
+    # Java exception.
+    assert [s["status"] for s in clients] == ["UNSET", "UNSET", "UNSET", "ERROR"]
+    # The Java provider received the CLIENT span of its call as the remote parent.
+    attachment_span = clients[1]
+    version, trace_id, parent_id, _flags = report["traceparent"].split("-")
+    assert (version, trace_id, parent_id) == (
+        "00",
+        attachment_span["trace_id"],
+        attachment_span["span_id"],
+    ), report
