@@ -48,7 +48,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
+
+from dubbo_py.cluster.health_probe import grpc_health_probe
 from dubbo_py.cluster.loadbalance import get_loadbalance
+from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.consumer.filters import ConsumerFilters, wrap_attempts, wrap_calls
 from dubbo_py.consumer.governed_directory import governed_directory
 from dubbo_py.errors import NoProviderError
@@ -56,11 +60,13 @@ from dubbo_py.invocation import GenericRequest, Invocation
 from dubbo_py.protocol.dubbo.connection import (
     DEFAULT_HEARTBEAT,
     DubboCallError,
+    DubboConnection,
+    DubboConnectionError,
     DubboConnections,
 )
 from dubbo_py.protocol.serialization.hessian2 import JavaException, TypedList
 from dubbo_py.protocol.triple import service_headers
-from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels
+from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels, TripleWrapperError
 from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
 from dubbo_py.qos.access_log import (
     ACCESSLOG_KEY,
@@ -255,6 +261,7 @@ class GenericReference:
         protocols: Collection[str] = PROTOCOLS,
         filters: ConsumerFilters | None = None,
         accesslog: str | None = None,
+        quarantine_interval: float = 1.0,
     ) -> None:
         if not registries and not urls:
             raise ValueError(f"generic reference to {interface}: no registry and no url given")
@@ -315,10 +322,17 @@ class GenericReference:
                         f"generic reference to {interface}: {url} is neither dubbo:// nor tri://"
                     )
             self._direct = tuple(direct)
+        #: Providers that failed as dead (connection refused or lost, UNAVAILABLE): calls pass
+        #: them over while others are left; a probe (a connect for ``dubbo://``, the gRPC
+        #: health check for ``tri://``) lets each back in once it answers.
+        self.quarantine = Quarantine(self._probe, interval=quarantine_interval)
         for registry in registries:
             directory = governed_directory(self._consumer, registry)
             self._directories.append(directory)
+            # A provider that left the registry leaves the quarantine too.
+            directory.add_listener(lambda _bound: self.quarantine.retain(self.providers))
             directory.start(wait=check if check > 0 else 0.0)
+        self.quarantine.start()
         if check > 0 and self._directories and not self.providers:
             log.warning("generic reference to %s: no provider within %.1f s", interface, check)
 
@@ -779,6 +793,14 @@ class GenericReference:
             raise unwrap_generic_exception(result.exception)
         return result.value
 
+    def _probe(self, provider: URL) -> bool:
+        """Whether a quarantined provider is back (on the quarantine's thread): it accepts a
+        connection (``dubbo://``; Dubbo counts an invoker available while its client is
+        connected), or answers the gRPC health check (``tri://``)."""
+        if provider.protocol == "tri":
+            return grpc_health_probe(provider)
+        return bool(self._runtime.run(_accepts(provider.host, provider.port), timeout=5))
+
     def _triple_headers(self, provider: URL) -> tuple[tuple[str, str | bytes], ...]:
         # A registered provider URL names its version and group; a url= given without them
         # takes the reference's, as a Java consumer's direct URL is merged with its config.
@@ -794,6 +816,7 @@ class GenericReference:
         directories, self._directories = self._directories, []
         for directory in directories:
             directory.close()
+        self.quarantine.stop()
 
 
 #: Where the cluster step of the call in progress leaves what it did (the provider that
@@ -873,13 +896,22 @@ class _Failover:
         # Dubbo's cluster skips invokers whose client is not connected.
         pool = self._ref._runtime.connections
         reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
-        provider: URL = self._balancer.select(reachable or candidates, self._invocation)
+        candidates = reachable or candidates
+        quarantine = self._ref.quarantine
+        if quarantine.addresses:
+            # The quarantined are tried only when no other is left (as a stub's cluster does).
+            healthy, quarantined = quarantine.partition(candidates)
+            candidates = healthy or quarantined
+        provider: URL = self._balancer.select(candidates, self._invocation)
         self._tried.append(provider)
         return provider
 
     def failed(self, provider: URL, error: DubboCallError) -> None:
-        """An attempt on ``provider`` failed outside the service's code."""
+        """An attempt on ``provider`` failed outside the service's code; one that says the
+        provider is down puts it in quarantine."""
         self._last = error
+        if _dead(error):
+            self._ref.quarantine.add(provider, f"{type(error).__name__}: {error}")
         log.info(
             "generic %s#%s on %s failed: %s",
             self._ref.interface,
@@ -916,3 +948,23 @@ class _Failover:
             f"no {' or '.join(sorted(f'{p}://' for p in ref._protocols))} provider of "
             f"version {ref.version or '-'}, group {ref.group or '-'} is registered",
         )
+
+
+def _dead(error: DubboCallError) -> bool:
+    """Whether ``error`` says the provider is down (not merely slow or refusing the call):
+    a ``dubbo://`` connection refused or lost, a Triple call UNAVAILABLE."""
+    if isinstance(error, DubboConnectionError):
+        return True
+    if isinstance(error, TripleWrapperError):
+        return error.code is grpc.StatusCode.UNAVAILABLE
+    return False
+
+
+async def _accepts(host: str, port: int) -> bool:
+    """Whether ``host:port`` accepts a ``dubbo://`` connection now (closed at once)."""
+    try:
+        connection = await DubboConnection.open(host, port, connect_timeout=1.0, heartbeat=0)
+    except DubboConnectionError:
+        return False
+    await connection.close("probe done")
+    return True

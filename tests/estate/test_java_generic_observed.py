@@ -14,6 +14,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,48 @@ def test_a_traced_generic_call_has_a_client_span_for_the_java_method(
         attachment_span["trace_id"],
         attachment_span["span_id"],
     ), report
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_killed_provider_is_quarantined_and_passed_over(
+    estate_registry: str, estate_group: str, protocol: str, tmp_path: Path
+) -> None:
+    # After kill -9 its ZooKeeper node outlives the Java provider (until its session ends), so
+    # the dead one stays among the providers. The first call that meets it puts it in
+    # quarantine; from then on no call tries it (without the quarantine, a refused address is
+    # passed over for 2 s only and then tried, and failed over, again).
+    group = f"{estate_group}-q-{protocol}"
+    killed, survivor = (
+        JavaDubboProvider(
+            "--registry", estate_registry, "--application", f"java-estate-q-{name}",
+            "--name", name, "--version", "1.0.0", "--group", group, "--protocol", protocol,
+        )
+        for name in ("q1", "q2")
+    )  # fmt: skip
+    with (
+        killed,
+        survivor,
+        dubbo_py.Application(
+            f"py-generic-quarantine-{protocol}", estate_registry, cache_path=tmp_path / "c.json"
+        ) as app,
+    ):
+        users = app.generic_reference(SERVICE, version="1.0.0", group=group, timeout=5.0)
+        deadline = time.monotonic() + 10
+        while len(users.providers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert {p.address for p in users.providers} == {killed.address, survivor.address}
+        dead = next(p for p in users.providers if p.address == killed.address)
+        assert users._probe(dead)  # alive: the probe says so
+        killed.kill()
+        attempts = []
+        for _ in range(40):  # four seconds of calls
+            done = users.invoke_result("getUser", ["java.lang.Long"], [1])
+            assert done.provider is not None and done.provider.address == survivor.address
+            attempts.append(len(done.attempts))
+            time.sleep(0.1)
+        # One call met the dead provider (and failed over); none after it did. (Random
+        # balancing sends none of 40 calls to it once in 2**40.)
+        assert sorted(attempts) == [1] * 39 + [2], attempts
+        assert killed.address in {p.address for p in users.providers}  # still registered
+        assert [e.address for e in users.quarantine.entries()] == [killed.address]
+        assert not users._probe(dead)
