@@ -403,6 +403,7 @@ class Application:
         protocol: str | None = None,
         filters: ConsumerFilters | None = None,
         accesslog: str | None = None,
+        mock: str | None = None,
     ) -> GenericReference:
         """Generic calls (Dubbo's ``$invoke``) to the Java interface ``interface`` on its
         ``dubbo://`` (Hessian2) and ``tri://`` (Triple without IDL) providers:
@@ -437,9 +438,12 @@ class Application:
         ``$invoke``), the trace context goes to the provider in the attachments, and the
         filters see an :class:`~dubbo_py.Invocation` whose request is a
         :class:`~dubbo_py.invocation.GenericRequest`. ``accesslog`` (``"true"`` or a path, or
-        an override rule's ``accesslog``) logs each attempt as a stub's access log does. Mock,
-        hedging and quarantine do not apply to generic references yet
-        (docs/java-services.md)."""
+        an override rule's ``accesslog``) logs each attempt as a stub's access log does. A
+        provider whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined
+        until a probe finds it back (``ref.quarantine``). ``mock`` (``"force:return {...}"``,
+        ``"return null"``, ``"throw"``; or an override rule's ``mock``) answers as
+        :mod:`dubbo_py.consumer.generic_mock` says. Hedging does not apply to generic
+        references yet (docs/java-services.md)."""
         from dubbo_py.consumer.generic import PROTOCOLS, DubboRuntime, GenericReference
         from dubbo_py.registry.local_host import consumer_host
 
@@ -467,6 +471,7 @@ class Application:
             protocols=PROTOCOLS if protocol is None else (protocol,),
             filters=self._referencing.generic_filters(interface, version, group, filters),
             accesslog=accesslog,
+            mock=mock,
         )
         with self._generic_lock:
             self._generic_references.append(ref)

@@ -52,10 +52,12 @@ import grpc
 
 from dubbo_py.cluster.health_probe import grpc_health_probe
 from dubbo_py.cluster.loadbalance import get_loadbalance
+from dubbo_py.cluster.mock import MockSpec, parse_mock
 from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.consumer.filters import ConsumerFilters, wrap_attempts, wrap_calls
+from dubbo_py.consumer.generic_mock import mock_answer, mocks_failure
 from dubbo_py.consumer.governed_directory import governed_directory
-from dubbo_py.errors import NoProviderError
+from dubbo_py.errors import MockSpecError, NoProviderError
 from dubbo_py.invocation import GenericRequest, Invocation
 from dubbo_py.protocol.dubbo.connection import (
     DEFAULT_HEARTBEAT,
@@ -123,7 +125,7 @@ _CAUSED_BY = "Caused by: "
 #: may publish its definition just after it registered).
 MISSING_DEFINITION_RECHECK = 10.0
 #: Consumer-side override parameters a generic call acts on (``<method>.<key>`` or ``<key>``).
-APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance", ACCESSLOG_KEY)
+APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance", "mock", ACCESSLOG_KEY)
 
 
 class GenericSignatureError(MethodChoiceError):
@@ -262,6 +264,7 @@ class GenericReference:
         filters: ConsumerFilters | None = None,
         accesslog: str | None = None,
         quarantine_interval: float = 1.0,
+        mock: str | None = None,
     ) -> None:
         if not registries and not urls:
             raise ValueError(f"generic reference to {interface}: no registry and no url given")
@@ -282,6 +285,11 @@ class GenericReference:
         self._async_call = wrap_calls(around.async_calls, self._cluster_async)
         self._blocking_attempt = wrap_attempts(around.attempts, self._attempt_blocking)
         self._async_attempt = wrap_attempts(around.async_attempts, self._attempt_async)
+        #: The reference's mock (:mod:`dubbo_py.consumer.generic_mock`); a bad spec is a
+        #: MockSpecError now, not in the middle of an outage.
+        self._mock = parse_mock(mock)
+        #: Mocks of consumer override rules, by their text (None: the text does not parse).
+        self._override_mocks: dict[str, MockSpec | None] = {}
         #: Where the access log goes (None: off; "": the ``dubbo.accesslog`` logger; a path).
         self._accesslog = access_log_target(accesslog)
         self._accesslog_on: str | None = None
@@ -416,10 +424,20 @@ class GenericReference:
         invocation = self._invocation(
             method, parameter_types, arguments, timeout, attachments, enum_classes
         )
+        spec = self._mock_spec(method)
+        if spec is not None and spec.mode == "force":
+            return _result(mock_answer(spec, invocation), [], invocation)
         outcome: list[GenericResult] = []
         token = _OUTCOME.set(outcome)
         try:
             value = self._blocking_call(invocation)
+        except Exception as error:
+            if spec is None or not mocks_failure(error):
+                raise
+            log.info(
+                "generic %s#%s failed (%s): answered by its mock", self.interface, method, error
+            )
+            return _result(mock_answer(spec, invocation), [], invocation)
         finally:
             _OUTCOME.reset(token)
         return _result(value, outcome, invocation)
@@ -460,10 +478,20 @@ class GenericReference:
         invocation = self._invocation(
             method, parameter_types, arguments, timeout, attachments, enum_classes
         )
+        spec = self._mock_spec(method)
+        if spec is not None and spec.mode == "force":
+            return _result(mock_answer(spec, invocation), [], invocation)
         outcome: list[GenericResult] = []
         token = _OUTCOME.set(outcome)
         try:
             value = await self._async_call(invocation)
+        except Exception as error:
+            if spec is None or not mocks_failure(error):
+                raise
+            log.info(
+                "generic %s#%s failed (%s): answered by its mock", self.interface, method, error
+            )
+            return _result(mock_answer(spec, invocation), [], invocation)
         finally:
             _OUTCOME.reset(token)
         return _result(value, outcome, invocation)
@@ -693,6 +721,21 @@ class GenericReference:
                     value,
                     ", ".join(APPLIED_OVERRIDES),
                 )
+
+    def _mock_spec(self, method: str) -> MockSpec | None:
+        """The mock of ``method``'s calls now: a consumer override rule's ``<method>.mock`` or
+        ``mock`` (``false`` switches the reference's off), else the reference's. An override
+        that does not parse is logged once and leaves the reference's in force."""
+        text = self._override(method, "mock")
+        if text is None:
+            return self._mock
+        if text not in self._override_mocks:
+            try:
+                self._override_mocks[text] = parse_mock(text)
+            except MockSpecError as exc:
+                log.error("generic %s: ignoring override mock: %s", self.interface, exc)
+                self._override_mocks[text] = self._mock
+        return self._override_mocks[text]
 
     def _retries(self, method: str) -> int:
         text = self._override(method, "retries")

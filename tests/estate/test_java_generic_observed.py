@@ -27,6 +27,7 @@ from dubbo_py.invocation import GenericRequest, Invocation
 from dubbo_py.qos.access_log import writer
 from dubbo_py.url import URL
 from tests.support.java_estate import JavaDubboProvider
+from tests.support.processes import dubbo_py_cli
 
 pytestmark = pytest.mark.zookeeper
 
@@ -283,3 +284,54 @@ def test_a_killed_provider_is_quarantined_and_passed_over(
         assert killed.address in {p.address for p in users.providers}  # still registered
         assert [e.address for e in users.quarantine.entries()] == [killed.address]
         assert not users._probe(dead)
+
+
+def test_mocks_answer_generic_calls(
+    providers: dict[str, JavaDubboProvider],
+    estate_registry: str,
+    estate_group: str,
+    tmp_path: Path,
+) -> None:
+    with dubbo_py.Application(
+        "py-generic-mock", estate_registry, cache_path=tmp_path / "c.json"
+    ) as app:
+        # fail: a version nobody serves has no provider; the mock answers instead.
+        nobody = app.generic_reference(
+            SERVICE, version="9.9.9", group=estate_group, check=0, mock='return {"id": -1}'
+        )
+        done = nobody.invoke_result("getUser", ["java.lang.Long"], [7])
+        assert (done.value, done.provider) == ({"id": -1}, None)
+        users = app.generic_reference(
+            SERVICE, version="1.0.0", group=estate_group, timeout=5.0, mock="return null"
+        )
+        # The service's own exception is its answer, never mocked.
+        with pytest.raises(dubbo_py.JavaException):
+            users.invoke("getUser", ["java.lang.Long"], [0])
+        assert users.getUser(7)["id"] == 7
+        # force: pushed as an override rule for this consumer (service degradation): no
+        # provider is called; deleting the rule brings the providers back.
+        key = f"{SERVICE}:1.0.0:{estate_group}.configurators"
+        rule = tmp_path / "mock.yaml"
+        rule.write_text(
+            "configVersion: v3.0\nscope: service\n"
+            f"key: {estate_group}/{SERVICE}:1.0.0\nenabled: true\n"
+            "configs:\n  - side: consumer\n    applications: [py-generic-mock]\n"
+            '    parameters:\n      getUser.mock: \'force:return {"id": 0, "name": "busy"}\'\n',
+            encoding="utf-8",
+        )
+        assert key in dubbo_py_cli(estate_registry, "rules", "push", str(rule), "--key", key)
+        try:
+            deadline = time.monotonic() + 10
+            while users.invoke_result("getUser", None, [7]).provider is not None:
+                assert time.monotonic() < deadline, "the mock rule did not take effect"
+                time.sleep(0.1)
+            forced = asyncio.run(users.invoke_result_async("getUser", ["java.lang.Long"], [7]))
+            assert (forced.value, forced.provider) == ({"id": 0, "name": "busy"}, None)
+            # Another method: not mocked.
+            assert users.invoke("kind", ["java.lang.String"], ["x"]) == "String:x"
+        finally:
+            dubbo_py_cli(estate_registry, "rules", "delete", key)
+        deadline = time.monotonic() + 10
+        while users.invoke_result("getUser", None, [7]).provider is None:
+            assert time.monotonic() < deadline, "the mock rule was not lifted"
+            time.sleep(0.1)
