@@ -318,6 +318,9 @@ class GenericReference:
                 **({"application": application} if application else {}),
             },
         )
+        #: ``tri://`` providers that answered ``$invoke`` with UNIMPLEMENTED (gRPC / IDL
+        #: servers), by address, with why: generic calls pass them over.
+        self.set_aside: dict[str, str] = {}
         self._direct: tuple[URL, ...] = ()
         #: One directory per registry: the same provider filtering, override rules and router
         #: chain (condition, tag, script rules) an ordinary reference of the application has.
@@ -338,7 +341,7 @@ class GenericReference:
             directory = governed_directory(self._consumer, registry)
             self._directories.append(directory)
             # A provider that left the registry leaves the quarantine too.
-            directory.add_listener(lambda _bound: self.quarantine.retain(self.providers))
+            directory.add_listener(lambda _bound: self._retain())
             directory.start(wait=check if check > 0 else 0.0)
         self.quarantine.start()
         if check > 0 and self._directories and not self.providers:
@@ -352,9 +355,34 @@ class GenericReference:
         merged: dict[str, URL] = {}
         for directory in self._directories:
             for url in directory.providers:
-                if url.protocol in self._protocols:
+                if self._callable(url):
                     merged.setdefault(url.address, url)
         return tuple(merged.values())
+
+    def _callable(self, url: URL) -> bool:
+        """Whether a generic call may go to ``url``: its protocol is one the reference speaks;
+        a ``tri://`` one neither says it is an IDL service (``serialization=protobuf``) nor
+        has answered ``$invoke`` with UNIMPLEMENTED (a gRPC / IDL server: :attr:`set_aside`)."""
+        if url.protocol not in self._protocols:
+            return False
+        if url.protocol != "tri":
+            return True
+        if url.get_str("serialization").strip().lower() == "protobuf":
+            return False
+        return url.address not in self.set_aside
+
+    def _set_aside(self, provider: URL, error: TripleWrapperError) -> TripleWrapperError:
+        """``provider`` does not serve ``$invoke``: no generic call of this reference goes
+        there again while it is registered (said once); the error the call raises names why."""
+        message = (
+            f"tri://{provider.address} does not serve $invoke ({error}): an IDL (protobuf) "
+            f"service, which generic calls cannot call; call it through its stub "
+            f"(app.reference), or give protocol='dubbo'"
+        )
+        if provider.address not in self.set_aside:
+            self.set_aside[provider.address] = message
+            log.warning("generic reference to %s: %s", self.interface, message)
+        return TripleWrapperError(provider.address, message, code=error.code)
 
     def route(self, invocation: Invocation) -> tuple[URL, ...]:
         """The providers ``invocation`` may go to: each registry's router chain's survivors,
@@ -372,7 +400,7 @@ class GenericReference:
                 error = exc
                 continue
             for url in routed:
-                if url.protocol in self._protocols:
+                if self._callable(url):
                     merged.setdefault(url.address, url)
         if not merged and error is not None:
             raise error
@@ -836,6 +864,13 @@ class GenericReference:
             raise unwrap_generic_exception(result.exception)
         return result.value
 
+    def _retain(self) -> None:
+        # A provider that left the registry leaves the quarantine and the set-aside list.
+        registered = {url.address for directory in self._directories for url in directory.providers}
+        for address in [a for a in list(self.set_aside) if a not in registered]:
+            self.set_aside.pop(address, None)
+        self.quarantine.retain(self.providers)
+
     def _probe(self, provider: URL) -> bool:
         """Whether a quarantined provider is back (on the quarantine's thread): it accepts a
         connection (``dubbo://``; Dubbo counts an invoker available while its client is
@@ -953,6 +988,12 @@ class _Failover:
         """An attempt on ``provider`` failed outside the service's code; one that says the
         provider is down puts it in quarantine."""
         self._last = error
+        if (
+            provider.protocol == "tri"
+            and isinstance(error, TripleWrapperError)
+            and error.code is grpc.StatusCode.UNIMPLEMENTED
+        ):
+            self._last = self._ref._set_aside(provider, error)
         if _dead(error):
             self._ref.quarantine.add(provider, f"{type(error).__name__}: {error}")
         log.info(
