@@ -25,9 +25,24 @@ stub; the routers see an :class:`~dubbo_py.invocation.Invocation` of the real me
 the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
 attempts on other providers after a failure outside the provider's code; a Java exception is
 the provider's answer and is not retried). Direct ``url=`` providers are not routed.
-Consumer-side override rules' ``timeout``, ``retries`` and ``loadbalance`` (service-wide or
-``<method>.<key>``) beat the reference's options; the other keys they may set are warned about.
-Consumer filters, metrics, tracing, access logs, mocks, hedging and quarantine do not apply yet
+Consumer-side override rules' ``timeout``, ``retries``, ``loadbalance``, ``mock`` and
+``accesslog`` (service-wide or ``<method>.<key>``) beat the reference's options; the other
+keys they may set are warned about.
+
+The consumer filters apply as to a stub reference, composed the same way
+(:meth:`~dubbo_py.app.referencing.Referencing.generic_filters`: metrics and tracing outermost,
+then the application's filters, then the reference's own): the call filters wrap the cluster
+step (routing, the signature lookup, failover), the attempt filters each ``$invoke`` on a
+provider, inside the access log. Blocking calls run their filters and failover in the caller's
+thread (each attempt waits on the runtime's loop); ``invoke_async`` runs them on the caller's
+loop. The filters see an :class:`~dubbo_py.invocation.Invocation` of the real method whose
+request is a :class:`~dubbo_py.invocation.GenericRequest`; the attachments sent are the
+invocation's, so the trace context (and what a filter adds) reaches the provider. A provider
+whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined until a probe
+finds it back; a ``tri://`` provider that says ``serialization=protobuf``, or answers
+``$invoke`` with UNIMPLEMENTED, is an IDL service and is not called generically
+(:attr:`GenericReference.set_aside`). Mocks: :mod:`dubbo_py.consumer.generic_mock`. Hedging,
+router snapshots and the QoS listings do not cover generic references yet
 (docs/java-services.md).
 
 Parameter types left out (``None``, and attribute calls) are read from the service definition
@@ -51,9 +66,10 @@ from typing import Any
 import grpc
 
 from dubbo_py.cluster.health_probe import grpc_health_probe
-from dubbo_py.cluster.loadbalance import get_loadbalance
+from dubbo_py.cluster.loadbalance import STATS_LOADBALANCES, get_loadbalance
 from dubbo_py.cluster.mock import MockSpec, parse_mock
 from dubbo_py.cluster.quarantine import Quarantine
+from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.consumer.filters import ConsumerFilters, wrap_attempts, wrap_calls
 from dubbo_py.consumer.generic_mock import mock_answer, mocks_failure
 from dubbo_py.consumer.governed_directory import governed_directory
@@ -276,8 +292,11 @@ class GenericReference:
         self._runtime = runtime
         self._attachments = dict(attachments or {})
         self._application = application
-        self._balance = get_loadbalance(loadbalance)
-        self._balancers: dict[str, Any] = {loadbalance.strip().lower(): self._balance}
+        #: The calls in flight and their times per provider and method, recorded while the
+        #: balancer in force reads them (leastactive, shortestresponse, p2c, adaptive).
+        self.stats = CallStats()
+        self._balance = self._new_balancer(loadbalance)
+        self._balancers: dict[str, tuple[Any, bool]] = {loadbalance.strip().lower(): self._balance}
         # The consumer filters (metrics, tracing, the application's and the reference's own)
         # around each call and each attempt, per flavour, as a stub reference's.
         around = filters if filters is not None else ConsumerFilters()
@@ -580,7 +599,11 @@ class GenericReference:
         failover = _Failover(self, invocation, routed)
         while (provider := failover.next()) is not None:
             try:
-                value = attempt(provider, invocation, failover.timeout)
+                if failover.stats is None:
+                    value = attempt(provider, invocation, failover.timeout)
+                else:
+                    with failover.stats.track(provider.address, failover.key):
+                        value = attempt(provider, invocation, failover.timeout)
             except DubboCallError as error:
                 failover.failed(provider, error)
                 continue
@@ -598,7 +621,11 @@ class GenericReference:
         failover = _Failover(self, invocation, routed)
         while (provider := failover.next()) is not None:
             try:
-                value = await attempt(provider, invocation, failover.timeout)
+                if failover.stats is None:
+                    value = await attempt(provider, invocation, failover.timeout)
+                else:
+                    with failover.stats.track(provider.address, failover.key):
+                        value = await attempt(provider, invocation, failover.timeout)
             except DubboCallError as error:
                 failover.failed(provider, error)
                 continue
@@ -774,14 +801,19 @@ class GenericReference:
                 log.warning("generic %s: override retries=%r is no number", self.interface, text)
         return max(0, self.retries)
 
-    def _balancer(self, method: str) -> Any:
+    def _new_balancer(self, name: str) -> tuple[Any, bool]:
+        key = name.strip().lower()
+        return get_loadbalance(key, stats=self.stats), key in STATS_LOADBALANCES
+
+    def _balancer(self, method: str) -> tuple[Any, bool]:
+        """The balancer of ``method``'s calls now, and whether it reads call statistics."""
         name = self._override(method, "loadbalance")
         if name is None:
             return self._balance
         key = name.strip().lower()
         if key not in self._balancers:
             try:
-                self._balancers[key] = get_loadbalance(key)
+                self._balancers[key] = self._new_balancer(key)
             except ValueError as exc:
                 log.warning("generic %s: override loadbalance: %s", self.interface, exc)
                 self._balancers[key] = self._balance
@@ -953,7 +985,10 @@ class _Failover:
         self._ref = ref
         self._invocation = invocation
         self._routed = routed
-        self._balancer = ref._balancer(method)
+        self._balancer, records = ref._balancer(method)
+        #: Where each attempt is counted (None: the balancer reads no statistics).
+        self.stats = ref.stats if records else None
+        self.key = method_key(invocation.service, method)
         #: The call's own timeout, else a consumer override's (None: the reference's).
         self.timeout = (
             invocation.timeout if invocation.timeout is not None else ref._override_timeout(method)
