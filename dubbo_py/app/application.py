@@ -475,7 +475,15 @@ class Application:
         )
         with self._generic_lock:
             self._generic_references.append(ref)
+        if self.qos is not None:
+            self.qos.watch_generic(ref)
         return ref
+
+    @property
+    def generic_references(self) -> tuple[GenericReference, ...]:
+        """The generic references this application built and has not closed."""
+        with self._generic_lock:
+            return tuple(self._generic_references)
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Close references and servers this application opened, then the registry.

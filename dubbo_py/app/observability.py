@@ -37,6 +37,7 @@ from dubbo_py.qos.server import ENV_QOS_PORT, QosServer
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
+    from dubbo_py.consumer.generic import GenericReference
     from dubbo_py.consumer.reference import Reference
     from dubbo_py.provider.server import AsyncExportedServer, ExportedServer
 
@@ -97,6 +98,9 @@ class QosSubject(Protocol):
     def references(self) -> tuple[Reference[Any], ...]: ...
 
     @property
+    def generic_references(self) -> tuple[GenericReference, ...]: ...
+
+    @property
     def registry_name(self) -> str: ...
 
     def registry_connected(self) -> bool | None: ...
@@ -131,6 +135,18 @@ class ApplicationQos:
         """The application has started what it was asked to (``/startup`` answers 200)."""
         self._started = True
 
+    def _quarantine_changed(self, service: str, event: Any) -> None:
+        with self._lock:
+            if event.kind == "added":
+                self._ejections[service] = self._ejections.get(service, 0) + 1
+            elif event.kind == "revived":
+                self._revivals[service] = self._revivals.get(service, 0) + 1
+
+    def watch_generic(self, ref: GenericReference) -> None:
+        """Count a generic reference's quarantine ejections and revivals under its interface
+        (its providers and quarantine are read at each scrape)."""
+        ref.quarantine.on_change(partial(self._quarantine_changed, ref.interface))
+
     def watch_reference(self, ref: Reference[Any]) -> None:
         """Count the reference's quarantine ejections and revivals, and time its registry
         notifications; record its calls when router snapshots are on for its service (as
@@ -143,15 +159,8 @@ class ApplicationQos:
                     self.route_snapshots.recorder(key, partial(_router_rules, assembly.directory))
                 )
 
-        def on_change(event: Any) -> None:
-            with self._lock:
-                if event.kind == "added":
-                    self._ejections[service] = self._ejections.get(service, 0) + 1
-                elif event.kind == "revived":
-                    self._revivals[service] = self._revivals.get(service, 0) + 1
-
         if ref.quarantine is not None:
-            ref.quarantine.on_change(on_change)
+            ref.quarantine.on_change(partial(self._quarantine_changed, service))
         known = {p.address for p in ref.directory.providers}
 
         def on_chain(bound: Any) -> None:
@@ -360,10 +369,23 @@ class ApplicationQos:
         for stats in self.metrics.methods():
             if stats.key.side == "consumer":
                 called.setdefault(stats.key.interface, set()).add(stats.key.method)
+        # Summed per interface: a stub and a generic reference to one service are one series.
+        quarantined_by: dict[str, int] = {}
+        providers_by: dict[str, int] = {}
+        for generic in self._app.generic_references:
+            interface = generic.interface
+            quarantined_by[interface] = quarantined_by.get(interface, 0) + len(generic.quarantine)
+            providers_by[interface] = providers_by.get(interface, 0) + len(generic.providers)
         for ref in refs:
             interface = ref.consumer.service_interface
-            quarantined.add_metric([app, interface], _count(ref.quarantine))
-            providers.add_metric([app, interface], len(ref.directory.providers))
+            quarantined_by[interface] = quarantined_by.get(interface, 0) + _count(ref.quarantine)
+            providers_by[interface] = providers_by.get(interface, 0) + len(ref.directory.providers)
+        for interface, count in quarantined_by.items():
+            quarantined.add_metric([app, interface], count)
+        for interface, count in providers_by.items():
+            providers.add_metric([app, interface], count)
+        for ref in refs:
+            interface = ref.consumer.service_interface
             kept.add_metric([app, interface], len(_kept(ref)))
             for source, (version, applied) in sorted(ref.directory.rules_in_force.items()):
                 rules.add_metric([app, interface, _rule_key(source), version], applied)

@@ -41,9 +41,9 @@ invocation's, so the trace context (and what a filter adds) reaches the provider
 whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined until a probe
 finds it back; a ``tri://`` provider that says ``serialization=protobuf``, or answers
 ``$invoke`` with UNIMPLEMENTED, is an IDL service and is not called generically
-(:attr:`GenericReference.set_aside`). Mocks: :mod:`dubbo_py.consumer.generic_mock`. Hedging,
-router snapshots and the QoS listings do not cover generic references yet
-(docs/java-services.md).
+(:attr:`GenericReference.set_aside`). Mocks: :mod:`dubbo_py.consumer.generic_mock`. The QoS
+port's provider and quarantine gauges count generic references; hedging, outlier ejection,
+router snapshots and the ``/ls`` listing do not cover them yet (docs/java-services.md).
 
 Parameter types left out (``None``, and attribute calls) are read from the service definition
 the providers stored in the metadata report (:meth:`ServiceDefinition.pick

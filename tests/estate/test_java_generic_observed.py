@@ -15,6 +15,7 @@ import logging
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -261,7 +262,10 @@ def test_a_killed_provider_is_quarantined_and_passed_over(
         killed,
         survivor,
         dubbo_py.Application(
-            f"py-generic-quarantine-{protocol}", estate_registry, cache_path=tmp_path / "c.json"
+            f"py-generic-quarantine-{protocol}",
+            estate_registry,
+            cache_path=tmp_path / "c.json",
+            qos_port=0,
         ) as app,
     ):
         users = app.generic_reference(SERVICE, version="1.0.0", group=group, timeout=5.0)
@@ -284,6 +288,14 @@ def test_a_killed_provider_is_quarantined_and_passed_over(
         assert killed.address in {p.address for p in users.providers}  # still registered
         assert [e.address for e in users.quarantine.entries()] == [killed.address]
         assert not users._probe(dead)
+        # The QoS port's governance gauges and counters count the generic reference.
+        assert app.qos is not None
+        with urllib.request.urlopen(f"http://127.0.0.1:{app.qos.port}/metrics") as reply:
+            text = reply.read().decode()
+        labels = f'application_name="py-generic-quarantine-{protocol}",interface="{SERVICE}"'
+        assert f"dubbo_py_consumer_quarantined_providers{{{labels}}} 1.0" in text
+        assert f"dubbo_py_consumer_providers{{{labels}}} 2.0" in text
+        assert f"dubbo_py_consumer_ejections_total{{{labels}}} 1.0" in text
 
 
 def test_mocks_answer_generic_calls(
