@@ -144,8 +144,11 @@ class ApplicationQos:
 
     def watch_generic(self, ref: GenericReference) -> None:
         """Count a generic reference's quarantine ejections and revivals under its interface
-        (its providers and quarantine are read at each scrape)."""
+        (its providers and quarantine are read at each scrape); record its calls when router
+        snapshots are on for its service."""
         ref.quarantine.on_change(partial(self._quarantine_changed, ref.interface))
+        if ref.service_key in self.route_snapshots.enabled():
+            self._record_generic(ref)
 
     def watch_reference(self, ref: Reference[Any]) -> None:
         """Count the reference's quarantine ejections and revivals, and time its registry
@@ -278,10 +281,29 @@ class ApplicationQos:
             )
         ]
 
+    def _matching_generic(self, pattern: re.Pattern[str] | None) -> list[GenericReference]:
+        """The generic references whose service key or interface ``pattern`` matches."""
+        return [
+            ref
+            for ref in self._app.generic_references
+            if pattern is None
+            or any(pattern.fullmatch(n) for n in (ref.service_key, ref.interface))
+        ]
+
+    def _record_generic(self, ref: GenericReference) -> None:
+        ref.record_routes(
+            self.route_snapshots.recorder(ref.service_key, partial(_router_rules, ref))
+        )
+
     def enable_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[str]:
         """Record the routing of each call of the matching references (every registry
-        stack); the service keys switched on."""
+        stack, and generic references); the service keys switched on."""
         changed: list[str] = []
+        for generic in self._matching_generic(pattern):
+            if not generic.recording_routes:
+                self._record_generic(generic)
+            if self.route_snapshots.enable(generic.service_key):
+                changed.append(generic.service_key)
         for ref in self._matching(pattern):
             key = ref.consumer.service_key
             for assembly in ref.assemblies:
@@ -298,6 +320,10 @@ class ApplicationQos:
     def disable_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[str]:
         """Stop recording the matching references; the service keys switched off."""
         changed: list[str] = []
+        for generic in self._matching_generic(pattern):
+            generic.record_routes(None)
+            if self.route_snapshots.disable(generic.service_key):
+                changed.append(generic.service_key)
         for ref in self._matching(pattern):
             for assembly in ref.assemblies:
                 assembly.record_routes(None)
@@ -323,6 +349,7 @@ class ApplicationQos:
         if pattern is None:
             return self.route_snapshots.recent()
         keys = {ref.consumer.service_key for ref in self._matching(pattern)}
+        keys |= {ref.service_key for ref in self._matching_generic(pattern)}
         return [r for r in self.route_snapshots.recent() if r["service"] in keys]
 
     # ----------------------------------------------------------------- governance metrics

@@ -42,8 +42,9 @@ whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined unt
 finds it back; a ``tri://`` provider that says ``serialization=protobuf``, or answers
 ``$invoke`` with UNIMPLEMENTED, is an IDL service and is not called generically
 (:attr:`GenericReference.set_aside`). Mocks: :mod:`dubbo_py.consumer.generic_mock`. The QoS
-port's provider and quarantine gauges count generic references; hedging, outlier ejection,
-router snapshots and the ``/ls`` listing do not cover them yet (docs/java-services.md).
+port's provider and quarantine gauges count generic references, and router snapshots record
+their calls (:meth:`GenericReference.record_routes`); hedging, outlier ejection, the ``/ls``
+listing and ``getRouterSnapshot`` do not cover them yet (docs/java-services.md).
 
 Parameter types left out (``None``, and attribute calls) are read from the service definition
 the providers stored in the metadata report (:meth:`ServiceDefinition.pick
@@ -73,6 +74,7 @@ from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.consumer.filters import ConsumerFilters, wrap_attempts, wrap_calls
 from dubbo_py.consumer.generic_mock import mock_answer, mocks_failure
 from dubbo_py.consumer.governed_directory import governed_directory
+from dubbo_py.consumer.route_snapshots import RouteRecorder, continued
 from dubbo_py.errors import MockSpecError, NoProviderError
 from dubbo_py.invocation import GenericRequest, Invocation
 from dubbo_py.protocol.dubbo.connection import (
@@ -312,6 +314,9 @@ class GenericReference:
         #: Where the access log goes (None: off; "": the ``dubbo.accesslog`` logger; a path).
         self._accesslog = access_log_target(accesslog)
         self._accesslog_on: str | None = None
+        #: Records each call's routing and attempts while router snapshots are on for the
+        #: service (QoS ``enableRouterSnapshot``); None: off, nothing recorded.
+        self._recorder: RouteRecorder | None = None
         unknown = set(protocols) - set(PROTOCOLS)
         if unknown or not protocols:
             raise ValueError(
@@ -412,9 +417,11 @@ class GenericReference:
             return self._direct
         merged: dict[str, URL] = {}
         error: NoProviderError | None = None
+        recorder = self._recorder
         for directory in self._directories:
+            chain = directory.chain if recorder is None else recorder.routes(directory).chain
             try:
-                routed = directory.chain.route(invocation)
+                routed = chain.route(invocation)
             except NoProviderError as exc:
                 error = exc
                 continue
@@ -594,7 +601,7 @@ class GenericReference:
         request = _request_of(invocation)
         if request.parameter_types is None:
             types, source = self._signature_blocking(invocation.method, request, routed)
-            invocation = _with_types(invocation, types, source)
+            invocation = self._typed(invocation, types, source)
         attempt = self._logged(self._blocking_attempt, asyncio=False)
         failover = _Failover(self, invocation, routed)
         while (provider := failover.next()) is not None:
@@ -616,7 +623,7 @@ class GenericReference:
         request = _request_of(invocation)
         if request.parameter_types is None:
             types, source = await self._signature_async(invocation.method, request, routed)
-            invocation = _with_types(invocation, types, source)
+            invocation = self._typed(invocation, types, source)
         attempt = self._logged(self._async_attempt, asyncio=True)
         failover = _Failover(self, invocation, routed)
         while (provider := failover.next()) is not None:
@@ -631,6 +638,32 @@ class GenericReference:
                 continue
             return failover.done(value, provider)
         raise failover.error()
+
+    def _typed(
+        self, invocation: Invocation, types: tuple[str, ...] | None, source: str
+    ) -> Invocation:
+        typed = _with_types(invocation, types, source)
+        if self._recorder is not None:
+            continued(invocation, typed)
+        return typed
+
+    def record_routes(self, recorder: RouteRecorder | None) -> None:
+        """Record how each call is routed and attempted (None: stop recording)."""
+        self._recorder = recorder
+
+    @property
+    def recording_routes(self) -> bool:
+        """Whether calls are recorded for router snapshots now."""
+        return self._recorder is not None
+
+    @property
+    def service_key(self) -> str:
+        """``group/interface:version``, as router snapshots and the QoS port name services."""
+        return self._consumer.service_key
+
+    def routers_in_force(self) -> list[Any]:
+        """The routers in force on the reference's registries (for router snapshots)."""
+        return [r for d in self._directories for r in d.routers_in_force()]
 
     def _attempt_blocking(
         self, provider: URL, invocation: Invocation, timeout: float | None
@@ -651,20 +684,25 @@ class GenericReference:
 
     def _logged(self, attempt: Any, *, asyncio: bool) -> Any:
         """``attempt`` inside the access log while one is switched on (the reference's
-        ``accesslog``, or a consumer override rule's, which may not name a file)."""
+        ``accesslog``, or a consumer override rule's, which may not name a file), inside the
+        router snapshot recorder while that is on."""
         target = self._accesslog
         for directory in self._directories:
             overrides = directory.consumer_overrides
             if ACCESSLOG_KEY in overrides:
                 target = access_log_target(overrides[ACCESSLOG_KEY], from_rule=True)
                 break
+        recorder = self._recorder
         if target is None:
-            return attempt
+            return attempt if recorder is None else recorder.call(attempt, asyncio)
         if target == "" and target != self._accesslog_on:
             switched_on()
         self._accesslog_on = target
         kind = AsyncConsumerAccessLog if asyncio else ConsumerAccessLog
-        return kind(attempt, target, self._consumer.host, self.interface, self.version, self.group)
+        logged = kind(
+            attempt, target, self._consumer.host, self.interface, self.version, self.group
+        )
+        return logged if recorder is None else recorder.call(logged, asyncio)
 
     # ------------------------------------------------------- signatures and overrides
 

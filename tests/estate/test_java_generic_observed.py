@@ -347,3 +347,41 @@ def test_mocks_answer_generic_calls(
         while users.invoke_result("getUser", None, [7]).provider is None:
             assert time.monotonic() < deadline, "the mock rule was not lifted"
             time.sleep(0.1)
+
+
+def _qos(port: int, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}") as reply:
+        return json.loads(reply.read().decode())
+
+
+def test_router_snapshots_record_generic_calls(
+    providers: dict[str, JavaDubboProvider],
+    estate_registry: str,
+    estate_group: str,
+    tmp_path: Path,
+) -> None:
+    with dubbo_py.Application(
+        "py-generic-snapshots", estate_registry, cache_path=tmp_path / "c.json", qos_port=0
+    ) as app:
+        users = app.generic_reference(
+            SERVICE, version="1.0.0", group=estate_group, timeout=5.0, protocol="dubbo"
+        )
+        assert app.qos is not None
+        port = app.qos.port
+        key = f"{estate_group}/{SERVICE}:1.0.0"
+        assert _qos(port, f"/enableRouterSnapshot?service={SERVICE}")["services"] == [key]
+        assert users.recording_routes
+        users.getUser(7)  # types read from the metadata report: still the same record
+        asyncio.run(users.invoke_async("getUser", ["java.lang.Long"], [8]))
+        calls = _qos(port, f"/getRecentRouterSnapshot?service={SERVICE}")["calls"]
+        assert [(c["service"], c["method"], c["arguments"]) for c in calls] == [
+            (key, "getUser", ["7"]),
+            (key, "getUser", ["8"]),
+        ]
+        for call in calls:
+            assert call["routers"] and call["no_provider"] is None
+            assert call["attempts"] == [
+                {"provider": providers["dubbo"].address, "retry": False, "outcome": "OK"}
+            ]
+        _qos(port, f"/disableRouterSnapshot?service={SERVICE}")
+        assert not users.recording_routes
