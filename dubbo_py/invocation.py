@@ -14,6 +14,7 @@ __all__ = [
     "RETRIES_ATTACHMENT",
     "TAG_ATTACHMENT",
     "CallOptions",
+    "GenericRequest",
     "Invocation",
     "field_names",
     "request_arguments",
@@ -127,6 +128,21 @@ class CallOptions:
         if self.compression is not None:
             out["compression"] = self.compression
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class GenericRequest:
+    """The request of a generic call (``$invoke``) as its :class:`Invocation` carries it through
+    the consumer filters: the Java parameter types (None: not known yet, or none to send) and
+    the arguments as Python values. Call filters see the types the caller gave; attempt filters
+    and the access log see those sent (read from the metadata report when left out)."""
+
+    parameter_types: tuple[str, ...] | None
+    arguments: tuple[Any, ...]
+    #: Classes whose ``{"name": ...}`` dicts are sent as Java enums.
+    enum_classes: frozenset[str] = frozenset()
+    #: Where the parameter types were read, when the metadata report gave them.
+    signature_source: str = ""
 
 
 @dataclass(frozen=True, eq=False, init=False, slots=True)

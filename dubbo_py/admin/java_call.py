@@ -458,8 +458,9 @@ def call_java(
         signature=known.signature if known is not None else "",
         providers=providers,
         notes=tuple(notes),
-        provider=done.provider.address,
-        protocol=done.provider.protocol,
+        # No provider: one of the application's consumer filters answered the call itself.
+        provider=done.provider.address if done.provider is not None else "",
+        protocol=done.provider.protocol if done.provider is not None else "",
         attempts=tuple(p.address for p in done.attempts),
     )
 

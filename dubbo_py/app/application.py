@@ -401,6 +401,9 @@ class Application:
         attachments: Mapping[str, str] | None = None,
         check: float = 5.0,
         protocol: str | None = None,
+        filters: ConsumerFilters | None = None,
+        accesslog: str | None = None,
+        mock: str | None = None,
     ) -> GenericReference:
         """Generic calls (Dubbo's ``$invoke``) to the Java interface ``interface`` on its
         ``dubbo://`` (Hessian2) and ``tri://`` (Triple without IDL) providers:
@@ -426,8 +429,21 @@ class Application:
         ``weight``), reading the real method name, the attachments and the arguments; with
         ``url`` none does. Consumer-side override rules' ``timeout``, ``retries`` and
         ``loadbalance`` (service or ``<method>.<key>``) beat the options given here, as in
-        Dubbo; their other keys are warned about. Consumer filters, metrics, mock and hedging
-        do not apply to generic references yet (docs/java-services.md)."""
+        Dubbo; their other keys are warned about.
+
+        The calls go through the consumer filters as a stub reference's do (metrics and
+        tracing outermost, then the application's ``filters``, then ``filters`` given here;
+        blocking calls through the blocking filters, ``invoke_async`` through the asyncio
+        ones): the metrics and the CLIENT span are named for the Java method (not
+        ``$invoke``), the trace context goes to the provider in the attachments, and the
+        filters see an :class:`~dubbo_py.Invocation` whose request is a
+        :class:`~dubbo_py.invocation.GenericRequest`. ``accesslog`` (``"true"`` or a path, or
+        an override rule's ``accesslog``) logs each attempt as a stub's access log does. A
+        provider whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined
+        until a probe finds it back (``ref.quarantine``). ``mock`` (``"force:return {...}"``,
+        ``"return null"``, ``"throw"``; or an override rule's ``mock``) answers as
+        :mod:`dubbo_py.consumer.generic_mock` says. Hedging does not apply to generic
+        references yet (docs/java-services.md)."""
         from dubbo_py.consumer.generic import PROTOCOLS, DubboRuntime, GenericReference
         from dubbo_py.registry.local_host import consumer_host
 
@@ -453,10 +469,21 @@ class Application:
             application=self.name,
             consumer_host=consumer_host(self.address),
             protocols=PROTOCOLS if protocol is None else (protocol,),
+            filters=self._referencing.generic_filters(interface, version, group, filters),
+            accesslog=accesslog,
+            mock=mock,
         )
         with self._generic_lock:
             self._generic_references.append(ref)
+        if self.qos is not None:
+            self.qos.watch_generic(ref)
         return ref
+
+    @property
+    def generic_references(self) -> tuple[GenericReference, ...]:
+        """The generic references this application built and has not closed."""
+        with self._generic_lock:
+            return tuple(self._generic_references)
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Close references and servers this application opened, then the registry.

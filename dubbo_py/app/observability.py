@@ -37,6 +37,7 @@ from dubbo_py.qos.server import ENV_QOS_PORT, QosServer
 from dubbo_py.url import URL
 
 if TYPE_CHECKING:
+    from dubbo_py.consumer.generic import GenericReference
     from dubbo_py.consumer.reference import Reference
     from dubbo_py.provider.server import AsyncExportedServer, ExportedServer
 
@@ -97,6 +98,9 @@ class QosSubject(Protocol):
     def references(self) -> tuple[Reference[Any], ...]: ...
 
     @property
+    def generic_references(self) -> tuple[GenericReference, ...]: ...
+
+    @property
     def registry_name(self) -> str: ...
 
     def registry_connected(self) -> bool | None: ...
@@ -131,6 +135,21 @@ class ApplicationQos:
         """The application has started what it was asked to (``/startup`` answers 200)."""
         self._started = True
 
+    def _quarantine_changed(self, service: str, event: Any) -> None:
+        with self._lock:
+            if event.kind == "added":
+                self._ejections[service] = self._ejections.get(service, 0) + 1
+            elif event.kind == "revived":
+                self._revivals[service] = self._revivals.get(service, 0) + 1
+
+    def watch_generic(self, ref: GenericReference) -> None:
+        """Count a generic reference's quarantine ejections and revivals under its interface
+        (its providers and quarantine are read at each scrape); record its calls when router
+        snapshots are on for its service."""
+        ref.quarantine.on_change(partial(self._quarantine_changed, ref.interface))
+        if ref.service_key in self.route_snapshots.enabled():
+            self._record_generic(ref)
+
     def watch_reference(self, ref: Reference[Any]) -> None:
         """Count the reference's quarantine ejections and revivals, and time its registry
         notifications; record its calls when router snapshots are on for its service (as
@@ -143,15 +162,8 @@ class ApplicationQos:
                     self.route_snapshots.recorder(key, partial(_router_rules, assembly.directory))
                 )
 
-        def on_change(event: Any) -> None:
-            with self._lock:
-                if event.kind == "added":
-                    self._ejections[service] = self._ejections.get(service, 0) + 1
-                elif event.kind == "revived":
-                    self._revivals[service] = self._revivals.get(service, 0) + 1
-
         if ref.quarantine is not None:
-            ref.quarantine.on_change(on_change)
+            ref.quarantine.on_change(partial(self._quarantine_changed, service))
         known = {p.address for p in ref.directory.providers}
 
         def on_chain(bound: Any) -> None:
@@ -269,10 +281,29 @@ class ApplicationQos:
             )
         ]
 
+    def _matching_generic(self, pattern: re.Pattern[str] | None) -> list[GenericReference]:
+        """The generic references whose service key or interface ``pattern`` matches."""
+        return [
+            ref
+            for ref in self._app.generic_references
+            if pattern is None
+            or any(pattern.fullmatch(n) for n in (ref.service_key, ref.interface))
+        ]
+
+    def _record_generic(self, ref: GenericReference) -> None:
+        ref.record_routes(
+            self.route_snapshots.recorder(ref.service_key, partial(_router_rules, ref))
+        )
+
     def enable_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[str]:
         """Record the routing of each call of the matching references (every registry
-        stack); the service keys switched on."""
+        stack, and generic references); the service keys switched on."""
         changed: list[str] = []
+        for generic in self._matching_generic(pattern):
+            if not generic.recording_routes:
+                self._record_generic(generic)
+            if self.route_snapshots.enable(generic.service_key):
+                changed.append(generic.service_key)
         for ref in self._matching(pattern):
             key = ref.consumer.service_key
             for assembly in ref.assemblies:
@@ -289,6 +320,10 @@ class ApplicationQos:
     def disable_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[str]:
         """Stop recording the matching references; the service keys switched off."""
         changed: list[str] = []
+        for generic in self._matching_generic(pattern):
+            generic.record_routes(None)
+            if self.route_snapshots.disable(generic.service_key):
+                changed.append(generic.service_key)
         for ref in self._matching(pattern):
             for assembly in ref.assemblies:
                 assembly.record_routes(None)
@@ -314,6 +349,7 @@ class ApplicationQos:
         if pattern is None:
             return self.route_snapshots.recent()
         keys = {ref.consumer.service_key for ref in self._matching(pattern)}
+        keys |= {ref.service_key for ref in self._matching_generic(pattern)}
         return [r for r in self.route_snapshots.recent() if r["service"] in keys]
 
     # ----------------------------------------------------------------- governance metrics
@@ -360,10 +396,23 @@ class ApplicationQos:
         for stats in self.metrics.methods():
             if stats.key.side == "consumer":
                 called.setdefault(stats.key.interface, set()).add(stats.key.method)
+        # Summed per interface: a stub and a generic reference to one service are one series.
+        quarantined_by: dict[str, int] = {}
+        providers_by: dict[str, int] = {}
+        for generic in self._app.generic_references:
+            interface = generic.interface
+            quarantined_by[interface] = quarantined_by.get(interface, 0) + len(generic.quarantine)
+            providers_by[interface] = providers_by.get(interface, 0) + len(generic.providers)
         for ref in refs:
             interface = ref.consumer.service_interface
-            quarantined.add_metric([app, interface], _count(ref.quarantine))
-            providers.add_metric([app, interface], len(ref.directory.providers))
+            quarantined_by[interface] = quarantined_by.get(interface, 0) + _count(ref.quarantine)
+            providers_by[interface] = providers_by.get(interface, 0) + len(ref.directory.providers)
+        for interface, count in quarantined_by.items():
+            quarantined.add_metric([app, interface], count)
+        for interface, count in providers_by.items():
+            providers.add_metric([app, interface], count)
+        for ref in refs:
+            interface = ref.consumer.service_interface
             kept.add_metric([app, interface], len(_kept(ref)))
             for source, (version, applied) in sorted(ref.directory.rules_in_force.items()):
                 rules.add_metric([app, interface, _rule_key(source), version], applied)

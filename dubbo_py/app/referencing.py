@@ -220,7 +220,16 @@ class Referencing:
             empty_protection=binding.empty_protection,
         )
 
-    def _observed(self, consumer: URL, budget: RetryBudget) -> ConsumerFilters:
+    def generic_filters(
+        self, interface: str, version: str, group: str, filters: ConsumerFilters | None
+    ) -> ConsumerFilters:
+        """What a generic reference's calls go through: the same composition as a stub
+        reference's -- metrics and tracing outermost, then the application's filters, then
+        the reference's own."""
+        consumer = self._consumer_url(interface, version, group, None, None, None)
+        return self._observed(consumer, None) + self._app.filters + (filters or ConsumerFilters())
+
+    def _observed(self, consumer: URL, budget: RetryBudget | None) -> ConsumerFilters:
         """The metrics-and-tracing wrappers of a new reference, outside every other filter
         (none when metrics are off and no tracer is set up: calls then pay nothing)."""
         if self._app.metrics is None and not tracing.enabled():

@@ -25,10 +25,26 @@ stub; the routers see an :class:`~dubbo_py.invocation.Invocation` of the real me
 the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
 attempts on other providers after a failure outside the provider's code; a Java exception is
 the provider's answer and is not retried). Direct ``url=`` providers are not routed.
-Consumer-side override rules' ``timeout``, ``retries`` and ``loadbalance`` (service-wide or
-``<method>.<key>``) beat the reference's options; the other keys they may set are warned about.
-Consumer filters, metrics, tracing, access logs, mocks, hedging and quarantine do not apply yet
-(docs/java-services.md).
+Consumer-side override rules' ``timeout``, ``retries``, ``loadbalance``, ``mock`` and
+``accesslog`` (service-wide or ``<method>.<key>``) beat the reference's options; the other
+keys they may set are warned about.
+
+The consumer filters apply as to a stub reference, composed the same way
+(:meth:`~dubbo_py.app.referencing.Referencing.generic_filters`: metrics and tracing outermost,
+then the application's filters, then the reference's own): the call filters wrap the cluster
+step (routing, the signature lookup, failover), the attempt filters each ``$invoke`` on a
+provider, inside the access log. Blocking calls run their filters and failover in the caller's
+thread (each attempt waits on the runtime's loop); ``invoke_async`` runs them on the caller's
+loop. The filters see an :class:`~dubbo_py.invocation.Invocation` of the real method whose
+request is a :class:`~dubbo_py.invocation.GenericRequest`; the attachments sent are the
+invocation's, so the trace context (and what a filter adds) reaches the provider. A provider
+whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined until a probe
+finds it back; a ``tri://`` provider that says ``serialization=protobuf``, or answers
+``$invoke`` with UNIMPLEMENTED, is an IDL service and is not called generically
+(:attr:`GenericReference.set_aside`). Mocks: :mod:`dubbo_py.consumer.generic_mock`. The QoS
+port's provider and quarantine gauges count generic references, and router snapshots record
+their calls (:meth:`GenericReference.record_routes`); hedging, outlier ejection, the ``/ls``
+listing and ``getRouterSnapshot`` do not cover them yet (docs/java-services.md).
 
 Parameter types left out (``None``, and attribute calls) are read from the service definition
 the providers stored in the metadata report (:meth:`ServiceDefinition.pick
@@ -44,22 +60,41 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from dubbo_py.cluster.loadbalance import get_loadbalance
+import grpc
+
+from dubbo_py.cluster.health_probe import grpc_health_probe
+from dubbo_py.cluster.loadbalance import STATS_LOADBALANCES, get_loadbalance
+from dubbo_py.cluster.mock import MockSpec, parse_mock
+from dubbo_py.cluster.quarantine import Quarantine
+from dubbo_py.cluster.stats import CallStats, method_key
+from dubbo_py.consumer.filters import ConsumerFilters, wrap_attempts, wrap_calls
+from dubbo_py.consumer.generic_mock import mock_answer, mocks_failure
 from dubbo_py.consumer.governed_directory import governed_directory
-from dubbo_py.errors import NoProviderError
-from dubbo_py.invocation import Invocation
+from dubbo_py.consumer.route_snapshots import RouteRecorder, continued
+from dubbo_py.errors import MockSpecError, NoProviderError
+from dubbo_py.invocation import GenericRequest, Invocation
 from dubbo_py.protocol.dubbo.connection import (
     DEFAULT_HEARTBEAT,
     DubboCallError,
+    DubboConnection,
+    DubboConnectionError,
     DubboConnections,
 )
 from dubbo_py.protocol.serialization.hessian2 import JavaException, TypedList
 from dubbo_py.protocol.triple import service_headers
-from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels
+from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels, TripleWrapperError
 from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
+from dubbo_py.qos.access_log import (
+    ACCESSLOG_KEY,
+    AsyncConsumerAccessLog,
+    ConsumerAccessLog,
+    access_log_target,
+    switched_on,
+)
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.service_definition import (
@@ -108,7 +143,7 @@ _CAUSED_BY = "Caused by: "
 #: may publish its definition just after it registered).
 MISSING_DEFINITION_RECHECK = 10.0
 #: Consumer-side override parameters a generic call acts on (``<method>.<key>`` or ``<key>``).
-APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance")
+APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance", "mock", ACCESSLOG_KEY)
 
 
 class GenericSignatureError(MethodChoiceError):
@@ -123,8 +158,8 @@ class GenericResult:
     """A generic call's value and where it went."""
 
     value: Any
-    #: The provider that answered.
-    provider: URL
+    #: The provider that answered (None: a consumer filter answered without calling one).
+    provider: URL | None
     #: The providers tried, in order (the last one answered; the others failed outside the
     #: service's code and were failed over).
     attempts: tuple[URL, ...]
@@ -244,6 +279,10 @@ class GenericReference:
         application: str = "",
         consumer_host: str = "",
         protocols: Collection[str] = PROTOCOLS,
+        filters: ConsumerFilters | None = None,
+        accesslog: str | None = None,
+        quarantine_interval: float = 1.0,
+        mock: str | None = None,
     ) -> None:
         if not registries and not urls:
             raise ValueError(f"generic reference to {interface}: no registry and no url given")
@@ -255,8 +294,29 @@ class GenericReference:
         self._runtime = runtime
         self._attachments = dict(attachments or {})
         self._application = application
-        self._balance = get_loadbalance(loadbalance)
-        self._balancers: dict[str, Any] = {loadbalance.strip().lower(): self._balance}
+        #: The calls in flight and their times per provider and method, recorded while the
+        #: balancer in force reads them (leastactive, shortestresponse, p2c, adaptive).
+        self.stats = CallStats()
+        self._balance = self._new_balancer(loadbalance)
+        self._balancers: dict[str, tuple[Any, bool]] = {loadbalance.strip().lower(): self._balance}
+        # The consumer filters (metrics, tracing, the application's and the reference's own)
+        # around each call and each attempt, per flavour, as a stub reference's.
+        around = filters if filters is not None else ConsumerFilters()
+        self._blocking_call = wrap_calls(around.calls, self._cluster_blocking)
+        self._async_call = wrap_calls(around.async_calls, self._cluster_async)
+        self._blocking_attempt = wrap_attempts(around.attempts, self._attempt_blocking)
+        self._async_attempt = wrap_attempts(around.async_attempts, self._attempt_async)
+        #: The reference's mock (:mod:`dubbo_py.consumer.generic_mock`); a bad spec is a
+        #: MockSpecError now, not in the middle of an outage.
+        self._mock = parse_mock(mock)
+        #: Mocks of consumer override rules, by their text (None: the text does not parse).
+        self._override_mocks: dict[str, MockSpec | None] = {}
+        #: Where the access log goes (None: off; "": the ``dubbo.accesslog`` logger; a path).
+        self._accesslog = access_log_target(accesslog)
+        self._accesslog_on: str | None = None
+        #: Records each call's routing and attempts while router snapshots are on for the
+        #: service (QoS ``enableRouterSnapshot``); None: off, nothing recorded.
+        self._recorder: RouteRecorder | None = None
         unknown = set(protocols) - set(PROTOCOLS)
         if unknown or not protocols:
             raise ValueError(
@@ -282,6 +342,9 @@ class GenericReference:
                 **({"application": application} if application else {}),
             },
         )
+        #: ``tri://`` providers that answered ``$invoke`` with UNIMPLEMENTED (gRPC / IDL
+        #: servers), by address, with why: generic calls pass them over.
+        self.set_aside: dict[str, str] = {}
         self._direct: tuple[URL, ...] = ()
         #: One directory per registry: the same provider filtering, override rules and router
         #: chain (condition, tag, script rules) an ordinary reference of the application has.
@@ -294,10 +357,17 @@ class GenericReference:
                         f"generic reference to {interface}: {url} is neither dubbo:// nor tri://"
                     )
             self._direct = tuple(direct)
+        #: Providers that failed as dead (connection refused or lost, UNAVAILABLE): calls pass
+        #: them over while others are left; a probe (a connect for ``dubbo://``, the gRPC
+        #: health check for ``tri://``) lets each back in once it answers.
+        self.quarantine = Quarantine(self._probe, interval=quarantine_interval)
         for registry in registries:
             directory = governed_directory(self._consumer, registry)
             self._directories.append(directory)
+            # A provider that left the registry leaves the quarantine too.
+            directory.add_listener(lambda _bound: self._retain())
             directory.start(wait=check if check > 0 else 0.0)
+        self.quarantine.start()
         if check > 0 and self._directories and not self.providers:
             log.warning("generic reference to %s: no provider within %.1f s", interface, check)
 
@@ -309,9 +379,34 @@ class GenericReference:
         merged: dict[str, URL] = {}
         for directory in self._directories:
             for url in directory.providers:
-                if url.protocol in self._protocols:
+                if self._callable(url):
                     merged.setdefault(url.address, url)
         return tuple(merged.values())
+
+    def _callable(self, url: URL) -> bool:
+        """Whether a generic call may go to ``url``: its protocol is one the reference speaks;
+        a ``tri://`` one neither says it is an IDL service (``serialization=protobuf``) nor
+        has answered ``$invoke`` with UNIMPLEMENTED (a gRPC / IDL server: :attr:`set_aside`)."""
+        if url.protocol not in self._protocols:
+            return False
+        if url.protocol != "tri":
+            return True
+        if url.get_str("serialization").strip().lower() == "protobuf":
+            return False
+        return url.address not in self.set_aside
+
+    def _set_aside(self, provider: URL, error: TripleWrapperError) -> TripleWrapperError:
+        """``provider`` does not serve ``$invoke``: no generic call of this reference goes
+        there again while it is registered (said once); the error the call raises names why."""
+        message = (
+            f"tri://{provider.address} does not serve $invoke ({error}): an IDL (protobuf) "
+            f"service, which generic calls cannot call; call it through its stub "
+            f"(app.reference), or give protocol='dubbo'"
+        )
+        if provider.address not in self.set_aside:
+            self.set_aside[provider.address] = message
+            log.warning("generic reference to %s: %s", self.interface, message)
+        return TripleWrapperError(provider.address, message, code=error.code)
 
     def route(self, invocation: Invocation) -> tuple[URL, ...]:
         """The providers ``invocation`` may go to: each registry's router chain's survivors,
@@ -322,14 +417,16 @@ class GenericReference:
             return self._direct
         merged: dict[str, URL] = {}
         error: NoProviderError | None = None
+        recorder = self._recorder
         for directory in self._directories:
+            chain = directory.chain if recorder is None else recorder.routes(directory).chain
             try:
-                routed = directory.chain.route(invocation)
+                routed = chain.route(invocation)
             except NoProviderError as exc:
                 error = exc
                 continue
             for url in routed:
-                if url.protocol in self._protocols:
+                if self._callable(url):
                     merged.setdefault(url.address, url)
         if not merged and error is not None:
             raise error
@@ -378,10 +475,26 @@ class GenericReference:
                 "a blocking generic call on the dubbo:// loop would wait on itself; "
                 "await invoke_async instead"
             )
-        result: GenericResult = self._runtime.run(
-            self._call(method, parameter_types, arguments, timeout, attachments, enum_classes)
+        invocation = self._invocation(
+            method, parameter_types, arguments, timeout, attachments, enum_classes
         )
-        return result
+        spec = self._mock_spec(method)
+        if spec is not None and spec.mode == "force":
+            return _result(mock_answer(spec, invocation), [], invocation)
+        outcome: list[GenericResult] = []
+        token = _OUTCOME.set(outcome)
+        try:
+            value = self._blocking_call(invocation)
+        except Exception as error:
+            if spec is None or not mocks_failure(error):
+                raise
+            log.info(
+                "generic %s#%s failed (%s): answered by its mock", self.interface, method, error
+            )
+            return _result(mock_answer(spec, invocation), [], invocation)
+        finally:
+            _OUTCOME.reset(token)
+        return _result(value, outcome, invocation)
 
     async def invoke_async(
         self,
@@ -393,8 +506,8 @@ class GenericReference:
         attachments: Mapping[str, str] | None = None,
         enum_classes: Collection[str] = (),
     ) -> Any:
-        """The asyncio form of :meth:`invoke`: await it on any loop (the call runs on the
-        runtime's loop, where the shared connections live)."""
+        """The asyncio form of :meth:`invoke`: await it on any loop (the filters run on it;
+        each attempt runs on the runtime's loop, where the shared connections live)."""
         result = await self.invoke_result_async(
             method,
             parameter_types,
@@ -416,15 +529,26 @@ class GenericReference:
         enum_classes: Collection[str] = (),
     ) -> GenericResult:
         """The asyncio form of :meth:`invoke_result`."""
-        coroutine = self._call(
+        invocation = self._invocation(
             method, parameter_types, arguments, timeout, attachments, enum_classes
         )
-        running = asyncio.get_running_loop()
-        if running is self._runtime.loop:
-            return await coroutine
-        return await asyncio.wrap_future(
-            asyncio.run_coroutine_threadsafe(coroutine, self._runtime.loop)
-        )
+        spec = self._mock_spec(method)
+        if spec is not None and spec.mode == "force":
+            return _result(mock_answer(spec, invocation), [], invocation)
+        outcome: list[GenericResult] = []
+        token = _OUTCOME.set(outcome)
+        try:
+            value = await self._async_call(invocation)
+        except Exception as error:
+            if spec is None or not mocks_failure(error):
+                raise
+            log.info(
+                "generic %s#%s failed (%s): answered by its mock", self.interface, method, error
+            )
+            return _result(mock_answer(spec, invocation), [], invocation)
+        finally:
+            _OUTCOME.reset(token)
+        return _result(value, outcome, invocation)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -436,19 +560,154 @@ class GenericReference:
         call.__name__ = name
         return call
 
+    def _invocation(
+        self,
+        method: str,
+        parameter_types: Sequence[str] | None,
+        arguments: Sequence[object],
+        timeout: float | None,
+        attachments: Mapping[str, str] | None,
+        enum_classes: Collection[str],
+    ) -> Invocation:
+        """The call as the filters and routers see it: the real method (not ``$invoke``), its
+        :class:`~dubbo_py.invocation.GenericRequest`, the attachments (``dubbo.tag``) and the
+        arguments (``arguments[N]``), as a Java consumer's RpcInvocation carries them."""
+        if parameter_types is not None and len(parameter_types) != len(arguments):
+            raise ValueError(
+                f"{self.interface}#{method}: {len(parameter_types)} parameter types for "
+                f"{len(arguments)} arguments"
+            )
+        values = tuple(arguments)
+        request = GenericRequest(
+            None if parameter_types is None else tuple(parameter_types),
+            values,
+            frozenset(enum_classes),
+        )
+        return Invocation(
+            self.interface,
+            method,
+            request,
+            {**self._attachments, **(attachments or {})},
+            timeout,
+            explicit_arguments=values,
+        )
+
+    # ------------------------------------------------------- the cluster (failover)
+
+    def _cluster_blocking(self, invocation: Invocation) -> Any:
+        """Route, read the signature, and fail over between providers (the call inside the
+        blocking call filters); each attempt goes through the attempt filters."""
+        routed = self.route(invocation)
+        request = _request_of(invocation)
+        if request.parameter_types is None:
+            types, source = self._signature_blocking(invocation.method, request, routed)
+            invocation = self._typed(invocation, types, source)
+        attempt = self._logged(self._blocking_attempt, asyncio=False)
+        failover = _Failover(self, invocation, routed)
+        while (provider := failover.next()) is not None:
+            try:
+                if failover.stats is None:
+                    value = attempt(provider, invocation, failover.timeout)
+                else:
+                    with failover.stats.track(provider.address, failover.key):
+                        value = attempt(provider, invocation, failover.timeout)
+            except DubboCallError as error:
+                failover.failed(provider, error)
+                continue
+            return failover.done(value, provider)
+        raise failover.error()
+
+    async def _cluster_async(self, invocation: Invocation) -> Any:
+        """:meth:`_cluster_blocking`, awaited (inside the asyncio call filters)."""
+        routed = self.route(invocation)
+        request = _request_of(invocation)
+        if request.parameter_types is None:
+            types, source = await self._signature_async(invocation.method, request, routed)
+            invocation = self._typed(invocation, types, source)
+        attempt = self._logged(self._async_attempt, asyncio=True)
+        failover = _Failover(self, invocation, routed)
+        while (provider := failover.next()) is not None:
+            try:
+                if failover.stats is None:
+                    value = await attempt(provider, invocation, failover.timeout)
+                else:
+                    with failover.stats.track(provider.address, failover.key):
+                        value = await attempt(provider, invocation, failover.timeout)
+            except DubboCallError as error:
+                failover.failed(provider, error)
+                continue
+            return failover.done(value, provider)
+        raise failover.error()
+
+    def _typed(
+        self, invocation: Invocation, types: tuple[str, ...] | None, source: str
+    ) -> Invocation:
+        typed = _with_types(invocation, types, source)
+        if self._recorder is not None:
+            continued(invocation, typed)
+        return typed
+
+    def record_routes(self, recorder: RouteRecorder | None) -> None:
+        """Record how each call is routed and attempted (None: stop recording)."""
+        self._recorder = recorder
+
+    @property
+    def recording_routes(self) -> bool:
+        """Whether calls are recorded for router snapshots now."""
+        return self._recorder is not None
+
+    @property
+    def service_key(self) -> str:
+        """``group/interface:version``, as router snapshots and the QoS port name services."""
+        return self._consumer.service_key
+
+    def routers_in_force(self) -> list[Any]:
+        """The routers in force on the reference's registries (for router snapshots)."""
+        return [r for d in self._directories for r in d.routers_in_force()]
+
+    def _attempt_blocking(
+        self, provider: URL, invocation: Invocation, timeout: float | None
+    ) -> Any:
+        """One attempt, from a blocking caller: run on the runtime's loop and waited for."""
+        return self._runtime.run(self._once(provider, invocation, timeout))
+
+    async def _attempt_async(
+        self, provider: URL, invocation: Invocation, timeout: float | None
+    ) -> Any:
+        """One attempt, awaited from any loop (run on the runtime's loop)."""
+        coroutine = self._once(provider, invocation, timeout)
+        if asyncio.get_running_loop() is self._runtime.loop:
+            return await coroutine
+        return await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(coroutine, self._runtime.loop)
+        )
+
+    def _logged(self, attempt: Any, *, asyncio: bool) -> Any:
+        """``attempt`` inside the access log while one is switched on (the reference's
+        ``accesslog``, or a consumer override rule's, which may not name a file), inside the
+        router snapshot recorder while that is on."""
+        target = self._accesslog
+        for directory in self._directories:
+            overrides = directory.consumer_overrides
+            if ACCESSLOG_KEY in overrides:
+                target = access_log_target(overrides[ACCESSLOG_KEY], from_rule=True)
+                break
+        recorder = self._recorder
+        if target is None:
+            return attempt if recorder is None else recorder.call(attempt, asyncio)
+        if target == "" and target != self._accesslog_on:
+            switched_on()
+        self._accesslog_on = target
+        kind = AsyncConsumerAccessLog if asyncio else ConsumerAccessLog
+        logged = kind(
+            attempt, target, self._consumer.host, self.interface, self.version, self.group
+        )
+        return logged if recorder is None else recorder.call(logged, asyncio)
+
     # ------------------------------------------------------- signatures and overrides
 
-    async def _signature(
-        self, method: str, count: int, routed: Sequence[URL]
-    ) -> tuple[tuple[str, ...] | None, str]:
-        """The parameter types of ``method`` with ``count`` arguments from the service
-        definition the providers stored in the metadata report, and where it was read; (None,
-        "") when none is stored (or the providers are direct ``url=`` ones, with no registry to
-        read)."""
-        stores = [r.store for r in self._registries if getattr(r, "store", None) is not None]
-        if not stores or not routed:
-            return None, ""
-        key = tuple(
+    def _definition_key(self, routed: Sequence[URL]) -> tuple[str, ...]:
+        return tuple(
             sorted(
                 {
                     provider_definition_path(
@@ -462,18 +721,61 @@ class GenericReference:
                 }
             )
         )
+
+    def _stores(self) -> list[Any]:
+        return [r.store for r in self._registries if getattr(r, "store", None) is not None]
+
+    def _cached_definition(self, key: tuple[str, ...]) -> bool:
+        """Whether the definition of ``key`` is known and need not be read again."""
         cached = self._definitions.get(key)
-        stale = cached is not None and cached[0] is None and cached[1] < time.monotonic()
-        if cached is None or stale:
+        return cached is not None and (cached[0] is not None or cached[1] >= time.monotonic())
+
+    def _keep_definition(self, key: tuple[str, ...], found: ServiceDefinition | None) -> None:
+        self._definitions[key] = (found, time.monotonic() + MISSING_DEFINITION_RECHECK)
+
+    def _signature_blocking(
+        self, method: str, request: GenericRequest, routed: Sequence[URL]
+    ) -> tuple[tuple[str, ...] | None, str]:
+        """The parameter types of ``method`` with the request's number of arguments from the
+        service definition the providers stored in the metadata report, and where it was
+        read; (None, "") when none is stored (or the providers are direct ``url=`` ones, with
+        no registry to read)."""
+        stores = self._stores()
+        if not stores or not routed:
+            return None, ""
+        key = self._definition_key(routed)
+        if not self._cached_definition(key):
             found: ServiceDefinition | None = None
             for store in stores:
-                # Store reads block (ZooKeeper, etcd, Nacos clients): off the shared loop.
+                found, _missing = read_provider_definition(store, list(routed))
+                if found is not None:
+                    break
+            self._keep_definition(key, found)
+        return self._pick(key, method, len(request.arguments))
+
+    async def _signature_async(
+        self, method: str, request: GenericRequest, routed: Sequence[URL]
+    ) -> tuple[tuple[str, ...] | None, str]:
+        """:meth:`_signature_blocking`, the store reads off the loop."""
+        stores = self._stores()
+        if not stores or not routed:
+            return None, ""
+        key = self._definition_key(routed)
+        if not self._cached_definition(key):
+            found: ServiceDefinition | None = None
+            for store in stores:
+                # Store reads block (ZooKeeper, etcd, Nacos clients): off the loop.
                 found, _missing = await asyncio.to_thread(
                     read_provider_definition, store, list(routed)
                 )
                 if found is not None:
                     break
-            self._definitions[key] = (found, time.monotonic() + MISSING_DEFINITION_RECHECK)
+            self._keep_definition(key, found)
+        return self._pick(key, method, len(request.arguments))
+
+    def _pick(
+        self, key: tuple[str, ...], method: str, count: int
+    ) -> tuple[tuple[str, ...] | None, str]:
         definition = self._definitions[key][0]
         if definition is None:
             log.debug("generic %s#%s: no service definition stored", self.interface, method)
@@ -513,6 +815,21 @@ class GenericReference:
                     ", ".join(APPLIED_OVERRIDES),
                 )
 
+    def _mock_spec(self, method: str) -> MockSpec | None:
+        """The mock of ``method``'s calls now: a consumer override rule's ``<method>.mock`` or
+        ``mock`` (``false`` switches the reference's off), else the reference's. An override
+        that does not parse is logged once and leaves the reference's in force."""
+        text = self._override(method, "mock")
+        if text is None:
+            return self._mock
+        if text not in self._override_mocks:
+            try:
+                self._override_mocks[text] = parse_mock(text)
+            except MockSpecError as exc:
+                log.error("generic %s: ignoring override mock: %s", self.interface, exc)
+                self._override_mocks[text] = self._mock
+        return self._override_mocks[text]
+
     def _retries(self, method: str) -> int:
         text = self._override(method, "retries")
         if text is not None:
@@ -522,14 +839,19 @@ class GenericReference:
                 log.warning("generic %s: override retries=%r is no number", self.interface, text)
         return max(0, self.retries)
 
-    def _balancer(self, method: str) -> Any:
+    def _new_balancer(self, name: str) -> tuple[Any, bool]:
+        key = name.strip().lower()
+        return get_loadbalance(key, stats=self.stats), key in STATS_LOADBALANCES
+
+    def _balancer(self, method: str) -> tuple[Any, bool]:
+        """The balancer of ``method``'s calls now, and whether it reads call statistics."""
         name = self._override(method, "loadbalance")
         if name is None:
             return self._balance
         key = name.strip().lower()
         if key not in self._balancers:
             try:
-                self._balancers[key] = get_loadbalance(key)
+                self._balancers[key] = self._new_balancer(key)
             except ValueError as exc:
                 log.warning("generic %s: override loadbalance: %s", self.interface, exc)
                 self._balancers[key] = self._balance
@@ -545,94 +867,22 @@ class GenericReference:
             log.warning("generic %s: override timeout=%r is no number", self.interface, text)
             return None
 
-    async def _call(
-        self,
-        method: str,
-        parameter_types: Sequence[str] | None,
-        arguments: Sequence[object],
-        timeout: float | None,
-        attachments: Mapping[str, str] | None,
-        enum_classes: Collection[str],
-    ) -> GenericResult:
-        if parameter_types is not None and len(parameter_types) != len(arguments):
-            raise ValueError(
-                f"{self.interface}#{method}: {len(parameter_types)} parameter types for "
-                f"{len(arguments)} arguments"
-            )
-        # What the routers see: the real method, the call's attachments (``dubbo.tag``) and its
-        # arguments (``arguments[N]``), as a Java consumer's RpcInvocation carries them.
-        invocation = Invocation(
-            self.interface,
-            method,
-            None,
-            {**self._attachments, **(attachments or {})},
-            explicit_arguments=tuple(arguments),
-        )
-        routed = self.route(invocation)
-        source = ""
-        types = None if parameter_types is None else tuple(parameter_types)
-        if types is None:
-            types, source = await self._signature(method, len(arguments), routed)
+    async def _once(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
+        """One ``$invoke`` on ``provider``, on the runtime's loop: the invocation's attachments
+        (trace context included) go with it."""
+        request = _request_of(invocation)
+        types, enum_classes = request.parameter_types, request.enum_classes
         args: list[object] = [
-            method,
+            invocation.method,
             None if types is None else TypedList("[string", types),
-            TypedList("[object", arguments),
+            TypedList("[object", request.arguments),
         ]
-        self._warn_unapplied()
-        balancer = self._balancer(method)
-        if timeout is None:
-            timeout = self._override_timeout(method)
-        tried: list[URL] = []
-        last: DubboCallError | None = None
-        for _attempt in range(self._retries(method) + 1):
-            candidates = tuple(p for p in routed if p not in tried)
-            if not candidates:
-                break
-            # Providers just refused at connect are passed over while others are left, as
-            # Dubbo's cluster skips invokers whose client is not connected.
-            pool = self._runtime.connections
-            reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
-            candidates = reachable or candidates
-            provider = balancer.select(candidates, invocation)
-            tried.append(provider)
-            try:
-                value = await self._once(provider, args, timeout, attachments, enum_classes)
-            except DubboCallError as error:
-                last = error
-                log.info(
-                    "generic %s#%s on %s failed: %s",
-                    self.interface,
-                    method,
-                    provider.address,
-                    error,
-                )
-                continue
-            return GenericResult(value, provider, tuple(tried), types, source)
-        if last is not None:
-            raise last
-        raise NoProviderError(
-            self.interface,
-            method,
-            None,
-            f"no {' or '.join(sorted(f'{p}://' for p in self._protocols))} provider of "
-            f"version {self.version or '-'}, group {self.group or '-'} is registered",
-        )
-
-    async def _once(
-        self,
-        provider: URL,
-        args: list[object],
-        timeout: float | None,
-        attachments: Mapping[str, str] | None,
-        enum_classes: Collection[str],
-    ) -> Any:
         seconds = timeout if timeout is not None else self.timeout
         if seconds is None:
             registered = provider.get_str("timeout")
             seconds = int(registered) / 1000 if registered.isdigit() else DEFAULT_TIMEOUT
         sent: dict[str, object] = {
-            **self._attachments,
-            **(attachments or {}),
+            **invocation.attachments,
             "path": provider.path or self.interface,
             "interface": self.interface,
             "generic": "true",
@@ -684,6 +934,21 @@ class GenericReference:
             raise unwrap_generic_exception(result.exception)
         return result.value
 
+    def _retain(self) -> None:
+        # A provider that left the registry leaves the quarantine and the set-aside list.
+        registered = {url.address for directory in self._directories for url in directory.providers}
+        for address in [a for a in list(self.set_aside) if a not in registered]:
+            self.set_aside.pop(address, None)
+        self.quarantine.retain(self.providers)
+
+    def _probe(self, provider: URL) -> bool:
+        """Whether a quarantined provider is back (on the quarantine's thread): it accepts a
+        connection (``dubbo://``; Dubbo counts an invoker available while its client is
+        connected), or answers the gRPC health check (``tri://``)."""
+        if provider.protocol == "tri":
+            return grpc_health_probe(provider)
+        return bool(self._runtime.run(_accepts(provider.host, provider.port), timeout=5))
+
     def _triple_headers(self, provider: URL) -> tuple[tuple[str, str | bytes], ...]:
         # A registered provider URL names its version and group; a url= given without them
         # takes the reference's, as a Java consumer's direct URL is merged with its config.
@@ -699,3 +964,164 @@ class GenericReference:
         directories, self._directories = self._directories, []
         for directory in directories:
             directory.close()
+        self.quarantine.stop()
+
+
+#: Where the cluster step of the call in progress leaves what it did (the provider that
+#: answered, those tried), for :meth:`GenericReference.invoke_result` outside the filters.
+_OUTCOME: ContextVar[list[GenericResult] | None] = ContextVar("dubbo_py_generic", default=None)
+
+
+def _request_of(invocation: Invocation) -> GenericRequest:
+    request = invocation.request
+    if not isinstance(request, GenericRequest):
+        raise TypeError(
+            f"generic {invocation.service}#{invocation.method}: a filter replaced the request "
+            f"with {type(request).__name__}; a generic call's request is a GenericRequest"
+        )
+    return request
+
+
+def _with_types(invocation: Invocation, types: tuple[str, ...] | None, source: str) -> Invocation:
+    """``invocation`` with the parameter types read from the metadata report."""
+    request = _request_of(invocation)
+    return Invocation(
+        invocation.service,
+        invocation.method,
+        GenericRequest(types, request.arguments, request.enum_classes, source),
+        invocation.attachments,
+        invocation.timeout,
+        invocation.explicit_arguments,
+        invocation.options,
+    )
+
+
+def _result(value: Any, outcome: list[GenericResult], invocation: Invocation) -> GenericResult:
+    """What :meth:`GenericReference.invoke_result` returns: the filters' value, with where the
+    call went (no provider: a filter answered without calling one)."""
+    if not outcome:
+        request = _request_of(invocation)
+        return GenericResult(value, None, (), request.parameter_types)
+    last = outcome[-1]
+    if last.value is value:
+        return last
+    return GenericResult(
+        value, last.provider, last.attempts, last.parameter_types, last.signature_source
+    )
+
+
+class _Failover:
+    """One call's failover: the routed providers, those tried, the last failure; ``retries``
+    more attempts after one that failed outside the provider's code (a Java exception is the
+    provider's answer and is not retried)."""
+
+    def __init__(
+        self, ref: GenericReference, invocation: Invocation, routed: Sequence[URL]
+    ) -> None:
+        method = invocation.method
+        ref._warn_unapplied()
+        self._ref = ref
+        self._invocation = invocation
+        self._routed = routed
+        self._balancer, records = ref._balancer(method)
+        #: Where each attempt is counted (None: the balancer reads no statistics).
+        self.stats = ref.stats if records else None
+        self.key = method_key(invocation.service, method)
+        #: The call's own timeout, else a consumer override's (None: the reference's).
+        self.timeout = (
+            invocation.timeout if invocation.timeout is not None else ref._override_timeout(method)
+        )
+        self._left = ref._retries(method) + 1
+        self._tried: list[URL] = []
+        self._last: DubboCallError | None = None
+
+    def next(self) -> URL | None:
+        """The provider of the next attempt (None: no attempt left)."""
+        if self._left <= 0:
+            return None
+        candidates = tuple(p for p in self._routed if p not in self._tried)
+        if not candidates:
+            return None
+        self._left -= 1
+        # Providers just refused at connect are passed over while others are left, as
+        # Dubbo's cluster skips invokers whose client is not connected.
+        pool = self._ref._runtime.connections
+        reachable = tuple(p for p in candidates if not pool.recently_failed(p.address))
+        candidates = reachable or candidates
+        quarantine = self._ref.quarantine
+        if quarantine.addresses:
+            # The quarantined are tried only when no other is left (as a stub's cluster does).
+            healthy, quarantined = quarantine.partition(candidates)
+            candidates = healthy or quarantined
+        provider: URL = self._balancer.select(candidates, self._invocation)
+        self._tried.append(provider)
+        return provider
+
+    def failed(self, provider: URL, error: DubboCallError) -> None:
+        """An attempt on ``provider`` failed outside the service's code; one that says the
+        provider is down puts it in quarantine."""
+        self._last = error
+        if (
+            provider.protocol == "tri"
+            and isinstance(error, TripleWrapperError)
+            and error.code is grpc.StatusCode.UNIMPLEMENTED
+        ):
+            self._last = self._ref._set_aside(provider, error)
+        if _dead(error):
+            self._ref.quarantine.add(provider, f"{type(error).__name__}: {error}")
+        log.info(
+            "generic %s#%s on %s failed: %s",
+            self._ref.interface,
+            self._invocation.method,
+            provider.address,
+            error,
+        )
+
+    def done(self, value: Any, provider: URL) -> Any:
+        """``provider`` answered ``value``: noted for ``invoke_result``."""
+        outcome = _OUTCOME.get()
+        if outcome is not None:
+            request = _request_of(self._invocation)
+            outcome.append(
+                GenericResult(
+                    value,
+                    provider,
+                    tuple(self._tried),
+                    request.parameter_types,
+                    request.signature_source,
+                )
+            )
+        return value
+
+    def error(self) -> Exception:
+        """What the call raises when no attempt answered."""
+        if self._last is not None:
+            return self._last
+        ref = self._ref
+        return NoProviderError(
+            ref.interface,
+            self._invocation.method,
+            None,
+            f"no {' or '.join(sorted(f'{p}://' for p in ref._protocols))} provider of "
+            f"version {ref.version or '-'}, group {ref.group or '-'} is registered",
+        )
+
+
+def _dead(error: DubboCallError) -> bool:
+    """Whether ``error`` says the provider is down (not merely slow or refusing the call):
+    a ``dubbo://`` connection refused or lost, a Triple call UNAVAILABLE."""
+    if isinstance(error, DubboConnectionError):
+        return True
+    if isinstance(error, TripleWrapperError):
+        return error.code is grpc.StatusCode.UNAVAILABLE
+    return False
+
+
+async def _accepts(host: str, port: int) -> bool:
+    """Whether ``host:port`` accepts a ``dubbo://`` connection now (closed at once)."""
+    try:
+        connection = await DubboConnection.open(host, port, connect_timeout=1.0, heartbeat=0)
+    except DubboConnectionError:
+        return False
+    await connection.close("probe done")
+    return True

@@ -45,6 +45,7 @@ __all__ = [
     "RouteRecorder",
     "RouteSnapshots",
     "RouterRule",
+    "continued",
 ]
 
 #: Calls kept (Dubbo keeps the last 32).
@@ -267,6 +268,14 @@ class RecordingRoutes:
         if wrapped is None or wrapped._inner is not inner:
             wrapped = self._wrapped = RecordingChain(inner, self._recorder)
         return wrapped
+
+
+def continued(previous: Invocation, current: Invocation) -> None:
+    """The call recorded as ``previous`` goes on as ``current`` (a generic call's invocation
+    once its parameter types are read): its attempts are then recorded under the same record."""
+    record = _current.get()
+    if record is not None and record.invocation is previous:
+        record.invocation = current
 
 
 def _outcome(error: BaseException | None) -> str:

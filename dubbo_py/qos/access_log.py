@@ -23,6 +23,9 @@ The line, as Dubbo's ``AccessLogData`` with the outcome and duration added::
 
     [2026-12-05 07:42:08.12345] -> [2026-12-05 07:42:08.13012] 127.0.0.1:53190 -> \
 127.0.0.1:50051 - grp/demo.Greeter:1.0.0 SayHello(demo.HelloRequest) ["name: \"x\""] OK 6.671ms
+
+A generic call's line names the Java method, its parameter types and the arguments' Python
+values: ``estate.UserService getUser(java.lang.Long) [7] OK 1.208ms``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from datetime import datetime
 from typing import Any
 
 import grpc
+
+from dubbo_py.invocation import GenericRequest
 
 __all__ = [
     "ACCESSLOG_KEY",
@@ -119,9 +124,17 @@ def _when(epoch: float) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 10:05d}"
 
 
+def _shown(text: str) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+
+
 def _arguments(request: Any) -> str:
     if request is None:
         return ""
+    if isinstance(request, GenericRequest):  # a generic call: its Python values
+        values = request.arguments[:_MAX_ARGUMENTS]
+        return "[" + ", ".join(_shown(repr(v)) for v in values) + "]"
     fields = getattr(request, "ListFields", None)
     if fields is None:  # a stream, or not a message: its type only
         return ""
@@ -132,8 +145,7 @@ def _arguments(request: Any) -> str:
             if not hasattr(value, "ListFields")
             else (f"{descriptor.name}: {{{str(value).strip()}}}")
         )
-        text = text.replace("\n", " ")
-        shown.append(text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "...")
+        shown.append(_shown(text))
     return "[" + ", ".join(shown) + "]"
 
 
@@ -145,7 +157,9 @@ def format_line(entry: AccessEntry) -> str:
     if entry.version:
         service = f"{service}:{entry.version}"
     request_type = ""
-    if entry.request is not None:
+    if isinstance(entry.request, GenericRequest):  # Java's types, as Dubbo's line shows them
+        request_type = ",".join(entry.request.parameter_types or ())
+    elif entry.request is not None:
         descriptor = getattr(entry.request, "DESCRIPTOR", None)
         request_type = descriptor.full_name if descriptor is not None else "stream"
     arguments = _arguments(entry.request)

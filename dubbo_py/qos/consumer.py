@@ -32,7 +32,10 @@ import grpc
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import Invocation
+from dubbo_py.protocol.dubbo.connection import DubboConnectionError
+from dubbo_py.protocol.serialization.hessian2 import JavaException
 from dubbo_py.qos import tracing
 from dubbo_py.qos.metrics import MethodKey, MethodStats, Metrics, failure_reason
 from dubbo_py.url import URL
@@ -56,6 +59,17 @@ def call_failure_reason(error: BaseException) -> str:
     provider to try is ``service_unavailable`` (Dubbo's "No provider available")."""
     code = error.code() if isinstance(error, grpc.RpcError) else None
     no_provider = getattr(error, "tried", None) == ()
+    if code is None and not no_provider:
+        # A generic call's errors carry no gRPC status: a timeout, a connection lost, or the
+        # Java service's own exception (Dubbo counts that one as a business failure).
+        if isinstance(error, NoProviderError):
+            return "service_unavailable"
+        if isinstance(error, TimeoutError):
+            return "timeout"
+        if isinstance(error, JavaException):
+            return "business"
+        if isinstance(error, DubboConnectionError):
+            return "network"
     return failure_reason(
         code if isinstance(code, grpc.StatusCode) else None, no_provider=no_provider
     )

@@ -5,6 +5,7 @@ pushed with ``dubbo-py rules push`` steer ``$invoke`` calls between two live Apa
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -163,3 +164,35 @@ def test_consumer_override_parameters_apply_to_generic_calls(
     finally:
         dubbo_py_cli(estate_registry, "rules", "delete", override)
     _until(lambda: users.invoke("sleep", ["int"], [600]) == 600)
+
+
+def test_leastactive_sees_the_generic_calls_in_flight(
+    providers: dict[str, JavaDubboProvider],
+    estate_registry: str,
+    estate_group: str,
+    tmp_path: Path,
+) -> None:
+    # While a slow call is in flight on one provider, leastactive sends every other call of the
+    # method to the other one (Dubbo counts the active calls per method; with no statistics
+    # recorded it would balance them at random over both).
+    with dubbo_py.Application(
+        "py-generic-leastactive", estate_registry, cache_path=tmp_path / "c.json"
+    ) as app:
+        ref = app.generic_reference(
+            SERVICE, version="1.0.0", group=estate_group, timeout=10.0, loadbalance="leastactive"
+        )
+        _until(lambda: len(ref.providers) == 2)
+        slow: list[str] = []
+        worker = threading.Thread(
+            target=lambda: slow.append(ref.invoke("sleep", ["int"], [2500]) and "done")
+        )
+        worker.start()
+        _until(lambda: sum(c.active for c in ref.stats.views()) == 1)
+        [busy] = [c.address for c in ref.stats.views() if c.active == 1]
+        served = Counter(
+            ref.invoke_result("sleep", ["int"], [0]).provider.address  # type: ignore[union-attr]
+            for _ in range(10)
+        )
+        worker.join(10)
+        assert slow == ["done"]
+        assert busy not in served and sum(served.values()) == 10, (busy, served)
