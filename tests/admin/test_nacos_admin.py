@@ -194,6 +194,18 @@ def test_acl_advice_on_nacos_is_nacos_auth_in_the_namespace(where: str, namespac
     assert all(g["resource"].startswith(f"{namespace}:") for g in grants)
     commands = ok(dubbo_py(where, "acl nacos-auth"))
     assert "/nacos/v3/auth/permission?role=dubbo-operators" in commands
+    # Services are in the address's naming group (DEFAULT_GROUP without group=); config
+    # groups do not change with it.
+    assert ("dubbo-applications", f"{namespace}:DEFAULT_GROUP:naming/*", "rw") in mine
+    grouped = json.loads(ok(dubbo_py(f"{where}&group=blue", "acl nacos-auth --json")))
+    naming = {(g["role"], g["resource"]) for g in grouped if ":naming/" in g["resource"]}
+    assert naming == {
+        ("dubbo-applications", f"{namespace}:blue:naming/*"),
+        ("dubbo-operators", f"{namespace}:blue:naming/*"),
+    }
+    assert [g for g in grouped if ":config/" in g["resource"]] == [
+        g for g in grants if ":config/" in g["resource"]
+    ]
 
 
 def test_the_console_on_nacos_lists_a_provider_and_pushes_a_rule(

@@ -3,18 +3,23 @@ processes on ``nacos://...?register-mode=interface`` register, a consumer Applic
 same address calls them, a second provider joining gets calls, a condition rule written to Nacos
 routes calls, and a provider stopping gracefully leaves without a failed call (its instance
 deregistered and no longer listed). A provider in the default register mode is found at the
-application level."""
+application level. Addresses with ``group=`` keep their providers apart (Nacos naming groups, as
+Dubbo's NacosRegistry and NacosServiceDiscovery), and a rule pushed by ``dubbo-py rules push``
+on a group's address reaches that group's consumer."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
+from dubbo_py.admin.cli import cli
 from tests.e2e.conftest import wait_until
 from tests.support.nacos import NacosServer
 from tests.support.processes import ProviderProcess
@@ -94,3 +99,78 @@ def test_a_default_register_mode_provider_is_found_at_the_application_level_on_n
             15,
             "a call answered through the application level on Nacos",
         )
+
+
+def test_groups_keep_providers_apart_and_a_pushed_rule_reaches_its_group(
+    nacos: NacosServer,
+    started: list[ProviderProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two providers on group blue, one on green (interface level); a blue consumer is only ever
+    # answered by blue's, and a condition rule pushed with the CLI on blue's address (data id
+    # <key> in group dubbo, where Dubbo reads rules whatever its registry group) steers it.
+    # A namespace of its own: the rule is config of the namespace, read by every group's
+    # consumer in it (as in Dubbo), so it must not reach the other tests' consumers.
+    base = (
+        f"nacos://{nacos.address}?namespace=groups-{uuid.uuid4().hex[:8]}&register-mode=interface"
+    )
+    blue, green = f"{base}&group=blue", f"{base}&group=green"
+    for address in (blue, blue, green):
+        started.append(ProviderProcess(address).start())
+    first, second, other = (p.address for p in started)
+    with dubbo_py.Application("shop", blue, cache_path=tmp_path / "c.json") as app:
+        greeter = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+
+        def served_by() -> str:
+            return str(greeter.SayHello(greeter_pb2.HelloRequest(name="n")).provider)
+
+        seen: set[str] = set()
+        wait_until(
+            lambda: seen.add(served_by()) or {first, second} <= seen, 15, "both blue providers"
+        )
+        seen |= {served_by() for _ in range(20)}
+        assert seen == {first, second}, f"green's provider {other} answered a blue consumer"
+
+        monkeypatch.delenv("DUBBO_PY_REGISTRY", raising=False)
+        monkeypatch.delenv("DUBBO_PY_REGISTRY_AUTH", raising=False)
+        rule = tmp_path / "rule.yaml"
+        rule.write_text(
+            "configVersion: v3.0\nscope: service\nkey: demo.Greeter:1.0.0\nforce: true\n"
+            f"conditions:\n  - 'method = SayHello => port = {started[1].port}'\n"
+        )
+        pushed = CliRunner().invoke(cli, ["rules", "push", str(rule), "--registry", blue])
+        assert pushed.exit_code == 0, pushed.output
+        wait_until(
+            lambda: {served_by() for _ in range(5)} == {second}, 10, "the pushed rule routes"
+        )
+
+
+def test_an_application_level_provider_is_found_only_in_its_group_on_nacos(
+    nacos: NacosServer, started: list[ProviderProcess], tmp_path: Path
+) -> None:
+    # Register mode "all" on group blue: the instance (Nacos service <app> in group blue), its
+    # MetadataInfo and the mapping; a FORCE_APPLICATION consumer on blue finds it, one on green
+    # finds no instance of the application although the mapping names it.
+    blue = f"nacos://{nacos.address}?group=blue"
+    green = f"nacos://{nacos.address}?group=green"
+    started.append(ProviderProcess(blue).start())
+    with (
+        dubbo_py.Application(
+            "shop-blue", blue, cache_path=tmp_path / "b.json", migration_step="FORCE_APPLICATION"
+        ) as on_blue,
+        dubbo_py.Application(
+            "shop-green", green, cache_path=tmp_path / "g.json", migration_step="FORCE_APPLICATION"
+        ) as on_green,
+    ):
+        greeter = on_blue.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0")
+        wait_until(
+            lambda: (
+                greeter.SayHello(greeter_pb2.HelloRequest(name="n")).provider == started[0].address
+            ),
+            15,
+            "a call answered through the application level on group blue",
+        )
+        stranger = on_green.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=1)
+        with pytest.raises(Exception, match=r"(?i)no provider"):
+            stranger.SayHello(greeter_pb2.HelloRequest(name="n"))

@@ -4,12 +4,17 @@ metadata and is listed (and watched) by another store; a rule is config data id
 ``<key>.condition-router`` in group ``dubbo`` that Nacos's own client reads; an application
 instance is an instance of the Nacos service named after the application, its metadata the
 instance's, read back as Curator's JSON; a MetadataInfo document is data id ``<app>`` in group
-``<revision>``; paths outside Dubbo's Nacos layout are refused by name."""
+``<revision>``; paths outside Dubbo's Nacos layout are refused by name. An address's ``group``
+is the Nacos group of its instances, both levels, as Dubbo's NacosRegistry and
+NacosServiceDiscovery read it; config stays in Dubbo's groups whatever the registry group."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,11 +35,11 @@ pytestmark = pytest.mark.nacos
 
 
 @pytest.fixture
-def make_nacos(nacos: NacosServer, tmp_path: Path) -> Iterator[Callable[[], NacosStore]]:
+def make_nacos(nacos: NacosServer, tmp_path: Path) -> Iterator[Callable[..., NacosStore]]:
     opened: list[NacosStore] = []
 
-    def make() -> NacosStore:
-        store = parse_registry_address(f"nacos://{nacos.address}").new_store()
+    def make(query: str = "") -> NacosStore:
+        store = parse_registry_address(f"nacos://{nacos.address}{query}").new_store()
         assert isinstance(store, NacosStore)
         opened.append(store)
         assert store.start(30), f"{store} did not start"
@@ -62,7 +67,7 @@ def _provider(interface: str, port: int) -> URL:
 
 
 def test_provider_is_a_dubbo_named_instance_and_listed_by_another_store(
-    make_nacos: Callable[[], NacosStore],
+    make_nacos: Callable[..., NacosStore],
 ) -> None:
     interface = f"org.example.Greeter{uuid.uuid4().hex[:8]}"
     provider, consumer = make_nacos(), make_nacos()
@@ -91,7 +96,7 @@ def test_provider_is_a_dubbo_named_instance_and_listed_by_another_store(
 
 
 def test_a_deregistered_provider_leaves_the_folder(
-    make_nacos: Callable[[], NacosStore],
+    make_nacos: Callable[..., NacosStore],
 ) -> None:
     interface = f"org.example.Gone{uuid.uuid4().hex[:8]}"
     provider, consumer = make_nacos(), make_nacos()
@@ -104,7 +109,7 @@ def test_a_deregistered_provider_leaves_the_folder(
 
 
 def test_rule_is_config_in_group_dubbo_and_its_watch_follows_changes(
-    make_nacos: Callable[[], NacosStore],
+    make_nacos: Callable[..., NacosStore],
 ) -> None:
     store, other = make_nacos(), make_nacos()
     path = layout.config_path(f"demo-{uuid.uuid4().hex[:8]}.condition-router")
@@ -130,7 +135,7 @@ def test_rule_is_config_in_group_dubbo_and_its_watch_follows_changes(
 
 
 def test_paths_outside_dubbos_nacos_layout_are_refused_by_name(
-    make_nacos: Callable[[], NacosStore],
+    make_nacos: Callable[..., NacosStore],
 ) -> None:
     store = make_nacos()
     for call in (
@@ -143,7 +148,7 @@ def test_paths_outside_dubbos_nacos_layout_are_refused_by_name(
 
 
 def test_an_application_instance_is_an_instance_of_the_application_service(
-    make_nacos: Callable[[], NacosStore],
+    make_nacos: Callable[..., NacosStore],
 ) -> None:
     app = f"shop-{uuid.uuid4().hex[:8]}"
     provider, consumer = make_nacos(), make_nacos()
@@ -192,7 +197,7 @@ def test_an_application_instance_is_an_instance_of_the_application_service(
 
 
 def test_a_metadata_document_is_data_id_app_in_group_revision(
-    make_nacos: Callable[[], NacosStore],
+    make_nacos: Callable[..., NacosStore],
 ) -> None:
     app, revision = f"shop-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     store = make_nacos()
@@ -203,3 +208,78 @@ def test_a_metadata_document_is_data_id_app_in_group_revision(
     assert store.children(f"/dubbo/metadata/{app}") == [revision]
     # A revision's group is no rules group.
     assert revision not in store.children("/dubbo/config")
+
+
+def _server_instances(nacos: NacosServer, service: str, group: str) -> list[tuple[str, int]]:
+    """``(ip, port)`` of a service's instances in ``group``, from Nacos's own HTTP API (not
+    through any dubbo-py store)."""
+    query = urllib.parse.urlencode(
+        {"namespaceId": "public", "groupName": group, "serviceName": service}
+    )
+    url = f"http://{nacos.address}/nacos/v3/client/ns/instance/list?{query}"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return sorted((i["ip"], int(i["port"])) for i in json.loads(answer.read())["data"])
+
+
+def test_the_group_parameter_is_the_naming_group_of_both_levels(
+    nacos: NacosServer, make_nacos: Callable[..., NacosStore]
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    interface, app = f"org.example.Grouped{tag}", f"shop-{tag}"
+    blue, green = f"blue-{tag}", f"green-{tag}"
+    provider = make_nacos(f"?group={blue}")
+    same, other, default = make_nacos(f"?group={blue}"), make_nacos(f"?group={green}"), make_nacos()
+    url = _provider(interface, 50081)
+    provider.create(layout.node_path(url), ephemeral=True)
+    instance = ServiceInstance(app, "127.0.0.1", 50082, {"dubbo.metadata.revision": "c" * 32})
+    provider.create(instance_path(app, instance.id), instance.to_json().encode(), ephemeral=True)
+
+    # In Nacos itself: both instances in the naming group the address named, none in
+    # DEFAULT_GROUP (where an address without group= puts them).
+    service = f"providers:{interface}:1.0.0:blue"
+    _until(lambda: _server_instances(nacos, service, blue) == [("127.0.0.1", 50081)])
+    _until(lambda: _server_instances(nacos, app, blue) == [("127.0.0.1", 50082)])
+    assert _server_instances(nacos, service, "DEFAULT_GROUP") == []
+    assert _server_instances(nacos, app, "DEFAULT_GROUP") == []
+
+    # A store of the same group sees both; stores of another group or of none see neither.
+    folder = layout.category_path(interface, "providers")
+    _until(lambda: [URL.decode(n) for n in same.children(folder)] == [url])
+    assert same.children(application_path(app)) == [instance.id]
+    assert app in same.children("/services") and interface in same.children("/dubbo")
+    for store in (other, default):
+        assert store.children(folder) == []
+        assert store.children(application_path(app)) == []
+        assert app not in store.children("/services")
+        assert interface not in store.children("/dubbo")
+
+    # Leaving is seen in the group too (deregistered from the group it was registered in).
+    seen: list[list[str]] = []
+    cancel = same.watch_children(folder, seen.append)
+    _until(lambda: bool(seen) and seen[-1] != [])
+    provider.delete(layout.node_path(url))
+    _until(lambda: seen[-1] == [])
+    _until(lambda: _server_instances(nacos, service, blue) == [])
+    cancel()
+
+
+def test_config_stays_in_dubbos_groups_whatever_the_registry_group(
+    make_nacos: Callable[..., NacosStore],
+) -> None:
+    # Dubbo 3.3's rule listeners name group "dubbo" themselves, the mapping is group "mapping"
+    # and a MetadataInfo document group <revision>, for every registry group: a rule written
+    # on one group's address is read on another's and where Dubbo reads it.
+    tag = uuid.uuid4().hex[:8]
+    writer, reader = make_nacos(f"?group=blue-{tag}"), make_nacos(f"?group=green-{tag}")
+    rule = layout.config_path(f"demo-{tag}.condition-router")
+    writer.create(rule, b"conditions: [a]")
+    writer.create(f"/dubbo/mapping/org.example.M{tag}", b"shop")
+    writer.create(metadata_path(f"shop-{tag}", "d" * 32), b'{"app":"shop"}')
+    for data_id, group, text in (
+        (f"demo-{tag}.condition-router", "dubbo", "conditions: [a]"),
+        (f"org.example.M{tag}", "mapping", "shop"),
+        (f"shop-{tag}", "d" * 32, '{"app":"shop"}'),
+    ):
+        param = nacos_v2.ConfigParam(data_id=data_id, group=group)
+        assert reader._run(reader._config.get_config(param)) == text
+    assert reader.get(rule)[0] == b"conditions: [a]"

@@ -80,6 +80,28 @@ def test_a_nacos_address_names_its_namespace() -> None:
     assert parse_registry_address("nacos://n1").option("namespace") is None
 
 
+def test_a_nacos_group_is_its_naming_group_not_a_root() -> None:
+    # Dubbo's NacosRegistry reads the registry URL's group as the Nacos group of its service
+    # instances; on zookeeper:// the same parameter is the root, and only /dubbo is taken.
+    address = parse_registry_address("nacos://n1?namespace=prod&group=blue")
+    assert (address.option("namespace"), address.option("group")) == ("prod", "blue")
+    assert address != parse_registry_address("nacos://n1?namespace=prod&group=green")
+    assert parse_registry_address(str(address)) == address
+    store = address.new_store()
+    assert (
+        store.naming_group == "blue" and str(store) == "nacos://n1:8848?namespace=prod&group=blue"
+    )
+    assert parse_registry_address("nacos://n1").new_store().naming_group == "DEFAULT_GROUP"
+    # group=dubbo is Dubbo's default root elsewhere, but on Nacos the group "dubbo" (as Dubbo).
+    assert parse_registry_address("nacos://n1?group=dubbo").new_store().naming_group == "dubbo"
+    with pytest.raises(RegistryAddressError, match="group=blue asks for the registry root"):
+        parse_registry_address("zookeeper://z1?group=blue")
+    with pytest.raises(StoreError, match="group='a b' is no Nacos group name"):
+        parse_registry_address("nacos://n1?group=a b").new_store()
+    with pytest.raises(RegistryAddressError, match="option 'group' needs a value"):
+        parse_registry_address("nacos://n1?group=")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

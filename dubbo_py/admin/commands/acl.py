@@ -148,10 +148,11 @@ def etcd_roles() -> None:
 @json_option
 def nacos_auth() -> None:
     """Print the Nacos auth roles and permissions that keep applications off the rules, in the
-    --registry address's namespace: applications (register and discover, write the
-    service-name mapping, read rules) and operators (read services; read and write rules and
-    their history). As curl calls of Nacos 3's auth API, for an administrator's token in
-    $NACOS_TOKEN; nothing is read or written. Nacos needs nacos.core.auth.enabled=true.
+    --registry address's namespace (services in its group): applications (register and
+    discover, write the service-name mapping, read rules) and operators (read services; read
+    and write rules and their history). As curl calls of Nacos 3's auth API, for an
+    administrator's token in $NACOS_TOKEN; nothing is read or written. Nacos needs
+    nacos.core.auth.enabled=true.
 
     \b
     Examples:
@@ -161,6 +162,7 @@ def nacos_auth() -> None:
     JSON: [{"role", "resource", "action"}]   action: r | rw
     """
     from dubbo_py.admin.rules import nacos_auth as auth
+    from dubbo_py.registry.store.nacos.store import DEFAULT_NAMING_GROUP
 
     env = env_of()
     address = env.address
@@ -170,8 +172,9 @@ def nacos_auth() -> None:
             "ZooKeeper's access control is 'acl secure', etcd's 'acl etcd-roles'"
         )
     namespace = address.option("namespace") or ""
+    group = address.option("group") or DEFAULT_NAMING_GROUP
     if env.json:
-        emit_json([g.to_json() for g in auth.grants(namespace)])
+        emit_json([g.to_json() for g in auth.grants(namespace, group)])
         return
-    for line in auth.curl_commands(address.hosts[0], namespace):
+    for line in auth.curl_commands(address.hosts[0], namespace, group):
         click.echo(line)

@@ -26,7 +26,8 @@ class StoreKind:
     target: str
     #: The port a host without one gets; ``None`` for a store that is not a network server.
     default_port: int | None
-    #: The ``?name=value`` options its addresses take (``etcds://``: the TLS files).
+    #: The ``?name=value`` options its addresses take (``etcds://``: the TLS files;
+    #: ``nacos://``: the namespace and the naming group).
     options: frozenset[str] = frozenset()
 
     @property
@@ -51,11 +52,13 @@ STORES: Mapping[str, StoreKind] = MappingProxyType(
                 frozenset({"ca", "cert", "key"}),
             ),
             # Nacos 2.x/3.x: Dubbo's Nacos layout, not a tree (dubbo_py/registry/store/nacos).
+            # ``group`` is its naming group (Dubbo's NacosRegistry), not the root it is on the
+            # other stores.
             StoreKind(
                 "nacos",
                 "dubbo_py.registry.store.nacos.store:NacosStore",
                 8848,
-                frozenset({"namespace"}),
+                frozenset({"namespace", "group"}),
             ),
             StoreKind("sqlite", "dubbo_py.registry.store.embedded:EmbeddedStore", None),
         )

@@ -10,11 +10,14 @@ reads there, and of dubbo-py's own store options, with what dubbo-py does with e
   fields, checked as the same fields of ``registries:`` in ``dubbo.yaml`` are;
 * **connection** parameters (``backup``, ``timeout``, ``session``, ``group``) shape the store
   (more hosts, the connect and session timeouts, the root), or are refused when dubbo-py cannot
-  do what they ask (a ``group`` other than Dubbo's default root);
+  do what they ask (a ``group`` other than Dubbo's default root); a store kind may take one of
+  them as an option of its own instead (``nacos://``: ``group`` is the Nacos naming group, as
+  Dubbo's ``NacosRegistry`` reads it, not a root);
 * **ignored** ones (Dubbo options with no meaning in dubbo-py: ``check``, ``file``, ...) are
   accepted and logged once by name, with the reason;
 * **tls** options (``ca``, ``cert``, ``key``: dubbo-py's own, not Dubbo's) name the files of
-  an ``etcds://`` address, and are refused on any other;
+  an ``etcds://`` address, and are refused on any other (``namespace`` likewise is an option of
+  ``nacos://`` only);
 * a name neither Dubbo nor dubbo-py knows is refused, naming it and the address.
 
 Dubbo spells a multi-word key both with dashes and dots (``register-mode``,
@@ -75,7 +78,11 @@ def _table() -> Mapping[str, RegistryParameter]:
         RegistryParameter("backup", "connection", "more hosts of the same ensemble"),
         RegistryParameter("timeout", "connection", "connect timeout (ms)"),
         RegistryParameter("session", "connection", "session timeout (ms)"),
-        RegistryParameter("group", "connection", "the registry root (only Dubbo's default)"),
+        RegistryParameter(
+            "group",
+            "connection",
+            "the registry root (only Dubbo's default); on nacos://, the Nacos naming group",
+        ),
         RegistryParameter(
             "enable-empty-protection",
             "protection",
@@ -181,7 +188,8 @@ def read_parameters(
     query: str, text: str, *, networked: bool, options: frozenset[str] = frozenset()
 ) -> AddressParameters:
     """Read the part after ``?`` of the address ``text`` (see the module docstring), for a
-    store that takes the tls ``options`` named: RegistryAddressError naming the parameter and
+    store that takes the ``options`` named (its tls rows, or a connection parameter it reads
+    as its own, as ``nacos://`` does ``group``): RegistryAddressError naming the parameter and
     the address for an unknown name, a bad value, a name given twice, a connection parameter
     of a store that is not a server or a tls option of a store that does not take it."""
     settings: dict[str, object] = {}
@@ -202,7 +210,7 @@ def read_parameters(
                 f"{text!r}: unknown registry parameter {name!r} (Dubbo's registry parameters: "
                 "docs/registry.md, Registry URL parameters)"
             )
-        if row.use == "tls":
+        if row.use == "tls" or name in options:
             if name not in options:
                 needs = (
                     "a Nacos option: it needs nacos://"

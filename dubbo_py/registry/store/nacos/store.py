@@ -6,14 +6,15 @@ other path with a :class:`StoreError` naming it (never silently):
 
 * ``/dubbo/<interface>/<category>/<url>`` (providers, consumers, configurators, routers;
   ephemeral): an instance of the Nacos service ``<category>:<interface>:<version>:<group>``
-  (group ``DEFAULT_GROUP``), ip and port from the URL, metadata the URL's parameters (Dubbo's
-  ``NacosRegistry``); listing the folder reads every service of that interface from the server
-  and builds each instance's URL back.
+  (in the naming group: the address's ``group``, ``DEFAULT_GROUP`` without one, as Dubbo's
+  ``NacosRegistry`` and ``NacosServiceDiscovery`` read it), ip and port from the URL,
+  metadata the URL's parameters (Dubbo's ``NacosRegistry``); listing the folder reads every
+  service of that interface from the server and builds each instance's URL back.
 * ``/dubbo/config/<group>/<key>``: config data id ``<key>`` in group ``<group>`` (rules in
   ``dubbo``, as Dubbo's ``NacosDynamicConfiguration``).
 * ``/dubbo/mapping/<interface>``: data id ``<interface>`` in group ``mapping``.
 * Application-level discovery (:mod:`.applevel`): ``/services/<app>/<host:port>`` (ephemeral)
-  is an instance of the Nacos service ``<app>`` (group ``DEFAULT_GROUP``) whose metadata is the
+  is an instance of the Nacos service ``<app>`` (in the naming group) whose metadata is the
   instance's, read back as Curator's JSON; ``/dubbo/metadata/<app>/<revision>`` is data id
   ``<app>`` in group ``<revision>`` (Dubbo's ``NacosServiceDiscovery`` and
   ``NacosMetadataReport``).
@@ -21,6 +22,11 @@ other path with a :class:`StoreError` naming it (never silently):
   data id ``<key>`` in group ``dubbo-history`` holds the counter, and each entry
   ``/dubbo/config-history/<key>/<seq>`` is data id ``<key>.<seq>`` in group
   ``dubbo-history-entries``.
+
+The naming group is the only thing the address's ``group`` changes: config (rules, the mapping,
+MetadataInfo documents, the history) stays in the groups above, where Dubbo 3.3 reads it
+whatever its registry's group (its rule listeners name group ``dubbo`` themselves; see
+docs/compatibility.md, Nacos).
 
 Nacos keeps no node version counter. A node's version here is the first 48 bits of the MD5 of
 its content (what Nacos itself compares): :meth:`set` with a version is a compare-and-set on
@@ -43,6 +49,7 @@ import functools
 import hashlib
 import json
 import logging
+import re
 import tempfile
 import threading
 import urllib.error
@@ -77,7 +84,12 @@ _T = TypeVar("_T")
 # Dubbo's NacosRegistry names a service per category, configurators and routers included (a
 # provider watches its configurators folder): each is ``<category>:<interface>:...``.
 _CATEGORIES = ("providers", "consumers", "configurators", "routers")
-_NAMING_GROUP = "DEFAULT_GROUP"
+#: Nacos's default group: the naming group of an address without ``group=`` (Dubbo's
+#: ``getUrl().getGroup(DEFAULT_GROUP)``).
+DEFAULT_NAMING_GROUP = "DEFAULT_GROUP"
+# Nacos's own check of a group name (ParamUtils: letters, digits, "-", "_", ".", ":"), made here
+# so a bad one is refused when the address is opened, naming it, not at the first register.
+_GROUP_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 #: The config groups of the CLI's rule history (counter per key; one data id per entry).
 HISTORY_GROUP = "dubbo-history"
 HISTORY_ENTRY_GROUP = "dubbo-history-entries"
@@ -170,9 +182,16 @@ class NacosStore:
         """The store of a ``nacos://`` address; ``auth`` is a Nacos user and password."""
         if address.chroot:
             raise StoreError(f"{address}: a Nacos registry has no chroot (use a namespace)")
+        group = address.option("group") or DEFAULT_NAMING_GROUP
+        if not _GROUP_NAME.fullmatch(group):
+            raise StoreError(
+                f"{address}: group={group!r} is no Nacos group name (letters, digits, '-', '_', "
+                "'.', ':'; at most 128)"
+            )
         return cls(
             address.location,
             namespace=address.option("namespace") or "",
+            group=group,
             credentials=auth,
             connect_timeout=connect_timeout or 20.0,
         )
@@ -182,6 +201,7 @@ class NacosStore:
         hosts: str,
         *,
         namespace: str = "",
+        group: str = DEFAULT_NAMING_GROUP,
         credentials: tuple[str, str] | None = None,
         connect_timeout: float = 20.0,
         poll_interval: float = 0.5,
@@ -190,6 +210,9 @@ class NacosStore:
     ) -> None:
         self._hosts = hosts
         self._namespace = namespace
+        # The naming group of every instance this store registers and reads (interface and
+        # application level alike); config groups do not depend on it (module doc).
+        self._group = group
         self._credentials = credentials
         self._connect_timeout = connect_timeout
         self._poll = poll_interval
@@ -207,11 +230,11 @@ class NacosStore:
         self._owned: dict[str, Any] = {}  # ephemeral path -> its RegisterInstanceParam
         self._closed = False
         self._started = False
-        # Said once per store, at warning level: what this store cannot do yet must not be a
+        # Said once per store, at warning level: what this store cannot do must not be a
         # surprise at the first refused path.
         _log.warning(
-            "%s: the nacos:// store is a subset (docs/registry.md, 'Nacos'): "
-            "the group address parameter is not supported yet",
+            "%s: the nacos:// store is a subset (docs/registry.md, 'Nacos'): paths outside "
+            "Dubbo's Nacos layout are refused",
             self,
         )
 
@@ -219,9 +242,16 @@ class NacosStore:
         """The version of a node just written with ``data`` (:func:`content_version`)."""
         return content_version(data.decode())
 
+    @property
+    def naming_group(self) -> str:
+        """The Nacos group of this store's service instances (the address's ``group``)."""
+        return self._group
+
     def __str__(self) -> str:
-        where = f"?namespace={self._namespace}" if self._namespace else ""
-        return f"nacos://{self._hosts}{where}"
+        query = [f"namespace={self._namespace}"] if self._namespace else []
+        if self._group != DEFAULT_NAMING_GROUP:
+            query.append(f"group={self._group}")
+        return f"nacos://{self._hosts}{'?' if query else ''}{'&'.join(query)}"
 
     # ------------------------------------------------------------------ session
 
@@ -573,7 +603,7 @@ class NacosStore:
         metadata.setdefault("path", url.path)
         param = nacos.RegisterInstanceParam(
             service_name=_service_name(url, category),
-            group_name=_NAMING_GROUP,
+            group_name=self._group,
             ip=url.host,
             port=url.port,
             weight=float(url.get_int("weight", 100)),
@@ -598,7 +628,7 @@ class NacosStore:
         # Nacos's default (1.0), enabled as the document says.
         return nacos.RegisterInstanceParam(
             service_name=instance.app,
-            group_name=_NAMING_GROUP,
+            group_name=self._group,
             ip=instance.host,
             port=instance.port,
             enabled=instance.enabled,
@@ -649,7 +679,7 @@ class NacosStore:
         """``host:port`` -> instance document of the application's usable instances, asked of
         the server (see :meth:`_urls` for why not through the SDK's cache)."""
         info = await self._naming.grpc_client_proxy.query_instance_of_service(
-            app, _NAMING_GROUP, "", False
+            app, self._group, "", False
         )
         return applevel.instances_read(app, info.hosts if info is not None else None)
 
@@ -678,7 +708,7 @@ class NacosStore:
             )
 
     async def _service_names(self, prefix: str = "") -> list[str]:
-        """The names of this namespace's services (group ``DEFAULT_GROUP``) starting with
+        """The names of this namespace's services (in the naming group) starting with
         ``prefix``."""
         import v2.nacos as nacos
 
@@ -689,7 +719,7 @@ class NacosStore:
                 nacos.ListServiceParam(
                     # Nacos 3 lists nothing for "": the default namespace is named "public"
                     namespace_id=self._namespace or "public",
-                    group_name=_NAMING_GROUP,
+                    group_name=self._group,
                     page_no=page,
                     page_size=_PAGE,
                 )
@@ -717,7 +747,7 @@ class NacosStore:
             # which against Nacos 3.1 kept a deregistered instance for good (the server's own
             # list was already empty): a provider leaving was never seen.
             info = await self._naming.grpc_client_proxy.query_instance_of_service(
-                service, _NAMING_GROUP, "", False
+                service, self._group, "", False
             )
             for inst in info.hosts if info is not None else []:
                 if not (inst.healthy and inst.enabled and inst.weight > 0):
@@ -912,7 +942,7 @@ class NacosStore:
                 if name in subscribed:
                     continue
                 param = nacos.SubscribeServiceParam(
-                    service_name=name, group_name=_NAMING_GROUP, subscribe_callback=changed
+                    service_name=name, group_name=self._group, subscribe_callback=changed
                 )
                 try:
                     await self._naming.subscribe(param)
@@ -1022,7 +1052,7 @@ class NacosStore:
                 wake.set()
 
             param = nacos.SubscribeServiceParam(
-                service_name=app, group_name=_NAMING_GROUP, subscribe_callback=changed
+                service_name=app, group_name=self._group, subscribe_callback=changed
             )
             try:
                 self._run(self._naming.subscribe(param))
