@@ -34,8 +34,6 @@ from opentelemetry import trace
 
 from dubbo_py.errors import NoProviderError
 from dubbo_py.invocation import Invocation
-from dubbo_py.protocol.dubbo.connection import DubboConnectionError
-from dubbo_py.protocol.serialization.hessian2 import JavaException
 from dubbo_py.qos import tracing
 from dubbo_py.qos.metrics import MethodKey, MethodStats, Metrics, failure_reason
 from dubbo_py.url import URL
@@ -66,10 +64,11 @@ def call_failure_reason(error: BaseException) -> str:
             return "service_unavailable"
         if isinstance(error, TimeoutError):
             return "timeout"
-        if isinstance(error, JavaException):
-            return "business"
-        if isinstance(error, DubboConnectionError):
-            return "network"
+        # The protocols' own errors name their counter (JavaException: business,
+        # DubboConnectionError: network), so this layer needs no protocol import.
+        named = getattr(type(error), "metrics_failure_reason", None)
+        if isinstance(named, str):
+            return named
     return failure_reason(
         code if isinstance(code, grpc.StatusCode) else None, no_provider=no_provider
     )

@@ -74,6 +74,9 @@ class DubboCallError(Exception):
 class DubboConnectionError(DubboCallError):
     """The connection could not be opened, was lost, or received bytes that break the framing."""
 
+    #: The Dubbo failure counter (see JavaException.metrics_failure_reason).
+    metrics_failure_reason = "network"
+
 
 class DubboTimeoutError(DubboCallError, TimeoutError):
     """No response within the call's timeout (the connection stays open)."""

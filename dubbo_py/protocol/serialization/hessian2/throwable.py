@@ -13,6 +13,10 @@ class JavaException(Exception):
     ``str()`` reads as Java prints it (``java.lang.IllegalStateException: no such user``).
     """
 
+    #: The Dubbo failure counter a consumer call raising this counts under (the service's own
+    #: exception); read by dubbo_py/qos/consumer.py, which knows no protocol.
+    metrics_failure_reason = "business"
+
     def __init__(
         self,
         java_class: str,
