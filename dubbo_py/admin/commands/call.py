@@ -147,7 +147,10 @@ def call(
     """
     env = env_of()
     address = str(env.address)
-    path = _path_of(env.registry, service, version, group, protocol, no_idl)
+    # Imported here: a gRPC-only `call` needs none of the Java call code at start-up.
+    from dubbo_py.admin.java_call import call_path
+
+    path = call_path(env.registry, service, version, group, protocol, no_idl=no_idl)
     if types is not None and not path.generic:
         raise click.UsageError("--types is for Java-interface services (generic calls) only")
     if list_methods:
@@ -191,20 +194,6 @@ def call(
         ([s.router, s.count_in, s.count_out, s.reason or ""] for s in result.trace),
         empty="(no router ran)",
     )
-
-
-def _path_of(
-    registry: Registry,
-    service: str,
-    version: str,
-    group: str,
-    protocol: str | None = None,
-    no_idl: bool = False,
-) -> CallPath:
-    """Generic (a Java interface) or gRPC, and which providers (see ``--protocol``)."""
-    from dubbo_py.admin.java_call import call_path
-
-    return call_path(registry, service, version, group, protocol, no_idl=no_idl)
 
 
 def _protocols_label(methods: JavaMethods) -> str:
