@@ -21,21 +21,18 @@ interface-level service, so a dubbo-py consumer reaching them read Java's applic
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
 import pytest
 import v2.nacos as nacos_v2
 from demo import greeter_pb2, greeter_pb2_grpc
 
 import dubbo_py
-from dubbo_py.errors import NoProviderError
 from dubbo_py.registry.application.instance import ServiceInstance
 from dubbo_py.registry.store.address import parse_registry_address
 from dubbo_py.registry.store.nacos.store import NacosStore
-from tests.estate.test_nacos_java import until
+from tests.estate.test_nacos_java import java_served, py_served, until
 from tests.support.java_estate import JavaConsumer, JavaProvider
 from tests.support.nacos import NacosServer
 
@@ -130,26 +127,9 @@ def store(address: str) -> Iterator[NacosStore]:
     opened.close()
 
 
-def java_served(java: JavaConsumer, calls: int = 30) -> Counter[str]:
-    """Who answered the Java consumer's calls; failed calls count under ``error``."""
-    result = java.call(calls, name="n")
-    served = Counter(result["ok"])
-    if result["errors"]:
-        served["error"] = sum(result["errors"].values())
-    return served
-
-
-def py_served(greeter: Any, calls: int = 30) -> Counter[str]:
-    """Who answered the dubbo-py consumer's calls; failed calls count under ``error``."""
-    served: Counter[str] = Counter()
-    for _ in range(calls):
-        try:
-            reply = greeter.SayHello(greeter_pb2.HelloRequest(name="n"))
-        except (grpc.RpcError, NoProviderError):
-            served["error"] += 1
-        else:
-            served[reply.message.split(":", 1)[0]] += 1
-    return served
+#: Calls per look: three providers here (random balance on the Java side), more than the
+#: two-provider module's 20.
+CALLS = 30
 
 
 def test_a_java_force_application_consumer_calls_a_dubbo_py_provider_on_nacos(
@@ -163,7 +143,7 @@ def test_a_java_force_application_consumer_calls_a_dubbo_py_provider_on_nacos(
     # reads p1's MetadataInfo from the metadata report (data id <app>, group <revision>) and
     # checks nothing more: its revision is taken as given.
     until(
-        lambda: set(java_served(java_consumer)) == EVERY_PROVIDER,
+        lambda: set(java_served(java_consumer, CALLS)) == EVERY_PROVIDER,
         "Java calls every provider at the application level",
         30,
     )
@@ -182,7 +162,7 @@ def test_a_dubbo_py_force_application_consumer_calls_java_instance_providers_on_
         greeter_pb2_grpc.GreeterStub, version=VERSION, group=estate_group, timeout=5.0
     )
     until(
-        lambda: set(py_served(greeter)) == EVERY_PROVIDER,
+        lambda: set(py_served(greeter, CALLS)) == EVERY_PROVIDER,
         "dubbo-py calls every provider at the application level",
         30,
     )
