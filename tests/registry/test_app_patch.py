@@ -23,6 +23,7 @@ from dubbo_py.registry.application.paths import instance_path, mapping_path, met
 from dubbo_py.registry.store.base import Store
 from dubbo_py.url import URL
 from tests.support.memory_store import MemoryStore, MemoryTree
+from tests.support.waiting import wait_until
 
 APP = "fleet"
 SERVICES = [f"demo.Service{i:02d}" for i in range(50)]
@@ -64,15 +65,6 @@ class Listener:
         return {u.address for u in self.states[-1].urls} if self.states else set()
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.parametrize(
     "store_backend", [pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"]
 )
@@ -87,8 +79,8 @@ def test_one_instance_changing_notifies_only_the_services_it_serves(
     listeners = {s: Listener() for s in SERVICES}
     for service, listener in listeners.items():
         discovery.subscribe(service, listener)
-    wait_for(
-        lambda: all(lst.addresses() == base for lst in listeners.values()), "every service read"
+    wait_until(
+        lambda: all(lst.addresses() == base for lst in listeners.values()), 15, "every service read"
     )
     time.sleep(0.3)
 
@@ -101,10 +93,7 @@ def test_one_instance_changing_notifies_only_the_services_it_serves(
         now.update(changed)
         expected = now
         change()
-        wait_for(
-            lambda: all(listeners[s].addresses() == a for s, a in changed.items()),
-            what,
-        )
+        wait_until(lambda: all(listeners[s].addresses() == a for s, a in changed.items()), 15, what)
         time.sleep(0.5)  # anything late would land now
         for service, listener in listeners.items():
             assert listener.addresses() == expected[service], (service, what)
