@@ -570,18 +570,24 @@ def test_a_weight_configurator_for_the_dubbo_py_provider_reaches_both_consumers(
 SLOW = "sleep:800"  # both providers answer it after 0.8 s
 
 
-def _slow_calls(estate: Estate, calls: int = 2) -> dict[str, str]:
-    """Each consumer's outcome of ``calls`` calls that take 0.8 s: ``ok`` (all answered),
-    ``failed`` (none did) or ``mixed``, with what failed, for the message."""
+def _outcome(ok: int, failed: int, errors: object) -> tuple[str, object]:
+    """``ok`` (every call answered), ``failed`` (none did) or ``mixed``, with what failed."""
+    if failed == 0:
+        return "ok", None
+    return ("failed" if ok == 0 else "mixed"), errors
 
-    def outcome(ok: int, failed: int, errors: object) -> str:
-        if failed == 0:
-            return "ok"
-        return ("failed" if ok == 0 else "mixed") + f" {errors}"
 
+def _peer_outcome(result: dict[str, Any]) -> tuple[str, object]:
+    """:func:`_outcome` of a Java or Go peer consumer's ``call`` answer."""
+    errors = result["errors"]
+    return _outcome(sum(result["ok"].values()), sum(errors.values()), errors)
+
+
+def _slow_calls(estate: Estate, calls: int = 2) -> dict[str, tuple[str, object]]:
+    """Each consumer's :func:`_outcome` of ``calls`` calls that take 0.8 s."""
     assert estate.java is not None and estate.go is not None
-    java = estate.java.call(calls, name=SLOW)
-    go = estate.go.call(calls, name=SLOW)
+    java = _peer_outcome(estate.java.call(calls, name=SLOW))
+    go = _peer_outcome(estate.go.call(calls, name=SLOW))
     py_ok, py_errors = 0, []
     for _ in range(calls):
         try:
@@ -589,11 +595,23 @@ def _slow_calls(estate: Estate, calls: int = 2) -> dict[str, str]:
             py_ok += 1
         except Exception as error:  # a failed call is a result here
             py_errors.append(type(error).__name__)
-    return {
-        "java": outcome(sum(java["ok"].values()), sum(java["errors"].values()), java["errors"]),
-        "py": outcome(py_ok, len(py_errors), py_errors),
-        "go": outcome(sum(go["ok"].values()), sum(go["errors"].values()), go["errors"]),
-    }
+    return {"java": java, "py": _outcome(py_ok, len(py_errors), py_errors), "go": go}
+
+
+def _kinds(outcomes: dict[str, tuple[str, object]]) -> dict[str, str]:
+    return {who: kind for who, (kind, _) in outcomes.items()}
+
+
+def _slow_calls_until(
+    estate: Estate, *wanted: dict[str, str], seconds: float = 20.0
+) -> dict[str, tuple[str, object]]:
+    """:func:`_slow_calls` again until its kinds are one of ``wanted`` or ``seconds`` pass;
+    the last outcomes."""
+    deadline = time.monotonic() + seconds
+    seen = _slow_calls(estate)
+    while _kinds(seen) not in wanted and time.monotonic() < deadline:
+        seen = _slow_calls(estate)
+    return seen
 
 
 GO_IGNORES_TIMEOUT_OVERRIDE = (
@@ -612,11 +630,9 @@ def test_a_consumer_timeout_configurator_reaches_every_consumer(
     # A consumer-side `timeout` override below the providers' 0.8 s: every consumer's calls
     # time out (all of them: the retries meet the same slow providers), and answer again once
     # the rule is deleted. Each consumer's own timeout is 3 s or more.
-    def kinds(outcomes: dict[str, str]) -> dict[str, str]:
-        return {who: what.split()[0] for who, what in outcomes.items()}
-
     everyone = {"java": "ok", "py": "ok", "go": "ok"}
-    assert kinds(_slow_calls(estate)) == everyone, _slow_calls(estate)
+    before = _slow_calls(estate)
+    assert _kinds(before) == everyone, before
     key = f"demo.Greeter:{VERSION}:{estate.group}.configurators"
     estate.push(
         tmp_path,
@@ -629,23 +645,17 @@ def test_a_consumer_timeout_configurator_reaches_every_consumer(
     # What dubbo-go 3.3.2 is seen to do instead (GO_IGNORES_TIMEOUT_OVERRIDE).
     go_known = {**timed_out, "go": "ok"}
     try:
-        deadline = time.monotonic() + 20
-        seen = _slow_calls(estate)
-        while kinds(seen) not in (timed_out, go_known) and time.monotonic() < deadline:
-            seen = _slow_calls(estate)
-        if kinds(seen) == go_known:
+        seen = _slow_calls_until(estate, timed_out, go_known)
+        if _kinds(seen) == go_known:
             # Java's and dubbo-py's calls time out already; a moment more for the Go one.
             time.sleep(1.5)
             seen = _slow_calls(estate)
-        assert kinds(seen) in (timed_out, go_known), f"{key} timeout 300 ms: {seen}"
+        assert _kinds(seen) in (timed_out, go_known), f"{key} timeout 300 ms: {seen}"
     finally:
         estate.delete(key)
-    deadline = time.monotonic() + 20
-    after = _slow_calls(estate)
-    while kinds(after) != everyone and time.monotonic() < deadline:
-        after = _slow_calls(estate)
-    assert kinds(after) == everyone, f"{key} deleted: {after}"
-    if kinds(seen) != timed_out:
+    after = _slow_calls_until(estate, everyone)
+    assert _kinds(after) == everyone, f"{key} deleted: {after}"
+    if _kinds(seen) != timed_out:
         raise GoDiffers(f"{key} timeout 300 ms: {seen}")
 
 
