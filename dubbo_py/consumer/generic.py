@@ -238,7 +238,13 @@ class DubboRuntime:
 
     def run(self, coroutine: Any, timeout: float | None = None) -> Any:
         """Run a coroutine on the runtime's loop from another thread and wait for it."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        except RuntimeError:
+            # The loop is closed (a quarantine probe racing the application's close): the
+            # coroutine never runs, so close it rather than leave it to warn at exit.
+            coroutine.close()
+            raise
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:

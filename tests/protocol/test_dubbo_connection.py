@@ -507,3 +507,18 @@ def test_a_generic_exception_is_unwrapped_to_the_services_exception() -> None:
     # Any other exception is left as it came.
     plain = from_throwable(JavaObject("java.lang.Error", {"detailMessage": "x", "stackTrace": []}))
     assert unwrap_generic_exception(plain) is plain
+
+
+def test_work_handed_to_a_closed_runtime_is_refused_and_leaves_no_coroutine_behind() -> None:
+    # A quarantine probe can race the application's close; it must fail as "not reachable",
+    # not leave an unawaited coroutine that Python warns about at exit.
+    runtime = DubboRuntime()
+    runtime.close()
+
+    async def probe() -> bool:
+        return True
+
+    coroutine = probe()
+    with pytest.raises(RuntimeError):
+        runtime.run(coroutine)
+    assert coroutine.cr_frame is None  # closed, so it cannot warn "never awaited"
