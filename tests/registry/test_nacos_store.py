@@ -11,6 +11,7 @@ NacosServiceDiscovery read it; config stays in Dubbo's groups whatever the regis
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -283,3 +284,21 @@ def test_config_stays_in_dubbos_groups_whatever_the_registry_group(
         param = nacos_v2.ConfigParam(data_id=data_id, group=group)
         assert reader._run(reader._config.get_config(param)) == text
     assert reader.get(rule)[0] == b"conditions: [a]"
+
+
+def test_a_store_without_a_work_dir_removes_its_temporary_one_when_closed(
+    nacos: NacosServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each store makes the SDK's cache and log folder; a long-lived process opening stores
+    # (the console, the CLI in a loop) must not leave one behind per store.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    store = NacosStore(nacos.address)
+    assert store.start(timeout=20)
+    made = list(tmp_path.glob("dubbo-py-nacos-client-*"))
+    assert len(made) == 1
+    store.close()
+    assert not made[0].exists()
+    unstarted = NacosStore(nacos.address)
+    unstarted.close()
+    assert not list(tmp_path.glob("dubbo-py-nacos-client-*"))

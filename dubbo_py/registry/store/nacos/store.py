@@ -50,6 +50,7 @@ import hashlib
 import json
 import logging
 import re
+import shutil
 import tempfile
 import threading
 import urllib.error
@@ -219,7 +220,11 @@ class NacosStore:
         # Config watches hear the server's push; their poll only covers a lost push, so it can
         # be slow (every config poll of every process is a request to the server).
         self._config_poll = config_poll_interval
-        self._dir = work_dir or Path(tempfile.mkdtemp(prefix="dubbo-py-nacos-client-"))
+        # The SDK's cache and log folders: a temporary one of our own unless given, made when
+        # the clients start and removed at close (one per store, so a process that opens and
+        # closes stores does not fill the temporary directory).
+        self._given_dir = work_dir
+        self._own_dir: Path | None = None
         self._loop, self._thread = _shared_loop()
         self._naming: Any = None
         self._config: Any = None
@@ -255,16 +260,24 @@ class NacosStore:
 
     # ------------------------------------------------------------------ session
 
+    def _work_dir(self) -> Path:
+        if self._given_dir is not None:
+            return self._given_dir
+        if self._own_dir is None:
+            self._own_dir = Path(tempfile.mkdtemp(prefix="dubbo-py-nacos-client-"))
+        return self._own_dir
+
     def _client_config(self) -> Any:
         import v2.nacos as nacos  # imported here: only nacos:// addresses need the SDK
 
+        work_dir = self._work_dir()
         builder = (
             nacos.ClientConfigBuilder()
             .server_address(self._hosts)
             .namespace_id(self._namespace)
             .log_level("WARNING")
-            .cache_dir(str(self._dir / "cache"))
-            .log_dir(str(self._dir / "log"))
+            .cache_dir(str(work_dir / "cache"))
+            .log_dir(str(work_dir / "log"))
         )
         if self._credentials:
             builder = builder.username(self._credentials[0]).password(self._credentials[1])
@@ -308,6 +321,7 @@ class NacosStore:
         """Deregister this store's instances and shut both clients down."""
         if self._closed or not self._started:
             self._closed = True
+            self._remove_own_dir()
             return
 
         async def shutdown() -> None:
@@ -336,6 +350,12 @@ class NacosStore:
                 self._polled.clear()
             for node in polled:
                 node.wake.set()  # its poller sees the store closed now, not after a poll
+            self._remove_own_dir()
+
+    def _remove_own_dir(self) -> None:
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+            self._own_dir = None
 
     def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
         """Told CONNECTED once started (the SDK reconnects and re-registers on its own)."""
