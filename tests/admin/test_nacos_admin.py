@@ -26,6 +26,7 @@ from dubbo_py.registry.store.nacos.store import (
 )
 from dubbo_py.url import URL
 from tests.support.console_process import ConsoleProcess
+from tests.support.java_app_level import write_java_provider
 from tests.support.nacos import NacosServer
 
 pytestmark = pytest.mark.nacos
@@ -223,3 +224,20 @@ def test_the_console_on_nacos_lists_a_provider_and_pushes_a_rule(
         assert f"pushed {KEY} to {where} (version {version}, history #0)" in body, body
     assert fleet.get_config(KEY) is not None
     assert fleet.store.get(f"/dubbo/config/dubbo/{KEY}") == (RULE.encode(), version)
+
+
+def test_registry_status_counts_application_level_instances_on_nacos(
+    where: str, fleet: Registry
+) -> None:
+    # A Java provider application registered at the application level (its instance, the
+    # mapping and its metadata in Nacos's layout) beside the interface-level fleet: status
+    # counts the application and its instance, and the consumer's migration step.
+    for port in (50070, 50071):
+        write_java_provider(
+            fleet.store, "java-greeter", "127.0.0.1", port, SERVICE, version="1.0.0"
+        )
+    status = json.loads(ok(dubbo_py(where, "registry status --json")))
+    assert (status["applications"], status["instances"]) == (1, 2), status
+    assert (status["providers"], status["consumers"]) == (1, 1), status
+    modes = {m["application"]: m for m in status["consumer_modes"]}
+    assert (modes["shop"]["step"], modes["shop"]["source"]) == ("APPLICATION_FIRST", "default")
