@@ -429,10 +429,17 @@ def run_consumer(args: argparse.Namespace) -> dict[str, Any]:
 # -- CPU of one instance's change, in process (--cpu) ------------------------------------------
 
 
-def cpu_consumer(instances: int, services: int, changes: int) -> dict[str, Any]:
+def cpu_consumer(
+    instances: int, services: int, changes: int, downstream: bool = False
+) -> dict[str, Any]:
     """An ``ApplicationDiscovery`` subscribed to every service on an in-memory store whose
     watches fire on the writing thread: the CPU time of one write is the consumer's whole
-    reaction to it (instance node read, lists updated, every listener called)."""
+    reaction to it (instance node read, lists updated, every listener called).
+
+    With ``downstream``, each service is subscribed as a reference subscribes it: a
+    ``MigrationSubscriber`` (``FORCE_APPLICATION``) handing the list to a ``RegistryDirectory``
+    with the built-in routers, whose bound chain is the listener counted; the write's CPU time
+    then includes the directory's patch and the chain's rebind (the downstream hop)."""
     from dubbo_py.registry.application.discovery import ApplicationDiscovery
     from tests.support.memory_store import MemoryStore
 
@@ -447,7 +454,11 @@ def cpu_consumer(instances: int, services: int, changes: int) -> dict[str, Any]:
     calls = [0]
     keys = [APP_SERVICES.format(k) for k in range(services)]
     lists: dict[str, int] = {}
+    closers: list[Callable[[], None]] = []
     for key in keys:
+        if downstream:
+            closers.append(_downstream(store, discovery, key, calls, lists))
+            continue
 
         def on_state(state: Any, key: str = key) -> None:
             calls[0] += 1
@@ -478,8 +489,44 @@ def cpu_consumer(instances: int, services: int, changes: int) -> dict[str, Any]:
         figures["join one service"].append((time.thread_time() - t0) * 1e3)
         notified["join one service"] = calls[0]
         store.delete(instance_path(APP, node.id))
+    for close in closers:
+        close()
     discovery.close()
     return {"ms": figures, "notified": notified}
+
+
+def _downstream(
+    store: Any, discovery: Any, key: str, calls: list[int], lists: dict[str, int]
+) -> Callable[[], None]:
+    """One service subscribed as a reference subscribes it (see :func:`cpu_consumer`); its
+    directory's bound chains are counted in ``calls`` and ``lists``. Returns its closer."""
+    from dubbo_py.registry.application.migration import MigrationSubscriber
+    from dubbo_py.registry.application.modes import MigrationStep
+    from dubbo_py.registry.directory import RegistryDirectory
+    from dubbo_py.registry.registry import Registry
+    from dubbo_py.router import factory
+    from dubbo_py.router.chain import BoundChain
+
+    registry = Registry(store)
+    consumer = consumer_url(key)
+    subscriber = MigrationSubscriber(
+        registry, discovery, None, consumer, MigrationStep.FORCE_APPLICATION
+    )
+    directory = RegistryDirectory(
+        consumer,
+        registry,
+        factory.new_rulebook(),
+        assemble=factory.chain_routers,
+        subscribe=subscriber,
+    )
+
+    def on_chain(chain: BoundChain) -> None:
+        calls[0] += 1
+        lists[key] = len(chain.snapshot.providers)
+
+    directory.add_listener(on_chain)
+    directory.start(wait=30)
+    return directory.close
 
 
 def cpu_main(args: argparse.Namespace) -> None:
@@ -495,14 +542,20 @@ def cpu_main(args: argparse.Namespace) -> None:
         command = [
             sys.executable, __file__, "--cpu-child", "--instances", str(args.instances),
             "--services", str(args.services), "--changes", str(args.changes),
-        ]  # fmt: skip
+        ] + (["--downstream"] if args.downstream else [])  # fmt: skip
         out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
         if out.returncode != 0:
             raise SystemExit(f"{label} failed:\n{out.stderr[-4000:]}")
         results[label] = json.loads(out.stdout.strip().splitlines()[-1])
+    subscribed = (
+        "a directory and bound chain per service (--downstream)"
+        if args.downstream
+        else "ApplicationDiscovery listeners"
+    )
     print(
         f"# {args.instances:,} instances x {args.services} services, one consumer subscribed to"
-        f" every service; CPU ms of one instance's change (median of {args.changes})"
+        f" every service, {subscribed}; CPU ms of one instance's change (median of"
+        f" {args.changes})"
     )
     print(f"{'change':18} {'this':>9} {'notified':>9} {'against':>9} {'notified':>9} {'ratio':>7}")
     for what in results["this"]["ms"]:
@@ -534,6 +587,11 @@ def main() -> None:
         help="application level in process: CPU of one instance's change (see cpu_consumer)",
     )
     parser.add_argument("--against", help="with --cpu: another checkout to compare with")
+    parser.add_argument(
+        "--downstream",
+        action="store_true",
+        help="with --cpu: each service through a RegistryDirectory and its bound chain",
+    )
     parser.add_argument("--cpu-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--consumer", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
@@ -541,7 +599,9 @@ def main() -> None:
     parser.add_argument("--address", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cpu_child:
-        print(json.dumps(cpu_consumer(args.instances, args.services, args.changes)))
+        print(
+            json.dumps(cpu_consumer(args.instances, args.services, args.changes, args.downstream))
+        )
         return
     if args.cpu:
         cpu_main(args)
