@@ -61,3 +61,12 @@ def test_consumer_reads_the_whole_fleet_and_one_change(
     assert figures["providers"] == expected
     assert len(figures["change_ms"]) == CHANGES
     assert all(ms > 0 for ms in figures["change_ms"])
+
+
+@pytest.mark.parametrize("downstream", [False, True])
+def test_the_cpu_mode_notifies_each_service_the_change_concerns(downstream: bool) -> None:
+    # --cpu [--downstream]: an instance serving every service reaches every list (or every
+    # directory's bound chain), one serving a single service reaches that one alone.
+    figures = fleet.cpu_consumer(INSTANCES, SERVICES, CHANGES, downstream)
+    assert figures["notified"] == {"join": SERVICES, "leave": SERVICES, "join one service": 1}
+    assert all(len(ms) == CHANGES for ms in figures["ms"].values())
