@@ -2,12 +2,15 @@
 
 dubbo-py follows Dubbo Java (tests/support/router_oracle.py holds the differences from Java);
 dubbo-go 3.3.2 differs from both in ways read from its source (cluster/router/condition,
-cluster/router/tag, cluster/router/affinity). :func:`documented` names the reason when a
+cluster/router/tag, cluster/router/affinity, and for configurators config_center/parser and
+config_center/configurator). :func:`documented` names the reason when a
 difference between the Go oracle's answer and dubbo-py's is one of them: a refusal or a panic
 of a known shape, or a difference that disappears when the case is rewritten into dubbo-go's
 reading (the rewritten case is asked of dubbo-py again, so a reason is given only when it
-explains the answer). Each reason is a row of docs/compatibility.md ("dubbo-go 3.3.2's routers
-as an oracle").
+explains the answer). A configurator difference is explained by the configurator rows alone
+(:data:`CONFIGURATOR_READINGS`, what dubbo-go copies onto a URL, and the application-scope key
+that dubbo-go compares as Dubbo Java does). Each reason is a row of docs/compatibility.md
+("dubbo-go 3.3.2's routers as an oracle").
 """
 
 from __future__ import annotations
@@ -426,7 +429,11 @@ def _without_go_bookkeeping(case: Case, go: Answer) -> Answer:
     urls = go.get("urls")
     if case["kind"] != "configurator" or urls is None:
         return go
-    names = {f"application{a}" for a in ("shop", "cart", "pay")}
+    names = {
+        f"application{name.strip()}"
+        for listed in re.findall(r"^    applications: \[(.*)\]$", case["rule"], re.MULTILINE)
+        for name in listed.split(",")
+    }
     originals = [_parameters(p) for p in case["providers"]]
     stripped = [
         {
