@@ -344,25 +344,14 @@ def _configurator_items(case: Case, rewrite: Callable[[str], str]) -> Case | Non
 
 
 def _go_reading_of_configurator_enabled(case: Case) -> Case | None:
-    """ConfiguratorConfig's and ConfigItem's ``Enabled`` are plain ``bool`` fields
-    (config_center/parser/configuration_parser.go) that yaml.v3 leaves false when the document
-    omits them, and getEnabledString writes that ``enabled=false`` into the override URL: a
-    document without ``enabled`` (for its general items) or a typed item without its own
-    ``enabled`` is off (Dubbo Java and dubbo-py: on)."""
-    if case["kind"] != "configurator":
+    """ConfiguratorConfig's ``Enabled`` is a plain ``bool`` (config_center/parser/
+    configuration_parser.go) that yaml.v3 leaves false when the document omits it, and
+    getEnabledString writes that ``enabled=false`` into every general item's override URL,
+    which Configure then skips: a document without ``enabled`` is off (Dubbo Java and dubbo-py:
+    on). (A typed item without its own ``enabled`` is off in all three.)"""
+    if case["kind"] != "configurator" or _top(case["rule"], "enabled") is not None:
         return None
-    rule = case["rule"]
-    if _top(rule, "enabled") is None:
-        rule = rule.replace("configs:\n", "enabled: false\nconfigs:\n", 1)
-
-    def item(text: str) -> str:
-        typed = re.search(r"^    type: (.*)$", text, re.MULTILINE)
-        if typed is None or typed.group(1).strip() == "general" or "    enabled: " in text:
-            return text
-        return text.replace("    parameters:\n", "    enabled: false\n    parameters:\n", 1)
-
-    changed = _ITEM.sub(lambda m: item(m.group(0)), rule)
-    return None if changed == case["rule"] else {**case, "rule": changed}
+    return {**case, "rule": case["rule"].replace("configs:\n", "enabled: false\nconfigs:\n", 1)}
 
 
 def _go_reading_of_configurator_version(case: Case) -> Case | None:
@@ -458,7 +447,7 @@ CONFIGURATOR_APPLICATION_KEY = (
 #: (reason, rewrite into dubbo-go's reading) for configurator cases, tried alone and together.
 CONFIGURATOR_READINGS: tuple[tuple[str, Callable[[Case], Case | None]], ...] = (
     (
-        "configurator: a document or typed item without `enabled` is off",
+        "configurator: a document without `enabled` is off",
         _go_reading_of_configurator_enabled,
     ),
     (
