@@ -1,14 +1,15 @@
 """dubbo-py's routers and configurators against dubbo-go 3.3.2's own, case by case.
 
 The vectors (go_router_vectors.json) are the Java oracle's fast vectors, and for each way
-dubbo-go 3.3.2 differs
-from dubbo-py one case found by the differential run (scripts/differential_routers.py
-``--oracle go``; the smallest one of two seeded runs), with dubbo-go's answer and the reason
+dubbo-go 3.3.2 differs from dubbo-py one case found by the differential run
+(scripts/differential_routers.py ``--oracle go``; the smallest one of two seeded runs, or for
+configurators a case written by hand to show the row), with dubbo-go's answer and the reason
 (tests/support/go_router_differences.py; docs/compatibility.md). The first test checks dubbo-py
 alone against the recorded answers: each vector agrees, or differs for exactly its reason. The
 live tests ask the real Go oracle (tests/peers/go/oracle): the vectors still hold dubbo-go's
-answers, and 320 generated cases differ only where a reason is written down; and the Java
-oracle, that Dubbo Java answers each vector as dubbo-py does wherever the table says so.
+answers, and 400 generated cases (80 of each kind, and 80 condition documents with their flags
+written out) differ only where a reason is written down; and the Java oracle, that Dubbo Java
+answers each vector as dubbo-py does wherever the table says so.
 """
 
 from __future__ import annotations

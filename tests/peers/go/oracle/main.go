@@ -1,4 +1,5 @@
-// Command oracle answers dubbo-py's routing questions with dubbo-go 3.3.2's own routers.
+// Command oracle answers dubbo-py's routing questions with dubbo-go 3.3.2's own routers and
+// configurators.
 //
 // It speaks the line protocol of the Java router oracle (tests/peers/java/oracle): after a first
 // line READY, one JSON case per line on stdin, one JSON answer per line on stdout. Kinds:
