@@ -3,13 +3,18 @@
 
     PYTHONPATH=$PWD python3 scripts/differential_routers.py 100000 --seed 1 \
         --kinds condition,tag,affinity,configurator --out /tmp/router-diffs
-    PYTHONPATH=$PWD python3 scripts/differential_routers.py 210000 --oracle go --seed 1
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 210000 --oracle go --seed 1 \
+        --kinds condition,tag,affinity
     PYTHONPATH=$PWD python3 scripts/differential_routers.py 100000 --oracle go --seed 3 \
         --kinds condition,affinity --explicit-flags
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 50000 --oracle go --seed 2 \
+        --kinds configurator
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 30000 --oracle go --seed 4 \
+        --kinds configurator --explicit-flags
 
 Each case (tests/support/router_cases.py) is answered by the oracle — ``--oracle java``
 (default): Apache Dubbo 3.3.6 (tests/peers/java/oracle, one JVM); ``--oracle go``: dubbo-go
-3.3.2's condition, tag and affinity routers (tests/peers/go/oracle; no configurators) — and by
+3.3.2's condition, tag and affinity routers and its configurators (tests/peers/go/oracle) — and by
 dubbo-py (tests/support/router_oracle.py). Prints cases/s, the totals and the differences by
 kind and category; each differing case is written to OUT/<kind>-<n>.json with both answers.
 Differences written down (Java: dubbo-py's deliberate ones, docs/design.md §8; Go: dubbo-go's
@@ -22,10 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -50,6 +57,35 @@ ORACLES = {
 }
 
 
+_CONFIGS = re.compile(r"^configs:$", re.MULTILINE)
+_ITEM = re.compile(r"^  - side: .*\n(?:    .*\n)*", re.MULTILINE)
+
+
+def with_explicit_flags(case: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """router_cases.with_explicit_flags, and for a configurators document its ``enabled`` and
+    that of each typed item written out when missing (dubbo-go 3.3.2 reads them as false:
+    docs/compatibility.md), drawn true two times in three."""
+    if case["kind"] != "configurator":
+        return router_cases.with_explicit_flags(case, rng)
+    rule = case["rule"]
+
+    def drawn() -> str:
+        return rng.choice(("true", "true", "false"))
+
+    if not re.search(r"^enabled: ", rule, re.MULTILINE):
+        rule = _CONFIGS.sub(lambda _: f"enabled: {drawn()}\nconfigs:", rule, count=1)
+
+    def item(found: re.Match[str]) -> str:
+        text = found.group(0)
+        typed = re.search(r"^    type: (.*)$", text, re.MULTILINE)
+        if typed is None or typed.group(1) == "general" or "\n    enabled: " in text:
+            return text
+        return text.replace("    parameters:\n", f"    enabled: {drawn()}\n    parameters:\n", 1)
+
+    rule = _ITEM.sub(item, rule)
+    return {**case, "rule": rule}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("cases", nargs="?", type=int, default=100_000)
@@ -60,7 +96,8 @@ def main() -> int:
         "--explicit-flags",
         action="store_true",
         help="write out configVersion, force and enabled of every condition and affinity"
-        " document (router_cases.with_explicit_flags): more cases reach dubbo-go's matchers",
+        " document (router_cases.with_explicit_flags) and enabled of every configurators"
+        " document and typed item: more cases reach dubbo-go's matchers",
     )
     parser.add_argument("--out", type=Path, default=Path("/tmp/router-diffs"))
     parser.add_argument("--batch", type=int, default=2000)
@@ -88,7 +125,7 @@ def main() -> int:
                 for i in range(min(args.batch, args.cases - done))
             ]
             if args.explicit_flags:
-                batch = [router_cases.with_explicit_flags(case, rng) for case in batch]
+                batch = [with_explicit_flags(case, rng) for case in batch]
             for case, theirs in zip(batch, oracle.ask(batch), strict=True):
                 per_kind[case["kind"]] += 1
                 shape = next((k for k in ("kept", "urls", "error", "panic") if k in theirs), "?")

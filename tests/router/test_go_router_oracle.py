@@ -1,14 +1,15 @@
-"""dubbo-py's condition, tag and affinity routers against dubbo-go 3.3.2's own, case by case.
+"""dubbo-py's routers and configurators against dubbo-go 3.3.2's own, case by case.
 
-The vectors (go_router_vectors.json) are the Java oracle's fast vectors that dubbo-go answers
-(its configurators are not loaded in the Go oracle), and for each way dubbo-go 3.3.2 differs
-from dubbo-py one case found by the differential run (scripts/differential_routers.py
-``--oracle go``; the smallest one of two seeded runs), with dubbo-go's answer and the reason
+The vectors (go_router_vectors.json) are the Java oracle's fast vectors, and for each way
+dubbo-go 3.3.2 differs from dubbo-py one case found by the differential run
+(scripts/differential_routers.py ``--oracle go``; the smallest one of two seeded runs, or for
+configurators a case written by hand to show the row), with dubbo-go's answer and the reason
 (tests/support/go_router_differences.py; docs/compatibility.md). The first test checks dubbo-py
 alone against the recorded answers: each vector agrees, or differs for exactly its reason. The
 live tests ask the real Go oracle (tests/peers/go/oracle): the vectors still hold dubbo-go's
-answers, and 320 generated cases differ only where a reason is written down; and the Java
-oracle, that Dubbo Java answers each vector as dubbo-py does wherever the table says so.
+answers, and 400 generated cases (80 of each kind, and 80 condition documents with their flags
+written out) differ only where a reason is written down; and the Java oracle, that Dubbo Java
+answers each vector as dubbo-py does wherever the table says so.
 """
 
 from __future__ import annotations
@@ -54,8 +55,16 @@ def test_every_written_reason_has_a_vector() -> None:
     reasons |= {reason for *_, reason in go_router_differences.REFUSALS}
     reasons |= {reason for reason, _ in go_router_differences.PANICS}
     reasons |= {reason for reason, _ in go_router_differences.OWN_ANSWERS}
-    # (Two of the readings, `$name` on a when side and the v3.1 fields, are Dubbo Java's too.)
-    assert reasons == {v["reason"] for v in VECTORS if v["reason"]}
+    reasons |= {reason for reason, _ in go_router_differences.CONFIGURATOR_READINGS}
+    reasons |= {
+        go_router_differences.CONFIGURATOR_COPIED,
+        go_router_differences.CONFIGURATOR_APPLICATION_KEY,
+    }
+    # (Two of the readings, `$name` on a when side and the v3.1 fields, are Dubbo Java's too.
+    # A configurator vector may need two rows: dubbo-go copies configVersion onto every URL it
+    # configures, so a row seen only where it configures comes with that one.)
+    written = {part for v in VECTORS if v["reason"] for part in v["reason"].split(" + ")}
+    assert reasons == written
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +114,32 @@ def test_dubbo_java_answers_the_vectors_as_the_table_says() -> None:
             assert documented(vector["case"], java, python) is not None, vector["name"]
 
 
-def test_configurators_are_refused_by_name_not_answered(oracle: GoOracle) -> None:
-    case = {"kind": "configurator", "rule": "configVersion: v3.0\n", "providers": []}
-    assert list(oracle.ask([case])) == [{"error": "unknown kind configurator"}]
+def test_dubbo_go_configures_only_at_the_provider_s_host_and_port(oracle: GoOracle) -> None:
+    # dubbo-go 3.3.2 reads every configurators document as Dubbo 2.6 override URLs (the
+    # version key it reads is never written): with `enabled: true` an item for
+    # 10.0.0.1:20880 configures that provider only (and leaves configVersion on it), one for
+    # the host alone configures none; Dubbo Java and dubbo-py configure both at the host.
+    def case(address: str) -> dict[str, Any]:
+        return {
+            "kind": "configurator",
+            "rule": (
+                "configVersion: v3.0\nscope: service\nkey: com.foo.BarService\nenabled: true\n"
+                f"configs:\n  - side: provider\n    addresses: ['{address}']\n"
+                "    parameters:\n      weight: '0'\n"
+            ),
+            "consumer": "consumer://10.0.1.3/com.foo.BarService?side=consumer",
+            "providers": [
+                f"dubbo://10.0.0.1:{port}/com.foo.BarService?side=provider&application=pay"
+                for port in (20880, 20881)
+            ],
+        }
+
+    plain = {"application": "pay", "side": "provider"}
+    configured = {**plain, "weight": "0", "configVersion": "v3.0", "providerAddresses": ""}
+    with_port, host_only = oracle.ask([case("10.0.0.1:20880"), case("10.0.0.1")])
+    assert with_port == {"urls": [configured, plain]}
+    assert host_only == {"urls": [plain, plain]}
+    assert dubbo_py_answer(case("10.0.0.1"))["urls"] == [{**plain, "weight": "0"}] * 2
 
 
 def test_dubbo_go_matches_a_tag_address_on_loopback_as_dubbo_py_does(oracle: GoOracle) -> None:

@@ -2,12 +2,15 @@
 
 dubbo-py follows Dubbo Java (tests/support/router_oracle.py holds the differences from Java);
 dubbo-go 3.3.2 differs from both in ways read from its source (cluster/router/condition,
-cluster/router/tag, cluster/router/affinity). :func:`documented` names the reason when a
+cluster/router/tag, cluster/router/affinity, and for configurators config_center/parser and
+config_center/configurator). :func:`documented` names the reason when a
 difference between the Go oracle's answer and dubbo-py's is one of them: a refusal or a panic
 of a known shape, or a difference that disappears when the case is rewritten into dubbo-go's
 reading (the rewritten case is asked of dubbo-py again, so a reason is given only when it
-explains the answer). Each reason is a row of docs/compatibility.md ("dubbo-go 3.3.2's routers
-as an oracle").
+explains the answer). A configurator difference is explained by the configurator rows alone
+(:data:`CONFIGURATOR_READINGS`, what dubbo-go copies onto a URL, and the application-scope key
+that dubbo-go compares as Dubbo Java does). Each reason is a row of docs/compatibility.md
+("dubbo-go 3.3.2's routers as an oracle").
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from tests.support.router_oracle import (
     Answer,
     Case,
+    _java_reading_of_application_key,
     _java_reading_of_v31_item_fields,
     _java_reading_of_when_references,
     compare,
@@ -321,6 +325,177 @@ def _affinity_consumer_without_key(case: Case, go: Answer) -> bool:
     )
 
 
+# --------------------------------------------------------------------------- configurators
+
+#: One item of a generated configurators document: ``  - side: ...`` and its indented lines.
+_ITEM = re.compile(r"^  - side: .*\n(?:    .*\n)*", re.MULTILINE)
+_ITEM_ADDRESSES = re.compile(r"^    addresses: \[(.*)\]\n", re.MULTILINE)
+_ITEM_PROVIDER_ADDRESSES = re.compile(r"^    providerAddresses: \[(.*)\]\n", re.MULTILINE)
+_ITEM_MATCH = re.compile(r"^    match:\n(?:      .*\n)*", re.MULTILINE)
+#: An address with a port no generated provider has.
+_NO_PROVIDER = "'203.0.113.9:1'"
+
+
+def _configurator_items(case: Case, rewrite: Callable[[str], str]) -> Case | None:
+    if case["kind"] != "configurator":
+        return None
+    changed = _ITEM.sub(lambda item: rewrite(item.group(0)), case["rule"])
+    return None if changed == case["rule"] else {**case, "rule": changed}
+
+
+def _go_reading_of_configurator_enabled(case: Case) -> Case | None:
+    """ConfiguratorConfig's ``Enabled`` is a plain ``bool`` (config_center/parser/
+    configuration_parser.go) that yaml.v3 leaves false when the document omits it, and
+    getEnabledString writes that ``enabled=false`` into every general item's override URL,
+    which Configure then skips: a document without ``enabled`` is off (Dubbo Java and dubbo-py:
+    on). (A typed item without its own ``enabled`` is off in all three.)"""
+    if case["kind"] != "configurator" or _top(case["rule"], "enabled") is not None:
+        return None
+    return {**case, "rule": case["rule"].replace("configs:\n", "enabled: false\nconfigs:\n", 1)}
+
+
+def _go_reading_of_configurator_version(case: Case) -> Case | None:
+    """overrideConfigurator.Configure (config_center/configurator/override.go) reads the
+    version from ``config-center.configVersion`` (constant.ConfigVersionKey), a key the parser
+    never writes (it writes ``configVersion``): every document is read as Dubbo 2.6 override
+    URLs (configureDeprecated). An item then applies only at an address with a port, the
+    provider's (``host:port``; ``0.0.0.0:<port>``): an address without one, and an item without
+    addresses (0.0.0.0), never apply, also where ``providerAddresses`` lists the provider
+    (Dubbo Java and dubbo-py then read the address's host only), and ``match`` is not read.
+    Read as a v2.7 document whose items keep only their addresses with a port (one no provider
+    has when none is left), ``providerAddresses`` only those of them, and no ``match``."""
+
+    def item(text: str) -> str:
+        found = _ITEM_ADDRESSES.search(text)
+        kept = (
+            []
+            if found is None
+            else [a.strip() for a in found.group(1).split(",") if ":" in a.strip().strip("'")]
+        )
+        addresses = f"    addresses: [{', '.join(kept) or _NO_PROVIDER}]\n"
+        text = _ITEM_MATCH.sub("", text)
+        listed = _ITEM_PROVIDER_ADDRESSES.search(text)
+        if listed is not None:
+            both = [a.strip() for a in listed.group(1).split(",") if a.strip() in kept]
+            text = _ITEM_PROVIDER_ADDRESSES.sub(
+                f"    providerAddresses: [{', '.join(both) or _NO_PROVIDER}]\n", text
+            )
+        if found is None:
+            return text.replace("\n", "\n" + addresses, 1)
+        return _ITEM_ADDRESSES.sub(addresses, text)
+
+    rewritten = _configurator_items(case, item)
+    if rewritten is None:
+        return None
+    rewritten["rule"] = _with_top(rewritten["rule"], "configVersion", "v2.7")
+    return rewritten
+
+
+def _go_reading_of_configurator_applications(case: Case) -> Case | None:
+    """serviceItemToUrls writes a service item's ``applications`` as ``&application<name>``
+    (no ``=``): the override URL has no application condition (so the item applies to every
+    application) and carries an empty ``application<name>`` parameter instead, which is copied
+    onto the URLs it configures (Dubbo Java and dubbo-py: only those applications' URLs)."""
+    return _configurator_items(
+        case, lambda text: re.sub(r"^    applications: .*\n", "", text, flags=re.MULTILINE)
+    )
+
+
+def _go_reading_of_configurator_services(case: Case) -> Case | None:
+    """An application item's ``services`` become the override URL's path, group and version,
+    which configureDeprecated / configureIfMatchInternal never compare with the URL's (group
+    and version are among the keys it strips): the item applies to every service (Dubbo Java
+    and dubbo-py: only the listed service keys)."""
+    return _configurator_items(
+        case, lambda text: re.sub(r"^    services: .*\n", "", text, flags=re.MULTILINE)
+    )
+
+
+def _without_go_bookkeeping(case: Case, go: Answer) -> Answer:
+    """dubbo-go's answer without what its configurator copies from its own override URL and
+    no reader acts on: ``configVersion`` (getConditionKeys strips ``config-center.configVersion``
+    instead) and the empty ``application<name>`` of a service item's ``applications``."""
+    urls = go.get("urls")
+    if case["kind"] != "configurator" or urls is None:
+        return go
+    names = {
+        f"application{name.strip()}"
+        for listed in re.findall(r"^    applications: \[(.*)\]$", case["rule"], re.MULTILINE)
+        for name in listed.split(",")
+    }
+    originals = [_parameters(p) for p in case["providers"]]
+    stripped = [
+        {
+            k: v
+            for k, v in u.items()
+            if not (k == "configVersion" and k not in original)
+            and not (k in names and v == "" and k not in original)
+        }
+        for u, original in zip(urls, originals, strict=False)
+    ]
+    return {**go, "urls": stripped}
+
+
+CONFIGURATOR_COPIED = (
+    "configurator: the override URL's configVersion (and a service item's empty"
+    " application<name>) copied onto the URL"
+)
+CONFIGURATOR_APPLICATION_KEY = (
+    "configurator: application scope's key compared with the URL's application (as Dubbo Java)"
+)
+
+#: (reason, rewrite into dubbo-go's reading) for configurator cases, tried alone and together.
+CONFIGURATOR_READINGS: tuple[tuple[str, Callable[[Case], Case | None]], ...] = (
+    (
+        "configurator: a document without `enabled` is off",
+        _go_reading_of_configurator_enabled,
+    ),
+    (
+        "configurator: configVersion not read, every document read as 2.6 override URLs"
+        " (an item applies only at the provider's host:port; `match` not read)",
+        _go_reading_of_configurator_version,
+    ),
+    (
+        "configurator: a service item's `applications` not read",
+        _go_reading_of_configurator_applications,
+    ),
+    (
+        "configurator: an application item's `services` not read",
+        _go_reading_of_configurator_services,
+    ),
+)
+
+
+def _dubbo_py_in_go_terms(case: Case) -> Answer:
+    """dubbo-py's answer with the application-scope key compared as dubbo-go compares it
+    (configureIfMatchInternal: the override URL's ``application``, the key, must be the URL's)."""
+    python = dubbo_py_answer(case)
+    return _java_reading_of_application_key(case, python) or python
+
+
+def _configurator_documented(case: Case, go: Answer) -> str | None:
+    theirs = _without_go_bookkeeping(case, go)
+    copied = [CONFIGURATOR_COPIED] if theirs != go else []
+    python = dubbo_py_answer(case)
+    keyed = _java_reading_of_application_key(case, python)
+    shared = [CONFIGURATOR_APPLICATION_KEY] if keyed is not None else []
+    if compare(theirs, keyed or python, "dubbo-go") is None:
+        return " + ".join(copied + shared) or None
+    rewritten: list[str] = []
+    current = case
+    for reason, reading in CONFIGURATOR_READINGS:
+        alone = reading(case)
+        if alone is not None and compare(theirs, _dubbo_py_in_go_terms(alone), "dubbo-go") is None:
+            return " + ".join([*copied, reason, *shared])
+        combined = reading(current)
+        if combined is not None:
+            current = combined
+            rewritten.append(reason)
+    if compare(theirs, _dubbo_py_in_go_terms(current), "dubbo-go") is None:
+        return " + ".join(copied + rewritten + shared)
+    return None
+
+
 Reading = Callable[[Case], Case | None]
 
 #: (reason, rewrite into dubbo-go's reading), tried alone and then together.
@@ -431,6 +606,8 @@ OWN_ANSWERS: tuple[tuple[str, Callable[[Case, Answer], bool]], ...] = (
 def documented(case: Case, go: Answer, python: Answer) -> str | None:
     """The reason when dubbo-go's answer differs from dubbo-py's in a way written down in
     docs/compatibility.md, else None."""
+    if case["kind"] == "configurator":
+        return _configurator_documented(case, go)
     for reason, applies in PANICS:
         if applies(case, go):
             return reason

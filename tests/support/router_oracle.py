@@ -11,8 +11,7 @@ A *case* is one JSON object::
 
 and its *answer* is ``{"kept": [indexes of the providers kept]}``, ``{"error": "<why>"}`` when the
 rule is refused, or for configurators ``{"urls": [parameters of each provider once configured]}``;
-the Go oracle also answers ``{"panic": "<where: what>"}`` when dubbo-go's own code panics, and
-does not answer configurators (:data:`GO_KINDS`).
+the Go oracle also answers ``{"panic": "<where: what>"}`` when dubbo-go's own code panics.
 :class:`JavaOracle` asks Dubbo's own classes and :class:`GoOracle` dubbo-go's (one process each,
 cases pipelined over stdin/stdout); :func:`dubbo_py_answer` asks dubbo-py's routers and
 configurators, built and bound exactly as a consumer builds them from a config-center document;
@@ -37,8 +36,8 @@ Case = dict[str, Any]
 Answer = dict[str, Any]
 
 MAIN_CLASS = "oracle.RouterOracle"
-#: The kinds of case the Go oracle answers (dubbo-go's configurators are not loaded in it).
-GO_KINDS = ("condition", "tag", "affinity")
+#: The kinds of case the Go oracle answers.
+GO_KINDS = ("condition", "tag", "affinity", "configurator")
 
 
 class LineOracle:
@@ -116,7 +115,8 @@ class JavaOracle(LineOracle):
 
 
 class GoOracle(LineOracle):
-    """One process running dubbo-go 3.3.2's condition, tag and affinity routers."""
+    """One process running dubbo-go 3.3.2's condition, tag and affinity routers and its
+    configurators."""
 
     @classmethod
     def start(cls) -> GoOracle:

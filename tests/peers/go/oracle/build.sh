@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the dubbo-go 3.3.2 router oracle into OUT (OUT/oracle): dubbo-go's condition, tag and
-# affinity routers answering the Java oracle's line protocol (tests/support/router_oracle.py).
+# affinity routers and its configurators answering the Java oracle's line protocol
+# (tests/support/router_oracle.py).
 # Modules come from the Go module proxy into the module cache (~/go/pkg/mod) once.
 set -euo pipefail
 out=${1:?usage: build.sh OUT}

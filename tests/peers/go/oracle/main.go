@@ -1,4 +1,5 @@
-// Command oracle answers dubbo-py's routing questions with dubbo-go 3.3.2's own routers.
+// Command oracle answers dubbo-py's routing questions with dubbo-go 3.3.2's own routers and
+// configurators.
 //
 // It speaks the line protocol of the Java router oracle (tests/peers/java/oracle): after a first
 // line READY, one JSON case per line on stdin, one JSON answer per line on stdout. Kinds:
@@ -8,8 +9,13 @@
 // and "affinity" (a service affinity document). Answers: {"kept": [indexes]}; {"error": ...} when
 // dubbo-go refuses the document (it logs the refusal and routes as if there were no rule: the log
 // line is the refusal reported); {"panic": ...} when dubbo-go's code panics reading the document
-// or routing the call (a real consumer would crash or lose the call). Configurators are not
-// answered (dubbo-go's are not loaded here). Logs go to stderr only.
+// or routing the call (a real consumer would crash or lose the call). "configurator" (a
+// configurators document) is answered {"urls": [parameters of each provider URL once
+// configured]}: the document goes through the config center's default parser (ParseToUrls) and
+// registry.ToConfigurators with the default configurator (the override configurator), as a
+// consumer's configuration listener reads it, and each provider URL through every configurator
+// in order, as the registry directory's overrideUrl does; {"error": ...} when the parser refuses
+// the document (the consumer logs it and keeps no configurator). Logs go to stderr only.
 package main
 
 import (
@@ -32,9 +38,13 @@ import (
 	"dubbo.apache.org/dubbo-go/v3/cluster/router/tag"
 	"dubbo.apache.org/dubbo-go/v3/common"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
+	"dubbo.apache.org/dubbo-go/v3/common/extension"
 	"dubbo.apache.org/dubbo-go/v3/config_center"
+	_ "dubbo.apache.org/dubbo-go/v3/config_center/configurator" // registers the override configurator
+	"dubbo.apache.org/dubbo-go/v3/config_center/parser"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 	"dubbo.apache.org/dubbo-go/v3/protocol/invocation"
+	"dubbo.apache.org/dubbo-go/v3/registry"
 	"dubbo.apache.org/dubbo-go/v3/remoting"
 )
 
@@ -137,6 +147,9 @@ func handle(line string) (result answer) {
 		}
 	}()
 	log.lines = log.lines[:0]
+	if req.Kind == "configurator" {
+		return configure(req)
+	}
 	consumer, err := common.NewURL(req.Consumer)
 	if err != nil {
 		return answer{"error": "consumer URL: " + err.Error()}
@@ -198,6 +211,49 @@ func handle(line string) (result answer) {
 		indexes = append(indexes, index[invoker])
 	}
 	return answer{"kept": indexes}
+}
+
+// configure answers a configurator case. The consumer URL is not read: dubbo-go's override
+// configurator reads only the URL it configures (and the local IP for a consumer-side URL,
+// which a provider URL is not). The provider URLs are configured as registered, without the
+// reference URL the directory merges into them first (as the Java oracle does too).
+func configure(req request) answer {
+	var configurators []config_center.Configurator
+	var refused error
+	if message := guarded("reading the document", func() {
+		urls, err := (&parser.DefaultConfigurationParser{}).ParseToUrls(req.Rule)
+		if err != nil {
+			refused = err
+			return
+		}
+		configurators = registry.ToConfigurators(urls, extension.GetDefaultConfiguratorFunc())
+	}); message != "" {
+		return answer{"panic": message}
+	}
+	if refused != nil {
+		return answer{"error": "ParseToUrls: " + refused.Error()}
+	}
+	urls := make([]map[string]string, 0, len(req.Providers))
+	for i, text := range req.Providers {
+		url, err := common.NewURL(text)
+		if err != nil {
+			return answer{"error": fmt.Sprintf("provider URL %d: %v", i, err)}
+		}
+		if message := guarded("configuring", func() {
+			for _, c := range configurators {
+				c.Configure(url)
+			}
+		}); message != "" {
+			return answer{"panic": message}
+		}
+		parameters := map[string]string{}
+		url.RangeParams(func(key, value string) bool {
+			parameters[key] = value
+			return true
+		})
+		urls = append(urls, parameters)
+	}
+	return answer{"urls": urls}
 }
 
 // guarded runs f and returns "" or what it panicked with.
