@@ -77,6 +77,7 @@ from dubbo_py.consumer.governed_directory import governed_directory
 from dubbo_py.consumer.route_snapshots import RouteRecorder, continued
 from dubbo_py.errors import MockSpecError, NoProviderError
 from dubbo_py.invocation import GenericRequest, Invocation
+from dubbo_py.protocol.dubbo.body import ResponseBody
 from dubbo_py.protocol.dubbo.connection import (
     DEFAULT_HEARTBEAT,
     DubboCallError,
@@ -674,7 +675,25 @@ class GenericReference:
     def _attempt_blocking(
         self, provider: URL, invocation: Invocation, timeout: float | None
     ) -> Any:
-        """One attempt, from a blocking caller: run on the runtime's loop and waited for."""
+        """One attempt, from a blocking caller. On an open ``dubbo://`` connection the request
+        is encoded, handed to the loop to write, and its response decoded in the caller's
+        thread (:meth:`DubboConnection.invoke_blocking`: no task on the loop per call); else
+        (``tri://``, no connection yet) the attempt runs on the runtime's loop."""
+        if provider.protocol != "tri":
+            connection = self._runtime.connections.connection(provider.address)
+            if connection is not None and not connection.closed:
+                args, seconds, sent, enum_classes = self._prepared(provider, invocation, timeout)
+                response = connection.invoke_blocking(
+                    provider.path or self.interface,
+                    GENERIC_METHOD,
+                    GENERIC_PARAMETER_TYPES,
+                    args,
+                    version=self.version or "0.0.0",
+                    attachments=sent,
+                    timeout=seconds,
+                    enum_classes=enum_classes,
+                )
+                return _value_of(response)
         return self._runtime.run(self._once(provider, invocation, timeout))
 
     async def _attempt_async(
@@ -876,6 +895,27 @@ class GenericReference:
     async def _once(self, provider: URL, invocation: Invocation, timeout: float | None) -> Any:
         """One ``$invoke`` on ``provider``, on the runtime's loop: the invocation's attachments
         (trace context included) go with it."""
+        args, seconds, sent, enum_classes = self._prepared(provider, invocation, timeout)
+        if provider.protocol == "tri":
+            return await self._once_triple(provider, args, seconds, sent, enum_classes)
+        connection = await self._runtime.connections.get(provider.host, provider.port)
+        response = await connection.invoke(
+            provider.path or self.interface,
+            GENERIC_METHOD,
+            GENERIC_PARAMETER_TYPES,
+            args,
+            version=self.version or "0.0.0",
+            attachments=sent,
+            timeout=seconds,
+            enum_classes=enum_classes,
+        )
+        return _value_of(response)
+
+    def _prepared(
+        self, provider: URL, invocation: Invocation, timeout: float | None
+    ) -> tuple[list[object], float, dict[str, object], Collection[str]]:
+        """What one ``$invoke`` on ``provider`` sends: its three arguments, its timeout in
+        seconds, its attachments; and the enum classes its answer may name."""
         request = _request_of(invocation)
         types, enum_classes = request.parameter_types, request.enum_classes
         args: list[object] = [
@@ -898,22 +938,7 @@ class GenericReference:
             sent["version"] = self.version
         if self.group:
             sent["group"] = self.group
-        if provider.protocol == "tri":
-            return await self._once_triple(provider, args, seconds, sent, enum_classes)
-        connection = await self._runtime.connections.get(provider.host, provider.port)
-        response = await connection.invoke(
-            provider.path or self.interface,
-            GENERIC_METHOD,
-            GENERIC_PARAMETER_TYPES,
-            args,
-            version=self.version or "0.0.0",
-            attachments=sent,
-            timeout=seconds,
-            enum_classes=enum_classes,
-        )
-        if response.exception is not None:
-            raise unwrap_generic_exception(response.exception)
-        return response.value
+        return args, seconds, sent, enum_classes
 
     async def _once_triple(
         self,
@@ -1111,6 +1136,13 @@ class _Failover:
             f"no {' or '.join(sorted(f'{p}://' for p in ref._protocols))} provider of "
             f"version {ref.version or '-'}, group {ref.group or '-'} is registered",
         )
+
+
+def _value_of(response: ResponseBody) -> Any:
+    """A ``$invoke`` response's value; its Java exception raised as the service's."""
+    if response.exception is not None:
+        raise unwrap_generic_exception(response.exception)
+    return response.value
 
 
 def _dead(error: DubboCallError) -> bool:

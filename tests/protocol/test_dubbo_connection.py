@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -522,3 +523,59 @@ def test_work_handed_to_a_closed_runtime_is_refused_and_leaves_no_coroutine_behi
     with pytest.raises(RuntimeError):
         runtime.run(coroutine)
     assert coroutine.cr_frame is None  # closed, so it cannot warn "never awaited"
+
+
+def test_blocking_callers_share_the_connection_time_out_and_see_it_lost() -> None:
+    # invoke_blocking from threads (a blocking generic call's path): answers matched by id
+    # across 8 threads, a call the server never answers times out leaving no pending entry
+    # (its late answer is dropped), and a dropped connection fails a waiting call at once.
+    runtime = DubboRuntime()
+    silent: list[Frame] = []
+
+    async def handler(frame: Frame, writer: asyncio.StreamWriter) -> None:
+        value = echo_value(frame)
+        if value == "silent":
+            silent.append(frame)
+        elif value == "drop":
+            writer.close()
+        else:
+            writer.write(respond(frame, encode_response_body(value)))
+
+    server = runtime.run(FrameServer(handler).start())
+    try:
+        connection = runtime.run(runtime.connections.get("127.0.0.1", server.port))
+
+        def echo_blocking(value: object, timeout: float = 2.0) -> Any:
+            return connection.invoke_blocking(
+                "demo.Echo", "echo", ["java.lang.Object"], [value], timeout=timeout
+            ).value
+
+        answers: dict[int, list[Any]] = {}
+
+        def caller(n: int) -> None:
+            answers[n] = [echo_blocking(f"{n}-{i}") for i in range(50)]
+
+        threads = [threading.Thread(target=caller, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert answers == {n: [f"{n}-{i}" for i in range(50)] for n in range(8)}
+        with pytest.raises(DubboTimeoutError, match=r"within 0\.2 s"):
+            echo_blocking("silent", timeout=0.2)
+        runtime.run(asyncio.sleep(0))  # the loop drops the id the caller gave up on
+        assert connection.pending == 0
+        late = silent[0]
+        runtime.run(_write_to(server, respond(late, encode_response_body("late"))))
+        assert echo_blocking("after") == "after"  # the late answer went nowhere
+        with pytest.raises(DubboConnectionError):
+            echo_blocking("drop", timeout=5.0)
+        assert connection.closed
+    finally:
+        runtime.run(server.close())
+        runtime.close()
+
+
+async def _write_to(server: FrameServer, data: bytes) -> None:
+    server.writers[-1].write(data)
+    await server.writers[-1].drain()

@@ -18,6 +18,7 @@ address and opens a new one when the last has closed (Dubbo reconnects the same 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import time
@@ -114,7 +115,10 @@ class DubboConnection:
         self._heartbeat = heartbeat
         self._max_payload = max_payload
         self._decoder = FrameDecoder(max_payload=max_payload)
-        self._pending: dict[int, asyncio.Future[Frame]] = {}
+        # Awaited calls wait on asyncio futures, blocking ones (call_blocking) on concurrent
+        # futures: both are resolved the same way (done / set_result / set_exception).
+        self._pending: dict[int, asyncio.Future[Frame] | concurrent.futures.Future[Frame]] = {}
+        self._loop = asyncio.get_running_loop()
         self._closed: DubboConnectionError | None = None
         now = time.monotonic()
         self._last_read = now
@@ -169,25 +173,100 @@ class DubboConnection:
         data = encode_frame(
             Frame(request=True, request_id=request_id, body=body), max_payload=self._max_payload
         )
-        future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Frame] = loop.create_future()
         self._pending[request_id] = future
+        # A timer on the future rather than asyncio.wait_for: wait_for wraps the wait in
+        # futures and callbacks of its own, which cost more loop iterations per call.
+        timer = (
+            None
+            if timeout is None
+            else loop.call_later(timeout, _expire, future, self.address, timeout, request_id)
+        )
         try:
             await self._write(data)
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError as error:
+            return await future
+        except DubboTimeoutError:
             if self._closed is not None:
                 raise self._closed from None
-            raise DubboTimeoutError(
-                f"no response from dubbo://{self.address} within {timeout:g} s"
-                f" (request {request_id})"
-            ) from error
+            raise
         finally:
+            if timer is not None:
+                timer.cancel()
             # Whatever happened, the id leaves the table: a late response is then dropped.
             self._pending.pop(request_id, None)
             if not future.done():
                 future.cancel()
             elif not future.cancelled():
                 future.exception()  # marks it retrieved: the error was raised above
+
+    def call_blocking(self, body: bytes, *, timeout: float | None) -> Frame:
+        """:meth:`request` from a thread other than the connection's loop: the frame is
+        encoded in the calling thread and handed to the loop to write, and the caller waits
+        for the response itself -- no task and no coroutine per call on the loop."""
+        if self._closed is not None:
+            raise self._closed
+        request_id = _IDS.next()
+        data = encode_frame(
+            Frame(request=True, request_id=request_id, body=body), max_payload=self._max_payload
+        )
+        future: concurrent.futures.Future[Frame] = concurrent.futures.Future()
+        try:
+            self._loop.call_soon_threadsafe(self._send_for_thread, request_id, data, future)
+        except RuntimeError as error:  # the loop is closed
+            raise DubboConnectionError(f"connection to dubbo://{self.address} closed") from error
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            if self._closed is not None:
+                raise self._closed from None
+            raise DubboTimeoutError(
+                f"no response from dubbo://{self.address} within {timeout:g} s"
+                f" (request {request_id})"
+            ) from None
+        finally:
+            if not future.done():
+                future.cancel()
+                # The id leaves the table on the loop: a late response is then dropped.
+                with contextlib.suppress(RuntimeError):
+                    self._loop.call_soon_threadsafe(self._pending.pop, request_id, None)
+
+    def _send_for_thread(
+        self, request_id: int, data: bytes, future: concurrent.futures.Future[Frame]
+    ) -> None:
+        if future.done():
+            return  # the caller gave up before the loop got to it
+        if self._closed is not None:
+            future.set_exception(self._closed)
+            return
+        self._pending[request_id] = future
+        # No drain: each blocking caller waits for its response before it sends again, so
+        # what the transport buffers is bounded by the callers' threads.
+        try:
+            self._writer.write(data)
+            self._last_write = time.monotonic()
+        except (OSError, RuntimeError) as error:
+            self._fail(DubboConnectionError(f"connection to dubbo://{self.address} lost: {error}"))
+
+    def invoke_blocking(
+        self,
+        service: str,
+        method: str,
+        parameter_types: Sequence[str],
+        arguments: Sequence[object],
+        *,
+        version: str = "0.0.0",
+        attachments: Mapping[str, object] | None = None,
+        timeout: float | None = None,
+        enum_classes: Collection[str] = (),
+    ) -> ResponseBody:
+        """:meth:`invoke` from a thread other than the connection's loop (:meth:`call_blocking`):
+        encoding and decoding happen in the calling thread."""
+        body = encode_request_body(
+            service, method, parameter_types, arguments, version=version, attachments=attachments
+        )
+        frame = self.call_blocking(body, timeout=timeout)
+        return self._response(frame, f"dubbo://{self.address}/{service}#{method}", enum_classes)
 
     async def invoke(
         self,
@@ -209,7 +288,9 @@ class DubboConnection:
             service, method, parameter_types, arguments, version=version, attachments=attachments
         )
         frame = await self.request(body, timeout=timeout)
-        where = f"dubbo://{self.address}/{service}#{method}"
+        return self._response(frame, f"dubbo://{self.address}/{service}#{method}", enum_classes)
+
+    def _response(self, frame: Frame, where: str, enum_classes: Collection[str]) -> ResponseBody:
         if frame.serialization != HESSIAN2:
             raise DubboCallError(
                 f"{where} answered in serialization id {frame.serialization}; dubbo-py reads"
@@ -254,8 +335,7 @@ class DubboConnection:
         self._closed = error
         pending, self._pending = self._pending, {}
         for future in pending.values():
-            if not future.done():
-                future.set_exception(error)
+            _settle(future, error)
         with contextlib.suppress(Exception):
             self._writer.close()
 
@@ -310,8 +390,7 @@ class DubboConnection:
             if not frame.event:
                 log.debug("dubbo://%s: response %d has no call", self.address, frame.request_id)
             return
-        if not future.done():
-            future.set_result(frame)
+        _settle(future, frame)
 
     async def _heartbeat_loop(self) -> None:
         tick = self._heartbeat / 3
@@ -350,6 +429,33 @@ def _error_message(body: bytes) -> str:
     except Hessian2Error as error:
         return f"(unreadable error message: {error})"
     return value if isinstance(value, str) else repr(value)
+
+
+def _settle(
+    future: asyncio.Future[Frame] | concurrent.futures.Future[Frame],
+    outcome: Frame | BaseException,
+) -> None:
+    """Resolve a waiting call with its frame or error, unless it is done already: a blocking
+    caller may cancel its concurrent future from its own thread at any moment (a timeout)."""
+    if future.done():
+        return
+    try:
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+        pass  # cancelled by its caller between the check and now
+
+
+def _expire(future: asyncio.Future[Frame], address: str, timeout: float, request_id: int) -> None:
+    """A request's timer: its call fails with DubboTimeoutError unless answered meanwhile."""
+    if not future.done():
+        future.set_exception(
+            DubboTimeoutError(
+                f"no response from dubbo://{address} within {timeout:g} s (request {request_id})"
+            )
+        )
 
 
 class DubboConnections:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import struct
@@ -43,6 +44,21 @@ INSTANT = JAVA8 + "InstantHandle"
 DURATION = JAVA8 + "DurationHandle"
 _SECOND = timedelta(seconds=1)
 
+#: Strings up to this length are encoded once and their bytes reused (:func:`_short_string`).
+_CACHED_LENGTH = 128
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_string(value: str) -> bytes:
+    """A short string's Hessian2 bytes. A request repeats the same texts on every call (the
+    service, method and version, the attachments' keys and most of their values), and a
+    Hessian2 string's bytes depend on its text alone (strings have no back references), so
+    they are encoded once; the cache is bounded and keeps the texts used most recently."""
+    encoder = Hessian2Encoder()
+    encoder._string(value)
+    return bytes(encoder._out)
+
+
 _pack_i = struct.Struct(">i").pack
 _pack_q = struct.Struct(">q").pack
 _pack_d = struct.Struct(">d").pack
@@ -79,7 +95,9 @@ class Hessian2Encoder:
     def write(self, value: object) -> None:
         """Append one value."""
         out = self._out
-        if value is None:
+        if type(value) is str:  # most values of a request (names, attachments) come first
+            self.write_string(value)
+        elif value is None:
             out.append(0x4E)
         elif value is True:
             out.append(0x54)
@@ -238,6 +256,12 @@ class Hessian2Encoder:
 
     def write_string(self, value: str) -> None:
         """A string: UTF-16 units, each in UTF-8, as Java writes them; chunked when long."""
+        if len(value) <= _CACHED_LENGTH:
+            self._out += _short_string(value)
+            return
+        self._string(value)
+
+    def _string(self, value: str) -> None:
         if value.isascii():
             units = value
             data = value.encode("ascii")
