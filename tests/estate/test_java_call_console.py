@@ -88,3 +88,46 @@ def test_the_console_lists_the_signatures_and_calls_the_java_service(
 
         saved = call_from_form(driver, "save", '[{"id": 4, "name": "zoë"}]', "pre.reply")
         assert '"name": "ZOË"' in saved
+
+
+def test_the_protocol_picker_calls_a_triple_service_whose_url_does_not_say_no_idl(
+    estate_registry: str, estate_group: str
+) -> None:
+    # A Java interface over Triple with Dubbo's default configuration registers no
+    # `serialization`, so its URL looks like an IDL service's: the call page takes it for gRPC
+    # (and its reflection finds nothing) until the operator ticks "no IDL", as `--no-idl` does.
+    import html
+
+    from tests.admin.test_console_http import Browser
+
+    group = f"{estate_group}-noidl"
+    with (
+        JavaDubboProvider(
+            "--registry", estate_registry, "--application", "java-estate-call-noidl",
+            "--name", "n1", "--version", "1.0.0", "--group", group,
+            "--protocol", "tri", "--serialization", "default",
+        ) as provider,
+        ConsoleProcess(estate_registry) as console,
+    ):  # fmt: skip
+        browser = Browser(console.url)
+        where = f"/call?service={SERVICE}&version=1.0.0&group={group}"
+        status, page = browser.get(where)
+        assert status == 200 and 'id="call-java-source"' not in page, page
+        status, page = browser.get(f"{where}&protocol=tri&no_idl=on")
+        assert status == 200, page
+        source = html.unescape(page[page.index('id="call-java-source"') :][:400])
+        assert "Java interface over tri:// (no IDL) (1 provider)" in source, source
+        assert "estate.User getUser(java.lang.Long)" in html.unescape(page)
+        assert 'name="no_idl" value="on"' in page  # the method forms carry the choice
+        status, answer = browser.post(
+            "/call",
+            {
+                "service": SERVICE, "method": "getUser", "version": "1.0.0", "group": group,
+                "protocol": "java", "java_protocol": "tri", "no_idl": "on",
+                "types": "java.lang.Long", "json": "[7]",
+            },
+        )  # fmt: skip
+        assert status == 200 and "user-7@n1" in answer, answer
+        assert provider.address in answer
+        status, refused = browser.get(f"{where}&protocol=http")
+        assert "expected dubbo or tri" in html.unescape(refused)

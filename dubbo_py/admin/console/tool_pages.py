@@ -70,14 +70,22 @@ def call_page(web: Web, request: Request) -> Response:
     params = request.query_params
     service = params.get("service", "")
     version, group = params.get("version", ""), params.get("group", "")
+    protocol = params.get("protocol", "")
+    # "No IDL": the tri:// providers are Java interfaces over Triple even where their URLs do
+    # not say so (``dubbo-py call --no-idl``; docs/java-services.md).
+    no_idl = _checked(params.get("no_idl", ""))
     registry = web.env(request).registry
     shape, java, problem = None, None, ""
     java_protocol = ""
-    if service:
+    if protocol not in ("", "dubbo", "tri"):
+        problem = f"protocol {protocol!r}: expected dubbo or tri (or none: every protocol)"
+    elif service:
         try:
-            path = call_path(registry, service, version, group, params.get("protocol") or None)
+            path = call_path(registry, service, version, group, protocol or None, no_idl=no_idl)
             if path.generic:
-                java = describe_java(registry, service, version, group, path.protocol)
+                java = describe_java(
+                    registry, service, version, group, path.protocol, no_idl=path.no_idl
+                )
                 java_protocol = path.protocol or ""
             else:
                 shape = describe(registry, service, version, group)
@@ -93,9 +101,16 @@ def call_page(web: Web, request: Request) -> Response:
         java=java,
         java_forms=_java_forms(java) if java is not None else [],
         java_protocol=java_protocol,
+        protocol=protocol,
+        no_idl=no_idl,
         problem=problem,
         services=registry.services(),
     )
+
+
+def _checked(value: str) -> bool:
+    """Whether a form's checkbox (or a hand-written ``&no_idl=1``) is on."""
+    return value.strip().lower() in ("on", "1", "true", "yes")
 
 
 def _java_forms(java: JavaMethods) -> list[dict[str, Any]]:
@@ -170,7 +185,8 @@ def call_run(web: Web, request: Request) -> Response:
         attachments=attachments,
     )
     if java:
-        return _java_run(web, request, call, form.get("types", ""), java_protocol or None)
+        path = CallPath(True, java_protocol or None, _checked(form.get("no_idl", "")))
+        return _java_run(web, request, call, form.get("types", ""), path)
     try:
         result = call_method(str(env.address), call, auth=env.auth, check=max(env.timeout, 15.0))
     except (CallError, ReflectionError, StoreError) as exc:
@@ -181,7 +197,7 @@ def call_run(web: Web, request: Request) -> Response:
 
 
 def _java_run(
-    web: Web, request: Request, call: CallRequest, types: str, protocol: str | None
+    web: Web, request: Request, call: CallRequest, types: str, path: CallPath
 ) -> Response:
     env = web.env(request)
     # The form sends the types the definition names; none (the provider picks by name)
@@ -194,7 +210,7 @@ def _java_run(
             types=sent,
             auth=env.auth,
             check=max(env.timeout, 15.0),
-            path=CallPath(True, protocol),
+            path=path,
         )
     except JavaCallError as exc:
         return web.render(

@@ -13,7 +13,8 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
  * registered in ZooKeeper: --registry, --application, --name, [--port], [--version], [--group];
  * --protocol tri exports it over Triple instead: a plain interface, so Triple without IDL
  * (Hessian2 inside TripleRequestWrapper/TripleResponseWrapper, registered as tri://);
- * --greeter true also exports demo.Greeter over dubbo:// (same version and group), so that the
+ * --serialization default leaves the protocol's serialization unset (Dubbo's default
+ * configuration: the URL names none); --greeter true also exports demo.Greeter over dubbo:// (same version and group), so that the
  * registry holds dubbo:// providers of an interface dubbo-py's gRPC stubs call over Triple.
  * Prints "READY 127.0.0.1:port" on stdout; serves until stdin closes.
  */
@@ -40,7 +41,10 @@ public final class DubboProvider {
         RegistryConfig registry = new RegistryConfig(args.require("registry"));
         ProtocolConfig protocol = new ProtocolConfig(args.get("protocol", "dubbo"), port);
         protocol.setHost("127.0.0.1");
-        protocol.setSerialization("hessian2");
+        // --serialization default leaves it unset, as a provider with Dubbo's default
+        // configuration: its URL then names no serialization (only prefer.serialization).
+        String serialization = args.get("serialization", "hessian2");
+        if (!serialization.equals("default")) protocol.setSerialization(serialization);
 
         ServiceConfig<UserService> service = new ServiceConfig<>();
         service.setInterface(UserService.class);
