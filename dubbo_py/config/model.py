@@ -128,9 +128,14 @@ class RegistryConfig:
         for name, value in settings.items():
             current = getattr(self, name)
             if current != defaults[name] and current != value:
-                shown = "user:***" if name == "auth" else f"{name}={value}"
+                # An identity is named by its user only: the password is never shown.
+                if name == "auth":
+                    shown = f"auth {str(value).partition(':')[0]}:***"
+                    mine = repr(f"{str(current).partition(':')[0]}:***")
+                else:
+                    shown, mine = f"{name}={value}", repr(current)
                 raise ConfigError(
-                    name, f"{where} says {shown}, but the registry's {name} is {current!r}"
+                    name, f"{where} says {shown}, but the registry's {name} is {mine}"
                 )
             changes[name] = value
         return replace(self, **changes) if changes else self
