@@ -235,6 +235,8 @@ class NacosStore:
         self._watch_lock = threading.Lock()
         self._polled: dict[tuple[str, str], PolledNode] = {}
         self._owned: dict[str, Any] = {}  # ephemeral path -> its RegisterInstanceParam
+        # Per thread: app -> the instance read a watch of it is being told of (_watch_app).
+        self._telling = threading.local()
         self._closed = False
         self._started = False
         # Said once per store, at warning level: what this store cannot do must not be a
@@ -448,7 +450,7 @@ class NacosStore:
         instance's document. :class:`NoNodeError`."""
         instance = applevel.instance_of(path)
         if instance is not None:
-            doc = self._run(self._app_instances(instance[0])).get(instance[1])
+            doc = self._instances_now(instance[0]).get(instance[1])
             if doc is None:
                 raise NoNodeError(f"node {path} does not exist in {self}")
             return doc.encode(), content_version(doc)
@@ -525,7 +527,7 @@ class NacosStore:
             return True
         instance = applevel.instance_of(path)
         if instance is not None:
-            return instance[1] in self._run(self._app_instances(instance[0]))
+            return instance[1] in self._instances_now(instance[0])
         if path == SERVICES_ROOT or applevel.application_of(path) is not None:
             return True  # folders of instances need no creating
         key = self._config_key(path)
@@ -716,6 +718,16 @@ class NacosStore:
         return content_version(
             applevel.instance_document(param.service_name, param.ip, param.port, param.metadata)
         )
+
+    def _instances_now(self, app: str) -> dict[str, str]:
+        """The application's instance documents: the read a watch of ``app`` is being told
+        of, when asked from inside that callback (application-level discovery reads each
+        instance the listing named: from the listing's own read, one query in all, not one
+        query of the whole service per instance), else a read of the server."""
+        told = getattr(self._telling, "apps", {})
+        if app in told:
+            return dict(told[app])
+        return self._run(self._app_instances(app))
 
     async def _app_instances(self, app: str) -> dict[str, str]:
         """``host:port`` -> instance document of the application's usable instances, asked of
@@ -1130,7 +1142,21 @@ class NacosStore:
             if last and last[0] == now:
                 return
             last[:] = [now]
-            report(now)
+            # While the watch is told, an instance read of this application on this thread
+            # is answered from ``docs`` (:meth:`_instances_now`): the same read, so what the
+            # callback reads agrees with what it was told.
+            told = getattr(self._telling, "apps", None)
+            if told is None:
+                told = self._telling.apps = {}
+            before = told.get(app)
+            told[app] = docs
+            try:
+                report(now)
+            finally:
+                if before is None:
+                    del told[app]
+                else:
+                    told[app] = before
 
         def pushed(wake: threading.Event) -> Callable[[], None]:
             import v2.nacos as nacos
