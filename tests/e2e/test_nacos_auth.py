@@ -145,8 +145,9 @@ def cli_on(registry: str, command: str) -> Result:
 
 @pytest.mark.parametrize("spelling", ["user:password@", "username=&password="])
 def test_the_right_identity_either_way_registers_discovers_and_publishes(
-    secured: NacosServer, tmp_path: Path, spelling: str
+    secured: NacosServer, tmp_path: Path, spelling: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     user, password = secured.ADMIN_USER, secured.admin_password
     registry = (
         f"nacos://{user}:{password}@{secured.address}"
@@ -164,6 +165,7 @@ def test_the_right_identity_either_way_registers_discovers_and_publishes(
         store.create(key, b"scope: service\nforce: false\nconditions: []\n")
         assert store.get(key)[0].startswith(b"scope: service")
         assert password not in str(store)
+    assert caplog.records and password not in caplog.text
 
 
 def test_a_wrong_password_stops_the_store_at_start_naming_the_address_not_the_password(
