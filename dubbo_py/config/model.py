@@ -112,6 +112,17 @@ class RegistryConfig:
     #: protection``; None: the application's setting, else on). docs/registry.md.
     enable_empty_protection: bool | None = None
 
+    def __repr__(self) -> str:
+        # The address and auth may hold a password: shown hidden (user:***, password=***).
+        from dubbo_py.registry.store.address import display_address
+
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.address is not None:
+            shown["address"] = display_address(self.address)
+        if self.auth is not None:
+            shown["auth"] = f"{self.auth.partition(':')[0]}:***"
+        return f"RegistryConfig({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
     def __post_init__(self) -> None:
         if self.weight < 0:
             raise ConfigError("weight", f"must be >= 0, got {self.weight}")

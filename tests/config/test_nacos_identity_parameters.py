@@ -155,3 +155,10 @@ def test_the_cli_takes_it(monkeypatch: pytest.MonkeyPatch) -> None:
     assert refused.exit_code != 0 and "username= needs password= too" in refused.stderr
     bad = CliRunner().invoke(cli, ["--registry", f"{text}&zonee=1", "services"])
     assert bad.exit_code != 0 and "'zonee'" in bad.stderr and SECRET not in bad.stderr
+
+
+def test_a_registry_config_never_shows_the_password() -> None:
+    [choice] = registry_choices(f"nacos://h:8848?username=app&password={SECRET}")
+    shown = repr(choice.config)
+    assert SECRET not in shown and "password=***" in shown and "'app:***'" in shown
+    assert SECRET not in repr(choice) and SECRET not in repr(RegistryConfig(auth=f"u:{SECRET}"))

@@ -156,6 +156,17 @@ class AddressParameters:
     #: The store's ``tls`` options and their values, sorted by name.
     options: tuple[tuple[str, str], ...] = ()
 
+    def __repr__(self) -> str:
+        # The ``auth`` setting holds a password: shown as user:*** only.
+        settings = tuple(
+            (k, f"{str(v).partition(':')[0]}:***" if k == "auth" else v) for k, v in self.settings
+        )
+        return (
+            f"AddressParameters(settings={settings!r}, backup={self.backup!r}, "
+            f"connect_timeout={self.connect_timeout!r}, session_timeout={self.session_timeout!r}, "
+            f"empty_protection={self.empty_protection!r}, options={self.options!r})"
+        )
+
 
 def _boolean(name: str, value: str, text: str) -> bool:
     lowered = value.strip().lower()
