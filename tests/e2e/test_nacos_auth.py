@@ -228,6 +228,9 @@ def test_the_advice_keeps_applications_off_the_rules_and_lets_operators_push(
         assert OPS_PASSWORD not in pushed.output
         listed = cli_on(ops, "rules list")
         assert listed.exit_code == 0 and key in listed.output, listed.output
+        status = cli_on(ops, "registry status")
+        assert status.exit_code == 0 and OPS_PASSWORD not in status.output, status.output
+        assert f"nacos://{secured.address}" in status.output, status.output
         history = cli_on(ops, f"rules history {key}")
         assert history.exit_code == 0 and "push" in history.output, history.output
         # The applications read it: the consumer obeys it (force: no provider is 10.0.0.1).
