@@ -27,7 +27,11 @@ from dubbo_py.registry.cache import NotifyCache, default_cache_path
 from dubbo_py.registry.empty_protection import DEFAULT_ENABLED as DEFAULT_EMPTY_PROTECTION
 from dubbo_py.registry.provider_overrides import ProviderRegistry
 from dubbo_py.registry.registry import Registry
-from dubbo_py.registry.store.address import RegistryAddress, parse_registry_address
+from dubbo_py.registry.store.address import (
+    RegistryAddress,
+    display_address,
+    parse_registry_address,
+)
 from dubbo_py.registry.store.base import Store
 from dubbo_py.registry.store.shared import process_stores
 from dubbo_py.url import URL
@@ -115,12 +119,15 @@ def registry_choices(
         entries = list(configured.items())
     elif registry is None or isinstance(registry, str):
         address = parse_registry_address(registry)
-        config = RegistryConfig(registry).with_settings(address.settings(), str(registry))
+        config = RegistryConfig(registry).with_settings(
+            address.settings(), display_address(str(registry))
+        )
         return (RegistryChoice("", address, config),)
     elif isinstance(registry, Mapping):
         entries = [(str(k), _config(v)) for k, v in registry.items()]
     else:
-        entries = [(_config(v).address or "", _config(v)) for v in registry]
+        # Named by the address as written, its passwords hidden (ids are printed).
+        entries = [(display_address(_config(v).address or ""), _config(v)) for v in registry]
     if not entries:
         raise ValueError("registry: an empty list names no registry")
     choices = []
@@ -129,7 +136,7 @@ def registry_choices(
             raise ValueError(f"registry {registry_id!r}: no address")
         address = parse_registry_address(config.address)
         # Dubbo's registry URL parameters (?zone=a&weight=50) set the registry's fields.
-        config = config.with_settings(address.settings(), config.address)
+        config = config.with_settings(address.settings(), display_address(config.address))
         choices.append(RegistryChoice(registry_id, address, config))
     ids = [c.id for c in choices]
     if len(set(ids)) != len(ids):
@@ -201,7 +208,8 @@ class RegistryBinding:
     @property
     def label(self) -> str:
         """How logs and errors name the registry: its id and address (or the address)."""
-        if self.id and self.id != str(self.address) and self.id != self.config.address:
+        written = display_address(self.config.address or "")
+        if self.id and self.id != str(self.address) and self.id != written:
             return f"{self.id} ({self.address})"
         return str(self.address)
 

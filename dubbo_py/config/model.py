@@ -112,6 +112,17 @@ class RegistryConfig:
     #: protection``; None: the application's setting, else on). docs/registry.md.
     enable_empty_protection: bool | None = None
 
+    def __repr__(self) -> str:
+        # The address and auth may hold a password: shown hidden (user:***, password=***).
+        from dubbo_py.registry.store.address import display_address
+
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.address is not None:
+            shown["address"] = display_address(self.address)
+        if self.auth is not None:
+            shown["auth"] = f"{self.auth.partition(':')[0]}:***"
+        return f"RegistryConfig({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
     def __post_init__(self) -> None:
         if self.weight < 0:
             raise ConfigError("weight", f"must be >= 0, got {self.weight}")
@@ -128,9 +139,14 @@ class RegistryConfig:
         for name, value in settings.items():
             current = getattr(self, name)
             if current != defaults[name] and current != value:
-                shown = "user:***" if name == "auth" else f"{name}={value}"
+                # An identity is named by its user only: the password is never shown.
+                if name == "auth":
+                    shown = f"auth {str(value).partition(':')[0]}:***"
+                    mine = repr(f"{str(current).partition(':')[0]}:***")
+                else:
+                    shown, mine = f"{name}={value}", repr(current)
                 raise ConfigError(
-                    name, f"{where} says {shown}, but the registry's {name} is {current!r}"
+                    name, f"{where} says {shown}, but the registry's {name} is {mine}"
                 )
             changes[name] = value
         return replace(self, **changes) if changes else self

@@ -115,7 +115,9 @@ def test_a_nacos_group_is_its_naming_group_not_a_root() -> None:
         ("etcds://e1?ca=", "option 'ca' needs a value"),
         ("etcds://e1?ca=/a&ca=/b", "option 'ca' given twice"),
         # Neither a TLS option nor one of Dubbo's registry parameters.
-        ("etcds://e1?password=x", "unknown registry parameter 'password'"),
+        ("etcds://e1?passwd=x", "unknown registry parameter 'passwd'"),
+        # Dubbo's spelling of a Nacos identity (its value hidden in the message).
+        ("etcds://e1?password=x", r"'etcds://e1\?password=\*\*\*': option 'password' is a Nacos"),
     ],
 )
 def test_bad_options_name_the_address_and_the_option(text: str, message: str) -> None:

@@ -7,17 +7,29 @@ registry, ``nacos-sdk-python`` 2.x/3.x) register, discover and read config again
 listens on four ports derived from the HTTP port P: P (HTTP, context path ``/nacos``), P+1000
 (client gRPC), P+1001 (cluster gRPC) and P-1000 (Raft), so :func:`_free_base_port` picks a P
 whose four ports are all free.
+
+``NacosServer(auth=True)`` starts it with Nacos's auth plugin on (``nacos.core.auth.enabled``
+and ``nacos.core.auth.admin.enabled``; the launcher already sets the token secret key and the
+server identity the plugin needs, and turns the plugin's user cache off so a user or permission
+just created applies at once): :meth:`NacosServer.start` then sets the administrator's password
+(Nacos 3 has none until ``POST /nacos/v3/auth/user/admin``) and :meth:`NacosServer.auth_api`
+calls the auth HTTP API (users, roles, permissions) as the administrator.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.support.local_server import log_tail
 from tests.support.peers import ensure_built
@@ -54,8 +66,15 @@ def _free_base_port() -> int:
 class NacosServer:
     """One standalone Nacos server on loopback; :meth:`start`, then :attr:`address`."""
 
-    def __init__(self, start_timeout: float = 90.0) -> None:
+    #: The administrator of an auth-on server (Nacos 3's fixed administrator name).
+    ADMIN_USER = "nacos"
+
+    def __init__(self, start_timeout: float = 90.0, *, auth: bool = False) -> None:
         self.start_timeout = start_timeout
+        #: Whether Nacos's auth plugin is on (clients and the admin API need a user).
+        self.auth = auth
+        #: The administrator's password, set by :meth:`start` on an auth-on server.
+        self.admin_password = "dubbo-py-nacos-admin"
         self.port = 0
         self._dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -76,6 +95,34 @@ class NacosServer:
         self._dir = Path(tempfile.mkdtemp(prefix="dubbo-py-nacos-"))
         self.port = _free_base_port()
         self._launch()
+        if self.auth:
+            self._http("POST", "/v3/auth/user/admin", {"password": self.admin_password})
+
+    def _http(self, method: str, path: str, query: dict[str, str]) -> Any:
+        body = urllib.parse.urlencode(query)
+        url = f"http://{self.address}/nacos{path}"
+        request = (
+            urllib.request.Request(f"{url}?{body}", method=method)
+            if method in ("GET", "DELETE")
+            else urllib.request.Request(url, data=body.encode(), method=method)
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=15) as response:
+                return json.loads(response.read().decode() or "null")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            raise RuntimeError(f"Nacos {method} {path}: HTTP {exc.code}: {detail}") from None
+
+    def login(self, user: str, password: str) -> str:
+        """An access token of ``user`` (``POST /nacos/v3/auth/user/login``)."""
+        answer = self._http("POST", "/v3/auth/user/login", {"username": user, "password": password})
+        return str(answer["accessToken"])
+
+    def auth_api(self, method: str, path: str, **query: str) -> Any:
+        """``method`` on ``/nacos/v3/auth/<path>`` as the administrator (users, roles,
+        permissions); RuntimeError with Nacos's answer when it refuses."""
+        token = self.login(self.ADMIN_USER, self.admin_password)
+        return self._http(method, f"/v3/auth/{path}", {**query, "accessToken": token})
 
     def kill(self) -> None:
         """SIGKILL the server, keeping its data and ports for :meth:`restart`."""
@@ -97,9 +144,8 @@ class NacosServer:
             if self.log_path.exists()
             else 0
         )
-        cmd = peer.java_command(
-            "dubbopy.nacos.NacosLauncher", str(self._dir / "home"), str(self.port)
-        )
+        args = [str(self._dir / "home"), str(self.port), *(["auth"] if self.auth else [])]
+        cmd = peer.java_command("dubbopy.nacos.NacosLauncher", *args)
         # Hessian and Nacos's own reflection need java.lang opened on Java 17.
         cmd.insert(1, "--add-opens=java.base/java.lang=ALL-UNNAMED")
         with self.log_path.open("ab") as log:

@@ -4,8 +4,10 @@
 registry-less calls.
 
 A registry address may carry Dubbo's registry URL parameters (``?zone=a&backup=h2:2181``) and
-a ZooKeeper digest identity (``zookeeper://user:password@host:port``): see
-:mod:`dubbo_py.registry.store.parameters`.
+a registry identity (``zookeeper://user:password@host:port``; on ``nacos://`` also Dubbo's
+``?username=u&password=p``): see :mod:`dubbo_py.registry.store.parameters`. A password is never
+shown: errors name the address in its :func:`display_address` form, and a parsed address
+prints without its identity.
 
 When no address is given, ``DUBBO_PY_REGISTRY`` is used, else the embedded store in the user's
 data directory, so the quick start needs no server.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ __all__ = [
     "ENV_REGISTRY",
     "RegistryAddress",
     "default_registry_path",
+    "display_address",
     "parse_registry_address",
 ]
 
@@ -138,6 +142,44 @@ def _check_hosts(text: str, hosts: str, default_port: int | None) -> str:
 
 
 _NONE = AddressParameters()
+# ``password=...`` among an address's parameters (up to the next ``&``).
+_PASSWORD_PARAMETER = re.compile(r"([?&]\s*password\s*=)[^&]*")
+_HIDDEN = "***"
+
+
+def display_address(text: str) -> str:
+    """``text`` (an address as written) with its passwords hidden: the ``password`` of a
+    ``user:password@`` identity and the value of a ``password=`` parameter become ``***``.
+    What errors and logs show of an address that may hold an identity."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return text
+    authority_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority, tail = rest[:authority_end], rest[authority_end:]
+    identity, at, hosts = authority.rpartition("@")
+    if at and ":" in identity:
+        authority = f"{identity.partition(':')[0]}:{_HIDDEN}@{hosts}"
+    tail = _PASSWORD_PARAMETER.sub(lambda m: m.group(1) + _HIDDEN, tail)
+    return f"{scheme}://{authority}{tail}"
+
+
+def _parameter_identity(
+    parameters: AddressParameters, shown: str
+) -> tuple[AddressParameters, str | None]:
+    """The parameters without ``username``/``password`` (Dubbo's spelling of a Nacos identity:
+    never options, which are part of the address as printed), and that identity as
+    ``user:password`` (None when neither is given). One without the other is refused naming
+    the missing one."""
+    given = dict(parameters.options)
+    user, password = given.pop("username", None), given.pop("password", None)
+    if user is None and password is None:
+        return parameters, None
+    if user is None or password is None:
+        missing, present = ("username", "password") if user is None else ("password", "username")
+        raise RegistryAddressError(
+            f"{shown!r}: {present}= needs {missing}= too (both give the Nacos identity)"
+        )
+    return replace(parameters, options=tuple(sorted(given.items()))), f"{user}:{password}"
 
 
 def _with_setting(
@@ -155,11 +197,13 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
         if not text:
             return RegistryAddress("sqlite", str(default_registry_path()))
     text = text.strip()
+    # What errors show of the address: its passwords hidden.
+    shown = display_address(text)
     scheme, sep, rest = text.partition("://")
     rest, question, query = rest.partition("?")
     if not sep:
         raise RegistryAddressError(
-            f"{text!r}: expected zookeeper://host:port, etcd://host:port, etcds://host:port, "
+            f"{shown!r}: expected zookeeper://host:port, etcd://host:port, etcds://host:port, "
             "sqlite:///path or tri://host:port"
         )
     kind = STORES.get(scheme)
@@ -167,32 +211,40 @@ def parse_registry_address(text: str | None = None) -> RegistryAddress:
         hosts, slash, chroot = rest.partition("/")
         chroot = f"/{chroot.strip('/')}" if slash and chroot.strip("/") else ""
         parameters = (
-            read_parameters(query, text, networked=True, options=kind.options)
+            read_parameters(query, shown, networked=True, options=kind.options)
             if question
             else _NONE
         )
+        parameters, spelled = _parameter_identity(parameters, shown)
         identity, at, hosts = hosts.rpartition("@")
         if at:
             user, colon, _ = identity.partition(":")
             if not colon or not user:
-                raise RegistryAddressError(f"{text!r}: expected user:password@ before the hosts")
-            parameters = _with_setting(parameters, "auth", identity, text)
+                raise RegistryAddressError(f"{shown!r}: expected user:password@ before the hosts")
+            if spelled is not None and spelled != identity:
+                raise RegistryAddressError(
+                    f"{shown!r}: user:password@ ({user}:{_HIDDEN}@) and username=/password= "
+                    f"(username={spelled.partition(':')[0]}) give different identities: give one"
+                )
+            parameters = _with_setting(parameters, "auth", identity, shown)
+        elif spelled is not None:
+            parameters = _with_setting(parameters, "auth", spelled, shown)
         if parameters.backup:
             hosts = ",".join((hosts, *parameters.backup))
-        location = _check_hosts(text, hosts, kind.default_port)
+        location = _check_hosts(shown, hosts, kind.default_port)
         return RegistryAddress(kind.scheme, location, chroot, parameters, parameters.options)
     if scheme == "sqlite":
         if not rest.startswith("/"):
-            raise RegistryAddressError(f"{text!r}: the embedded registry needs an absolute path")
-        parameters = read_parameters(query, text, networked=False) if question else _NONE
+            raise RegistryAddressError(f"{shown!r}: the embedded registry needs an absolute path")
+        parameters = read_parameters(query, shown, networked=False) if question else _NONE
         return RegistryAddress("sqlite", rest, "", parameters)
     if scheme in ("tri", "grpc"):
         if question:
             raise RegistryAddressError(
-                f"{text!r}: a direct provider address takes no parameters (reference options "
+                f"{shown!r}: a direct provider address takes no parameters (reference options "
                 "go to reference(...) or dubbo.yaml's references:)"
             )
-        return RegistryAddress("direct", _check_hosts(text, rest.rstrip("/"), None))
+        return RegistryAddress("direct", _check_hosts(shown, rest.rstrip("/"), None))
     raise RegistryAddressError(
-        f"{text!r}: unknown registry scheme {scheme!r} ({', '.join(STORES)} or tri)"
+        f"{shown!r}: unknown registry scheme {scheme!r} ({', '.join(STORES)} or tri)"
     )

@@ -53,12 +53,13 @@ STORES: Mapping[str, StoreKind] = MappingProxyType(
             ),
             # Nacos 2.x/3.x: Dubbo's Nacos layout, not a tree (dubbo_py/registry/store/nacos).
             # ``group`` is its naming group (Dubbo's NacosRegistry), not the root it is on the
-            # other stores.
+            # other stores; ``username``/``password`` its identity as Dubbo writes it (the
+            # address parser makes them the ``auth`` setting: they are not kept as options).
             StoreKind(
                 "nacos",
                 "dubbo_py.registry.store.nacos.store:NacosStore",
                 8848,
-                frozenset({"namespace", "group"}),
+                frozenset({"namespace", "group", "username", "password"}),
             ),
             StoreKind("sqlite", "dubbo_py.registry.store.embedded:EmbeddedStore", None),
         )

@@ -16,8 +16,9 @@ reads there, and of dubbo-py's own store options, with what dubbo-py does with e
 * **ignored** ones (Dubbo options with no meaning in dubbo-py: ``check``, ``file``, ...) are
   accepted and logged once by name, with the reason;
 * **tls** options (``ca``, ``cert``, ``key``: dubbo-py's own, not Dubbo's) name the files of
-  an ``etcds://`` address, and are refused on any other (``namespace`` likewise is an option of
-  ``nacos://`` only);
+  an ``etcds://`` address, and are refused on any other (``namespace``, ``username`` and
+  ``password`` likewise are options of ``nacos://`` only: the last two are Dubbo's spelling of
+  the Nacos identity, which the address parser turns into the registry's ``auth``);
 * a name neither Dubbo nor dubbo-py knows is refused, naming it and the address.
 
 Dubbo spells a multi-word key both with dashes and dots (``register-mode``,
@@ -95,6 +96,11 @@ def _table() -> Mapping[str, RegistryParameter]:
         RegistryParameter("key", "tls", "the client certificate's private key"),
         # Nacos: a store option too (Dubbo's NacosRegistry reads ``namespace`` the same way).
         RegistryParameter("namespace", "tls", "the Nacos namespace id (nacos:// only)"),
+        # Dubbo's spelling of a Nacos identity (NacosConnectionManager reads them as the Nacos
+        # client's properties); the address parser makes them the registry's ``auth``, never
+        # an option (an option is part of the address as printed).
+        RegistryParameter("username", "tls", "the Nacos user (nacos:// only; with password)"),
+        RegistryParameter("password", "tls", "the Nacos user's password (nacos:// only)"),
     ]
     ignored = {
         "check": "dubbo-py never fails startup on a registry that does not answer: it retries "
@@ -127,6 +133,9 @@ def _table() -> Mapping[str, RegistryParameter]:
 #: Every registry URL parameter Dubbo 3.3 reads, by name (see the module docstring).
 REGISTRY_PARAMETERS: Mapping[str, RegistryParameter] = _table()
 
+#: The store options only ``nacos://`` takes.
+_NACOS_ONLY = frozenset({"namespace", "username", "password"})
+
 _logged: set[str] = set()
 _logged_lock = threading.Lock()
 
@@ -146,6 +155,17 @@ class AddressParameters:
     empty_protection: bool | None = None
     #: The store's ``tls`` options and their values, sorted by name.
     options: tuple[tuple[str, str], ...] = ()
+
+    def __repr__(self) -> str:
+        # The ``auth`` setting holds a password: shown as user:*** only.
+        settings = tuple(
+            (k, f"{str(v).partition(':')[0]}:***" if k == "auth" else v) for k, v in self.settings
+        )
+        return (
+            f"AddressParameters(settings={settings!r}, backup={self.backup!r}, "
+            f"connect_timeout={self.connect_timeout!r}, session_timeout={self.session_timeout!r}, "
+            f"empty_protection={self.empty_protection!r}, options={self.options!r})"
+        )
 
 
 def _boolean(name: str, value: str, text: str) -> bool:
@@ -214,7 +234,7 @@ def read_parameters(
             if name not in options:
                 needs = (
                     "a Nacos option: it needs nacos://"
-                    if name == "namespace"
+                    if name in _NACOS_ONLY
                     else ("a TLS option: it needs etcds://")
                 )
                 raise RegistryAddressError(f"{text!r}: option {name!r} is {needs}")

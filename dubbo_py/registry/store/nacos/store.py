@@ -215,6 +215,8 @@ class NacosStore:
         # application level alike); config groups do not depend on it (module doc).
         self._group = group
         self._credentials = credentials
+        # Whether the server refused the identity but has auth off (it is then not used).
+        self._anonymous = False
         self._connect_timeout = connect_timeout
         self._poll = poll_interval
         # Config watches hear the server's push; their poll only covers a lost push, so it can
@@ -233,6 +235,8 @@ class NacosStore:
         self._watch_lock = threading.Lock()
         self._polled: dict[tuple[str, str], PolledNode] = {}
         self._owned: dict[str, Any] = {}  # ephemeral path -> its RegisterInstanceParam
+        # Per thread: app -> the instance read a watch of it is being told of (_watch_app).
+        self._telling = threading.local()
         self._closed = False
         self._started = False
         # Said once per store, at warning level: what this store cannot do must not be a
@@ -279,7 +283,9 @@ class NacosStore:
             .cache_dir(str(work_dir / "cache"))
             .log_dir(str(work_dir / "log"))
         )
-        if self._credentials:
+        if self._credentials and not self._anonymous:
+            # (Not when the server refused them with auth off: the SDK would ask for a token
+            # before every config call, and fail it.)
             builder = builder.username(self._credentials[0]).password(self._credentials[1])
         return builder.build()
 
@@ -296,11 +302,18 @@ class NacosStore:
             raise StoreError(f"{self}: {type(exc).__name__}: {exc}") from exc
 
     def start(self, timeout: float | None = None) -> bool:
-        """Connect the naming and config clients (both gRPC to the server's port + 1000)."""
+        """Connect the naming and config clients (both gRPC to the server's port + 1000).
+        Returns whether they connected; raises StoreError (naming the address and the user,
+        never the password) when the store has an identity and Nacos refuses its login."""
         import v2.nacos as nacos
 
         if self._started:
             return True
+        if self._credentials:
+            # The SDK takes a refused login for a passing failure: it logs it from a task of
+            # its own and connects without a token, so every call is then refused one by one.
+            # Logging in first makes a wrong password one error, at start.
+            self._check_login()
         self._started = True
 
         async def connect() -> None:
@@ -414,8 +427,13 @@ class NacosStore:
     async def _read(self, data_id: str, group: str) -> str | None:
         import v2.nacos as nacos
 
-        text = await self._config.get_config(nacos.ConfigParam(data_id=data_id, group=group))
-        return text or None  # Nacos has no empty config: "" is absent
+        text: Any = await self._config.get_config(nacos.ConfigParam(data_id=data_id, group=group))
+        if isinstance(text, tuple):
+            # When the server answers "being modified" (a read racing a publish, code 400) the
+            # SDK returns its local cache entry, a (content, encrypted key) pair, not the text
+            # (seen right after a publish with auth on).
+            text = text[0]
+        return str(text) if text else None  # Nacos has no empty config: "" is absent
 
     def _current(self, path: str) -> tuple[str, str, str]:
         """``(data id, group, content)`` of an existing config node; :class:`NoNodeError`."""
@@ -432,7 +450,7 @@ class NacosStore:
         instance's document. :class:`NoNodeError`."""
         instance = applevel.instance_of(path)
         if instance is not None:
-            doc = self._run(self._app_instances(instance[0])).get(instance[1])
+            doc = self._instances_now(instance[0]).get(instance[1])
             if doc is None:
                 raise NoNodeError(f"node {path} does not exist in {self}")
             return doc.encode(), content_version(doc)
@@ -509,7 +527,7 @@ class NacosStore:
             return True
         instance = applevel.instance_of(path)
         if instance is not None:
-            return instance[1] in self._run(self._app_instances(instance[0]))
+            return instance[1] in self._instances_now(instance[0])
         if path == SERVICES_ROOT or applevel.application_of(path) is not None:
             return True  # folders of instances need no creating
         key = self._config_key(path)
@@ -533,10 +551,11 @@ class NacosStore:
         makepath: bool = True,
         protected: bool = False,
     ) -> None:
-        """Publish a config node, or register a provider/consumer URL as an instance."""
-        del makepath  # Nacos has no parents
-        if protected:
-            raise StoreError(f"{self}: protected nodes need Nacos's own auth ({path})")
+        """Publish a config node, or register a provider/consumer URL as an instance.
+        ``protected`` has no effect, as on etcd: who may write what in Nacos is its auth
+        plugin's roles, set by Nacos's administrator (``dubbo-py acl nacos-auth``), not a
+        property of the node; so an operator with an identity pushes rules as without one."""
+        del makepath, protected  # Nacos has no parents, and no per-node access control
         head, _, name = validate_path(path).rpartition("/")
         category = self._category(head)
         if category is not None:
@@ -574,6 +593,11 @@ class NacosStore:
         if self._category(path) is not None or self._config_folder(path) is not None:
             return
         if path in ("/", "/dubbo", "/dubbo/config", "/dubbo/config-history"):
+            return
+        parts = path.strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "dubbo":
+            # An interface's folder (its categories' parent): a registry with an identity
+            # makes it before registering (Registry(protect=True)), which had failed here.
             return
         if path in (SERVICES_ROOT, METADATA_ROOT):
             return
@@ -694,6 +718,16 @@ class NacosStore:
         return content_version(
             applevel.instance_document(param.service_name, param.ip, param.port, param.metadata)
         )
+
+    def _instances_now(self, app: str) -> dict[str, str]:
+        """The application's instance documents: the read a watch of ``app`` is being told
+        of, when asked from inside that callback (application-level discovery reads each
+        instance the listing named: from the listing's own read, one query in all, not one
+        query of the whole service per instance), else a read of the server."""
+        told = getattr(self._telling, "apps", {})
+        if app in told:
+            return dict(told[app])
+        return self._run(self._app_instances(app))
 
     async def _app_instances(self, app: str) -> dict[str, str]:
         """``host:port`` -> instance document of the application's usable instances, asked of
@@ -844,6 +878,57 @@ class NacosStore:
         with urllib.request.urlopen(request, timeout=self._connect_timeout) as response:
             return json.loads(response.read().decode())
 
+    def _login(self, host: str) -> str:
+        """An access token of this store's identity from ``host`` (Nacos's login API)."""
+        assert self._credentials is not None
+        user, password = self._credentials
+        answer = self._http(
+            host, "/v3/auth/user/login", {"username": user, "password": password}, post=True
+        )
+        return str(answer.get("accessToken", ""))
+
+    def _auth_off(self, host: str) -> bool:
+        """Whether ``host`` says its auth is off (``/v3/admin/core/state``, which Nacos serves
+        to anyone); False when it does not say."""
+        try:
+            state = self._http(host, "/v3/admin/core/state", {})
+            return str((state.get("data") or {}).get("auth_enabled", "")).lower() == "false"
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def _check_login(self) -> None:
+        """StoreError when a server answers and refuses this store's login (a wrong user name
+        or password: Nacos 3 answers 403 for an unknown user, 500 for a wrong password) and
+        has auth on; nothing when one accepts it, none answers (the connection then fails as
+        without an identity) or the server has auth off (warned: the identity is not used, as
+        Dubbo's Nacos client connects there whatever its login gave)."""
+        assert self._credentials is not None
+        refusals = []
+        for host in self._hosts.split(","):
+            try:
+                self._login(host)
+                return
+            except urllib.error.HTTPError as exc:
+                refusals.append((host, exc.code))
+            except (OSError, ValueError):
+                continue  # not answering (or not Nacos): as without an identity
+        if refusals and self._auth_off(refusals[0][0]):
+            self._anonymous = True
+            _log.warning(
+                "%s: Nacos refused the login of user %r, but its auth is off: connecting "
+                "without an identity",
+                self,
+                self._credentials[0],
+            )
+            return
+        if refusals:
+            refusals_text = "; ".join(f"{host}: HTTP {code}" for host, code in refusals)
+            raise StoreError(
+                f"{self}: Nacos refused the login of user {self._credentials[0]!r} "
+                f"({refusals_text}): check the user name and password (username=/"
+                "password= or user:password@ in the address, or --auth)"
+            )
+
     def _list_configs(self, group: str, prefix: str) -> list[str]:
         """Every data id of ``group`` starting with ``prefix`` in this store's namespace."""
         return [d for d, g in self._config_list(group, prefix) if g == group]
@@ -863,14 +948,8 @@ class NacosStore:
                     "search": "blur",
                     "pageSize": str(_PAGE),
                 }
-                if self._credentials:
-                    login = self._http(
-                        host,
-                        "/v3/auth/user/login",
-                        {"username": self._credentials[0], "password": self._credentials[1]},
-                        post=True,
-                    )
-                    query["accessToken"] = str(login.get("accessToken", ""))
+                if self._credentials and not self._anonymous:
+                    query["accessToken"] = self._login(host)
                 found: list[tuple[str, str]] = []
                 page = 1
                 while True:
@@ -1063,7 +1142,21 @@ class NacosStore:
             if last and last[0] == now:
                 return
             last[:] = [now]
-            report(now)
+            # While the watch is told, an instance read of this application on this thread
+            # is answered from ``docs`` (:meth:`_instances_now`): the same read, so what the
+            # callback reads agrees with what it was told.
+            told = getattr(self._telling, "apps", None)
+            if told is None:
+                told = self._telling.apps = {}
+            before = told.get(app)
+            told[app] = docs
+            try:
+                report(now)
+            finally:
+                if before is None:
+                    del told[app]
+                else:
+                    told[app] = before
 
         def pushed(wake: threading.Event) -> Callable[[], None]:
             import v2.nacos as nacos

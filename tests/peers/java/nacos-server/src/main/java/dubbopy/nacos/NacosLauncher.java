@@ -13,8 +13,11 @@ import org.springframework.context.ConfigurableApplicationContext;
 /**
  * Starts one standalone Nacos server (naming + config, no console) for a test session.
  *
- * <p>Arguments: HOME PORT. HOME holds Derby's data and the logs; PORT is the HTTP port and
- * PORT+1000 the gRPC port Nacos 2.x/3.x clients use. Prints "READY PORT" once both listen.
+ * <p>Arguments: HOME PORT [auth]. HOME holds Derby's data and the logs; PORT is the HTTP port
+ * and PORT+1000 the gRPC port Nacos 2.x/3.x clients use. With "auth", Nacos's auth plugin is on
+ * for clients and the admin API alike (nacos.core.auth.enabled, nacos.core.auth.admin.enabled),
+ * and no user exists until the administrator's password is set (POST /nacos/v3/auth/user/admin).
+ * Prints "READY PORT" once both listen.
  */
 public final class NacosLauncher {
     private NacosLauncher() {}
@@ -22,6 +25,7 @@ public final class NacosLauncher {
     public static void main(String[] args) {
         String home = args[0];
         String port = args[1];
+        boolean auth = args.length > 2 && "auth".equals(args[2]);
         System.setProperty("nacos.standalone", "true");
         System.setProperty("nacos.home", home);
         // Nacos's logback config writes under ${nacos.logs.path} (default ~/nacos/logs): keep a
@@ -35,8 +39,14 @@ public final class NacosLauncher {
         System.setProperty("nacos.inetutils.ip-address", "127.0.0.1");
         System.setProperty("nacos.server.ip", "127.0.0.1");
         System.setProperty("nacos.deployment.type", "server");
-        // Auth off for the default suite; the secret key is still required by the auth plugin.
-        System.setProperty("nacos.core.auth.enabled", "false");
+        // Auth off unless asked for; the secret key (a Base64 key of at least 32 bytes, which
+        // signs the JWT access tokens) and the server identity (what one server sends another)
+        // are required by the auth plugin either way.
+        System.setProperty("nacos.core.auth.enabled", String.valueOf(auth));
+        System.setProperty("nacos.core.auth.admin.enabled", String.valueOf(auth));
+        // Users, roles and permissions read from Derby at each check, not from a cache the
+        // server reloads every 15 s: a test creates a user and logs in as it at once.
+        System.setProperty("nacos.core.auth.caching.enabled", String.valueOf(!auth));
         System.setProperty("nacos.core.auth.plugin.nacos.token.secret.key",
                 "ZHViYm8tcHktdGVzdHMtbmFjb3Mtc2VydmVyLXNlY3JldC1rZXktMDEyMzQ1Njc4OQ==");
         System.setProperty("nacos.core.auth.server.identity.key", "dubbo-py");
