@@ -451,9 +451,12 @@ class Application:
             if self._dubbo_runtime is None:
                 self._dubbo_runtime = DubboRuntime()
             runtime = self._dubbo_runtime
-        registries = []
+        registries, levels = [], []
         if url is None:
-            registries = [r for b in self.bindings if (r := b.registry) is not None]
+            for binding in self.bindings:
+                if binding.registry is not None:
+                    registries.append(binding.registry)
+                    levels.append(binding.application_level)
         ref = GenericReference(
             interface,
             runtime,
@@ -472,6 +475,7 @@ class Application:
             filters=self._referencing.generic_filters(interface, version, group, filters),
             accesslog=accesslog,
             mock=mock,
+            levels=levels,
         )
         with self._generic_lock:
             self._generic_references.append(ref)

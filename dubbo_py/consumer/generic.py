@@ -96,6 +96,7 @@ from dubbo_py.qos.access_log import (
     access_log_target,
     switched_on,
 )
+from dubbo_py.registry.application.wiring import ApplicationLevel
 from dubbo_py.registry.directory import RegistryDirectory
 from dubbo_py.registry.registry import Registry
 from dubbo_py.registry.service_definition import (
@@ -290,6 +291,7 @@ class GenericReference:
         accesslog: str | None = None,
         quarantine_interval: float = 1.0,
         mock: str | None = None,
+        levels: Sequence[ApplicationLevel | None] = (),
     ) -> None:
         if not registries and not urls:
             raise ValueError(f"generic reference to {interface}: no registry and no url given")
@@ -368,8 +370,14 @@ class GenericReference:
         #: them over while others are left; a probe (a connect for ``dubbo://``, the gRPC
         #: health check for ``tri://``) lets each back in once it answers.
         self.quarantine = Quarantine(self._probe, interval=quarantine_interval)
-        for registry in registries:
-            directory = governed_directory(self._consumer, registry)
+        for i, registry in enumerate(registries):
+            # A registry's application level (``levels[i]``), as a stub reference has it:
+            # providers registered only as application instances are found, and the
+            # migration step and rules choose the level (registry/application/migration.py).
+            level = levels[i] if i < len(levels) else None
+            consumer = self._consumer if level is None else level.consumer_url(self._consumer)
+            subscribe = None if level is None else level.subscriber(consumer)
+            directory = governed_directory(consumer, registry, subscribe=subscribe)
             self._directories.append(directory)
             # A provider that left the registry leaves the quarantine too.
             directory.add_listener(lambda _bound: self._retain())

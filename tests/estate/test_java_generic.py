@@ -395,3 +395,20 @@ def test_java_answers_our_heartbeats(dubbo_provider: JavaDubboProvider) -> None:
 
 def dubbo_provider_group(provider: JavaDubboProvider) -> str:
     return provider.args[provider.args.index("--group") + 1]
+
+
+def test_a_provider_registered_only_as_an_application_instance_is_called(
+    app: dubbo_py.Application, estate_registry: str, estate_group: str
+) -> None:
+    # Dubbo 3.3's register mode `instance`: no interface-level URL at all, only the instance,
+    # the mapping and (metadata-type remote) its MetadataInfo. A generic reference reads the
+    # application level as a stub reference does (APPLICATION_FIRST by default) and calls it.
+    group = f"{estate_group}-instance"
+    with JavaDubboProvider(
+        "--registry", estate_registry, "--application", "java-estate-generic-instance",
+        "--name", "i1", "--version", "1.0.0", "--group", group,
+        "--register-mode", "instance", "--metadata-type", "remote",
+    ) as provider:  # fmt: skip
+        ref = app.generic_reference(SERVICE, version="1.0.0", group=group, timeout=5.0, check=15)
+        assert [(p.address, p.protocol) for p in ref.providers] == [(provider.address, "dubbo")]
+        assert ref.invoke("getUser", ["java.lang.Long"], [7])["name"] == "user-7@i1"

@@ -38,6 +38,10 @@ public final class DubboProvider {
         ApplicationConfig application = new ApplicationConfig(args.require("application"));
         application.setQosEnable(false);
         application.setRegisterMode(args.get("register-mode", "interface"));
+        // --metadata-type remote: the application-level MetadataInfo in the metadata report
+        // (local, Dubbo's default, serves it only by MetadataService on this provider).
+        String metadataType = args.get("metadata-type", "");
+        if (!metadataType.isEmpty()) application.setMetadataType(metadataType);
         RegistryConfig registry = new RegistryConfig(args.require("registry"));
         ProtocolConfig protocol = new ProtocolConfig(args.get("protocol", "dubbo"), port);
         protocol.setHost("127.0.0.1");
