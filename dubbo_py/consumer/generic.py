@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -67,11 +68,20 @@ from typing import Any
 import grpc
 
 from dubbo_py.cluster.health_probe import grpc_health_probe
+from dubbo_py.cluster.hedging import AsyncHedgedCall, HedgeCounts, HedgedCall
 from dubbo_py.cluster.loadbalance import STATS_LOADBALANCES, get_loadbalance
 from dubbo_py.cluster.mock import MockSpec, parse_mock
+from dubbo_py.cluster.outlier import DEFAULT_CONSECUTIVE, DEFAULT_MAX_SHARE, OutlierDetector
 from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.consumer.filters import ConsumerFilters, wrap_attempts, wrap_calls
+from dubbo_py.consumer.generic_governance import (
+    GenericContext,
+    GenericHedging,
+    ProviderFailure,
+    async_race_attempt,
+    race_attempt,
+)
 from dubbo_py.consumer.generic_mock import mock_answer, mocks_failure
 from dubbo_py.consumer.governed_directory import governed_directory
 from dubbo_py.consumer.route_snapshots import RouteRecorder, continued
@@ -85,7 +95,7 @@ from dubbo_py.protocol.dubbo.connection import (
     DubboConnections,
 )
 from dubbo_py.protocol.serialization.hessian2 import JavaException, TypedList
-from dubbo_py.protocol.triple import service_headers
+from dubbo_py.protocol.triple import CALL_SINK, service_headers
 from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels, TripleWrapperError
 from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
 from dubbo_py.qos.access_log import (
@@ -143,7 +153,9 @@ _CAUSED_BY = "Caused by: "
 #: may publish its definition just after it registered).
 MISSING_DEFINITION_RECHECK = 10.0
 #: Consumer-side override parameters a generic call acts on (``<method>.<key>`` or ``<key>``).
-APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance", "mock", ACCESSLOG_KEY)
+APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance", "mock", "hedging", ACCESSLOG_KEY)
+#: What a failover attempt is tracked in when its balancer reads no call statistics.
+_UNTRACKED = contextlib.nullcontext()
 
 
 class GenericSignatureError(MethodChoiceError):
@@ -236,15 +248,19 @@ class DubboRuntime:
         """The loop the connections belong to."""
         return self._loop
 
-    def run(self, coroutine: Any, timeout: float | None = None) -> Any:
-        """Run a coroutine on the runtime's loop from another thread and wait for it."""
+    def submit(self, coroutine: Any) -> concurrent.futures.Future[Any]:
+        """Start a coroutine on the runtime's loop from another thread; its future."""
         try:
-            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+            return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         except RuntimeError:
             # The loop is closed (a quarantine probe racing the application's close): the
             # coroutine never runs, so close it rather than leave it to warn at exit.
             coroutine.close()
             raise
+
+    def run(self, coroutine: Any, timeout: float | None = None) -> Any:
+        """Run a coroutine on the runtime's loop from another thread and wait for it."""
+        future = self.submit(coroutine)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -289,6 +305,10 @@ class GenericReference:
         accesslog: str | None = None,
         quarantine_interval: float = 1.0,
         mock: str | None = None,
+        outlier_failures: int = DEFAULT_CONSECUTIVE,
+        outlier_max_share: float = DEFAULT_MAX_SHARE,
+        hedging: Any = None,
+        methods: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         if not registries and not urls:
             raise ValueError(f"generic reference to {interface}: no registry and no url given")
@@ -315,6 +335,19 @@ class GenericReference:
         #: The reference's mock (:mod:`dubbo_py.consumer.generic_mock`); a bad spec is a
         #: MockSpecError now, not in the middle of an outage.
         self._mock = parse_mock(mock)
+        #: The reference's hedging (``hedging``, and per method ``methods={m: {"hedging":
+        #: ...}}``); a bad value is a ValueError now.
+        method_hedging: dict[str, Any] = {}
+        for name, options in (methods or {}).items():
+            refused = sorted(set(options) - {"hedging"})
+            if refused:
+                raise ValueError(
+                    f"generic reference to {interface}: methods[{name!r}] options {refused} "
+                    "are not applied to generic calls (only 'hedging' is)"
+                )
+            if "hedging" in options:
+                method_hedging[name] = options["hedging"]
+        self._hedging = GenericHedging(interface, hedging, method_hedging)
         #: Mocks of consumer override rules, by their text (None: the text does not parse).
         self._override_mocks: dict[str, MockSpec | None] = {}
         #: Where the access log goes (None: off; "": the ``dubbo.accesslog`` logger; a path).
@@ -335,6 +368,8 @@ class GenericReference:
         #: providers they were read for (None: none stored there).
         self._definitions: dict[tuple[str, ...], tuple[ServiceDefinition | None, float]] = {}
         self._warned_overrides: set[tuple[str, str]] = set()
+        #: The methods called so far (router snapshots list them).
+        self._called: set[str] = set()
         self._consumer = URL(
             protocol="consumer",
             host=consumer_host,
@@ -367,6 +402,22 @@ class GenericReference:
         #: them over while others are left; a probe (a connect for ``dubbo://``, the gRPC
         #: health check for ``tri://``) lets each back in once it answers.
         self.quarantine = Quarantine(self._probe, interval=quarantine_interval)
+        #: Ejects a provider whose calls keep failing outside the service's code (timeouts,
+        #: error statuses: :func:`~dubbo_py.consumer.generic_governance.failure_code`) into
+        #: the quarantine, as a stub reference's detector does.
+        self.outliers = OutlierDetector(
+            self.quarantine,
+            lambda: len(self.providers),
+            consecutive=outlier_failures,
+            max_share=outlier_max_share,
+            service=interface,
+        )
+        # A provider back from quarantine (or gone from the registry) starts a clean count.
+        self.quarantine.on_change(
+            lambda event: (
+                self.outliers.forget(event.entry.address) if event.kind != "added" else None
+            )
+        )
         for registry in registries:
             directory = governed_directory(self._consumer, registry)
             self._directories.append(directory)
@@ -584,6 +635,8 @@ class GenericReference:
                 f"{len(arguments)} arguments"
             )
         values = tuple(arguments)
+        if method not in self._called:
+            self._called.add(method)
         request = GenericRequest(
             None if parameter_types is None else tuple(parameter_types),
             values,
@@ -610,17 +663,27 @@ class GenericReference:
             invocation = self._typed(invocation, types, source)
         attempt = self._logged(self._blocking_attempt, asyncio=False)
         failover = _Failover(self, invocation, routed)
+        hedged = self._race(failover, attempt, asyncio=False)
         while (provider := failover.next()) is not None:
+            winner = provider
             try:
-                if failover.stats is None:
-                    value = attempt(provider, invocation, failover.timeout)
-                else:
-                    with failover.stats.track(provider.address, failover.key):
+                with failover.tracking(provider):
+                    if hedged is None:
                         value = attempt(provider, invocation, failover.timeout)
+                    else:
+                        answer = hedged(provider, invocation, failover.race_timeout)
+                        winner = answer.provider
+                        value = answer.unwrap()
+            except ProviderFailure as failure:
+                failover.failed(provider, failure.error)
+                continue
             except DubboCallError as error:
                 failover.failed(provider, error)
                 continue
-            return failover.done(value, provider)
+            except JavaException:
+                failover.answered(provider)
+                raise
+            return failover.done(value, provider, winner)
         raise failover.error()
 
     async def _cluster_async(self, invocation: Invocation) -> Any:
@@ -632,18 +695,74 @@ class GenericReference:
             invocation = self._typed(invocation, types, source)
         attempt = self._logged(self._async_attempt, asyncio=True)
         failover = _Failover(self, invocation, routed)
+        hedged = self._race(failover, attempt, asyncio=True)
         while (provider := failover.next()) is not None:
+            winner = provider
             try:
-                if failover.stats is None:
-                    value = await attempt(provider, invocation, failover.timeout)
-                else:
-                    with failover.stats.track(provider.address, failover.key):
+                with failover.tracking(provider):
+                    if hedged is None:
                         value = await attempt(provider, invocation, failover.timeout)
+                    else:
+                        answer = await hedged(provider, invocation, failover.race_timeout)
+                        winner = answer.provider
+                        value = answer.unwrap()
+            except ProviderFailure as failure:
+                failover.failed(provider, failure.error)
+                continue
             except DubboCallError as error:
                 failover.failed(provider, error)
                 continue
-            return failover.done(value, provider)
+            except JavaException:
+                failover.answered(provider)
+                raise
+            return failover.done(value, provider, winner)
         raise failover.error()
+
+    def _race(self, failover: _Failover, attempt: Any, *, asyncio: bool) -> Any:
+        """The hedged form of ``attempt`` for the call of ``failover`` when its method hedges
+        now (:mod:`dubbo_py.cluster.hedging`, adapted by
+        :mod:`dubbo_py.consumer.generic_governance`); None when it does not."""
+        method = failover.method
+        state = self._hedging.state(method, self._override(method, "hedging"))
+        if state is None:
+            return None
+        context = GenericContext(
+            self.interface,
+            self.route,
+            self._record_failure,
+            balancer=failover.balancer,
+            quarantine=self.quarantine,
+            outliers=self.outliers,
+        )
+        hedged: HedgedCall | AsyncHedgedCall
+        if asyncio:
+            hedged = AsyncHedgedCall(async_race_attempt(attempt), state)
+        else:
+            hedged = HedgedCall(race_attempt(attempt), state)
+        hedged.ctx = context
+        return hedged
+
+    @property
+    def hedge_counts(self) -> dict[str, HedgeCounts]:
+        """What each method's hedging did (hedges sent, won, refused by the budget)."""
+        return dict(self._hedging.counts)
+
+    def _record_failure(self, provider: URL, error: DubboCallError) -> DubboCallError:
+        """An attempt on ``provider`` failed outside the service's code: a provider that is
+        down goes into quarantine, any other failure counts towards its outlier ejection
+        (a ``tri://`` one that does not serve ``$invoke`` is set aside instead). Returns the
+        error the call raises if it is the last."""
+        if (
+            provider.protocol == "tri"
+            and isinstance(error, TripleWrapperError)
+            and error.code is grpc.StatusCode.UNIMPLEMENTED
+        ):
+            return self._set_aside(provider, error)
+        if _dead(error):
+            self.quarantine.add(provider, f"{type(error).__name__}: {error}")
+        elif self.outliers.enabled:
+            self.outliers.failed(provider, ProviderFailure(error))
+        return error
 
     def _typed(
         self, invocation: Invocation, types: tuple[str, ...] | None, source: str
@@ -663,6 +782,31 @@ class GenericReference:
         return self._recorder is not None
 
     @property
+    def directories(self) -> tuple[RegistryDirectory, ...]:
+        """The directory on each registry (none for direct ``url=`` providers)."""
+        return tuple(self._directories)
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        """The methods known of the service: those called so far and those of the service
+        definitions read from the metadata report (for router snapshots)."""
+        names = set(self._called)
+        for definition, _recheck in list(self._definitions.values()):
+            if definition is not None:
+                names.update(m.name for m in definition.methods)
+        return tuple(sorted(names))
+
+    @property
+    def access_log(self) -> str | None:
+        """Where the access log goes now (None: off; "": the ``dubbo.accesslog`` logger; a
+        path), as the QoS ``/ls`` listing shows it."""
+        for directory in self._directories:
+            overrides = directory.consumer_overrides
+            if ACCESSLOG_KEY in overrides:
+                return access_log_target(overrides[ACCESSLOG_KEY], from_rule=True)
+        return self._accesslog
+
+    @property
     def service_key(self) -> str:
         """``group/interface:version``, as router snapshots and the QoS port name services."""
         return self._consumer.service_key
@@ -674,8 +818,15 @@ class GenericReference:
     def _attempt_blocking(
         self, provider: URL, invocation: Invocation, timeout: float | None
     ) -> Any:
-        """One attempt, from a blocking caller: run on the runtime's loop and waited for."""
-        return self._runtime.run(self._once(provider, invocation, timeout))
+        """One attempt, from a blocking caller: run on the runtime's loop and waited for. In
+        a hedged race (a call sink is set) the attempt can be cancelled: a loser then stops
+        waiting, and the caller's thread takes the winner's answer at once."""
+        sink = CALL_SINK.get()
+        if sink is None:
+            return self._runtime.run(self._once(provider, invocation, timeout))
+        future = self._runtime.submit(self._once(provider, invocation, timeout))
+        sink.append(future)  # the race calls future.cancel() on a loser
+        return future.result()
 
     async def _attempt_async(
         self, provider: URL, invocation: Invocation, timeout: float | None
@@ -949,8 +1100,9 @@ class GenericReference:
 
     def _probe(self, provider: URL) -> bool:
         """Whether a quarantined provider is back (on the quarantine's thread): it accepts a
-        connection (``dubbo://``; Dubbo counts an invoker available while its client is
-        connected), or answers the gRPC health check (``tri://``)."""
+        connection and answers a heartbeat on it (``dubbo://``; Dubbo counts an invoker
+        available while its client is connected and heartbeats are answered), or answers
+        the gRPC health check (``tri://``)."""
         if provider.protocol == "tri":
             return grpc_health_probe(provider)
         return bool(self._runtime.run(_accepts(provider.host, provider.port), timeout=5))
@@ -1029,6 +1181,7 @@ class _Failover:
         self._ref = ref
         self._invocation = invocation
         self._routed = routed
+        self.method = method
         self._balancer, records = ref._balancer(method)
         #: Where each attempt is counted (None: the balancer reads no statistics).
         self.stats = ref.stats if records else None
@@ -1040,6 +1193,24 @@ class _Failover:
         self._left = ref._retries(method) + 1
         self._tried: list[URL] = []
         self._last: DubboCallError | None = None
+
+    @property
+    def balancer(self) -> Any:
+        """The balancer of this call (a hedge picks its provider with it too)."""
+        return self._balancer
+
+    @property
+    def race_timeout(self) -> float | None:
+        """The deadline of a hedged attempt: the call's, else the reference's (None: each
+        provider's registered one)."""
+        return self.timeout if self.timeout is not None else self._ref.timeout
+
+    def tracking(self, provider: URL) -> contextlib.AbstractContextManager[Any]:
+        """Where an attempt on ``provider`` is counted while it runs (the balancer's call
+        statistics; nothing when it reads none)."""
+        if self.stats is None:
+            return _UNTRACKED
+        return self.stats.track(provider.address, self.key)
 
     def next(self) -> URL | None:
         """The provider of the next attempt (None: no attempt left)."""
@@ -1065,16 +1236,9 @@ class _Failover:
 
     def failed(self, provider: URL, error: DubboCallError) -> None:
         """An attempt on ``provider`` failed outside the service's code; one that says the
-        provider is down puts it in quarantine."""
-        self._last = error
-        if (
-            provider.protocol == "tri"
-            and isinstance(error, TripleWrapperError)
-            and error.code is grpc.StatusCode.UNIMPLEMENTED
-        ):
-            self._last = self._ref._set_aside(provider, error)
-        if _dead(error):
-            self._ref.quarantine.add(provider, f"{type(error).__name__}: {error}")
+        provider is down puts it in quarantine, another counts towards its outlier ejection
+        (:meth:`GenericReference._record_failure`)."""
+        self._last = self._ref._record_failure(provider, error)
         log.info(
             "generic %s#%s on %s failed: %s",
             self._ref.interface,
@@ -1083,16 +1247,27 @@ class _Failover:
             error,
         )
 
-    def done(self, value: Any, provider: URL) -> Any:
-        """``provider`` answered ``value``: noted for ``invoke_result``."""
+    def answered(self, provider: URL) -> None:
+        """The attempt on ``provider`` was answered (a value or the service's exception): its
+        outlier count starts again (after a hedge won for it, the hedge's stand-in is used up
+        instead, as a stub's strategy does)."""
+        outliers = self._ref.outliers
+        if outliers.failing:
+            outliers.succeeded(provider.address)
+
+    def done(self, value: Any, provider: URL, winner: URL) -> Any:
+        """The attempt on ``provider`` answered ``value`` (``winner`` the provider that did:
+        another one when a hedge won): noted for ``invoke_result``."""
+        self.answered(provider)
         outcome = _OUTCOME.get()
         if outcome is not None:
             request = _request_of(self._invocation)
+            tried = tuple(self._tried)
             outcome.append(
                 GenericResult(
                     value,
-                    provider,
-                    tuple(self._tried),
+                    winner,
+                    tried if winner in tried else (*tried, winner),
                     request.parameter_types,
                     request.signature_source,
                 )
@@ -1124,10 +1299,17 @@ def _dead(error: DubboCallError) -> bool:
 
 
 async def _accepts(host: str, port: int) -> bool:
-    """Whether ``host:port`` accepts a ``dubbo://`` connection now (closed at once)."""
+    """Whether ``host:port`` accepts a ``dubbo://`` connection now and answers a heartbeat
+    on it within a second (a hung provider's connection is still accepted by its kernel;
+    closed at once)."""
     try:
         connection = await DubboConnection.open(host, port, connect_timeout=1.0, heartbeat=0)
     except DubboConnectionError:
         return False
-    await connection.close("probe done")
+    try:
+        await connection.ping(1.0)
+    except DubboCallError:
+        return False
+    finally:
+        await connection.close("probe done")
     return True

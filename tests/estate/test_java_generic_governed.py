@@ -1,0 +1,263 @@
+"""Generic calls (``$invoke``) to two live Apache Dubbo 3.3.6 ``dubbo://`` providers of
+estate.UserService under the governance stub references have: the QoS port's ``/ls`` and
+``getRouterSnapshot`` list the generic reference, a provider that hangs (SIGSTOP: its kernel
+still accepts connections, its calls time out) is ejected as an outlier and comes back once it
+answers heartbeats again, and hedging sends a call the hung provider does not answer to the
+other one, whose answer wins -- a Java exception included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dubbo_py
+from dubbo_py.consumer.generic import GenericReference
+from tests.support.java_estate import JavaDubboProvider
+
+pytestmark = pytest.mark.zookeeper
+
+SERVICE = "estate.UserService"
+LONG = ["java.lang.Long"]
+
+
+@pytest.fixture(scope="module")
+def providers(estate_registry: str, estate_group: str) -> Iterator[list[JavaDubboProvider]]:
+    """Two Java ``dubbo://`` providers of the module's group."""
+    started: list[JavaDubboProvider] = []
+    try:
+        for name in ("gv1", "gv2"):
+            provider = JavaDubboProvider(
+                "--registry", estate_registry, "--application", f"java-estate-{name}",
+                "--name", name, "--version", "1.0.0", "--group", estate_group,
+            )  # fmt: skip
+            started.append(provider.__enter__())
+        yield started
+    finally:
+        for provider in started:
+            provider.__exit__(None, None, None)
+
+
+@contextmanager
+def hung(provider: JavaDubboProvider) -> Iterator[None]:
+    """The provider's process stopped (SIGSTOP) for the block, then resumed."""
+    assert provider.proc is not None
+    os.kill(provider.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(provider.proc.pid, signal.SIGCONT)
+
+
+def _qos(port: int, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}") as reply:
+        return json.loads(reply.read().decode())
+
+
+def _both(ref: GenericReference, providers: list[JavaDubboProvider]) -> None:
+    deadline = time.monotonic() + 10
+    while len(ref.providers) < 2:
+        assert time.monotonic() < deadline, "the providers were not discovered"
+        time.sleep(0.05)
+    assert {p.address for p in ref.providers} == {p.address for p in providers}
+
+
+def test_qos_lists_generic_references_and_their_router_snapshot(
+    providers: list[JavaDubboProvider], estate_registry: str, estate_group: str, tmp_path: Path
+) -> None:
+    with dubbo_py.Application(
+        "py-generic-governed-qos", estate_registry, cache_path=tmp_path / "c.json", qos_port=0
+    ) as app:
+        users = app.generic_reference(SERVICE, version="1.0.0", group=estate_group, timeout=5.0)
+        _both(users, providers)
+        assert users.invoke("getUser", LONG, [7])["id"] == 7
+        assert app.qos is not None
+        port = app.qos.port
+        key = f"{estate_group}/{SERVICE}:1.0.0"
+        [listed] = [c for c in _qos(port, "/ls")["consumed"] if c["service"] == key]
+        assert listed["generic"] is True
+        assert (listed["interface"], listed["version"], listed["group"]) == (
+            SERVICE,
+            "1.0.0",
+            estate_group,
+        )
+        assert sorted(p["address"] for p in listed["providers"]) == sorted(
+            p.address for p in providers
+        )
+        assert {p["protocol"] for p in listed["providers"]} == {"dubbo"}
+        assert listed["quarantined"] == [] and listed["router_snapshot"] is False
+
+        [chain] = _qos(port, f"/getRouterSnapshot?service={SERVICE}")["references"]
+        assert chain["service"] == key and chain["generic"] is True
+        assert sorted(chain["providers"]) == sorted(p.address for p in providers)
+        assert sorted(chain["valid"]) == sorted(chain["providers"])
+        assert chain["routers"], chain  # the chain in force (at least the built-in routers)
+        assert all(r["excluded"] == {} for r in chain["routers"]), chain
+
+
+def test_a_hung_provider_is_ejected_as_an_outlier_and_revived_when_it_answers(
+    providers: list[JavaDubboProvider], estate_registry: str, estate_group: str, tmp_path: Path
+) -> None:
+    stopped, healthy = providers
+    with dubbo_py.Application(
+        "py-generic-governed-outlier", estate_registry, cache_path=tmp_path / "c.json"
+    ) as app:
+        users = app.generic_reference(
+            SERVICE,
+            version="1.0.0",
+            group=estate_group,
+            timeout=1.0,
+            retries=1,
+            loadbalance="roundrobin",
+            outlier_failures=2,
+            quarantine_interval=0.3,
+        )
+        _both(users, providers)
+        with hung(stopped):
+            for n in range(1, 9):  # every call is answered: failover to the healthy one
+                done = users.invoke_result("getUser", LONG, [n])
+                assert done.provider is not None and done.provider.address == healthy.address
+            [entry] = users.quarantine.entries()
+            assert entry.address == stopped.address and "outlier" in entry.reason, entry
+            assert users.outliers.ejections == 1
+            # Its kernel still accepts connections, but it answers no heartbeat: it stays out.
+            time.sleep(1.0)
+            assert [e.address for e in users.quarantine.entries()] == [stopped.address]
+            assert {
+                users.invoke_result("getUser", LONG, [n]).attempts[0].address for n in range(1, 5)
+            } == {healthy.address}
+        deadline = time.monotonic() + 10
+        while users.quarantine.entries():
+            assert time.monotonic() < deadline, "the resumed provider was not revived"
+            time.sleep(0.1)
+        answered = {users.invoke_result("getUser", LONG, [n]).provider for n in range(1, 7)}
+        assert {p.address for p in answered if p is not None} == {
+            stopped.address,
+            healthy.address,
+        }
+
+
+def _hedged_reference(app: dubbo_py.Application, group: str) -> GenericReference:
+    return app.generic_reference(
+        SERVICE,
+        version="1.0.0",
+        group=group,
+        timeout=3.0,
+        retries=0,  # no failover: a call that went only to the hung provider would fail
+        # The first argument picks the first provider: the test knows which calls go to the
+        # provider it hangs (a hedge picks among the providers not tried yet).
+        loadbalance="consistenthash",
+        outlier_failures=0,  # keep the hung provider in rotation, so hedges are needed
+        hedging={"delay": 0.1, "max_extra_load": 1.0},
+    )
+
+
+def _ids_of(ref: GenericReference, provider: JavaDubboProvider, count: int) -> list[int]:
+    """``count`` user ids whose calls go to ``provider`` first (consistent hashing)."""
+    ids = []
+    for n in range(1, 200):
+        done = ref.invoke_result("getUser", LONG, [n])
+        if done.provider is not None and done.provider.address == provider.address:
+            ids.append(n)
+            if len(ids) == count:
+                return ids
+    raise AssertionError(f"fewer than {count} ids hash to {provider.address}")
+
+
+def test_a_hedge_to_the_other_provider_wins_over_a_hung_one(
+    providers: list[JavaDubboProvider], estate_registry: str, estate_group: str, tmp_path: Path
+) -> None:
+    stopped, healthy = providers
+    with dubbo_py.Application(
+        "py-generic-governed-hedging", estate_registry, cache_path=tmp_path / "c.json"
+    ) as app:
+        users = _hedged_reference(app, estate_group)
+        _both(users, providers)
+        ids = _ids_of(users, stopped, 6)
+        before = users.hedge_counts.get("getUser")
+        assert before is None or before.won == 0
+
+        async def awaited() -> list[Any]:
+            return [await users.invoke_result_async("getUser", LONG, [n]) for n in ids[3:]]
+
+        with hung(stopped):
+            results = [users.invoke_result("getUser", LONG, [n]) for n in ids[:3]]
+            results += asyncio.run(awaited())
+        # Each call went first to the hung provider; the hedge answered (retries=0: without
+        # it, the call would have failed at its 3 s deadline).
+        for done in results:
+            assert [p.address for p in done.attempts] == [stopped.address, healthy.address]
+            assert done.provider is not None and done.provider.address == healthy.address
+        counts = users.hedge_counts["getUser"]
+        assert (counts.sent, counts.won) == (6, 6)
+
+
+def test_a_java_exception_is_an_answer_not_hedged_past(
+    providers: list[JavaDubboProvider], estate_registry: str, estate_group: str, tmp_path: Path
+) -> None:
+    with dubbo_py.Application(
+        "py-generic-governed-hedged-error", estate_registry, cache_path=tmp_path / "c.json"
+    ) as app:
+        users = _hedged_reference(app, estate_group)
+        _both(users, providers)
+        # 0 is the id getUser refuses: which provider it hashes to decides who answers first.
+        first = users.invoke_result("getUser", LONG, [1]).provider  # warm the connections
+        assert first is not None
+        with pytest.raises(dubbo_py.JavaException, match=r"no user 0 at (gv1|gv2)") as raised:
+            users.invoke("getUser", LONG, [0])
+        answered_by = raised.value.message or ""
+        counts = users.hedge_counts.get("getUser")
+        # Answered before the delay: the exception is the answer, no hedge was sent.
+        assert counts is None or counts.sent == 0
+        # Now the provider that answered hangs: the hedge's exception is the call's answer
+        # (raised, not hedged past to wait for the hung provider's timeout).
+        answering = providers[0] if answered_by.endswith("gv1") else providers[1]
+        with hung(answering):
+            with pytest.raises(dubbo_py.JavaException, match="no user 0"):
+                users.invoke("getUser", LONG, [0])
+            with pytest.raises(dubbo_py.JavaException, match="no user 0"):
+                asyncio.run(users.invoke_async("getUser", LONG, [0]))
+        counts = users.hedge_counts["getUser"]
+        assert (counts.sent, counts.won) == (2, 2)
+
+
+def test_without_hedging_the_hung_providers_calls_fail(
+    providers: list[JavaDubboProvider], estate_registry: str, estate_group: str, tmp_path: Path
+) -> None:
+    # Without hedging the hung provider's share of the calls fails (retries=0): the test above
+    # fails without hedging.
+    stopped, _healthy = providers
+    with dubbo_py.Application(
+        "py-generic-governed-plain", estate_registry, cache_path=tmp_path / "c.json"
+    ) as app:
+        users = app.generic_reference(
+            SERVICE,
+            version="1.0.0",
+            group=estate_group,
+            timeout=0.5,
+            retries=0,
+            loadbalance="roundrobin",
+            outlier_failures=0,
+        )
+        _both(users, providers)
+        failed = 0
+        with hung(stopped):
+            for n in range(4):
+                try:
+                    users.invoke("getUser", LONG, [n + 1])
+                except dubbo_py.JavaException:
+                    raise
+                except Exception:
+                    failed += 1
+        assert failed >= 1
+        assert users.hedge_counts == {}
