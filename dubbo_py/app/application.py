@@ -433,9 +433,9 @@ class Application:
         The application's routers and rules apply as to a stub reference (condition, tag,
         script and shard rules, ``dubbo.tag``, override rules such as ``disabled`` and
         ``weight``), reading the real method name, the attachments and the arguments; with
-        ``url`` none does. Consumer-side override rules' ``timeout``, ``retries`` and
-        ``loadbalance`` (service or ``<method>.<key>``) beat the options given here, as in
-        Dubbo; their other keys are warned about.
+        ``url`` none does. Consumer-side override rules' ``timeout``, ``retries``,
+        ``loadbalance`` and ``hedging`` (service or ``<method>.<key>``) beat the options given
+        here, as in Dubbo; their other keys are warned about.
 
         The calls go through the consumer filters as a stub reference's do (metrics and
         tracing outermost, then the application's ``filters``, then ``filters`` given here;

@@ -25,9 +25,9 @@ stub; the routers see an :class:`~dubbo_py.invocation.Invocation` of the real me
 the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
 attempts on other providers after a failure outside the provider's code; a Java exception is
 the provider's answer and is not retried). Direct ``url=`` providers are not routed.
-Consumer-side override rules' ``timeout``, ``retries``, ``loadbalance``, ``mock`` and
-``accesslog`` (service-wide or ``<method>.<key>``) beat the reference's options; the other
-keys they may set are warned about.
+Consumer-side override rules' ``timeout``, ``retries``, ``loadbalance``, ``mock``,
+``hedging`` and ``accesslog`` (service-wide or ``<method>.<key>``) beat the reference's
+options; the other keys they may set are warned about.
 
 The consumer filters apply as to a stub reference, composed the same way
 (:meth:`~dubbo_py.app.referencing.Referencing.generic_filters`: metrics and tracing outermost,
@@ -39,12 +39,20 @@ loop. The filters see an :class:`~dubbo_py.invocation.Invocation` of the real me
 request is a :class:`~dubbo_py.invocation.GenericRequest`; the attachments sent are the
 invocation's, so the trace context (and what a filter adds) reaches the provider. A provider
 whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined until a probe
-finds it back; a ``tri://`` provider that says ``serialization=protobuf``, or answers
+finds it back (``dubbo://``: a connect and a heartbeat answered; ``tri://``: the gRPC health
+check); one whose calls keep failing outside the service's code (timeouts, error statuses) is
+ejected into the quarantine by the outlier detector a stub reference has
+(:attr:`GenericReference.outliers`, ``outlier_failures``/``outlier_max_share``). A method that
+hedges (``hedging``, per method, or an override rule's ``hedging``) runs each attempt in the
+hedged race of :mod:`dubbo_py.cluster.hedging`, adapted by
+:mod:`dubbo_py.consumer.generic_governance`: a Java exception is an answer and wins the race
+like a value. A ``tri://`` provider that says ``serialization=protobuf``, or answers
 ``$invoke`` with UNIMPLEMENTED, is an IDL service and is not called generically
 (:attr:`GenericReference.set_aside`). Mocks: :mod:`dubbo_py.consumer.generic_mock`. The QoS
-port's provider and quarantine gauges count generic references, and router snapshots record
-their calls (:meth:`GenericReference.record_routes`); hedging, outlier ejection, the ``/ls``
-listing and ``getRouterSnapshot`` do not cover them yet (docs/java-services.md).
+port's provider, quarantine and hedge metrics count generic references, ``/ls`` lists them
+and ``getRouterSnapshot`` gives their chains, and router snapshots record their calls
+(:meth:`GenericReference.record_routes`); the route-survivor and rules-in-force gauges do not
+cover them yet (docs/java-services.md).
 
 Parameter types left out (``None``, and attribute calls) are read from the service definition
 the providers stored in the metadata report (:meth:`ServiceDefinition.pick
