@@ -24,6 +24,7 @@ import pytest
 import dubbo_py
 from dubbo_py.consumer.generic import GenericReference
 from tests.support.java_estate import JavaDubboProvider
+from tests.support.processes import dubbo_py_cli
 
 pytestmark = pytest.mark.zookeeper
 
@@ -239,6 +240,49 @@ def test_a_java_exception_is_an_answer_not_hedged_past(
                 assert raised.value.message == f"no user 0 at {label}", raised.value
         counts = users.hedge_counts["getUser"]
         assert counts.won >= 2 and counts.sent >= counts.won
+
+
+def test_hedging_switched_on_by_an_override_rule(
+    providers: list[JavaDubboProvider], estate_registry: str, tmp_path: Path
+) -> None:
+    stopped, healthy = providers
+    group = _group(providers)
+    with dubbo_py.Application(
+        "py-generic-governed-ruled", estate_registry, cache_path=tmp_path / "c.json"
+    ) as app:
+        users = app.generic_reference(
+            SERVICE,
+            version="1.0.0",
+            group=group,
+            timeout=3.0,
+            retries=0,
+            loadbalance="consistenthash",
+            outlier_failures=0,
+        )
+        _both(users, providers)
+        ids = _ids_of(users, stopped, 2)
+        key = f"{SERVICE}:1.0.0:{group}.configurators"
+        rule = tmp_path / "hedging.yaml"
+        rule.write_text(
+            "configVersion: v3.0\nscope: service\n"
+            f"key: {group}/{SERVICE}:1.0.0\nenabled: true\n"
+            "configs:\n  - side: consumer\n    applications: [py-generic-governed-ruled]\n"
+            "    parameters:\n      getUser.hedging: 'delay=0.1,max_extra_load=1.0'\n",
+            encoding="utf-8",
+        )
+        assert key in dubbo_py_cli(estate_registry, "rules", "push", str(rule), "--key", key)
+        try:
+            deadline = time.monotonic() + 10
+            while not any("getUser.hedging" in d.consumer_overrides for d in users.directories):
+                assert time.monotonic() < deadline, "the hedging rule did not arrive"
+                time.sleep(0.05)
+            with hung(stopped):
+                results = [users.invoke_result("getUser", LONG, [n]) for n in ids]
+            for done in results:
+                assert [p.address for p in done.attempts] == [stopped.address, healthy.address]
+            assert users.hedge_counts["getUser"].won == 2
+        finally:
+            dubbo_py_cli(estate_registry, "rules", "delete", key)
 
 
 def test_without_hedging_the_hung_providers_calls_fail(
