@@ -737,7 +737,7 @@ class GenericReference:
         context = GenericContext(
             self.interface,
             self.route,
-            self._record_failure,
+            failover.hedge_failed,
             balancer=failover.balancer,
             quarantine=self.quarantine,
             outliers=self.outliers,
@@ -1254,6 +1254,13 @@ class _Failover:
             provider.address,
             error,
         )
+
+    def hedge_failed(self, provider: URL, error: DubboCallError) -> None:
+        """A hedge of this call on ``provider`` failed outside the service's code: recorded
+        as a failed attempt is, and ``provider`` is not picked again by this call's failover."""
+        if provider not in self._tried:
+            self._tried.append(provider)
+        self._ref._record_failure(provider, error)
 
     def answered(self, provider: URL) -> None:
         """The attempt on ``provider`` was answered (a value or the service's exception): its
