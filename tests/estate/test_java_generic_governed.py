@@ -154,11 +154,14 @@ def test_a_hung_provider_is_ejected_as_an_outlier_and_revived_when_it_answers(
         while users.quarantine.entries():
             assert time.monotonic() < deadline, "the resumed provider was not revived"
             time.sleep(0.1)
-        answered = {users.invoke_result("getUser", LONG, [n]).provider for n in range(1, 7)}
-        assert {p.address for p in answered if p is not None} == {
-            stopped.address,
-            healthy.address,
-        }
+        # Back in rotation: it answers calls again (its first ones, right after SIGCONT, may
+        # still time out on a busy machine and fail over).
+        deadline = time.monotonic() + 10
+        while True:
+            answered = users.invoke_result("getUser", LONG, [1]).provider
+            if answered is not None and answered.address == stopped.address:
+                break
+            assert time.monotonic() < deadline, "the revived provider answered no call"
 
 
 def _hedged_reference(app: dubbo_py.Application, group: str) -> GenericReference:
@@ -188,6 +191,12 @@ def _ids_of(ref: GenericReference, provider: JavaDubboProvider, count: int) -> l
     raise AssertionError(f"fewer than {count} ids hash to {provider.address}")
 
 
+def _hedges(ref: GenericReference) -> tuple[int, int]:
+    """The hedges of ``getUser`` sent and won so far."""
+    counts = ref.hedge_counts.get("getUser")
+    return (0, 0) if counts is None else (counts.sent, counts.won)
+
+
 def test_a_hedge_to_the_other_provider_wins_over_a_hung_one(
     providers: list[JavaDubboProvider], estate_registry: str, tmp_path: Path
 ) -> None:
@@ -198,8 +207,8 @@ def test_a_hedge_to_the_other_provider_wins_over_a_hung_one(
         users = _hedged_reference(app, _group(providers))
         _both(users, providers)
         ids = _ids_of(users, stopped, 6)
-        before = users.hedge_counts.get("getUser")
-        assert before is None or before.won == 0
+        # (On a busy machine a healthy call may outlast the delay and be hedged already.)
+        before = _hedges(users)
 
         async def awaited() -> list[Any]:
             return [await users.invoke_result_async("getUser", LONG, [n]) for n in ids[3:]]
@@ -212,8 +221,8 @@ def test_a_hedge_to_the_other_provider_wins_over_a_hung_one(
         for done in results:
             assert [p.address for p in done.attempts] == [stopped.address, healthy.address]
             assert done.provider is not None and done.provider.address == healthy.address
-        counts = users.hedge_counts["getUser"]
-        assert (counts.sent, counts.won) == (6, 6)
+        sent, won = _hedges(users)
+        assert (sent - before[0], won - before[1]) == (6, 6)
 
 
 def test_a_java_exception_is_an_answer_not_hedged_past(
