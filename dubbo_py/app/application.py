@@ -37,6 +37,7 @@ from dubbo_py.app.registries import (
     registry_choices,
 )
 from dubbo_py.app.serving import Serving
+from dubbo_py.cluster.outlier import DEFAULT_CONSECUTIVE, DEFAULT_MAX_SHARE
 from dubbo_py.config.model import ApplicationConfig, application_parameters
 from dubbo_py.consumer.connections import AsyncSharedChannels, SharedChannels
 from dubbo_py.consumer.filters import ConsumerFilters
@@ -404,6 +405,11 @@ class Application:
         filters: ConsumerFilters | None = None,
         accesslog: str | None = None,
         mock: str | None = None,
+        quarantine_interval: float = 1.0,
+        outlier_failures: int = DEFAULT_CONSECUTIVE,
+        outlier_max_share: float = DEFAULT_MAX_SHARE,
+        hedging: Any = None,
+        methods: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> GenericReference:
         """Generic calls (Dubbo's ``$invoke``) to the Java interface ``interface`` on its
         ``dubbo://`` (Hessian2) and ``tri://`` (Triple without IDL) providers:
@@ -427,9 +433,9 @@ class Application:
         The application's routers and rules apply as to a stub reference (condition, tag,
         script and shard rules, ``dubbo.tag``, override rules such as ``disabled`` and
         ``weight``), reading the real method name, the attachments and the arguments; with
-        ``url`` none does. Consumer-side override rules' ``timeout``, ``retries`` and
-        ``loadbalance`` (service or ``<method>.<key>``) beat the options given here, as in
-        Dubbo; their other keys are warned about.
+        ``url`` none does. Consumer-side override rules' ``timeout``, ``retries``,
+        ``loadbalance`` and ``hedging`` (service or ``<method>.<key>``) beat the options given
+        here, as in Dubbo; their other keys are warned about.
 
         The calls go through the consumer filters as a stub reference's do (metrics and
         tracing outermost, then the application's ``filters``, then ``filters`` given here;
@@ -442,8 +448,14 @@ class Application:
         provider whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined
         until a probe finds it back (``ref.quarantine``). ``mock`` (``"force:return {...}"``,
         ``"return null"``, ``"throw"``; or an override rule's ``mock``) answers as
-        :mod:`dubbo_py.consumer.generic_mock` says. Hedging does not apply to generic
-        references yet (docs/java-services.md)."""
+        :mod:`dubbo_py.consumer.generic_mock` says. ``quarantine_interval``,
+        ``outlier_failures`` and ``outlier_max_share`` are a stub reference's: a provider whose
+        calls fail ``outlier_failures`` times in a row outside the service's code (timeouts,
+        error statuses; a Java exception is an answer) is ejected into the quarantine and
+        probed back. ``hedging`` (as a stub reference's; per method ``methods={"getUser":
+        {"hedging": ...}}``, or an override rule's ``hedging`` / ``<method>.hedging``) sends a
+        call not answered after the delay to a second provider too; the first answer wins, a
+        Java exception included (docs/java-services.md)."""
         from dubbo_py.consumer.generic import PROTOCOLS, DubboRuntime, GenericReference
         from dubbo_py.registry.local_host import consumer_host
 
@@ -475,6 +487,11 @@ class Application:
             filters=self._referencing.generic_filters(interface, version, group, filters),
             accesslog=accesslog,
             mock=mock,
+            quarantine_interval=quarantine_interval,
+            outlier_failures=outlier_failures,
+            outlier_max_share=outlier_max_share,
+            hedging=hedging,
+            methods=methods,
             levels=levels,
         )
         with self._generic_lock:

@@ -245,6 +245,7 @@ class ApplicationQos:
             for url in server.urls
         ]
         consumed = [_reference_listing(ref) for ref in self._app.references]
+        consumed += [_generic_listing(ref) for ref in self._app.generic_references]
         methods = [
             {
                 "side": s.key.side,
@@ -340,7 +341,30 @@ class ApplicationQos:
         out = []
         for ref in self._matching(pattern):
             for assembly in ref.assemblies:
-                out.append(_chain_listing(ref, assembly))
+                quarantined = {e.address for e in assembly.quarantine.entries()}
+                out.append(
+                    _chain_listing(
+                        ref.consumer.service_key,
+                        ref.service,
+                        assembly.directory,
+                        quarantined,
+                        assembly.service.method_names,
+                        assembly.recording_routes,
+                    )
+                )
+        for generic in self._matching_generic(pattern):
+            quarantined = {e.address for e in generic.quarantine.entries()}
+            for directory in generic.directories:
+                entry = _chain_listing(
+                    generic.service_key,
+                    generic.interface,
+                    directory,
+                    quarantined,
+                    generic.method_names,
+                    generic.recording_routes,
+                )
+                entry["generic"] = True
+                out.append(entry)
         return out
 
     def recent_router_snapshot(self, pattern: re.Pattern[str] | None) -> list[dict[str, Any]]:
@@ -411,6 +435,11 @@ class ApplicationQos:
             quarantined.add_metric([app, interface], count)
         for interface, count in providers_by.items():
             providers.add_metric([app, interface], count)
+        for generic in self._app.generic_references:
+            for method, counted in generic.hedge_counts.items():
+                summed = hedges.setdefault((generic.interface, method), {})
+                for key in ("sent", "won", "refused"):
+                    summed[key] = summed.get(key, 0) + getattr(counted, key)
         for ref in refs:
             interface = ref.consumer.service_interface
             kept.add_metric([app, interface], len(_kept(ref)))
@@ -476,24 +505,30 @@ def _router_rules(directory: Any) -> list[RouterRule]:
     ]
 
 
-def _chain_listing(ref: Reference[Any], assembly: Any) -> dict[str, Any]:
-    """``/getRouterSnapshot``'s entry for one stack: its providers, and per router what it
+def _chain_listing(
+    service_key: str,
+    service: str,
+    directory: Any,
+    quarantined: set[str],
+    methods: Iterable[str],
+    recording: bool,
+) -> dict[str, Any]:
+    """``/getRouterSnapshot``'s entry for one stack (a stub reference's registry stack, or a
+    generic reference's directory on one registry): its providers, and per router what it
     keeps out of the full list for a plain call of each method."""
-    directory = assembly.directory
+    methods = tuple(methods)
     chain = directory.chain
     snapshot = chain.snapshot
     rules = {
         name: (priority, key, version) for name, priority, key, version in _router_rules(directory)
     }
-    quarantined = {e.address for e in assembly.quarantine.entries()}
-    methods = assembly.service.method_names
     routers = []
     for name, bound in chain.stages:
         priority, key, version = rules.get(name, (None, None, None))
         excluded: dict[str, list[str]] = {}
         for method in methods:
             try:
-                kept = bound.route(snapshot.all, Invocation(ref.service, method))
+                kept = bound.route(snapshot.all, Invocation(service, method))
             except Exception as exc:  # a router that needs the request: say so
                 excluded[method] = [f"(needs the call: {exc})"]
                 continue
@@ -510,8 +545,8 @@ def _chain_listing(ref: Reference[Any], assembly: Any) -> dict[str, Any]:
             }
         )
     return {
-        "service": ref.consumer.service_key,
-        "recording": assembly.recording_routes,
+        "service": service_key,
+        "recording": recording,
         "providers": [p.address for p in snapshot.providers],
         "valid": [p.address for p in snapshot.providers if p.address not in quarantined],
         "routers": routers,
@@ -527,7 +562,12 @@ def _survivors(chain: Any, ref: Reference[Any], method: str) -> int:
 
 def _kept(ref: Reference[Any]) -> list[str]:
     """The providers empty protection keeps for ``ref`` (addresses)."""
-    protection = ref.directory.empty_protection
+    return _kept_by(ref.directory)
+
+
+def _kept_by(directory: Any) -> list[str]:
+    """The providers empty protection keeps in ``directory`` (addresses)."""
+    protection = getattr(directory, "empty_protection", None)
     return [k.url.address for k in protection.kept()] if protection is not None else []
 
 
@@ -569,6 +609,34 @@ def _reference_listing(ref: Reference[Any]) -> dict[str, Any]:
         # Where the access log goes (None: off; "": the dubbo.accesslog logger; a path).
         "accesslog": ref.assembly.access_log,
         "router_snapshot": ref.assembly.recording_routes,
+    }
+
+
+def _generic_listing(ref: GenericReference) -> dict[str, Any]:
+    """``/ls``'s entry for a generic reference: the fields of a stub reference's
+    (:func:`_reference_listing`), its providers those generic calls may go to (``dubbo://``
+    and ``tri://``), and ``generic: true``."""
+    rules: dict[str, tuple[str, float]] = {}
+    errors: dict[str, str] = {}
+    for directory in ref.directories:
+        rules.update(directory.rules_in_force)
+        errors.update(directory.rule_errors)
+    return {
+        "service": ref.service_key,
+        "interface": ref.interface,
+        "version": ref.version,
+        "group": ref.group,
+        "generic": True,
+        "providers": [{**_provider(p), "protocol": p.protocol} for p in ref.providers],
+        "quarantined": [e.address for e in ref.quarantine.entries()],
+        "kept": [a for d in ref.directories for a in _kept_by(d)],
+        "rules": [
+            {"key": _rule_key(source), "source": source, "version": version, "applied_at": at}
+            for source, (version, at) in sorted(rules.items())
+        ],
+        "rule_errors": errors,
+        "accesslog": ref.access_log,
+        "router_snapshot": ref.recording_routes,
     }
 
 

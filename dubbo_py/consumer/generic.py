@@ -25,9 +25,9 @@ stub; the routers see an :class:`~dubbo_py.invocation.Invocation` of the real me
 the load balancers of :mod:`dubbo_py.cluster.loadbalance`, and failover (``retries`` more
 attempts on other providers after a failure outside the provider's code; a Java exception is
 the provider's answer and is not retried). Direct ``url=`` providers are not routed.
-Consumer-side override rules' ``timeout``, ``retries``, ``loadbalance``, ``mock`` and
-``accesslog`` (service-wide or ``<method>.<key>``) beat the reference's options; the other
-keys they may set are warned about.
+Consumer-side override rules' ``timeout``, ``retries``, ``loadbalance``, ``mock``,
+``hedging`` and ``accesslog`` (service-wide or ``<method>.<key>``) beat the reference's
+options; the other keys they may set are warned about.
 
 The consumer filters apply as to a stub reference, composed the same way
 (:meth:`~dubbo_py.app.referencing.Referencing.generic_filters`: metrics and tracing outermost,
@@ -39,12 +39,20 @@ loop. The filters see an :class:`~dubbo_py.invocation.Invocation` of the real me
 request is a :class:`~dubbo_py.invocation.GenericRequest`; the attachments sent are the
 invocation's, so the trace context (and what a filter adds) reaches the provider. A provider
 whose connection is refused or lost (``tri://``: UNAVAILABLE) is quarantined until a probe
-finds it back; a ``tri://`` provider that says ``serialization=protobuf``, or answers
+finds it back (``dubbo://``: a connect and a heartbeat answered; ``tri://``: the gRPC health
+check); one whose calls keep failing outside the service's code (timeouts, error statuses) is
+ejected into the quarantine by the outlier detector a stub reference has
+(:attr:`GenericReference.outliers`, ``outlier_failures``/``outlier_max_share``). A method that
+hedges (``hedging``, per method, or an override rule's ``hedging``) runs each attempt in the
+hedged race of :mod:`dubbo_py.cluster.hedging`, adapted by
+:mod:`dubbo_py.consumer.generic_governance`: a Java exception is an answer and wins the race
+like a value. A ``tri://`` provider that says ``serialization=protobuf``, or answers
 ``$invoke`` with UNIMPLEMENTED, is an IDL service and is not called generically
 (:attr:`GenericReference.set_aside`). Mocks: :mod:`dubbo_py.consumer.generic_mock`. The QoS
-port's provider and quarantine gauges count generic references, and router snapshots record
-their calls (:meth:`GenericReference.record_routes`); hedging, outlier ejection, the ``/ls``
-listing and ``getRouterSnapshot`` do not cover them yet (docs/java-services.md).
+port's provider, quarantine and hedge metrics count generic references, ``/ls`` lists them
+and ``getRouterSnapshot`` gives their chains, and router snapshots record their calls
+(:meth:`GenericReference.record_routes`); the route-survivor and rules-in-force gauges do not
+cover them yet (docs/java-services.md).
 
 Parameter types left out (``None``, and attribute calls) are read from the service definition
 the providers stored in the metadata report (:meth:`ServiceDefinition.pick
@@ -56,6 +64,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -67,11 +76,20 @@ from typing import Any
 import grpc
 
 from dubbo_py.cluster.health_probe import grpc_health_probe
+from dubbo_py.cluster.hedging import AsyncHedgedCall, HedgeCounts, HedgedCall
 from dubbo_py.cluster.loadbalance import STATS_LOADBALANCES, get_loadbalance
 from dubbo_py.cluster.mock import MockSpec, parse_mock
+from dubbo_py.cluster.outlier import DEFAULT_CONSECUTIVE, DEFAULT_MAX_SHARE, OutlierDetector
 from dubbo_py.cluster.quarantine import Quarantine
 from dubbo_py.cluster.stats import CallStats, method_key
 from dubbo_py.consumer.filters import ConsumerFilters, wrap_attempts, wrap_calls
+from dubbo_py.consumer.generic_governance import (
+    GenericContext,
+    GenericHedging,
+    ProviderFailure,
+    async_race_attempt,
+    race_attempt,
+)
 from dubbo_py.consumer.generic_mock import mock_answer, mocks_failure
 from dubbo_py.consumer.governed_directory import governed_directory
 from dubbo_py.consumer.route_snapshots import RouteRecorder, continued
@@ -86,7 +104,7 @@ from dubbo_py.protocol.dubbo.connection import (
     DubboConnections,
 )
 from dubbo_py.protocol.serialization.hessian2 import JavaException, TypedList
-from dubbo_py.protocol.triple import service_headers
+from dubbo_py.protocol.triple import CALL_SINK, service_headers
 from dubbo_py.protocol.triple_wrapper import TripleWrapperChannels, TripleWrapperError
 from dubbo_py.protocol.triple_wrapper import invoke as triple_invoke
 from dubbo_py.qos.access_log import (
@@ -145,7 +163,9 @@ _CAUSED_BY = "Caused by: "
 #: may publish its definition just after it registered).
 MISSING_DEFINITION_RECHECK = 10.0
 #: Consumer-side override parameters a generic call acts on (``<method>.<key>`` or ``<key>``).
-APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance", "mock", ACCESSLOG_KEY)
+APPLIED_OVERRIDES = ("timeout", "retries", "loadbalance", "mock", "hedging", ACCESSLOG_KEY)
+#: What a failover attempt is tracked in when its balancer reads no call statistics.
+_UNTRACKED = contextlib.nullcontext()
 
 
 class GenericSignatureError(MethodChoiceError):
@@ -238,15 +258,19 @@ class DubboRuntime:
         """The loop the connections belong to."""
         return self._loop
 
-    def run(self, coroutine: Any, timeout: float | None = None) -> Any:
-        """Run a coroutine on the runtime's loop from another thread and wait for it."""
+    def submit(self, coroutine: Any) -> concurrent.futures.Future[Any]:
+        """Start a coroutine on the runtime's loop from another thread; its future."""
         try:
-            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+            return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         except RuntimeError:
             # The loop is closed (a quarantine probe racing the application's close): the
             # coroutine never runs, so close it rather than leave it to warn at exit.
             coroutine.close()
             raise
+
+    def run(self, coroutine: Any, timeout: float | None = None) -> Any:
+        """Run a coroutine on the runtime's loop from another thread and wait for it."""
+        future = self.submit(coroutine)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -292,6 +316,10 @@ class GenericReference:
         quarantine_interval: float = 1.0,
         mock: str | None = None,
         levels: Sequence[ApplicationLevel | None] = (),
+        outlier_failures: int = DEFAULT_CONSECUTIVE,
+        outlier_max_share: float = DEFAULT_MAX_SHARE,
+        hedging: Any = None,
+        methods: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         if not registries and not urls:
             raise ValueError(f"generic reference to {interface}: no registry and no url given")
@@ -318,6 +346,19 @@ class GenericReference:
         #: The reference's mock (:mod:`dubbo_py.consumer.generic_mock`); a bad spec is a
         #: MockSpecError now, not in the middle of an outage.
         self._mock = parse_mock(mock)
+        #: The reference's hedging (``hedging``, and per method ``methods={m: {"hedging":
+        #: ...}}``); a bad value is a ValueError now.
+        method_hedging: dict[str, Any] = {}
+        for name, options in (methods or {}).items():
+            refused = sorted(set(options) - {"hedging"})
+            if refused:
+                raise ValueError(
+                    f"generic reference to {interface}: methods[{name!r}] options {refused} "
+                    "are not applied to generic calls (only 'hedging' is)"
+                )
+            if "hedging" in options:
+                method_hedging[name] = options["hedging"]
+        self._hedging = GenericHedging(interface, hedging, method_hedging)
         #: Mocks of consumer override rules, by their text (None: the text does not parse).
         self._override_mocks: dict[str, MockSpec | None] = {}
         #: Where the access log goes (None: off; "": the ``dubbo.accesslog`` logger; a path).
@@ -338,6 +379,8 @@ class GenericReference:
         #: providers they were read for (None: none stored there).
         self._definitions: dict[tuple[str, ...], tuple[ServiceDefinition | None, float]] = {}
         self._warned_overrides: set[tuple[str, str]] = set()
+        #: The methods called so far (router snapshots list them).
+        self._called: set[str] = set()
         self._consumer = URL(
             protocol="consumer",
             host=consumer_host,
@@ -370,6 +413,22 @@ class GenericReference:
         #: them over while others are left; a probe (a connect for ``dubbo://``, the gRPC
         #: health check for ``tri://``) lets each back in once it answers.
         self.quarantine = Quarantine(self._probe, interval=quarantine_interval)
+        #: Ejects a provider whose calls keep failing outside the service's code (timeouts,
+        #: error statuses: :func:`~dubbo_py.consumer.generic_governance.failure_code`) into
+        #: the quarantine, as a stub reference's detector does.
+        self.outliers = OutlierDetector(
+            self.quarantine,
+            lambda: len(self.providers),
+            consecutive=outlier_failures,
+            max_share=outlier_max_share,
+            service=interface,
+        )
+        # A provider back from quarantine (or gone from the registry) starts a clean count.
+        self.quarantine.on_change(
+            lambda event: (
+                self.outliers.forget(event.entry.address) if event.kind != "added" else None
+            )
+        )
         for i, registry in enumerate(registries):
             # A registry's application level (``levels[i]``), as a stub reference has it:
             # providers registered only as application instances are found, and the
@@ -593,6 +652,8 @@ class GenericReference:
                 f"{len(arguments)} arguments"
             )
         values = tuple(arguments)
+        if method not in self._called:
+            self._called.add(method)
         request = GenericRequest(
             None if parameter_types is None else tuple(parameter_types),
             values,
@@ -619,17 +680,27 @@ class GenericReference:
             invocation = self._typed(invocation, types, source)
         attempt = self._logged(self._blocking_attempt, asyncio=False)
         failover = _Failover(self, invocation, routed)
+        hedged = self._race(failover, attempt, asyncio=False)
         while (provider := failover.next()) is not None:
+            winner = provider
             try:
-                if failover.stats is None:
-                    value = attempt(provider, invocation, failover.timeout)
-                else:
-                    with failover.stats.track(provider.address, failover.key):
+                with failover.tracking(provider):
+                    if hedged is None:
                         value = attempt(provider, invocation, failover.timeout)
+                    else:
+                        answer = hedged(provider, invocation, failover.race_timeout)
+                        winner = answer.provider
+                        value = answer.unwrap()
+            except ProviderFailure as failure:
+                failover.failed(provider, failure.error)
+                continue
             except DubboCallError as error:
                 failover.failed(provider, error)
                 continue
-            return failover.done(value, provider)
+            except JavaException:
+                failover.answered(provider)
+                raise
+            return failover.done(value, provider, winner)
         raise failover.error()
 
     async def _cluster_async(self, invocation: Invocation) -> Any:
@@ -641,18 +712,74 @@ class GenericReference:
             invocation = self._typed(invocation, types, source)
         attempt = self._logged(self._async_attempt, asyncio=True)
         failover = _Failover(self, invocation, routed)
+        hedged = self._race(failover, attempt, asyncio=True)
         while (provider := failover.next()) is not None:
+            winner = provider
             try:
-                if failover.stats is None:
-                    value = await attempt(provider, invocation, failover.timeout)
-                else:
-                    with failover.stats.track(provider.address, failover.key):
+                with failover.tracking(provider):
+                    if hedged is None:
                         value = await attempt(provider, invocation, failover.timeout)
+                    else:
+                        answer = await hedged(provider, invocation, failover.race_timeout)
+                        winner = answer.provider
+                        value = answer.unwrap()
+            except ProviderFailure as failure:
+                failover.failed(provider, failure.error)
+                continue
             except DubboCallError as error:
                 failover.failed(provider, error)
                 continue
-            return failover.done(value, provider)
+            except JavaException:
+                failover.answered(provider)
+                raise
+            return failover.done(value, provider, winner)
         raise failover.error()
+
+    def _race(self, failover: _Failover, attempt: Any, *, asyncio: bool) -> Any:
+        """The hedged form of ``attempt`` for the call of ``failover`` when its method hedges
+        now (:mod:`dubbo_py.cluster.hedging`, adapted by
+        :mod:`dubbo_py.consumer.generic_governance`); None when it does not."""
+        method = failover.method
+        state = self._hedging.state(method, self._override(method, "hedging"))
+        if state is None:
+            return None
+        context = GenericContext(
+            self.interface,
+            self.route,
+            failover.hedge_failed,
+            balancer=failover.balancer,
+            quarantine=self.quarantine,
+            outliers=self.outliers,
+        )
+        hedged: HedgedCall | AsyncHedgedCall
+        if asyncio:
+            hedged = AsyncHedgedCall(async_race_attempt(attempt), state)
+        else:
+            hedged = HedgedCall(race_attempt(attempt), state)
+        hedged.ctx = context
+        return hedged
+
+    @property
+    def hedge_counts(self) -> dict[str, HedgeCounts]:
+        """What each method's hedging did (hedges sent, won, refused by the budget)."""
+        return dict(self._hedging.counts)
+
+    def _record_failure(self, provider: URL, error: DubboCallError) -> DubboCallError:
+        """An attempt on ``provider`` failed outside the service's code: a provider that is
+        down goes into quarantine, any other failure counts towards its outlier ejection
+        (a ``tri://`` one that does not serve ``$invoke`` is set aside instead). Returns the
+        error the call raises if it is the last."""
+        if (
+            provider.protocol == "tri"
+            and isinstance(error, TripleWrapperError)
+            and error.code is grpc.StatusCode.UNIMPLEMENTED
+        ):
+            return self._set_aside(provider, error)
+        if _dead(error):
+            self.quarantine.add(provider, f"{type(error).__name__}: {error}")
+        elif self.outliers.enabled:
+            self.outliers.failed(provider, ProviderFailure(error))
+        return error
 
     def _typed(
         self, invocation: Invocation, types: tuple[str, ...] | None, source: str
@@ -672,6 +799,31 @@ class GenericReference:
         return self._recorder is not None
 
     @property
+    def directories(self) -> tuple[RegistryDirectory, ...]:
+        """The directory on each registry (none for direct ``url=`` providers)."""
+        return tuple(self._directories)
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        """The methods known of the service: those called so far and those of the service
+        definitions read from the metadata report (for router snapshots)."""
+        names = set(self._called)
+        for definition, _recheck in list(self._definitions.values()):
+            if definition is not None:
+                names.update(m.name for m in definition.methods)
+        return tuple(sorted(names))
+
+    @property
+    def access_log(self) -> str | None:
+        """Where the access log goes now (None: off; "": the ``dubbo.accesslog`` logger; a
+        path), as the QoS ``/ls`` listing shows it."""
+        for directory in self._directories:
+            overrides = directory.consumer_overrides
+            if ACCESSLOG_KEY in overrides:
+                return access_log_target(overrides[ACCESSLOG_KEY], from_rule=True)
+        return self._accesslog
+
+    @property
     def service_key(self) -> str:
         """``group/interface:version``, as router snapshots and the QoS port name services."""
         return self._consumer.service_key
@@ -683,10 +835,17 @@ class GenericReference:
     def _attempt_blocking(
         self, provider: URL, invocation: Invocation, timeout: float | None
     ) -> Any:
-        """One attempt, from a blocking caller. On an open ``dubbo://`` connection the request
-        is encoded, handed to the loop to write, and its response decoded in the caller's
-        thread (:meth:`DubboConnection.invoke_blocking`: no task on the loop per call); else
-        (``tri://``, no connection yet) the attempt runs on the runtime's loop."""
+        """One attempt, from a blocking caller. In a hedged race (a call sink is set) it runs
+        on the runtime's loop and can be cancelled: a loser then stops waiting, and the
+        caller's thread takes the winner's answer at once. Otherwise, on an open ``dubbo://``
+        connection, the request is encoded, handed to the loop to write, and its response
+        decoded in the caller's thread (:meth:`DubboConnection.invoke_blocking`: no task on the
+        loop per call); else (``tri://``, no connection yet) the attempt runs on the loop."""
+        sink = CALL_SINK.get()
+        if sink is not None:
+            future = self._runtime.submit(self._once(provider, invocation, timeout))
+            sink.append(future)  # the race calls future.cancel() on a loser
+            return future.result()
         if provider.protocol != "tri":
             connection = self._runtime.connections.connection(provider.address)
             if connection is not None and not connection.closed:
@@ -982,8 +1141,9 @@ class GenericReference:
 
     def _probe(self, provider: URL) -> bool:
         """Whether a quarantined provider is back (on the quarantine's thread): it accepts a
-        connection (``dubbo://``; Dubbo counts an invoker available while its client is
-        connected), or answers the gRPC health check (``tri://``)."""
+        connection and answers a heartbeat on it (``dubbo://``; Dubbo counts an invoker
+        available while its client is connected and heartbeats are answered), or answers
+        the gRPC health check (``tri://``)."""
         if provider.protocol == "tri":
             return grpc_health_probe(provider)
         return bool(self._runtime.run(_accepts(provider.host, provider.port), timeout=5))
@@ -1062,6 +1222,7 @@ class _Failover:
         self._ref = ref
         self._invocation = invocation
         self._routed = routed
+        self.method = method
         self._balancer, records = ref._balancer(method)
         #: Where each attempt is counted (None: the balancer reads no statistics).
         self.stats = ref.stats if records else None
@@ -1073,6 +1234,24 @@ class _Failover:
         self._left = ref._retries(method) + 1
         self._tried: list[URL] = []
         self._last: DubboCallError | None = None
+
+    @property
+    def balancer(self) -> Any:
+        """The balancer of this call (a hedge picks its provider with it too)."""
+        return self._balancer
+
+    @property
+    def race_timeout(self) -> float | None:
+        """The deadline of a hedged attempt: the call's, else the reference's (None: each
+        provider's registered one)."""
+        return self.timeout if self.timeout is not None else self._ref.timeout
+
+    def tracking(self, provider: URL) -> contextlib.AbstractContextManager[Any]:
+        """Where an attempt on ``provider`` is counted while it runs (the balancer's call
+        statistics; nothing when it reads none)."""
+        if self.stats is None:
+            return _UNTRACKED
+        return self.stats.track(provider.address, self.key)
 
     def next(self) -> URL | None:
         """The provider of the next attempt (None: no attempt left)."""
@@ -1098,16 +1277,9 @@ class _Failover:
 
     def failed(self, provider: URL, error: DubboCallError) -> None:
         """An attempt on ``provider`` failed outside the service's code; one that says the
-        provider is down puts it in quarantine."""
-        self._last = error
-        if (
-            provider.protocol == "tri"
-            and isinstance(error, TripleWrapperError)
-            and error.code is grpc.StatusCode.UNIMPLEMENTED
-        ):
-            self._last = self._ref._set_aside(provider, error)
-        if _dead(error):
-            self._ref.quarantine.add(provider, f"{type(error).__name__}: {error}")
+        provider is down puts it in quarantine, another counts towards its outlier ejection
+        (:meth:`GenericReference._record_failure`)."""
+        self._last = self._ref._record_failure(provider, error)
         log.info(
             "generic %s#%s on %s failed: %s",
             self._ref.interface,
@@ -1116,16 +1288,34 @@ class _Failover:
             error,
         )
 
-    def done(self, value: Any, provider: URL) -> Any:
-        """``provider`` answered ``value``: noted for ``invoke_result``."""
+    def hedge_failed(self, provider: URL, error: DubboCallError) -> None:
+        """A hedge of this call on ``provider`` failed outside the service's code: recorded
+        as a failed attempt is, and ``provider`` is not picked again by this call's failover."""
+        if provider not in self._tried:
+            self._tried.append(provider)
+        self._ref._record_failure(provider, error)
+
+    def answered(self, provider: URL) -> None:
+        """The attempt on ``provider`` was answered (a value or the service's exception): its
+        outlier count starts again (after a hedge won for it, the hedge's stand-in is used up
+        instead, as a stub's strategy does)."""
+        outliers = self._ref.outliers
+        if outliers.failing:
+            outliers.succeeded(provider.address)
+
+    def done(self, value: Any, provider: URL, winner: URL) -> Any:
+        """The attempt on ``provider`` answered ``value`` (``winner`` the provider that did:
+        another one when a hedge won): noted for ``invoke_result``."""
+        self.answered(provider)
         outcome = _OUTCOME.get()
         if outcome is not None:
             request = _request_of(self._invocation)
+            tried = tuple(self._tried)
             outcome.append(
                 GenericResult(
                     value,
-                    provider,
-                    tuple(self._tried),
+                    winner,
+                    tried if winner in tried else (*tried, winner),
                     request.parameter_types,
                     request.signature_source,
                 )
@@ -1164,10 +1354,17 @@ def _dead(error: DubboCallError) -> bool:
 
 
 async def _accepts(host: str, port: int) -> bool:
-    """Whether ``host:port`` accepts a ``dubbo://`` connection now (closed at once)."""
+    """Whether ``host:port`` accepts a ``dubbo://`` connection now and answers a heartbeat
+    on it within a second (a hung provider's connection is still accepted by its kernel;
+    closed at once)."""
     try:
         connection = await DubboConnection.open(host, port, connect_timeout=1.0, heartbeat=0)
     except DubboConnectionError:
         return False
-    await connection.close("probe done")
+    try:
+        await connection.ping(1.0)
+    except DubboCallError:
+        return False
+    finally:
+        await connection.close("probe done")
     return True

@@ -268,6 +268,31 @@ class DubboConnection:
         frame = self.call_blocking(body, timeout=timeout)
         return self._response(frame, f"dubbo://{self.address}/{service}#{method}", enum_classes)
 
+    async def ping(self, timeout: float) -> None:
+        """Send a heartbeat and wait for the provider's answer to it: a provider whose
+        process hangs still has its connections accepted by the kernel, but answers no
+        heartbeat (:class:`DubboTimeoutError`)."""
+        if self._closed is not None:
+            raise self._closed
+        request_id = _IDS.next()
+        future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self._write(encode_frame(heartbeat_request(request_id)))
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError as error:
+            if self._closed is not None:
+                raise self._closed from None
+            raise DubboTimeoutError(
+                f"no heartbeat answer from dubbo://{self.address} within {timeout:g} s"
+            ) from error
+        finally:
+            self._pending.pop(request_id, None)
+            if not future.done():
+                future.cancel()
+            elif not future.cancelled():
+                future.exception()
+
     async def invoke(
         self,
         service: str,
