@@ -343,6 +343,16 @@ class MethodInvoker(InvokerBase):
         its channel is dropped)."""
         return self._callables
 
+    @property
+    def targets(self) -> dict[str, tuple[Any, Metadata]] | None:
+        """The bare multicallables and the headers each sends, by the keys of
+        :attr:`multicallables` (entries come and go with theirs), when calling one is
+        ``multicallable.__call__(request, timeout, headers)``: a method without gRPC
+        arguments of its own (``compression``); else None. A call plan calls them so, which
+        costs less than the bound callable (gRPC's multicallable is called as a method, not
+        through ``partial`` and the type's call slot)."""
+        return None if self._defaults else self._targets
+
     def no_responses(self) -> Iterator[Any]:
         """No responses: what a blocking caller of a server-streaming method iterates over."""
         return iter(())

@@ -154,9 +154,13 @@ class Client:
         return _loop.run_until_complete(made)
 
     def serve(self, providers: tuple[URL, ...]) -> None:
-        """Give every provider a fake multicallable (what the plan calls)."""
+        """Give every provider a fake multicallable (what the plan calls): in both of the
+        blocking invoker's dicts, as its own calls fill them (the plan calls the bare one,
+        with its headers: ``targets``)."""
         for url in providers:
             self.invoker.multicallables[url.address] = self._fake(url.address)
+            if not self.asyncio:
+                self.invoker.targets[url.address] = (self._fake(url.address), ())
 
     def _fake(self, address: str) -> Callable[..., Any]:
         if self.asyncio:
@@ -165,7 +169,7 @@ class Client:
                 return self.answer("plan", address)
 
             return awaited
-        return lambda request, timeout=None: self.answer("plan", address)
+        return lambda request, timeout=None, metadata=None: self.answer("plan", address)
 
     def answer(self, path: str, address: str) -> Any:
         self.attempts.append((path, address))
