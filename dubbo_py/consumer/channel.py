@@ -45,6 +45,7 @@ from dubbo_py.cluster.strategies.failover import (
     first_attempt,
     first_attempt_async,
     first_attempt_failed,
+    first_attempt_failed_async,
 )
 from dubbo_py.cluster.support.pool import LazyPool
 from dubbo_py.consumer.filters import AsyncCall, Call
@@ -476,22 +477,99 @@ class _AsyncMultiCallable(PlannedSite, AsyncCallForms):
                 raise in_flight.refused(self._service, self._method)
             if options is not None:  # gRPC's per-call arguments: through the stack
                 return await self._invoke(self._invocation(request, timeout, metadata, options))
+            # The common call in this one coroutine, as the blocking flavour's __call__ makes
+            # it (the same checks, the same routing and balancing, failover's first attempt,
+            # first_attempt_async, written out); anything else takes _general.
             plan = self._plan
-            provider = self._provider(plan, request, metadata)
-            if provider is None:
-                self._replan(request, metadata)
-                return await self._invoke(self._invocation(request, timeout, metadata))
-            assert plan is not None
+            ctx = self._context
+            quarantine = ctx.quarantine
+            if (
+                plan is None
+                or not plan.express
+                or metadata
+                or plan.chain is not ctx.routes.chain
+                or plan.balancer is not ctx.balancer
+                or plan.settings is not ctx.settings[self._method]
+                or plan.invoker is not ctx.call
+                or type(request) is not plan.request_type
+                or (quarantine is not None and quarantine.addresses)
+            ):
+                return await self._general(plan, request, timeout, metadata)
+            provider = plan.only
+            if provider is None:  # several candidates: balance (PlannedSite._provider's way)
+                mask = plan.mask
+                pick = plan.picks.get(mask)
+                now_ms = time_ns() // 1_000_000
+                if pick is None or now_ms >= pick.valid_until_ms:
+                    pick = plan.pick_for(mask, now_ms)
+                provider = pick.only
+                if provider is None:
+                    if pick.pick is None:  # a balancer without a picker
+                        provider = ctx.balancer.select(
+                            pick.candidates, Invocation(self._service, self._method, request)
+                        )
+                    else:
+                        provider = pick.pick(now_ms)
+                        if provider is None:
+                            balanced = Invocation(self._service, self._method, request)
+                            provider = plan.rebalance(mask, now_ms, balanced)
             if timeout is None:
                 timeout = plan.timeout
-            direct = plan.multicallables.get(provider.address)
-            if plan.observers is None:
-                return await first_attempt_async(
-                    self._context, provider, self._method, request, timeout, direct=direct
-                )
-            return await self._observed(plan, provider, request, timeout, direct)
+            budget = ctx.budget
+            if budget is not None:
+                clock = budget.clock  # read, then called: see the blocking __call__
+                if clock() >= budget.next_fold:
+                    budget.fold()
+                budget.requests.append(None)
+            started = 0.0 if timeout is None else monotonic()
+            targets = plan.targets
+            assert targets is not None
+            try:
+                made, headers = targets[provider.address]
+            except KeyError:  # not called yet, or forgotten: the invoker makes it
+                made = headers = None
+            invocation: Invocation | None = None
+            try:
+                if made is not None:
+                    try:
+                        response = await made.__call__(request, timeout=timeout, metadata=headers)
+                    except grpc.aio.UsageError:
+                        # The provider's channel was closed after this call picked it
+                        # (grpc.aio says so before sending anything): the provider call
+                        # below gets a fresh one.
+                        made = None
+                if made is None:
+                    invocation = Invocation(ctx.service, self._method, request, timeout=timeout)
+                    response = await ctx.call(provider, invocation, timeout)
+            except grpc.RpcError as error:
+                first = (self._method, request, timeout, started)
+                return await first_attempt_failed_async(ctx, invocation, first, provider, error)
+            outliers = ctx.outliers
+            if outliers is not None and outliers.failing:
+                outliers.succeeded(provider.address)
+            return response
         finally:
             running.pop()
+
+    async def _general(
+        self, plan: CallPlan | None, request: Any, timeout: float | None, metadata: Any
+    ) -> Any:
+        """A plain call :meth:`_unary` does not make itself (counted in flight there): a
+        plan's routing and balancing (:meth:`_provider`) and failover's first attempt, or the
+        method's stack."""
+        provider = self._provider(plan, request, metadata)
+        if provider is None:
+            self._replan(request, metadata)
+            return await self._invoke(self._invocation(request, timeout, metadata))
+        assert plan is not None
+        if timeout is None:
+            timeout = plan.timeout
+        direct = plan.multicallables.get(provider.address)
+        if plan.observers is None:
+            return await first_attempt_async(
+                self._context, provider, self._method, request, timeout, direct=direct
+            )
+        return await self._observed(plan, provider, request, timeout, direct)
 
     async def _observed(
         self, plan: CallPlan, provider: URL, request: Any, timeout: float | None, direct: Any

@@ -34,6 +34,7 @@ __all__ = [
     "first_attempt",
     "first_attempt_async",
     "first_attempt_failed",
+    "first_attempt_failed_async",
 ]
 
 
@@ -208,12 +209,23 @@ async def first_attempt_async(
             response = await (ctx.call if call is None else call)(provider, invocation, timeout)
     except grpc.RpcError as error:
         first = (method, request, timeout, started)
-        attempts = _after_first(ctx, invocation, first, provider, error)
-        return await continue_failover_async(attempts)
+        return await first_attempt_failed_async(ctx, invocation, first, provider, error)
     outliers = ctx.outliers
     if outliers is not None and outliers.failing:
         outliers.succeeded(provider.address)
     return response
+
+
+async def first_attempt_failed_async(
+    ctx: ClusterContext,
+    invocation: Invocation | None,
+    call: tuple[str, Any, float | None, float],
+    provider: URL,
+    error: grpc.RpcError,
+) -> Any:
+    """:func:`first_attempt_failed`, each retry awaited (the asyncio stub's multicallable
+    comes here when its own first attempt failed)."""
+    return await continue_failover_async(_after_first(ctx, invocation, call, provider, error))
 
 
 async def continue_failover_async(attempts: Attempts) -> Any:
