@@ -84,6 +84,11 @@ class RetryBudget:
         #: ``clock() >= next_fold``, as :meth:`deposit` does; otherwise requests are credited
         #: to the slice of the last fold and expire early (never late).
         self.count_request: Callable[[], None] = partial(self._pending.append, None)
+        #: The requests counted since the last fold: ``requests.append(None)`` counts one,
+        #: as :attr:`count_request` does, with the same rule (fold first when ``clock() >=
+        #: next_fold``); a call path appending itself pays no ``partial`` (about 250
+        #: instructions per call less, under callgrind).
+        self.requests: list[None] = self._pending
         #: When the current slice ends (on :attr:`clock`): the next deposit after it folds.
         self.next_fold = self._origin + self._slice_width
 

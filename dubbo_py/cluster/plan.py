@@ -19,7 +19,12 @@ inputs, worked out on the first plain call:
 
 The stub's multicallable (``dubbo_py.consumer.channel``) runs the routing and balancing of a plan in
 its own frame, without an :class:`~dubbo_py.invocation.Invocation`, then calls
-``first_attempt``, which makes an invocation only when the call fails. Every call first checks
+``first_attempt``, which makes an invocation only when the call fails. An *express* plan (no
+router reading the request, no filter hooks, and the invoker's bare multicallables,
+:attr:`CallPlan.targets`, to call) is run whole in the multicallable's one frame (coroutine, for
+the asyncio flavour): its routing, its balancing (:attr:`CallPlan.only` when one provider is
+left) and ``first_attempt``'s steps written out there, the provider's gRPC multicallable called
+as a method with its headers. Every call first checks
 the plan is still current (identity checks against the context); anything a plan cannot
 express -- a router without lookups, a sticky method, a balancer without a picker for several
 candidates -- means no plan, or a fall back to ``balancer.select`` for that call, and the
@@ -198,6 +203,16 @@ class CallPlan:
     #: The filters' hooks each call runs (None: no filter, nothing to run).
     observers: PlanObservers | None = None
     picks: dict[int, Pick] = field(default_factory=dict)
+    #: The provider every call takes when no router reads the request and the folded routers
+    #: leave one (its pick never changes), else None.
+    only: URL | None = None
+    #: The invoker's bare multicallables and the headers they send, by provider address (the
+    #: invoker's own dict, see :attr:`~dubbo_py.consumer.invoker.MethodInvoker.targets`),
+    #: when a call of one is ``multicallable(request, timeout, headers)``; else None.
+    targets: dict[str, tuple[Any, Any]] | None = None
+    #: Whether the stub's multicallable runs this plan in its own frame: no router
+    #: reads the request, no filter hooks, and :attr:`targets` to call.
+    express: bool = False
 
     def pick_for(self, mask: int, now_ms: int) -> Pick:
         """The :class:`Pick` of ``mask`` at ``now_ms`` (kept for later calls, up to
@@ -259,6 +274,13 @@ def compile_plan(
     observers = None
     if call_hooks or attempt_hooks:
         observers = PlanObservers(call_hooks or (_NO_CALL,), attempt_hooks)
+    only = None
+    if not found:
+        snapshot = chain.snapshot
+        candidates = snapshot.providers if mask == snapshot.all else snapshot.select(mask)
+        if len(candidates) == 1:
+            only = candidates[0]
+    targets: dict[str, tuple[Any, Any]] | None = getattr(invoker, "targets", None)
     return CallPlan(
         chain=chain,
         balancer=ctx.balancer,
@@ -272,4 +294,7 @@ def compile_plan(
         timeout=settings.timeout,
         plain_call=getattr(invoker, "inner", invoker),
         observers=observers,
+        only=only,
+        targets=targets,
+        express=not found and observers is None and targets is not None,
     )

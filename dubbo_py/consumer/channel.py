@@ -34,12 +34,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
+from time import monotonic, time_ns
 from typing import Any, ClassVar
 
 import grpc
 
+from dubbo_py.call_errors import is_closed_channel
 from dubbo_py.cluster.plan import CallPlan
-from dubbo_py.cluster.strategies.failover import first_attempt, first_attempt_async
+from dubbo_py.cluster.strategies.failover import (
+    first_attempt,
+    first_attempt_async,
+    first_attempt_failed,
+    first_attempt_failed_async,
+)
 from dubbo_py.cluster.support.pool import LazyPool
 from dubbo_py.consumer.filters import AsyncCall, Call
 from dubbo_py.consumer.method import BoundMethod, StubChannel, StubMethod
@@ -164,45 +171,141 @@ class _MultiCallable(PlannedSite, CallForms):
         try:
             if in_flight.closing:
                 raise in_flight.refused(self._service, self._method)
-            # The attempt is failover's first_attempt: calling it rather than writing it out
-            # here measured within noise (bench/bench_client_overhead.py, 3 interleaved runs:
-            # roundrobin over 3 providers 5.1-6.2 us against 5.9-7.3 us written out, random
-            # over one 2.9-3.3 us against 2.3-3.1 us).
+            # The common call, in this one frame: plain, under a current express plan (no
+            # router reading the request, no filter hooks; dubbo_py/cluster/plan.py), nothing
+            # quarantined. The checks are PlannedSite._provider's; routing, balancing and
+            # failover's first attempt (first_attempt) are written out, since each frame of
+            # theirs cost about 700 instructions per call (bench/bench_instructions.py).
+            # Anything else takes _general, which is this method as it was before.
             plan = self._plan
-            if credentials is None and wait_for_ready is None and compression is None:
-                provider = self._provider(plan, request, metadata)
-            else:  # gRPC's per-call arguments go with the invocation, through the stack
-                options = CallOptions(credentials, wait_for_ready, compression)
-                return self._call(request, timeout, metadata, options)
-            if provider is None:
-                return self._call(request, timeout, metadata)
-            assert plan is not None
+            ctx = self._context
+            quarantine = ctx.quarantine
+            if (
+                plan is None
+                or not plan.express
+                or metadata
+                or credentials is not None
+                or wait_for_ready is not None
+                or compression is not None
+                or plan.chain is not ctx.routes.chain
+                or plan.balancer is not ctx.balancer
+                or plan.settings is not ctx.settings[self._method]
+                or plan.invoker is not ctx.call
+                or type(request) is not plan.request_type
+                or (quarantine is not None and quarantine.addresses)
+            ):
+                return self._general(
+                    request, timeout, metadata, credentials, wait_for_ready, compression
+                )
+            provider = plan.only
+            if provider is None:  # several candidates: balance (PlannedSite._provider's way)
+                mask = plan.mask
+                pick = plan.picks.get(mask)
+                now_ms = time_ns() // 1_000_000
+                if pick is None or now_ms >= pick.valid_until_ms:
+                    pick = plan.pick_for(mask, now_ms)
+                provider = pick.only
+                if provider is None:
+                    if pick.pick is None:  # a balancer without a picker
+                        provider = ctx.balancer.select(
+                            pick.candidates, Invocation(self._service, self._method, request)
+                        )
+                    else:
+                        provider = pick.pick(now_ms)
+                        if provider is None:
+                            balanced = Invocation(self._service, self._method, request)
+                            provider = plan.rebalance(mask, now_ms, balanced)
             if timeout is None:
                 timeout = plan.timeout
-            ctx = self._context
-            direct = plan.multicallables.get(provider.address)
-            observers = plan.observers
-            if observers is None:
-                return first_attempt(ctx, provider, self._method, request, timeout, direct=direct)
-            # The filters' plan hooks record what the filters would (dubbo_py/cluster/plan.py).
-            token = observers.start(provider)
+            # Failover's first attempt (first_attempt, written out): the request counted in
+            # the retry budget, the provider's multicallable called as gRPC's stub would,
+            # with its headers; a failure goes on as failover does.
+            budget = ctx.budget
+            if budget is not None:
+                # The clock read as an attribute, then called: `budget.clock()` is a method
+                # look-up CPython cannot specialise for an instance attribute.
+                clock = budget.clock
+                if clock() >= budget.next_fold:
+                    budget.fold()
+                budget.requests.append(None)
+            started = 0.0 if timeout is None else monotonic()
+            targets = plan.targets
+            assert targets is not None
             try:
-                response = first_attempt(
-                    ctx,
-                    provider,
-                    self._method,
-                    request,
-                    timeout,
-                    direct=direct,
-                    call=plan.plain_call,
-                )
-            except BaseException as error:
-                observers.finish(token, error)
-                raise
-            observers.finish(token, None)
+                made, headers = targets[provider.address]
+            except KeyError:  # not called yet, or its channel dropped: the invoker makes it
+                made = headers = None
+            invocation: Invocation | None = None
+            try:
+                if made is not None:
+                    try:
+                        # As the invoker calls it (made(request, timeout=..., metadata=...)),
+                        # as a method: no tuple and dict of arguments, no type call slot.
+                        response = made.__call__(request, timeout, headers)
+                    except ValueError as exc:
+                        if not is_closed_channel(exc):
+                            raise
+                        # The provider's channel was closed after this call picked it (it
+                        # left): the provider call below makes that a transport failure.
+                        made = None
+                if made is None:
+                    invocation = Invocation(ctx.service, self._method, request, timeout=timeout)
+                    response = ctx.call(provider, invocation, timeout)
+            except grpc.RpcError as error:
+                first = (self._method, request, timeout, started)
+                return first_attempt_failed(ctx, invocation, first, provider, error)
+            outliers = ctx.outliers
+            if outliers is not None and outliers.failing:
+                outliers.succeeded(provider.address)
             return response
         finally:
             running.pop()
+
+    def _general(
+        self,
+        request: Any,
+        timeout: float | None,
+        metadata: Metadata | None,
+        credentials: grpc.CallCredentials | None,
+        wait_for_ready: bool | None,
+        compression: grpc.Compression | None,
+    ) -> Any:
+        """A call :meth:`__call__` does not make in its own frame (counted in flight there):
+        a plan's routing and balancing (:meth:`_provider`) and failover's first attempt, or
+        the method's stack."""
+        plan = self._plan
+        if credentials is None and wait_for_ready is None and compression is None:
+            provider = self._provider(plan, request, metadata)
+        else:  # gRPC's per-call arguments go with the invocation, through the stack
+            options = CallOptions(credentials, wait_for_ready, compression)
+            return self._call(request, timeout, metadata, options)
+        if provider is None:
+            return self._call(request, timeout, metadata)
+        assert plan is not None
+        if timeout is None:
+            timeout = plan.timeout
+        ctx = self._context
+        direct = plan.multicallables.get(provider.address)
+        observers = plan.observers
+        if observers is None:
+            return first_attempt(ctx, provider, self._method, request, timeout, direct=direct)
+        # The filters' plan hooks record what the filters would (dubbo_py/cluster/plan.py).
+        token = observers.start(provider)
+        try:
+            response = first_attempt(
+                ctx,
+                provider,
+                self._method,
+                request,
+                timeout,
+                direct=direct,
+                call=plan.plain_call,
+            )
+        except BaseException as error:
+            observers.finish(token, error)
+            raise
+        observers.finish(token, None)
+        return response
 
     def _call(
         self,
@@ -374,22 +477,99 @@ class _AsyncMultiCallable(PlannedSite, AsyncCallForms):
                 raise in_flight.refused(self._service, self._method)
             if options is not None:  # gRPC's per-call arguments: through the stack
                 return await self._invoke(self._invocation(request, timeout, metadata, options))
+            # The common call in this one coroutine, as the blocking flavour's __call__ makes
+            # it (the same checks, the same routing and balancing, failover's first attempt,
+            # first_attempt_async, written out); anything else takes _general.
             plan = self._plan
-            provider = self._provider(plan, request, metadata)
-            if provider is None:
-                self._replan(request, metadata)
-                return await self._invoke(self._invocation(request, timeout, metadata))
-            assert plan is not None
+            ctx = self._context
+            quarantine = ctx.quarantine
+            if (
+                plan is None
+                or not plan.express
+                or metadata
+                or plan.chain is not ctx.routes.chain
+                or plan.balancer is not ctx.balancer
+                or plan.settings is not ctx.settings[self._method]
+                or plan.invoker is not ctx.call
+                or type(request) is not plan.request_type
+                or (quarantine is not None and quarantine.addresses)
+            ):
+                return await self._general(plan, request, timeout, metadata)
+            provider = plan.only
+            if provider is None:  # several candidates: balance (PlannedSite._provider's way)
+                mask = plan.mask
+                pick = plan.picks.get(mask)
+                now_ms = time_ns() // 1_000_000
+                if pick is None or now_ms >= pick.valid_until_ms:
+                    pick = plan.pick_for(mask, now_ms)
+                provider = pick.only
+                if provider is None:
+                    if pick.pick is None:  # a balancer without a picker
+                        provider = ctx.balancer.select(
+                            pick.candidates, Invocation(self._service, self._method, request)
+                        )
+                    else:
+                        provider = pick.pick(now_ms)
+                        if provider is None:
+                            balanced = Invocation(self._service, self._method, request)
+                            provider = plan.rebalance(mask, now_ms, balanced)
             if timeout is None:
                 timeout = plan.timeout
-            direct = plan.multicallables.get(provider.address)
-            if plan.observers is None:
-                return await first_attempt_async(
-                    self._context, provider, self._method, request, timeout, direct=direct
-                )
-            return await self._observed(plan, provider, request, timeout, direct)
+            budget = ctx.budget
+            if budget is not None:
+                clock = budget.clock  # read, then called: see the blocking __call__
+                if clock() >= budget.next_fold:
+                    budget.fold()
+                budget.requests.append(None)
+            started = 0.0 if timeout is None else monotonic()
+            targets = plan.targets
+            assert targets is not None
+            try:
+                made, headers = targets[provider.address]
+            except KeyError:  # not called yet, or forgotten: the invoker makes it
+                made = headers = None
+            invocation: Invocation | None = None
+            try:
+                if made is not None:
+                    try:
+                        response = await made.__call__(request, timeout=timeout, metadata=headers)
+                    except grpc.aio.UsageError:
+                        # The provider's channel was closed after this call picked it
+                        # (grpc.aio says so before sending anything): the provider call
+                        # below gets a fresh one.
+                        made = None
+                if made is None:
+                    invocation = Invocation(ctx.service, self._method, request, timeout=timeout)
+                    response = await ctx.call(provider, invocation, timeout)
+            except grpc.RpcError as error:
+                first = (self._method, request, timeout, started)
+                return await first_attempt_failed_async(ctx, invocation, first, provider, error)
+            outliers = ctx.outliers
+            if outliers is not None and outliers.failing:
+                outliers.succeeded(provider.address)
+            return response
         finally:
             running.pop()
+
+    async def _general(
+        self, plan: CallPlan | None, request: Any, timeout: float | None, metadata: Any
+    ) -> Any:
+        """A plain call :meth:`_unary` does not make itself (counted in flight there): a
+        plan's routing and balancing (:meth:`_provider`) and failover's first attempt, or the
+        method's stack."""
+        provider = self._provider(plan, request, metadata)
+        if provider is None:
+            self._replan(request, metadata)
+            return await self._invoke(self._invocation(request, timeout, metadata))
+        assert plan is not None
+        if timeout is None:
+            timeout = plan.timeout
+        direct = plan.multicallables.get(provider.address)
+        if plan.observers is None:
+            return await first_attempt_async(
+                self._context, provider, self._method, request, timeout, direct=direct
+            )
+        return await self._observed(plan, provider, request, timeout, direct)
 
     async def _observed(
         self, plan: CallPlan, provider: URL, request: Any, timeout: float | None, direct: Any

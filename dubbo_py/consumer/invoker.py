@@ -343,6 +343,16 @@ class MethodInvoker(InvokerBase):
         its channel is dropped)."""
         return self._callables
 
+    @property
+    def targets(self) -> dict[str, tuple[Any, Metadata]] | None:
+        """The bare multicallables and the headers each sends, by the keys of
+        :attr:`multicallables` (entries come and go with theirs), when calling one is
+        ``multicallable.__call__(request, timeout, headers)``: a method without gRPC
+        arguments of its own (``compression``); else None. A call plan calls them so, which
+        costs less than the bound callable (gRPC's multicallable is called as a method, not
+        through ``partial`` and the type's call slot)."""
+        return None if self._defaults else self._targets
+
     def no_responses(self) -> Iterator[Any]:
         """No responses: what a blocking caller of a server-streaming method iterates over."""
         return iter(())
@@ -726,6 +736,9 @@ class AsyncMethodInvoker(InvokerBase):
         self._callables: dict[str, tuple[grpc.aio.Channel, Any, Metadata, Any]] = {}
         #: What a call plan awaits: the multicallable with the provider's headers bound.
         self._direct: dict[str, Any] = {}
+        #: The same multicallables bare, with the headers they take, by the same keys (each
+        #: entry comes and goes with ``_direct``'s): see :attr:`targets`.
+        self._bare: dict[str, tuple[Any, Any]] = {}
         # Whether calls keep callables for a plan (read on every call of the general path).
         self._plain = self.plain
 
@@ -736,11 +749,21 @@ class AsyncMethodInvoker(InvokerBase):
         the pool lets its channel go)."""
         return self._direct
 
+    @property
+    def targets(self) -> dict[str, tuple[Any, Any]] | None:
+        """The bare multicallables and the headers each takes, by the keys of
+        :attr:`multicallables` (entries come and go with theirs), when awaiting one is
+        ``multicallable.__call__(request, timeout=timeout, metadata=headers)``: a method
+        without gRPC arguments of its own (``compression``); else None. A call plan calls them
+        so, which costs less than the bound callable (no ``partial`` and type call slot)."""
+        return None if self._defaults else self._bare
+
     def forget(self, addresses: Iterable[str]) -> None:
         """Drop the plan's callables of these addresses (thread-safe: each is one dict pop);
         a callable of the general path is used only with the channel that made it."""
         for address in addresses:
             self._direct.pop(address, None)
+            self._bare.pop(address, None)
 
     def no_responses(self) -> AsyncIterator[Any]:
         """No responses: what an asyncio caller of a server-streaming method iterates over."""
@@ -757,6 +780,7 @@ class AsyncMethodInvoker(InvokerBase):
         if found is not None and found[0] is channel:
             _, made, headers, sent = found
             if self._plain and key not in self._direct:  # forgotten, the channel kept
+                self._bare[key] = (made, sent)
                 self._direct[key] = partial(made, metadata=sent, **self._defaults)
             return made, headers, sent
         headers = self._caller.headers(provider)
@@ -767,6 +791,7 @@ class AsyncMethodInvoker(InvokerBase):
         )
         self._callables[key] = (channel, made, headers, sent)
         if self._plain:
+            self._bare[key] = (made, sent)
             self._direct[key] = partial(made, metadata=sent, **self._defaults)
         return made, headers, sent
 

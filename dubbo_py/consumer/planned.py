@@ -7,7 +7,9 @@ flavour's multicallable then makes failover's first attempt on it -- blocking
 (:func:`~dubbo_py.cluster.strategies.failover.first_attempt`, :mod:`dubbo_py.consumer.channel`) or
 awaited (:func:`~dubbo_py.cluster.strategies.failover.first_attempt_async`,
 :mod:`dubbo_py.consumer.channel`). Any other call takes the method's stack, compiling a plan
-first when the call is plain and none is current (:meth:`PlannedSite._replan`).
+first when the call is plain and none is current (:meth:`PlannedSite._replan`). The common
+call, under an express plan (see :mod:`dubbo_py.cluster.plan`), is made by the multicallable in
+its own frame instead, with the same checks as :meth:`PlannedSite._provider`.
 """
 
 from __future__ import annotations

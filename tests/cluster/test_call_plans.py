@@ -154,18 +154,23 @@ class Client:
         return _loop.run_until_complete(made)
 
     def serve(self, providers: tuple[URL, ...]) -> None:
-        """Give every provider a fake multicallable (what the plan calls)."""
+        """Give every provider a fake multicallable (what the plan calls): in both of the
+        invoker's dicts, as its own calls fill them (a plan without filter hooks calls the
+        bare one, with its headers: ``targets``)."""
         for url in providers:
             self.invoker.multicallables[url.address] = self._fake(url.address)
+            self.invoker.targets[url.address] = (self._fake(url.address), ())
 
     def _fake(self, address: str) -> Callable[..., Any]:
         if self.asyncio:
 
-            async def awaited(request: Any, timeout: float | None = None) -> Any:
+            async def awaited(
+                request: Any, timeout: float | None = None, metadata: Any = None
+            ) -> Any:
                 return self.answer("plan", address)
 
             return awaited
-        return lambda request, timeout=None: self.answer("plan", address)
+        return lambda request, timeout=None, metadata=None: self.answer("plan", address)
 
     def answer(self, path: str, address: str) -> Any:
         self.attempts.append((path, address))
@@ -424,11 +429,39 @@ def test_an_asyncio_plan_whose_channel_was_closed_calls_through_the_invoker() ->
     hello = greeter_pb2.HelloRequest(name="x")
     client.say_hello(hello)  # compiles the plan
 
-    def closed(request: Any, timeout: float | None = None) -> Any:
+    def closed(request: Any, timeout: float | None = None, metadata: Any = None) -> Any:
         raise grpc.aio.UsageError("Channel is closed.")
 
     # The provider's channel was closed after the plan picked it (grpc.aio says so before
     # sending): the call goes to the invoker, which opens a fresh one, and does not fail.
     client.invoker.multicallables[providers[0].address] = closed
+    client.invoker.targets[providers[0].address] = (closed, ())
     assert client.say_hello(hello).provider == providers[0].address
     assert client.attempts[-1] == ("strategy", providers[0].address)
+
+
+@pytest.mark.parametrize(
+    "wording", ["Cannot invoke RPC: Channel closed!", "Cannot invoke RPC on closed channel!"]
+)
+def test_a_blocking_plan_whose_channel_was_closed_calls_through_the_invoker(wording: str) -> None:
+    providers = urls(1)
+    client = Client(Routes(bind(providers)), RoundRobinLoadBalance())
+    client.serve(providers)
+    hello = greeter_pb2.HelloRequest(name="x")
+    client.say_hello(hello)  # compiles the plan
+    client.say_hello(hello)
+    assert client.attempts[-1] == ("plan", providers[0].address)
+
+    def closed(request: Any, timeout: float | None = None, metadata: Any = None) -> Any:
+        raise ValueError(wording)
+
+    # grpcio raises a bare ValueError for a call on a closed channel (the provider left after
+    # the plan picked it): the call goes to the invoker, which opens a fresh one.
+    client.invoker.targets[providers[0].address] = (closed, ())
+    assert client.say_hello(hello).provider == providers[0].address
+    assert client.attempts[-1] == ("strategy", providers[0].address)
+    # Any other ValueError is the caller's.
+    client.invoker.targets[providers[0].address] = (closed, ())
+    wording = "invalid literal"
+    with pytest.raises(ValueError, match="invalid literal"):
+        client.say_hello(hello)

@@ -33,6 +33,8 @@ __all__ = [
     "failover_async",
     "first_attempt",
     "first_attempt_async",
+    "first_attempt_failed",
+    "first_attempt_failed_async",
 ]
 
 
@@ -103,11 +105,13 @@ def first_attempt(
     filters (:attr:`~dubbo_py.cluster.plan.CallPlan.plain_call`), so it is not recorded twice."""
     budget = ctx.budget
     if budget is not None:
-        # budget.deposit() written out (RetryBudget.count_request's protocol): one Python
-        # frame less on every call.
-        if budget.clock() >= budget.next_fold:
+        # budget.deposit() written out (the Budget protocol's requests): one Python frame
+        # less on every call; the clock read, then called (a method look-up of an instance
+        # attribute is not specialised).
+        clock = budget.clock
+        if clock() >= budget.next_fold:
             budget.fold()
-        budget.count_request()
+        budget.requests.append(None)
     started = 0.0 if timeout is None else monotonic()
     try:
         if direct is not None:
@@ -125,13 +129,27 @@ def first_attempt(
             response = (ctx.call if call is None else call)(provider, invocation, timeout)
     except grpc.RpcError as error:
         # Everything past the first attempt lives apart, off the path of calls that succeed.
-        first = (method, request, timeout, started)
-        attempts = _after_first(ctx, invocation, first, provider, error)
-        return continue_failover(attempts)
+        return first_attempt_failed(
+            ctx, invocation, (method, request, timeout, started), provider, error
+        )
     outliers = ctx.outliers
     if outliers is not None and outliers.failing:
         outliers.succeeded(provider.address)
     return response
+
+
+def first_attempt_failed(
+    ctx: ClusterContext,
+    invocation: Invocation | None,
+    call: tuple[str, Any, float | None, float],
+    provider: URL,
+    error: grpc.RpcError,
+) -> Any:
+    """Failover after a blocking first attempt on ``provider`` failed with ``error`` (the
+    request already counted in the retry budget): the failure recorded, then the retries.
+    ``invocation`` and ``call`` as :func:`_after_first` takes them (the blocking stub's
+    multicallable makes the first attempt of a plain call itself, then comes here)."""
+    return continue_failover(_after_first(ctx, invocation, call, provider, error))
 
 
 def continue_failover(attempts: Attempts) -> Any:
@@ -172,9 +190,10 @@ async def first_attempt_async(
     call."""
     budget = ctx.budget
     if budget is not None:
-        if budget.clock() >= budget.next_fold:  # budget.deposit(), written out
+        clock = budget.clock
+        if clock() >= budget.next_fold:  # budget.deposit(), written out
             budget.fold()
-        budget.count_request()
+        budget.requests.append(None)
     started = 0.0 if timeout is None else monotonic()
     try:
         if direct is not None:
@@ -190,12 +209,23 @@ async def first_attempt_async(
             response = await (ctx.call if call is None else call)(provider, invocation, timeout)
     except grpc.RpcError as error:
         first = (method, request, timeout, started)
-        attempts = _after_first(ctx, invocation, first, provider, error)
-        return await continue_failover_async(attempts)
+        return await first_attempt_failed_async(ctx, invocation, first, provider, error)
     outliers = ctx.outliers
     if outliers is not None and outliers.failing:
         outliers.succeeded(provider.address)
     return response
+
+
+async def first_attempt_failed_async(
+    ctx: ClusterContext,
+    invocation: Invocation | None,
+    call: tuple[str, Any, float | None, float],
+    provider: URL,
+    error: grpc.RpcError,
+) -> Any:
+    """:func:`first_attempt_failed`, each retry awaited (the asyncio stub's multicallable
+    comes here when its own first attempt failed)."""
+    return await continue_failover_async(_after_first(ctx, invocation, call, provider, error))
 
 
 async def continue_failover_async(attempts: Attempts) -> Any:

@@ -99,7 +99,8 @@ class Budget(Protocol):
     """The retry budget: retries are limited to a fraction of recent requests.
 
     Failover's first attempt counts its request without a frame of the budget's own:
-    ``if clock() >= next_fold: fold()``, then ``count_request()`` -- what :meth:`deposit`
+    ``if clock() >= next_fold: fold()``, then ``count_request()`` (or
+    ``requests.append(None)``) -- what :meth:`deposit`
     does (:class:`~dubbo_py.cluster.budget.RetryBudget`)."""
 
     #: The clock the budget reads (seconds, monotonic).
@@ -108,6 +109,9 @@ class Budget(Protocol):
     next_fold: float
     #: Counts one request (a C-level call), after :meth:`fold` when ``clock() >= next_fold``.
     count_request: Callable[[], None]
+    #: What :attr:`count_request` appends to: ``requests.append(None)`` counts one request
+    #: the same way, without a call of its own (the blocking stub's call path does that).
+    requests: list[None]
 
     def deposit(self) -> None:
         """Count one request."""
