@@ -221,3 +221,50 @@ def test_both_sides_write_the_same_application_level_layout_on_nacos(
     # Neither Java provider wrote an interface-level service (register mode instance).
     providers = store.children("/dubbo/demo.Greeter/providers")
     assert all(f"application%3D{PY_APP}%26" in node for node in providers), providers
+
+
+def test_dubbo_3_3_defaults_on_nacos_a_java_all_mode_provider_and_application_first_consumers(
+    address: str, estate_group: str, store: NacosStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Dubbo 3.3's defaults on both sides: a Java provider in register mode `all` (both levels)
+    # and consumers in APPLICATION_FIRST (the Java consumer without a step, a dubbo-py
+    # Application without one), in a group of their own beside a dubbo-py provider in `all`.
+    group = f"{estate_group}-all"
+    cache = tmp_path_factory.mktemp("nacos-app-all") / "cache.json"
+    with (
+        JavaProvider(
+            "--registry", address, "--application", "java-nacos-app-all", "--name", "j3",
+            "--version", VERSION, "--group", group,
+        ) as java,
+        dubbo_py.Application("py-nacos-app-all", address, cache_path=cache) as py_app,
+        JavaConsumer(
+            "--registry", address, "--application", "java-nacos-app-first",
+            "--version", VERSION, "--group", group,
+        ) as java_consumer,
+        dubbo_py.Application("py-nacos-app-first", address, cache_path=cache.with_suffix(".c"))
+        as consumer_app,
+    ):  # fmt: skip
+
+        @dubbo_py.service(version=VERSION, group=group)
+        class Greeter(greeter_pb2_grpc.GreeterServicer):
+            def SayHello(self, request: Any, context: Any) -> Any:
+                return greeter_pb2.HelloReply(message=f"p3: hello {request.name}")
+
+        py_app.start(Greeter(), port=0, bind_host="127.0.0.1")
+        both = {"j3", "p3"}
+        until(lambda: set(java_served(java_consumer, CALLS)) == both, "Java calls both", 30)
+        greeter = consumer_app.reference(
+            greeter_pb2_grpc.GreeterStub, version=VERSION, group=group, timeout=5.0
+        )
+        until(lambda: set(py_served(greeter, CALLS)) == both, "dubbo-py calls both", 30)
+        level = consumer_app.application_level
+        assert level is not None
+        steps = {(c.step.value, c.level) for u, c in level.choices() if u.get_str("group")}
+        assert steps == {("APPLICATION_FIRST", "application")}, steps
+        # The Java provider wrote both levels: its interface-level URL and its instance.
+        providers = store.children("/dubbo/demo.Greeter/providers")
+        assert any(
+            "application%3Djava-nacos-app-all%26" in node and java.address.split(":")[1] in node
+            for node in providers
+        ), providers
+        assert store.children("/services/java-nacos-app-all") == [java.address]
