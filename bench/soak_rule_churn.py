@@ -4,8 +4,9 @@
     python bench/soak_rule_churn.py --seconds 150 --registry embedded --flavour both \
         --kinds condition,tag,override
     python bench/soak_rule_churn.py --seconds 20 --kinds condition,blackhole   # sees failures
+    python bench/soak_rule_churn.py --seconds 120 --registry nacos   # the test Nacos server
 
-Starts its own ZooKeeper (or embedded registry), two stable providers and one that restarts,
+Starts its own ZooKeeper (or embedded registry, or the test Nacos server), two stable providers and one that restarts,
 a consumer with ``--workers`` threads or tasks calling with a ``tenant`` attachment and a varying
 argument, and an operator process rewriting rules straight in the registry (see
 ``tests/support/churn.py``). Prints the totals, each distinct failure (status and message) with
@@ -33,7 +34,9 @@ from tests.support.zookeeper import ZooKeeperServer  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=150.0)
-    parser.add_argument("--registry", choices=("zookeeper", "embedded"), default="zookeeper")
+    parser.add_argument(
+        "--registry", choices=("zookeeper", "embedded", "nacos"), default="zookeeper"
+    )
     parser.add_argument(
         "--flavour", default="blocking", help="blocking, asyncio, or both (one reference each)"
     )
@@ -45,10 +48,22 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         zk = ZooKeeperServer() if args.registry == "zookeeper" else None
+        nacos = None
+        if args.registry == "nacos":
+            from tests.support.nacos import NacosServer
+
+            nacos = NacosServer()
         try:
             if zk is not None:
                 zk.start()
                 registry = f"zookeeper://{zk.address}/soak-{uuid.uuid4().hex[:8]}"
+            elif nacos is not None:
+                nacos.start()
+                # Interface level, as the ZooKeeper soak reads providers; a namespace of its own.
+                registry = (
+                    f"nacos://{nacos.address}?namespace=soak-{uuid.uuid4().hex[:8]}"
+                    "&register-mode=interface"
+                )
             else:
                 registry = f"sqlite://{tmp}/registry.db"
             result = run_churn(
@@ -66,6 +81,8 @@ def main() -> int:
         finally:
             if zk is not None:
                 zk.close()
+            if nacos is not None:
+                nacos.close()
     print(f"{args.registry} {args.flavour}: {result.summary()}")
     kinds = collections.Counter((f.status, f.message) for f in result.failures)
     for (status, message), count in kinds.most_common():

@@ -31,6 +31,7 @@ from dubbo_py.qos.provider import AsyncProviderObserver, ProviderObserver, handl
 from dubbo_py.registry.fanout import FanOutRegistry
 from dubbo_py.registry.local_host import ENV_IP_TO_BIND, LOOPBACK, provider_hosts
 from dubbo_py.registry.registry import Registry
+from dubbo_py.registry.store.kinds import DEFAULT_UNREGISTER_NOTICE, STORES
 from dubbo_py.url import URL
 
 __all__ = ["Serving"]
@@ -111,7 +112,7 @@ class Serving:
         bind_host: str | None = None,
         max_workers: int = 32,
         credentials: grpc.ServerCredentials | None = None,
-        unregister_wait: float = 0.5,
+        unregister_wait: float | None = None,
         tls: ServerTLS | None = None,
         reflection: bool | None = None,
         interceptors: Sequence[grpc.ServerInterceptor] = (),
@@ -155,13 +156,26 @@ class Serving:
         except OSError as exc:
             raise _bind_error(exc, listen) from exc
 
-    def _started(self, exported: _S, servers: list[_S], unregister_wait: float) -> _S:
+    def _started(self, exported: _S, servers: list[_S], unregister_wait: float | None) -> _S:
         """Keep ``exported`` in ``servers`` (its flavour's) and say the provider is ready."""
-        exported.unregister_wait = unregister_wait
+        exported.unregister_wait = (
+            self._unregister_notice() if unregister_wait is None else unregister_wait
+        )
         with self._lock:
             servers.append(exported)
         self._provider_ready(exported.address, exported.urls)
         return exported
+
+    def _unregister_notice(self) -> float:
+        """How long a stopping provider waits after unregistering, by default: the longest its
+        registries' consumers may take to see it gone (:attr:`StoreKind.unregister_notice
+        <dubbo_py.registry.store.kinds.StoreKind.unregister_notice>`)."""
+        notices = [
+            STORES[b.address.kind].unregister_notice
+            for b in self._app.bindings
+            if b.config.register and b.address.kind in STORES
+        ]
+        return max(notices, default=DEFAULT_UNREGISTER_NOTICE)
 
     def _provider_ready(self, address: str, urls: list[URL]) -> None:
         self.access_logs.served(urls)
@@ -297,7 +311,7 @@ class Serving:
         host: str | None = None,
         bind_host: str | None = None,
         credentials: grpc.ServerCredentials | None = None,
-        unregister_wait: float = 0.5,
+        unregister_wait: float | None = None,
         tls: ServerTLS | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> AsyncExportedServer:

@@ -13,7 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["STORES", "StoreKind"]
+__all__ = ["DEFAULT_UNREGISTER_NOTICE", "STORES", "StoreKind"]
+
+#: :attr:`StoreKind.unregister_notice` of a store whose watches fire at once.
+DEFAULT_UNREGISTER_NOTICE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,11 @@ class StoreKind:
     #: The ``?name=value`` options its addresses take (``etcds://``: the TLS files;
     #: ``nacos://``: the namespace and the naming group).
     options: frozenset[str] = frozenset()
+    #: How long a provider waits, once unregistered, before it stops serving: the time its
+    #: consumers may take to see it gone. A ZooKeeper or etcd watch fires within
+    #: milliseconds; a Nacos consumer hears the naming push or polls the service (every
+    #: 0.5 s), and a push took up to ~1.4 s under load here (docs/registry.md, "Nacos").
+    unregister_notice: float = DEFAULT_UNREGISTER_NOTICE
 
     @property
     def networked(self) -> bool:
@@ -60,6 +68,7 @@ STORES: Mapping[str, StoreKind] = MappingProxyType(
                 "dubbo_py.registry.store.nacos.store:NacosStore",
                 8848,
                 frozenset({"namespace", "group", "username", "password"}),
+                unregister_notice=2.0,
             ),
             StoreKind("sqlite", "dubbo_py.registry.store.embedded:EmbeddedStore", None),
         )
