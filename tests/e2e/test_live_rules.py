@@ -20,6 +20,10 @@ from tests.support.processes import ProviderProcess
 # measured by bench/bench_push_latency.py. What the test asserts exactly is behaviour: every
 # call that starts after the consumer swapped in the new routing obeys it, and none fails.
 APPLY_BOUND = 2.0
+#: Calls each phase (before the rule, under it, after its delete) is judged on; a phase lasts
+#: until that many started in it (within PHASE_BOUND s), not a fixed time.
+WINDOW_CALLS = 60
+PHASE_BOUND = 20.0
 
 
 def _scenario(
@@ -46,15 +50,25 @@ def _scenario(
         ref.directory.add_listener(lambda _chain: swaps.append(time.monotonic()))
         request = greeter_pb2.HelloRequest(name="load")
         with Load(lambda: ref.stub.SayHello(request).provider, threads=2) as load:
-            time.sleep(0.5)
+
+            def calls_since(since: float) -> Callable[[], bool]:
+                # Enough calls started in a phase to judge it: 2**-WINDOW_CALLS is the chance
+                # round robin puts them all on one of two providers by accident.
+                return lambda: len(load.between(since)) >= WINDOW_CALLS
+
+            wait_until(calls_since(0.0), PHASE_BOUND, "calls before the rule")
             pushed = time.monotonic()
             key = push(registry, p1, p2)
             wait_until(lambda: any(t >= pushed for t in swaps), APPLY_BOUND, "the rule applied")
-            time.sleep(1.0)
+            wait_until(
+                calls_since(min(t for t in swaps if t >= pushed)), PHASE_BOUND, "calls under it"
+            )
             deleted = time.monotonic()
             registry.delete_config(key)
             wait_until(lambda: any(t >= deleted for t in swaps), APPLY_BOUND, "the rule removed")
-            time.sleep(1.0)
+            wait_until(
+                calls_since(min(t for t in swaps if t >= deleted)), PHASE_BOUND, "calls after it"
+            )
         applied = min(t for t in swaps if t >= pushed)
         removed = min(t for t in swaps if t >= deleted)
         errors = [s for s in load.samples if s.error]

@@ -38,6 +38,7 @@ class Peer:
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
             [sys.executable, str(PEER), role, "--registry", registry, "--spans", str(spans), *args],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -64,6 +65,11 @@ class Peer:
     def line(self, prefix: str) -> str | None:
         return next((x for x in self.lines if x.startswith(prefix + " ")), None)
 
+    def finish(self) -> None:
+        """Close the peer's standard input (a ``--until-stdin-closes`` consumer stops calling)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
     def done(self, timeout: float = 120) -> tuple[int, int]:
         """(succeeded, failed) once a consumer printed DONE."""
         wait_until(lambda: self.line("DONE") is not None, timeout, f"DONE\n{self.output}")
@@ -81,6 +87,8 @@ class Peer:
         return sample(get(self.qos, "/metrics")[1], name, **labels)
 
     def stop(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
@@ -156,7 +164,8 @@ def test_offline_drains_a_provider_under_load_and_online_brings_it_back(
 ) -> None:
     first = peers("provider", "--application", "greeter-a", "--delay", "0.005")
     second = peers("provider", "--application", "greeter-b", "--delay", "0.005")
-    consumer = peers("consumer", "--seconds", "14")
+    # Calls until the test has seen the provider back (60 s: a bound, never reached).
+    consumer = peers("consumer", "--seconds", "60", "--until-stdin-closes")
 
     def served(peer: Peer) -> float:
         return peer.metric("dubbo_provider_requests_total", **LABELS)
@@ -174,6 +183,7 @@ def test_offline_drains_a_provider_under_load_and_online_brings_it_back(
     assert get(first.qos, "/ready") == (200, "true")
     wait_until(lambda: served(first) > drained + 20, 20, "calls to the provider back online")
 
+    consumer.finish()
     succeeded, failed = consumer.done(timeout=60)
     assert failed == 0, consumer.output
     assert succeeded > 0

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from demo import greeter_pb2, greeter_pb2_grpc
@@ -33,6 +34,21 @@ pytestmark = pytest.mark.zookeeper
 VERSION = "1.0.0"
 CALLS = 40  # 2 providers, random choice on the Java side: both are reached unless one is out
 BOTH = {"jp", "pp"}
+
+
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+
+
+def _side_by_side(
+    first: Callable[[], A], second: Callable[[], B], third: Callable[[], C]
+) -> tuple[A, B, C]:
+    """The three consumers' looks at once (each drives its own process or reference), so a
+    look takes as long as the slowest one rather than their sum; an error of any is raised."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        one, two, three = pool.submit(first), pool.submit(second), pool.submit(third)
+        return one.result(), two.result(), three.result()
 
 
 class GoDiffers(AssertionError):
@@ -72,18 +88,27 @@ class Estate:
     def reached(self, **attachments: str) -> tuple[set[str], set[str], set[str]]:
         """The labels of the providers that answered CALLS calls of each consumer: Java,
         dubbo-py and dubbo-go (empty while the module has no Go consumer)."""
-        assert self.java is not None
-        result = self.java.call(CALLS, name="gov", **attachments)
-        java = set(result["ok"]) | {f"error: {e}" for e in result["errors"]}
+        java_consumer = self.java
+        assert java_consumer is not None
         metadata = tuple(attachments.items())
-        py: set[str] = set()
-        for _ in range(CALLS):
-            try:
-                reply = self.py.SayHello(greeter_pb2.HelloRequest(name="gov"), metadata=metadata)
-                py.add(reply.message.split(":", 1)[0])
-            except Exception as error:  # a failed call is a result here
-                py.add(f"error: {type(error).__name__}")
-        return java, py, self.go_reached(**attachments)
+
+        def java_reached() -> set[str]:
+            result = java_consumer.call(CALLS, name="gov", **attachments)
+            return set(result["ok"]) | {f"error: {e}" for e in result["errors"]}
+
+        def py_reached() -> set[str]:
+            py: set[str] = set()
+            for _ in range(CALLS):
+                try:
+                    reply = self.py.SayHello(
+                        greeter_pb2.HelloRequest(name="gov"), metadata=metadata
+                    )
+                    py.add(reply.message.split(":", 1)[0])
+                except Exception as error:  # a failed call is a result here
+                    py.add(f"error: {type(error).__name__}")
+            return py
+
+        return _side_by_side(java_reached, py_reached, lambda: self.go_reached(**attachments))
 
     def go_reached(self, **attachments: str) -> set[str]:
         """The labels that answered CALLS calls of the dubbo-go consumer."""
@@ -585,17 +610,25 @@ def _peer_outcome(result: dict[str, Any]) -> tuple[str, object]:
 
 def _slow_calls(estate: Estate, calls: int = 2) -> dict[str, tuple[str, object]]:
     """Each consumer's :func:`_outcome` of ``calls`` calls that take 0.8 s."""
-    assert estate.java is not None and estate.go is not None
-    java = _peer_outcome(estate.java.call(calls, name=SLOW))
-    go = _peer_outcome(estate.go.call(calls, name=SLOW))
-    py_ok, py_errors = 0, []
-    for _ in range(calls):
-        try:
-            estate.py.SayHello(greeter_pb2.HelloRequest(name=SLOW))
-            py_ok += 1
-        except Exception as error:  # a failed call is a result here
-            py_errors.append(type(error).__name__)
-    return {"java": java, "py": _outcome(py_ok, len(py_errors), py_errors), "go": go}
+    java_consumer, go_consumer = estate.java, estate.go
+    assert java_consumer is not None and go_consumer is not None
+
+    def py_outcome() -> tuple[str, object]:
+        py_ok, py_errors = 0, []
+        for _ in range(calls):
+            try:
+                estate.py.SayHello(greeter_pb2.HelloRequest(name=SLOW))
+                py_ok += 1
+            except Exception as error:  # a failed call is a result here
+                py_errors.append(type(error).__name__)
+        return _outcome(py_ok, len(py_errors), py_errors)
+
+    java, py, go = _side_by_side(
+        lambda: _peer_outcome(java_consumer.call(calls, name=SLOW)),
+        py_outcome,
+        lambda: _peer_outcome(go_consumer.call(calls, name=SLOW)),
+    )
+    return {"java": java, "py": py, "go": go}
 
 
 def _kinds(outcomes: dict[str, tuple[str, object]]) -> dict[str, str]:

@@ -393,7 +393,9 @@ def test_hostile_bytes_fail_the_call_cleanly(reply: Any, then_close: bool) -> No
 
         async with serving(hostile) as (_server, connection):
             with contextlib.suppress(DubboCallError, JavaException):
-                await call(connection, "x", timeout=0.3)
+                # Most replies are incomplete and the provider stays silent: the call ends
+                # by its timeout, which is waited out once per example (kept short).
+                await call(connection, "x", timeout=0.1)
             assert connection.pending == 0
 
     asyncio.run(main())

@@ -6,10 +6,11 @@ in-memory exporter), for the observability end-to-end tests.
     python tests/support/observed_peer.py consumer --registry R --spans FILE --seconds S
 
 Both print ``READY <grpc address or -> <qos port>`` once serving. The consumer makes its calls
-inside one ``checkout`` span (``--calls``) or keeps calling from 4 threads for ``--seconds``,
-then prints ``DONE <succeeded> <failed>`` and keeps its QoS port open until killed. Finished spans
-are written to ``--spans`` as JSON lines (name, kind, trace and span ids, parent), rewritten
-whenever new spans finish.
+inside one ``checkout`` span (``--calls``) or keeps calling from 4 threads for ``--seconds``
+(or until its standard input closes, with ``--until-stdin-closes``), then prints
+``DONE <succeeded> <failed>`` and keeps its QoS port open until killed. Finished spans are written
+to ``--spans`` as JSON lines (name, kind, trace and span ids, parent), rewritten whenever new
+spans finish.
 """
 
 from __future__ import annotations
@@ -109,9 +110,14 @@ def run_consumer(args: argparse.Namespace) -> None:
                 one()
     else:
         deadline = time.monotonic() + args.seconds
+        finished = threading.Event()
+        if args.until_stdin_closes:
+            # The test says when it has seen what it waits for: the calls end then (or at the
+            # deadline, a bound), not after a fixed time sized for a loaded machine.
+            threading.Thread(target=lambda: (sys.stdin.read(), finished.set()), daemon=True).start()
 
         def loop() -> None:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not finished.is_set():
                 one()
 
         workers = [threading.Thread(target=loop) for _ in range(4)]
@@ -131,6 +137,11 @@ def main() -> None:
     parser.add_argument("--application", default="greeter")
     parser.add_argument("--calls", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=0.0)
+    parser.add_argument(
+        "--until-stdin-closes",
+        action="store_true",
+        help="with --seconds: also stop calling once standard input is closed",
+    )
     parser.add_argument("--delay", type=float, default=0.0)
     args = parser.parse_args()
     setup_tracing(args.spans)
