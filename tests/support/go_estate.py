@@ -1,9 +1,9 @@
 """dubbo-go 3.3 processes (tests/peers/go/estate) as the other side of live tests.
 
 ``GoProvider``, ``GoUserService`` and ``GoConsumer`` run the peer's ``provider``,
-``userservice`` and ``consumer`` binaries from its cached build, with the Java estate peer's command line and stdin contract: stdout carries only
-the READY and RESULT lines, dubbo-go's logs go to a file named in every failure.
-(``userservice``'s stdout has only the READY line.)
+``userservice`` and ``consumer`` binaries from its cached build, with the Java estate peer's
+command line and stdin contract: stdout carries only the READY and RESULT lines (only READY for
+``userservice``), dubbo-go's logs go to a file named in every failure.
 """
 
 from __future__ import annotations
