@@ -1,8 +1,9 @@
 """dubbo-go 3.3 processes (tests/peers/go/estate) as the other side of live tests.
 
-``GoProvider`` and ``GoConsumer`` run the peer's ``provider`` / ``consumer`` binaries from its
-cached build, with the Java estate peer's command line and stdin contract: stdout carries only
-the READY and RESULT lines, dubbo-go's logs go to a file named in every failure.
+``GoProvider``, ``GoUserService`` and ``GoConsumer`` run the peer's ``provider``,
+``userservice`` and ``consumer`` binaries from its cached build, with the Java estate peer's
+command line and stdin contract: stdout carries only the READY and RESULT lines (only READY for
+``userservice``), dubbo-go's logs go to a file named in every failure.
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ class GoProvider(JavaProvider):
 
     def command_line(self) -> list[str]:
         return [str(go_peer().binary("provider")), *self.args]
+
+
+class GoUserService(JavaProvider):
+    """``userservice``: the Java-interface service estate.UserService exported over dubbo-go's
+    ``dubbo`` protocol with hessian2 by dubbo-go 3.3.2, registered at interface level."""
+
+    main_class = "go estate userservice"
+
+    def command_line(self) -> list[str]:
+        return [str(go_peer().binary("userservice")), *self.args]
 
 
 class GoConsumer(JavaConsumer):

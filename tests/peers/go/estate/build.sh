@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the dubbo-go 3.3 live-estate peer into OUT (OUT/provider and OUT/consumer).
+# Builds the dubbo-go 3.3 live-estate peer into OUT (OUT/provider, OUT/consumer and
+# OUT/userservice, estate.UserService over dubbo/hessian2 for generic calls).
 # demo/*.go are generated from protos/demo/greeter.proto and committed (see demo/README.md):
 # dubbo-go's Triple generator is not served by the Go module proxy, so a build needs only Go.
 # Modules come from the Go module proxy into the module cache (~/go/pkg/mod) once.
@@ -12,3 +13,4 @@ export GOFLAGS=-mod=mod
 mkdir -p "$out"
 go build -o "$out/provider" ./cmd/provider
 go build -o "$out/consumer" ./cmd/consumer
+go build -o "$out/userservice" ./cmd/userservice

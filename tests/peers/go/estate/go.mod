@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	dubbo.apache.org/dubbo-go/v3 v3.3.2
+	github.com/apache/dubbo-go-hessian2 v1.12.5
 	google.golang.org/protobuf v1.36.6
 )
 
@@ -18,7 +19,6 @@ require (
 	github.com/aliyun/alibabacloud-dkms-gcs-go-sdk v0.2.2 // indirect
 	github.com/aliyun/alibabacloud-dkms-transfer-go-sdk v0.1.7 // indirect
 	github.com/apache/dubbo-getty v1.4.10 // indirect
-	github.com/apache/dubbo-go-hessian2 v1.12.5 // indirect
 	github.com/apolloconfig/agollo/v4 v4.4.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bits-and-blooms/bitset v1.2.0 // indirect
