@@ -6,7 +6,8 @@
     python bench/soak_rule_churn.py --seconds 20 --kinds condition,blackhole   # sees failures
     python bench/soak_rule_churn.py --seconds 120 --registry nacos   # the test Nacos server
 
-Starts its own ZooKeeper (or embedded registry, or the test Nacos server), two stable providers and one that restarts,
+Starts its own ZooKeeper (or embedded registry, or the test Nacos server), two stable providers
+and one that restarts,
 a consumer with ``--workers`` threads or tasks calling with a ``tenant`` attachment and a varying
 argument, and an operator process rewriting rules straight in the registry (see
 ``tests/support/churn.py``). Prints the totals, each distinct failure (status and message) with
