@@ -173,6 +173,14 @@ class DubboConnection:
         data = encode_frame(
             Frame(request=True, request_id=request_id, body=body), max_payload=self._max_payload
         )
+        return await self._exchange(request_id, data, timeout, "response", named=True)
+
+    async def _exchange(
+        self, request_id: int, data: bytes, timeout: float | None, what: str, *, named: bool
+    ) -> Frame:
+        """Write ``data`` (a two-way frame of ``request_id``) and wait for its answer within
+        ``timeout`` s, else DubboTimeoutError saying no ``what`` came (naming the request id
+        when ``named``)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Frame] = loop.create_future()
         self._pending[request_id] = future
@@ -181,7 +189,9 @@ class DubboConnection:
         timer = (
             None
             if timeout is None
-            else loop.call_later(timeout, _expire, future, self.address, timeout, request_id)
+            else loop.call_later(
+                timeout, _expire, future, what, self.address, timeout, request_id if named else None
+            )
         )
         try:
             await self._write(data)
@@ -275,23 +285,8 @@ class DubboConnection:
         if self._closed is not None:
             raise self._closed
         request_id = _IDS.next()
-        future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        try:
-            await self._write(encode_frame(heartbeat_request(request_id)))
-            await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError as error:
-            if self._closed is not None:
-                raise self._closed from None
-            raise DubboTimeoutError(
-                f"no heartbeat answer from dubbo://{self.address} within {timeout:g} s"
-            ) from error
-        finally:
-            self._pending.pop(request_id, None)
-            if not future.done():
-                future.cancel()
-            elif not future.cancelled():
-                future.exception()
+        heartbeat = encode_frame(heartbeat_request(request_id))
+        await self._exchange(request_id, heartbeat, timeout, "heartbeat answer", named=False)
 
     async def invoke(
         self,
@@ -473,13 +468,15 @@ def _settle(
         pass  # cancelled by its caller between the check and now
 
 
-def _expire(future: asyncio.Future[Frame], address: str, timeout: float, request_id: int) -> None:
-    """A request's timer: its call fails with DubboTimeoutError unless answered meanwhile."""
+def _expire(
+    future: asyncio.Future[Frame], what: str, address: str, timeout: float, request_id: int | None
+) -> None:
+    """A request's timer: its call fails with DubboTimeoutError unless answered meanwhile (the
+    message made here, only when it is needed)."""
     if not future.done():
+        named = "" if request_id is None else f" (request {request_id})"
         future.set_exception(
-            DubboTimeoutError(
-                f"no response from dubbo://{address} within {timeout:g} s (request {request_id})"
-            )
+            DubboTimeoutError(f"no {what} from dubbo://{address} within {timeout:g} s{named}")
         )
 
 
