@@ -22,10 +22,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dubbo_py.cluster.budget import RetryBudget
-from dubbo_py.cluster.loadbalance import RandomLoadBalance, RoundRobinLoadBalance
+from dubbo_py.cluster.loadbalance import (
+    LOADBALANCE_NAMES,
+    RoundRobinLoadBalance,
+    get_loadbalance,
+)
 from dubbo_py.cluster.loadbalance.base import LoadBalance
 from dubbo_py.cluster.method_settings import MethodSettings, SettingsTable
 from dubbo_py.cluster.quarantine import Quarantine
+from dubbo_py.cluster.stats import CallStats
 from dubbo_py.cluster.strategies.failover import failover, failover_async
 from dubbo_py.cluster.support.context import ClusterContext
 from dubbo_py.consumer.channel import AsyncClusterChannel, ClusterChannel
@@ -228,7 +233,7 @@ provider_lists = st.lists(
     providers=provider_lists,
     rules=st.lists(st.tuples(st.sampled_from(WHEN), st.sampled_from(THEN)), max_size=3),
     as_set=st.booleans(),
-    balancer=st.sampled_from(["roundrobin", "random"]),
+    balancer=st.sampled_from(LOADBALANCE_NAMES),
     names=st.lists(st.sampled_from(["vip", "vic", "bob", ""]), min_size=1, max_size=12),
 )
 def test_a_planned_call_reaches_what_failover_reaches(
@@ -244,9 +249,10 @@ def test_a_planned_call_reaches_what_failover_reaches(
     seed = random.randrange(2**32)
 
     def make() -> LoadBalance:
-        if balancer == "roundrobin":
-            return RoundRobinLoadBalance()
-        return RandomLoadBalance(random.Random(seed))
+        # Every balancer, each side with its own statistics and an equally seeded generator:
+        # the random and round-robin ones run as the plan's pickers, the others through
+        # ``balancer.select`` from the plan (on the express path too).
+        return get_loadbalance(balancer, stats=CallStats(), rng=random.Random(seed))
 
     client = Client(Routes(chain), make(), flavour)
     client.serve(tuple(providers))
