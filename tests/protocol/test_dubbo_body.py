@@ -19,6 +19,7 @@ from dubbo_py.protocol.dubbo.body import (
     parameter_types_desc,
 )
 from dubbo_py.protocol.serialization.hessian2 import JavaLong, JavaObject, dumps
+from dubbo_py.protocol.serialization.hessian2.errors import Hessian2DecodeError
 from tests.support.peers import ensure_built
 from tests.support.processes import start_ready
 
@@ -101,3 +102,28 @@ def test_response_bodies_round_trip_and_malformed_ones_are_named() -> None:
         decode_response_body(dumps(5, []))
     with pytest.raises(DubboBodyError, match="2 parameters, 1 arguments"):
         encode_request_body("S", "m", ["int", "int"], [1])
+
+
+THROWABLE = JavaObject("java.lang.Throwable", {"detailMessage": "no", "stackTrace": []})
+
+
+def test_one_trailing_null_as_dubbo_go_writes_it_is_accepted() -> None:
+    # dubbo-go 3.3.2 appends one Hessian null (N) after every response body.
+    body = encode_response_body("gu1: zoë", attachments={"dubbo": "2.0.2"})
+    got = decode_response_body(body + b"N")
+    assert got.value == "gu1: zoë" and got.attachments == {"dubbo": "2.0.2"}
+    failed = decode_response_body(encode_response_body(exception=THROWABLE) + b"N")
+    assert failed.exception is not None and failed.exception.message == "no"
+    # without attachments (a pre-2.0.2 consumer) the null follows the value itself
+    assert decode_response_body(dumps(1, 7) + b"N").value == 7
+    assert decode_response_body(dumps(2) + b"N").value is None
+
+
+def test_other_bytes_after_the_last_value_are_refused_with_their_offset() -> None:
+    body = encode_response_body([1, 2], attachments={"k": "v"})
+    with pytest.raises(Hessian2DecodeError, match=f"2 bytes after .* at offset {len(body)}$"):
+        decode_response_body(body + b"NN")
+    with pytest.raises(Hessian2DecodeError, match=f"1 bytes after .* at offset {len(body)}$"):
+        decode_response_body(body + b"\x90")
+    with pytest.raises(Hessian2DecodeError, match=f"2 bytes after .* at offset {len(body)}$"):
+        decode_response_body(body + b"\x90N")

@@ -39,6 +39,9 @@ _PRIMITIVES = {
     "void": "V",
 }
 
+#: Hessian2's null (``N``): the one byte dubbo-go writes after a response's last value.
+_HESSIAN_NULL = 0x4E
+
 
 class ResponseFlag(IntEnum):
     """The first value of a response body (``DubboCodec.RESPONSE_*``)."""
@@ -130,7 +133,10 @@ def encode_response_body(
 
 
 def decode_response_body(body: bytes, *, enum_classes: Collection[str] = ()) -> ResponseBody:
-    """A response's body read; a malformed one raises Hessian2DecodeError or DubboBodyError."""
+    """A response's body read; a malformed one raises Hessian2DecodeError or DubboBodyError.
+
+    One Hessian null after the last value (dubbo-go writes it) is accepted and ignored; any other
+    trailing bytes are refused, with the offset where they start."""
     decoder = Hessian2Decoder(body, enum_classes=enum_classes)
     flag = decoder.read()
     if type(flag) is not int or flag not in set(ResponseFlag):
@@ -153,6 +159,11 @@ def decode_response_body(body: bytes, *, enum_classes: Collection[str] = ()) -> 
         if not isinstance(attachments, dict):
             raise DubboBodyError(f"response attachments are a {type(attachments).__name__}")
         result.attachments = dict(attachments)
-    if not decoder.at_end():
-        raise Hessian2DecodeError("bytes after the response's last value", decoder.offset)
+    rest = len(body) - decoder.offset
+    # dubbo-go 3.3.2 (hessian2 packResponse) appends one Hessian null after every response
+    # body, "if not, java client will throw exception unexpected end of file"; Java Dubbo never
+    # reads it (DecodeableRpcResult stops after the attachments). That one byte is accepted,
+    # anything else after the last value is refused: it is not Dubbo's body.
+    if rest and not (rest == 1 and body[-1] == _HESSIAN_NULL):
+        raise Hessian2DecodeError(f"{rest} bytes after the response's last value", decoder.offset)
     return result

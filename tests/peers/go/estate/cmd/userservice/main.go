@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,8 @@ import (
 	"dubbo.apache.org/dubbo-go/v3/registry"
 	"dubbo.apache.org/dubbo-go/v3/server"
 	hessian "github.com/apache/dubbo-go-hessian2"
+	"github.com/apache/dubbo-go-hessian2/java_exception"
+	big "github.com/dubbogo/gost/math/big"
 
 	"estate/internal/args"
 )
@@ -43,12 +46,77 @@ type UserService struct {
 	label string
 }
 
-// GetUser is the user of an id, or an error for an id below 1 (the Java peer's contract).
+// GetUser is the user of an id; an id below 1 fails as the Java peer's does: a Java
+// IllegalArgumentException caused by an IllegalStateException (hessian's Java exception types,
+// which dubbo-go writes as themselves rather than as a bare Throwable).
 func (s *UserService) GetUser(_ context.Context, id int64) (*User, error) {
 	if id < 1 {
-		return nil, fmt.Errorf("no user %d at %s", id, s.label)
+		failure := java_exception.NewIllegalArgumentException(
+			fmt.Sprintf("no user %d at %s", id, s.label))
+		failure.Cause = java_exception.NewIllegalStateException("ids start at 1")
+		return nil, failure
 	}
 	return &User{ID: id, Name: fmt.Sprintf("user-%d@%s", id, s.label)}, nil
+}
+
+// Save returns the user it was given with its name upper-cased (the Java peer's contract).
+func (s *UserService) Save(_ context.Context, u *User) (*User, error) {
+	return &User{ID: u.ID, Name: strings.ToUpper(u.Name)}, nil
+}
+
+// Describe names the Go types dubbo-go made of its arguments and sends them back, so a test
+// sees both what arrived and what dubbo-go's map generalizer makes of each type on the way out.
+func (s *UserService) Describe(
+	_ context.Context, items []any, m map[any]any, when time.Time, amount *big.Decimal, data []byte,
+) (map[string]any, error) {
+	itemTypes := make([]string, len(items))
+	for i, item := range items {
+		itemTypes[i] = fmt.Sprintf("%T", item)
+	}
+	amountText, plusOne := "<nil>", &big.Decimal{}
+	if amount != nil {
+		amountText = amount.String()
+		if err := big.DecimalAdd(amount, new(big.Decimal).FromInt(1), plusOne); err != nil {
+			return nil, err
+		}
+	}
+	// The map's keys as strings: what arrived, apart from what the map generalizer makes of a
+	// map[any]any on the way out.
+	mapKeys := make([]string, 0, len(m))
+	byString := make(map[string]any, len(m))
+	for key, value := range m {
+		mapKeys = append(mapKeys, fmt.Sprint(key))
+		byString[fmt.Sprint(key)] = value
+	}
+	sort.Strings(mapKeys)
+	return map[string]any{
+		"itemTypes":     itemTypes,
+		"items":         items,
+		"mapType":       fmt.Sprintf("%T", m),
+		"map":           m,
+		"mapKeys":       mapKeys,
+		"mapByString":   byString,
+		"whenMillis":    when.UnixMilli(),
+		"when":          when,
+		"amount":        amountText,
+		"amountPlusOne": plusOne,
+		"dataLen":       len(data),
+		"data":          data,
+	}, nil
+}
+
+// Sum adds Java's int[] (hessian's typed int list, a []int32 in Go) into a long.
+func (s *UserService) Sum(_ context.Context, numbers []int32) (int64, error) {
+	var total int64
+	for _, n := range numbers {
+		total += int64(n)
+	}
+	return total, nil
+}
+
+// Nothing returns Java's null.
+func (s *UserService) Nothing(_ context.Context) (*User, error) {
+	return nil, nil
 }
 
 // Echo returns its string with the provider's label, so a caller sees which provider answered.
