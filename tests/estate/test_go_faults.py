@@ -13,6 +13,10 @@ registers ``weight=0`` unless told, and no weighted balancer would pick it), the
 provider ``--warmup 0`` (dubbo-go's URL carries no start time, so dubbo-py gives it no warm-up,
 and a dubbo-py provider in its 10-minute warm-up would get almost no calls beside it).
 
+The last case is the second one on etcd (dubbo-go's etcdv3 registry): the same load and kill,
+then, once the killed provider's key has left etcd, calls without retries; dubbo-go 3.3.2 still
+dials the dead address there (docs/compatibility.md, "dubbo-go on etcd").
+
 Unlike Dubbo Java's, dubbo-go's failover retries every failure that is not the provider's own
 (``isBizError``: a Triple wire error with the biz-error code), so a call in flight on the killed
 provider is retried on the other one, on both sides.
@@ -23,9 +27,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import unquote
 
+import grpc
 import pytest
 
+from dubbo_py.registry.store.etcd import _api as api
+from tests.estate.test_go_etcd import PROVIDERS
+from tests.support.etcd import EtcdServer
 from tests.support.go_estate import GoConsumer, GoProvider
 from tests.support.kill_under_load import (
     kill_under_a_dubbo_py_consumer,
@@ -34,6 +43,7 @@ from tests.support.kill_under_load import (
     start_py_providers,
 )
 from tests.support.processes import ProviderProcess
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.zookeeper
 
@@ -45,21 +55,31 @@ def version() -> str:
 
 
 @pytest.fixture
-def py_provider(estate_registry: str, version: str) -> Iterator[Callable[..., ProviderProcess]]:
-    """Starts dubbo-py providers in their own processes (examples/quickstart/provider.py), with
-    no warm-up (see the module's docstring)."""
-    yield from start_py_providers(estate_registry, version, "--warmup", "0")
+def registry(request: pytest.FixtureRequest) -> str:
+    """The registry both sides use: the suite's ZooKeeper, or its etcd for a test parametrized
+    with ``registry="etcd"`` (indirect)."""
+    if getattr(request, "param", "zookeeper") == "etcd":
+        etcd: EtcdServer = request.getfixturevalue("etcd")
+        return f"etcd://{etcd.address}"
+    return str(request.getfixturevalue("estate_registry"))
 
 
 @pytest.fixture
-def go_provider(estate_registry: str, version: str) -> Iterator[GoProvider]:
+def py_provider(registry: str, version: str) -> Iterator[Callable[..., ProviderProcess]]:
+    """Starts dubbo-py providers in their own processes (examples/quickstart/provider.py), with
+    no warm-up (see the module's docstring)."""
+    yield from start_py_providers(registry, version, "--warmup", "0")
+
+
+@pytest.fixture
+def go_provider(registry: str, version: str) -> Iterator[GoProvider]:
     """A dubbo-go 3.3.2 provider of the same service, registered at both levels (Dubbo 3.3's
     default, as the Java provider of test_mixed_faults), its metadata served by MetadataServiceV2
     on Triple: a dubbo-py consumer (APPLICATION_FIRST) that finds the dubbo-py provider at the
     application level stays there, and would not see an interface-level-only Go provider."""
     with GoProvider(
         "--registry",
-        estate_registry,
+        registry,
         "--application",
         f"go-{version}",
         "--name",
@@ -79,7 +99,7 @@ def go_provider(estate_registry: str, version: str) -> Iterator[GoProvider]:
 
 
 def test_kill9_of_a_go_provider_loses_no_call_of_a_dubbo_py_consumer(
-    estate_registry: str,
+    registry: str,
     version: str,
     go_provider: GoProvider,
     py_provider: Callable[..., ProviderProcess],
@@ -88,7 +108,7 @@ def test_kill9_of_a_go_provider_loses_no_call_of_a_dubbo_py_consumer(
     survivor = py_provider()
     assert go_provider.proc is not None
     seen = kill_under_a_dubbo_py_consumer(
-        estate_registry,
+        registry,
         version,
         go_provider.proc,
         {go_provider.address, survivor.address},
@@ -110,7 +130,7 @@ def test_kill9_of_a_go_provider_loses_no_call_of_a_dubbo_py_consumer(
 
 
 def test_kill9_of_a_dubbo_py_provider_under_a_go_consumer(
-    estate_registry: str,
+    registry: str,
     version: str,
     go_provider: GoProvider,
     py_provider: Callable[..., ProviderProcess],
@@ -118,7 +138,7 @@ def test_kill9_of_a_dubbo_py_provider_under_a_go_consumer(
     killed = py_provider()
     consumer = GoConsumer(
         "--registry",
-        estate_registry,
+        registry,
         "--application",
         f"go-consumer-{version}",
         "--version",
@@ -137,3 +157,65 @@ def test_kill9_of_a_dubbo_py_provider_under_a_go_consumer(
     # What dubbo-go 3.3.2 does: failover retries the calls that met the dead provider (in
     # flight, or sent to it before its node left the registry) on the Go provider.
     assert errors == {}, result
+
+
+@pytest.mark.etcd
+@pytest.mark.parametrize("registry", ["etcd"], indirect=True)
+def test_kill9_of_a_dubbo_py_provider_on_etcd_under_a_go_consumer(
+    registry: str, version: str, go_provider: GoProvider
+) -> None:
+    # The killed provider's lease lives 2 s (`session=2000`, Dubbo's session timeout in ms):
+    # its key leaves etcd soon after the kill, as it would after the default 10 s.
+    killed = ProviderProcess(
+        f"{registry}?session=2000",
+        "--version",
+        version,
+        "--application",
+        f"py-{version}",
+        "--warmup",
+        "0",
+    )
+    consumer = GoConsumer(
+        "--registry", registry, "--application", f"go-consumer-{version}", "--version", version
+    )
+    try:
+        killed.start()
+        with consumer as go:
+            both = {go_provider.address, killed.address}
+            result = kill_under_a_peer_consumer(go, both, killed.kill)
+            print(f"\nFIGURE Go consumer on etcd, dubbo-py provider killed: {result}")
+            ok, errors, last = result["ok"], result["errors"], result["last_ok_ms"]
+            # The Go consumer moved to the Go provider: it answered to the end of the load,
+            # well past the kill, and no call failed (failover retried those that met the
+            # dead provider, as on ZooKeeper).
+            assert set(ok) == both, result
+            assert share_before_the_kill(result, killed.address, go_provider.address) >= 0.2, result
+            assert last[go_provider.address] > last[killed.address] + 1000, result
+            assert errors == {}, result
+            # What a user sees after the killed provider's key has left etcd: dubbo-go 3.3.2
+            # still dials it (its etcdv3 watcher drops DELETE events, and a killed provider
+            # sends no NOT_SERVING on its health service), so calls without retries that pick
+            # it are refused; failover hides that behind a retry on every such call.
+            wait_until(
+                lambda: not [k for k in etcd_keys_of(registry) if killed.address in unquote(k)],
+                15,
+                "the killed provider's key leaving etcd",
+            )
+            probe = go.call(20, name="x", retries="0")
+            print(f"\nFIGURE retries=0 after its key left etcd: {probe}")
+    finally:
+        killed.kill()
+    refused = f"dial tcp {killed.address}: connect: connection refused"
+    assert set(probe["ok"]) == {"g1"}, probe
+    assert probe["errors"] and all(refused in e for e in probe["errors"]), probe
+
+
+def etcd_keys_of(registry: str) -> list[str]:
+    """The provider keys of demo.Greeter in the etcd at ``registry`` (``etcd://host:port``)."""
+    etcd = registry.removeprefix("etcd://")
+    key = PROVIDERS.encode() + b"/"
+    with grpc.insecure_channel(etcd) as channel:
+        found = api.EtcdStub(channel).Range(
+            api.RangeRequest(key=key, range_end=api.prefix_end(key), keys_only=True), timeout=10
+        )
+    return [bytes(kv.key).decode() for kv in found.kvs]
