@@ -1,5 +1,6 @@
-// A dubbo-go 3.3 consumer of demo.Greeter over Triple with a ZooKeeper registry, driven over
-// stdin per the peers' contract: --registry zookeeper://host:port|etcd://host:port --application NAME
+// A dubbo-go 3.3 consumer of demo.Greeter over Triple with a ZooKeeper, etcd or Nacos registry, driven over
+// stdin per the peers' contract: --registry zookeeper://host:port|etcd://host:port|
+// nacos://host:port[?group=G] --application NAME
 // [--version V] [--group G] [--timeout MS] [--timeout-level client|reference] [--call-timeout MS]
 // [--discovery interface|instance] [--tls-ca PEM [--tls-cert PEM --tls-key PEM]]
 // [--config-center zookeeper://host:port] (where dubbo-go reads routing rules and configurators;

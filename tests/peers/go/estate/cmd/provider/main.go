@@ -1,5 +1,6 @@
-// A dubbo-go 3.3 provider of demo.Greeter over Triple with a ZooKeeper registry, per the peers'
-// contract: --registry zookeeper://host:port|etcd://host:port --application NAME --name LABEL [--port N]
+// A dubbo-go 3.3 provider of demo.Greeter over Triple with a ZooKeeper, etcd or Nacos registry, per the peers'
+// contract: --registry zookeeper://host:port|etcd://host:port|
+// nacos://host:port[?group=G] --application NAME --name LABEL [--port N]
 // [--version V] [--group G] [--service V:G ...] [--register-mode interface|instance|all]
 // [--chat true|false] (demo.Chat, served unless false) [--metadata-type local|remote]
 // [--metadata-protocol dubbo|tri] (how application-level metadata is served)
