@@ -147,8 +147,7 @@ def test_dubbo_go_and_dubbo_py_share_the_nacos_service_and_group(
     py_port = int(side.py_address.rsplit(":", 1)[1])
     until(
         lambda: _ports_in_group(nacos, side.service, side.naming_group) == {go_port, py_port},
-        f"dubbo-go's and dubbo-py's providers as {side.service} in Nacos group "
-        f"{side.naming_group}",
+        f"dubbo-go's and dubbo-py's providers as {side.service} in Nacos group {side.naming_group}",
     )
     if side.naming_group != "DEFAULT_GROUP":
         # The registry group is the Nacos group, not a part of the service name nor ignored.

@@ -5,6 +5,9 @@ tests/peers/java/estate Tls.java), dubbo-go's root TLS config (``dubbo.WithTLS``
 :class:`ServerTLS` / :class:`ClientTLS`. One throwaway CA (tests/support/certs.py) signs every
 certificate; a second CA is what a consumer that does not trust the providers has. The
 processes are module-scoped and started together, so the module keeps near 30 s.
+
+One case is at application level (its own ZooKeeper, a dubbo-py provider registering instances
+only): a dubbo-go consumer has to read the TLS provider's MetadataServiceV2 first.
 """
 
 from __future__ import annotations
@@ -259,3 +262,61 @@ def test_java_consumer_without_host_check_calls_dubbo_py(estate: Estate) -> None
         raise DubboOffersNoALPN(str(result["errors"]))
     assert "Hostname or IP address is undefined" not in log, java.logs()
     assert result["ok"] == {"py [1.0.0": 1}, result
+
+
+METADATA_SERVICE_V2_NAME = "org.apache.dubbo.metadata.MetadataServiceV2"
+
+
+class GoMetadataClientIgnoresTLS(AssertionError):
+    """The Go consumer found the dubbo-py instance but could not read its MetadataServiceV2:
+    the call to it went without TLS."""
+
+
+@pytest.mark.xfail(
+    raises=GoMetadataClientIgnoresTLS,
+    strict=True,
+    reason="dubbo-go 3.3.2 calls an instance's MetadataService (metadata.GetMetadataFromRpc) "
+    "on a URL it builds from the instance alone (buildStandardMetadataServiceURL), without the "
+    "'tls-config' attribute its Triple client reads TLS from, so it dials the TLS port in "
+    "plaintext (h2c) and never learns the instance's services",
+)
+def test_go_application_level_consumer_reads_a_tls_dubbo_py_provider_s_metadata(
+    certs: Certs, tmp_path: Path
+) -> None:
+    # A dubbo-py provider at application level only, serving TLS (its MetadataServiceV2 shares
+    # the TLS port); the Go consumer discovers instances and trusts the CA. A ZooKeeper of its
+    # own, as test_go_consumer's application-level test (stale Go instances elsewhere).
+    from tests.estate.test_go_calls import zk_children
+    from tests.support.zookeeper import ZooKeeperServer
+
+    with (
+        ZooKeeperServer() as zookeeper,
+        dubbo_py.Application(
+            "py-tls-app-provider",
+            f"zookeeper://{zookeeper.address}",
+            cache_path=tmp_path / "cache.json",
+            register_mode="instance",
+        ) as app,
+    ):
+        greeter = make_greeter("pa", "1.0.0", "tls-app")
+        tls = ServerTLS(certs.server_cert, certs.server_key, client_ca=certs.ca)
+        server = app.start(greeter, port=0, bind_host="127.0.0.1", tls=tls)
+        greeter.address = server.address
+        assert zk_children(zookeeper, "/services/py-tls-app-provider")
+        go = GoConsumer(
+            "--registry", f"zookeeper://{zookeeper.address}", "--application", "go-tls-app",
+            "--version", "1.0.0", "--group", "tls-app", "--discovery", "instance",
+            *client_tls(certs),
+        )  # fmt: skip
+        with go:
+            result = go.call(2, name="app")
+            logs = go.log.read_text(errors="replace")
+        # What the Go consumer did: it read the instance, referred the MetadataServiceV2 on the
+        # instance's own (TLS) port, and the call ended at once: dubbo-py's TLS server read a
+        # plaintext HTTP/2 preface where a ClientHello belongs and closed the connection (its
+        # gRPC core logs "WRONG_VERSION_NUMBER"), which the Go side saw as an EOF.
+        refused = "remote metadata call failed: unavailable: unexpected EOF" in logs
+        referred = f"refer service: tri://{server.address}{METADATA_SERVICE_V2_NAME}?" in logs
+        if not result["ok"] and refused and referred:
+            raise GoMetadataClientIgnoresTLS(str(result["errors"]))
+        assert result["ok"] == {"pa [1.0.0": 2}, result
