@@ -112,23 +112,25 @@ def sides(
         pool = stack.enter_context(ThreadPoolExecutor(len(processes)))
         started = [pool.submit(p.start) for p in processes]
         stack.callback(lambda: list(pool.map(lambda p: p.stop(), processes)))
+        # The dubbo-py applications are closed together too (each takes about a second to
+        # leave Nacos), before the processes stop.
+        apps: list[dubbo_py.Application] = []
+        stack.callback(lambda: list(pool.map(lambda a: a.close(), apps)))
         result: dict[str, Side] = {}
         for name, (naming, registry, group) in cases.items():
             py_registry = f"{registry}{'&' if '?' in registry else '?'}register-mode=interface"
             cache = tmp_path_factory.mktemp(f"nacos-go-{name}")
-            provider_app = stack.enter_context(
-                dubbo_py.Application(
-                    f"py-nacos-go-{name}-provider", py_registry, cache_path=cache / "p.json"
-                )
+            provider_app = dubbo_py.Application(
+                f"py-nacos-go-{name}-provider", py_registry, cache_path=cache / "p.json"
             )
+            apps.append(provider_app)
             greeter = make_greeter(group)
             server = provider_app.start(greeter, port=0, bind_host="127.0.0.1")
             greeter.address = server.address
-            consumer_app = stack.enter_context(
-                dubbo_py.Application(
-                    f"py-nacos-go-{name}-consumer", py_registry, cache_path=cache / "c.json"
-                )
+            consumer_app = dubbo_py.Application(
+                f"py-nacos-go-{name}-consumer", py_registry, cache_path=cache / "c.json"
             )
+            apps.append(consumer_app)
             reference = consumer_app.reference(
                 greeter_pb2_grpc.GreeterStub, version=VERSION, group=group, timeout=5.0
             )
