@@ -137,6 +137,17 @@ def sides(
             result[name] = Side(naming, group, *built[name], server.address, reference)
         for future in started:
             future.result()
+        # Under load nacos-sdk-go can query before its client has connected ("client not
+        # connected, current status:UNHEALTHY"); dubbo-go 3.3.2 then builds the reference
+        # with no directory (a nil invoker) and the first call ends the process. Such a
+        # consumer is started again, once; a second failure stays a failure.
+        for name, (_provider, consumer) in built.items():
+            if "client not connected" in consumer.log.read_text(errors="replace"):
+                again = GoConsumer(*consumer.args)
+                consumer.stop()
+                processes.append(again)
+                again.start()
+                result[name].go_consumer = again
         yield result
 
 

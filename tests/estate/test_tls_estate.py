@@ -315,8 +315,10 @@ def test_go_application_level_consumer_reads_a_tls_dubbo_py_provider_s_metadata(
         # instance's own (TLS) port, and the call ended at once: dubbo-py's TLS server read a
         # plaintext HTTP/2 preface where a ClientHello belongs and closed the connection (its
         # gRPC core logs "WRONG_VERSION_NUMBER"), which the Go side saw as an EOF.
-        refused = "remote metadata call failed: unavailable: unexpected EOF" in logs
+        # The transport's wording of the refusal varies with timing (an EOF, a reset); the
+        # metadata call failing on the TLS port is the cause.
+        refused = "remote metadata call failed: unavailable" in logs
         referred = f"refer service: tri://{server.address}{METADATA_SERVICE_V2_NAME}?" in logs
         if not result["ok"] and refused and referred:
             raise GoMetadataClientIgnoresTLS(str(result["errors"]))
-        assert result["ok"] == {"pa [1.0.0": 2}, result
+        assert result["ok"] == {"pa [1.0.0": 2}, (result, logs[-4000:])
