@@ -15,7 +15,6 @@ import signal
 import time
 import urllib.request
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 
 import dubbo_py
 from dubbo_py.consumer.generic import GenericReference
-from tests.support.java_estate import JavaDubboProvider
+from tests.support.java_estate import JavaDubboProvider, side_by_side
 from tests.support.processes import dubbo_py_cli
 
 pytestmark = pytest.mark.zookeeper
@@ -53,7 +52,6 @@ def processes(estate_registry: str, estate_group: str) -> Iterator[list[JavaDubb
     port of its own: the module's two halves share the two processes (a JVM start costs
     seconds of CPU) and a test's reference sees only its protocol's two exports. The tests
     run one at a time, so a provider a test hangs serves no other test meanwhile."""
-    started: list[JavaDubboProvider] = []
     unstarted = []
     for name in ("gv1", "gv2"):
         args = [
@@ -62,20 +60,8 @@ def processes(estate_registry: str, estate_group: str) -> Iterator[list[JavaDubb
             "--tri-group", f"{estate_group}-tri",
         ]  # fmt: skip
         unstarted.append(JavaDubboProvider(*args))
-
-    def start(provider: JavaDubboProvider) -> JavaDubboProvider:
-        entered: JavaDubboProvider = provider.__enter__()
-        started.append(entered)
-        return entered
-
-    try:
-        # Side by side: each start is a JVM's start-up, each stop Dubbo's shutdown wait.
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(start, unstarted))
-        yield unstarted
-    finally:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(lambda provider: provider.__exit__(None, None, None), started))
+    with side_by_side(*unstarted) as started:
+        yield started
 
 
 @pytest.fixture(scope="module", params=["dubbo", "tri"])
