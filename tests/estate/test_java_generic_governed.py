@@ -16,6 +16,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 
 import dubbo_py
 from dubbo_py.consumer.generic import GenericReference
-from tests.support.java_estate import JavaDubboProvider
+from tests.support.java_estate import JavaDubboProvider, side_by_side
 from tests.support.processes import dubbo_py_cli
 
 pytestmark = pytest.mark.zookeeper
@@ -32,37 +33,67 @@ SERVICE = "estate.UserService"
 LONG = ["java.lang.Long"]
 
 
+@dataclass(frozen=True)
+class Served:
+    """One protocol's export of UserService by a provider process."""
+
+    process: JavaDubboProvider
+    protocol: str
+    group: str
+    address: str
+    #: The provider's label (``--name``): Java's exception messages name it.
+    name: str
+
+
+@pytest.fixture(scope="module")
+def processes(estate_registry: str, estate_group: str) -> Iterator[list[JavaDubboProvider]]:
+    """Two Java providers exporting UserService over ``dubbo://`` in the group
+    ``<module group>-dubbo`` and over Triple without IDL in ``<module group>-tri``, each on a
+    port of its own: the module's two halves share the two processes (a JVM start costs
+    seconds of CPU) and a test's reference sees only its protocol's two exports. The tests
+    run one at a time, so a provider a test hangs serves no other test meanwhile."""
+    unstarted = []
+    for name in ("gv1", "gv2"):
+        args = [
+            "--registry", estate_registry, "--application", f"java-estate-{name}",
+            "--name", name, "--version", "1.0.0", "--group", f"{estate_group}-dubbo",
+            "--tri-group", f"{estate_group}-tri",
+        ]  # fmt: skip
+        unstarted.append(JavaDubboProvider(*args))
+    with side_by_side(*unstarted) as started:
+        yield started
+
+
 @pytest.fixture(scope="module", params=["dubbo", "tri"])
 def providers(
-    request: pytest.FixtureRequest, estate_registry: str, estate_group: str
-) -> Iterator[list[JavaDubboProvider]]:
-    """Two Java providers of the module's group, over ``dubbo://`` or Triple without IDL (a
-    group per protocol: a test sees only that protocol's two)."""
-    started: list[JavaDubboProvider] = []
-    group = f"{estate_group}-{request.param}"
-    try:
-        for name in ("gv1", "gv2"):
-            provider = JavaDubboProvider(
-                "--registry", estate_registry, "--application", f"java-estate-{name}",
-                "--name", name, "--version", "1.0.0", "--group", group,
-                "--protocol", request.param,
-            )  # fmt: skip
-            started.append(provider.__enter__())
-        yield started
-    finally:
-        for provider in started:
-            provider.__exit__(None, None, None)
+    request: pytest.FixtureRequest, processes: list[JavaDubboProvider], estate_group: str
+) -> list[Served]:
+    """The two providers' exports over ``dubbo://`` or over Triple without IDL."""
+    protocol = str(request.param)
+    served = []
+    for process in processes:
+        dubbo_address, tri_address = process.ready_line.split()[1:3]
+        served.append(
+            Served(
+                process,
+                protocol,
+                f"{estate_group}-{protocol}",
+                dubbo_address if protocol == "dubbo" else tri_address,
+                process.args[process.args.index("--name") + 1],
+            )
+        )
+    return served
 
 
 @contextmanager
-def hung(provider: JavaDubboProvider) -> Iterator[None]:
+def hung(provider: Served) -> Iterator[None]:
     """The provider's process stopped (SIGSTOP) for the block, then resumed."""
-    assert provider.proc is not None
-    os.kill(provider.proc.pid, signal.SIGSTOP)
+    assert provider.process.proc is not None
+    os.kill(provider.process.proc.pid, signal.SIGSTOP)
     try:
         yield
     finally:
-        os.kill(provider.proc.pid, signal.SIGCONT)
+        os.kill(provider.process.proc.pid, signal.SIGCONT)
 
 
 def _qos(port: int, path: str) -> Any:
@@ -70,12 +101,11 @@ def _qos(port: int, path: str) -> Any:
         return json.loads(reply.read().decode())
 
 
-def _group(providers: list[JavaDubboProvider]) -> str:
-    args = providers[0].args
-    return args[args.index("--group") + 1]
+def _group(providers: list[Served]) -> str:
+    return providers[0].group
 
 
-def _both(ref: GenericReference, providers: list[JavaDubboProvider]) -> None:
+def _both(ref: GenericReference, providers: list[Served]) -> None:
     deadline = time.monotonic() + 10
     while len(ref.providers) < 2:
         assert time.monotonic() < deadline, "the providers were not discovered"
@@ -84,7 +114,7 @@ def _both(ref: GenericReference, providers: list[JavaDubboProvider]) -> None:
 
 
 def test_qos_lists_generic_references_and_their_router_snapshot(
-    providers: list[JavaDubboProvider], estate_registry: str, tmp_path: Path
+    providers: list[Served], estate_registry: str, tmp_path: Path
 ) -> None:
     with dubbo_py.Application(
         "py-generic-governed-qos", estate_registry, cache_path=tmp_path / "c.json", qos_port=0
@@ -107,7 +137,7 @@ def test_qos_lists_generic_references_and_their_router_snapshot(
         assert sorted(p["address"] for p in listed["providers"]) == sorted(
             p.address for p in providers
         )
-        assert {p["protocol"] for p in listed["providers"]} == {providers[0].args[-1]}
+        assert {p["protocol"] for p in listed["providers"]} == {providers[0].protocol}
         assert listed["quarantined"] == [] and listed["router_snapshot"] is False
 
         [chain] = _qos(port, f"/getRouterSnapshot?service={SERVICE}")["references"]
@@ -119,7 +149,7 @@ def test_qos_lists_generic_references_and_their_router_snapshot(
 
 
 def test_a_hung_provider_is_ejected_as_an_outlier_and_revived_when_it_answers(
-    providers: list[JavaDubboProvider], estate_registry: str, tmp_path: Path
+    providers: list[Served], estate_registry: str, tmp_path: Path
 ) -> None:
     stopped, healthy = providers
     with dubbo_py.Application(
@@ -179,7 +209,7 @@ def _hedged_reference(app: dubbo_py.Application, group: str) -> GenericReference
     )
 
 
-def _ids_of(ref: GenericReference, provider: JavaDubboProvider, count: int) -> list[int]:
+def _ids_of(ref: GenericReference, provider: Served, count: int) -> list[int]:
     """``count`` user ids whose calls go to ``provider`` first (consistent hashing)."""
     ids = []
     for n in range(1, 200):
@@ -198,7 +228,7 @@ def _hedges(ref: GenericReference) -> tuple[int, int]:
 
 
 def test_a_hedge_to_the_other_provider_wins_over_a_hung_one(
-    providers: list[JavaDubboProvider], estate_registry: str, tmp_path: Path
+    providers: list[Served], estate_registry: str, tmp_path: Path
 ) -> None:
     stopped, healthy = providers
     with dubbo_py.Application(
@@ -226,7 +256,7 @@ def test_a_hedge_to_the_other_provider_wins_over_a_hung_one(
 
 
 def test_a_java_exception_is_an_answer_not_hedged_past(
-    providers: list[JavaDubboProvider], estate_registry: str, tmp_path: Path
+    providers: list[Served], estate_registry: str, tmp_path: Path
 ) -> None:
     with dubbo_py.Application(
         "py-generic-governed-hedged-error", estate_registry, cache_path=tmp_path / "c.json"
@@ -244,7 +274,7 @@ def test_a_java_exception_is_an_answer_not_hedged_past(
                     users.invoke("getUser", LONG, [0])
                 with pytest.raises(dubbo_py.JavaException) as awaited:
                     asyncio.run(users.invoke_async("getUser", LONG, [0]))
-            label = other.args[other.args.index("--name") + 1]
+            label = other.name
             for raised in (blocking, awaited):
                 assert raised.value.message == f"no user 0 at {label}", raised.value
         counts = users.hedge_counts["getUser"]
@@ -252,7 +282,7 @@ def test_a_java_exception_is_an_answer_not_hedged_past(
 
 
 def test_hedging_switched_on_by_an_override_rule(
-    providers: list[JavaDubboProvider], estate_registry: str, tmp_path: Path
+    providers: list[Served], estate_registry: str, tmp_path: Path
 ) -> None:
     stopped, healthy = providers
     group = _group(providers)
@@ -295,7 +325,7 @@ def test_hedging_switched_on_by_an_override_rule(
 
 
 def test_without_hedging_the_hung_providers_calls_fail(
-    providers: list[JavaDubboProvider], estate_registry: str, tmp_path: Path
+    providers: list[Served], estate_registry: str, tmp_path: Path
 ) -> None:
     # Without hedging the hung provider's share of the calls fails (retries=0): the test above
     # fails without hedging.

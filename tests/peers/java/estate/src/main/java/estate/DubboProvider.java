@@ -15,8 +15,12 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
  * (Hessian2 inside TripleRequestWrapper/TripleResponseWrapper, registered as tri://);
  * --serialization default leaves the protocol's serialization unset (Dubbo's default
  * configuration: the URL names none); --greeter true also exports demo.Greeter over dubbo:// (same version and group), so that the
- * registry holds dubbo:// providers of an interface dubbo-py's gRPC stubs call over Triple.
- * Prints "READY 127.0.0.1:port" on stdout; serves until stdin closes.
+ * registry holds dubbo:// providers of an interface dubbo-py's gRPC stubs call over Triple;
+ * --tri-group G also exports UserService (same version) in group G over Triple without IDL, on
+ * a port of its own, so one process serves a test module's dubbo:// and tri:// halves (the
+ * groups keep them apart: a reference finds one protocol's providers only).
+ * Prints "READY 127.0.0.1:port" on stdout (with --tri-group "READY 127.0.0.1:port
+ * 127.0.0.1:triPort"); serves until stdin closes.
  */
 public final class DubboProvider {
     private DubboProvider() {}
@@ -29,12 +33,9 @@ public final class DubboProvider {
         Args args = new Args(argv);
         String name = args.require("name");
         int port = Integer.parseInt(args.get("port", "0"));
-        if (port == 0) {
-            try (ServerSocket probe = new ServerSocket(0)) {
-                port = probe.getLocalPort();
-            }
-        }
+        if (port == 0) port = freePort();
         String address = "127.0.0.1:" + port;
+        String triGroup = args.get("tri-group", "");
         ApplicationConfig application = new ApplicationConfig(args.require("application"));
         application.setQosEnable(false);
         application.setRegisterMode(args.get("register-mode", "interface"));
@@ -49,6 +50,12 @@ public final class DubboProvider {
         // configuration: its URL then names no serialization (only prefer.serialization).
         String serialization = args.get("serialization", "hessian2");
         if (!serialization.equals("default")) protocol.setSerialization(serialization);
+        ProtocolConfig triple = null;
+        if (!triGroup.isEmpty()) {
+            triple = new ProtocolConfig("tri", freePort());
+            triple.setHost("127.0.0.1");
+            if (!serialization.equals("default")) triple.setSerialization(serialization);
+        }
 
         ServiceConfig<UserService> service = new ServiceConfig<>();
         service.setInterface(UserService.class);
@@ -63,10 +70,24 @@ public final class DubboProvider {
                 .registry(registry)
                 .protocol(protocol)
                 .service(service);
+        if (triple != null) {
+            // Each export names its protocol: a service without one is exported on every
+            // protocol the bootstrap has.
+            service.setProtocol(protocol);
+            ServiceConfig<UserService> overTriple = new ServiceConfig<>();
+            overTriple.setInterface(UserService.class);
+            overTriple.setRef(new UserServiceImpl(name));
+            if (!version.isEmpty()) overTriple.setVersion(version);
+            overTriple.setGroup(triGroup);
+            overTriple.setProtocol(triple);
+            bootstrap.protocol(triple).service(overTriple);
+            address += " 127.0.0.1:" + triple.getPort();
+        }
         if (args.get("greeter", "false").equals("true")) {
             ServiceConfig<demo.Greeter> greeter = new ServiceConfig<>();
             greeter.setInterface(demo.Greeter.class);
-            greeter.setRef(new Provider.GreeterImpl(name, address));
+            greeter.setRef(new Provider.GreeterImpl(name, "127.0.0.1:" + port));
+            greeter.setProtocol(protocol);
             if (!version.isEmpty()) greeter.setVersion(version);
             if (!group.isEmpty()) greeter.setGroup(group);
             bootstrap.service(greeter);
@@ -77,5 +98,11 @@ public final class DubboProvider {
         while (System.in.read() >= 0) {}
         bootstrap.stop();
         System.exit(0);
+    }
+
+    private static int freePort() throws java.io.IOException {
+        try (ServerSocket probe = new ServerSocket(0)) {
+            return probe.getLocalPort();
+        }
     }
 }
