@@ -11,11 +11,14 @@
         --kinds configurator
     PYTHONPATH=$PWD python3 scripts/differential_routers.py 30000 --oracle go --seed 4 \
         --kinds configurator --explicit-flags
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 50000 --seed 1 \
+        --kinds consumer-configurator
 
 Each case (tests/support/router_cases.py) is answered by the oracle — ``--oracle java``
 (default): Apache Dubbo 3.3.6 (tests/peers/java/oracle, one JVM); ``--oracle go``: dubbo-go
 3.3.2's condition, tag and affinity routers and its configurators (tests/peers/go/oracle) — and by
-dubbo-py (tests/support/router_oracle.py). Prints cases/s, the totals and the differences by
+dubbo-py (tests/support/router_oracle.py). The consumer-configurator kind (Java only) runs only
+when named in ``--kinds``. Prints cases/s, the totals and the differences by
 kind and category; each differing case is written to OUT/<kind>-<n>.json with both answers.
 Differences written down (Java: dubbo-py's deliberate ones, docs/design.md §8; Go: dubbo-go's
 own behaviour, tests/support/go_router_differences.py) are counted apart as ``documented`` and
