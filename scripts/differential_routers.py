@@ -11,11 +11,14 @@
         --kinds configurator
     PYTHONPATH=$PWD python3 scripts/differential_routers.py 30000 --oracle go --seed 4 \
         --kinds configurator --explicit-flags
+    PYTHONPATH=$PWD python3 scripts/differential_routers.py 50000 --seed 1 \
+        --kinds consumer-configurator
 
 Each case (tests/support/router_cases.py) is answered by the oracle — ``--oracle java``
 (default): Apache Dubbo 3.3.6 (tests/peers/java/oracle, one JVM); ``--oracle go``: dubbo-go
 3.3.2's condition, tag and affinity routers and its configurators (tests/peers/go/oracle) — and by
-dubbo-py (tests/support/router_oracle.py). Prints cases/s, the totals and the differences by
+dubbo-py (tests/support/router_oracle.py). The consumer-configurator kind (Java only) runs only
+when named in ``--kinds``. Prints cases/s, the totals and the differences by
 kind and category; each differing case is written to OUT/<kind>-<n>.json with both answers.
 Differences written down (Java: dubbo-py's deliberate ones, docs/design.md §8; Go: dubbo-go's
 own behaviour, tests/support/go_router_differences.py) are counted apart as ``documented`` and
@@ -52,7 +55,12 @@ from tests.support.router_oracle import (  # noqa: E402
 #: Per oracle: how it starts, the name its answers carry, the kinds it answers, and what
 #: explains a difference.
 ORACLES = {
-    "java": (JavaOracle.start, "java", router_cases.KINDS, documented),
+    "java": (
+        JavaOracle.start,
+        "java",
+        (*router_cases.KINDS, *router_cases.EXTRA_KINDS),
+        documented,
+    ),
     "go": (GoOracle.start, "dubbo-go", GO_KINDS, go_router_differences.documented),
 }
 
@@ -91,7 +99,10 @@ def main() -> int:
     parser.add_argument("cases", nargs="?", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--oracle", choices=sorted(ORACLES), default="java")
-    parser.add_argument("--kinds", help="comma-separated (default: every kind the oracle answers)")
+    parser.add_argument(
+        "--kinds",
+        help="comma-separated (default: every kind the oracle answers but consumer-configurator)",
+    )
     parser.add_argument(
         "--explicit-flags",
         action="store_true",
@@ -103,7 +114,10 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=2000)
     args = parser.parse_args()
     start, name, supported, explain = ORACLES[args.oracle]
-    kinds = [k for k in (args.kinds or ",".join(supported)).split(",") if k]
+    # Without --kinds, the kinds of the recorded default runs (router_cases.EXTRA_KINDS only
+    # when named).
+    default = ",".join(k for k in supported if k not in router_cases.EXTRA_KINDS)
+    kinds = [k for k in (args.kinds or default).split(",") if k]
     unanswered = [k for k in kinds if k not in supported]
     if unanswered:
         parser.error(f"the {args.oracle} oracle does not answer {', '.join(unanswered)}")
@@ -128,7 +142,9 @@ def main() -> int:
                 batch = [with_explicit_flags(case, rng) for case in batch]
             for case, theirs in zip(batch, oracle.ask(batch), strict=True):
                 per_kind[case["kind"]] += 1
-                shape = next((k for k in ("kept", "urls", "error", "panic") if k in theirs), "?")
+                shape = next(
+                    (k for k in ("kept", "consumer", "urls", "error", "panic") if k in theirs), "?"
+                )
                 answered[(case["kind"], shape)] += 1
                 python = dubbo_py_answer(case)
                 category = compare(theirs, python, name)

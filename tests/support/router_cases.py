@@ -17,7 +17,8 @@ What is drawn:
   consumer's ``dubbo.tag`` attachment and ``dubbo.force.tag``;
 * affinity documents (key, ratio);
 * configurator documents (addresses, providerAddresses, applications, services, match,
-  enabled, type, parameters).
+  enabled, type, parameters) applied to provider URLs, and (kind ``consumer-configurator``)
+  documents mixing ``side: consumer`` items with provider items, asked what the consumer gets.
 """
 
 from __future__ import annotations
@@ -42,6 +43,18 @@ ATTACHMENT_KEYS = ("k", "trace", "user")
 ATTACHMENT_VALUES = ("v1", "v2", "x")
 TAGS = ("gray", "blue", "red")
 KINDS = ("condition", "tag", "affinity", "configurator")
+#: Kinds drawn only when asked for (``--kinds``): the default runs keep their figures.
+EXTRA_KINDS = ("consumer-configurator",)
+#: What consumer-side items set: the consumer settings, and one no consumer reads.
+CONSUMER_SETTINGS: tuple[tuple[str, tuple[Any, ...]], ...] = (
+    ("timeout", (300, 3000)),
+    ("retries", (0, 5)),
+    ("loadbalance", ("roundrobin", "leastactive")),
+    ("cluster", ("failfast", "failover")),
+    ("mock", ("force:return null", "fail:return null")),
+    ("getFoo.timeout", (100,)),
+    ("weight", (50,)),
+)
 
 
 def _some(rng: random.Random, pool: tuple[Any, ...], at_least: int = 0) -> list[Any]:
@@ -380,6 +393,102 @@ def configurator_case(rng: random.Random) -> dict[str, Any]:
     }
 
 
+def _configs_item_common(
+    rng: random.Random, lines: list[str], scope: str, *, hosts: tuple[str, ...]
+) -> None:
+    """The narrowing fields of an item (after its ``side``): addresses among ``hosts``,
+    providerAddresses, applications / services, enabled, type, match."""
+    if rng.random() < 0.6:
+        addresses = [
+            rng.choice((h, f"{h}:{rng.choice(PORTS)}", "0.0.0.0"))
+            for h in rng.sample(hosts, rng.randint(1, min(2, len(hosts))))
+        ]
+        lines.append(f"    addresses: [{', '.join(_quote(a) for a in addresses)}]")
+    if rng.random() < 0.2:
+        lines.append(
+            f"    providerAddresses: [{_quote(rng.choice(HOSTS) + ':' + str(rng.choice(PORTS)))}]"
+        )
+    if scope == "service" and rng.random() < 0.3:
+        lines.append(f"    applications: [{', '.join(_some(rng, APPLICATIONS, 1))}]")
+    if scope == "application" and rng.random() < 0.6:
+        services = rng.sample(
+            (SERVICE, f"{SERVICE}:1.0.0", "*", "other.Service"), rng.randint(1, 2)
+        )
+        lines.append(f"    services: [{', '.join(_quote(s) for s in services)}]")
+    if rng.random() < 0.2:
+        lines.append(f"    enabled: {rng.choice(('true', 'false'))}")
+    if rng.random() < 0.1:
+        lines.append(f"    type: {rng.choice(('general', 'weight'))}")
+    if rng.random() < 0.3:
+        lines.append("    match:")
+        lines.append("      param:")
+        key, pool = rng.choice((("region", REGIONS), ("env", ENVS)))
+        lines.append(f"        - key: {key}")
+        lines.append(f"          value: {_string_match(rng, pool)}")
+
+
+def consumer_configurator_case(rng: random.Random) -> dict[str, Any]:
+    """A configurators document mixing ``side: consumer`` items with provider items, the
+    consumer that reads it and the providers it holds: the question is what the consumer gets
+    (its own URL's parameters, and per provider what the items set for calls to it)."""
+    scope = rng.choice(("service", "application"))
+    # A consumer reads <its application>.configurators (scope application) and
+    # <interface>:<version>:<group>.configurators of its own reference (scope service), and holds
+    # providers of its group and version: the case keeps the four consistent.
+    group = rng.choice((*GROUPS, "", ""))
+    version = rng.choice((*VERSIONS, "", ""))
+    application = rng.choice(APPLICATIONS)
+    service_key = (f"{group}/" if group else "") + SERVICE + (f":{version}" if version else "")
+    host = rng.choice(HOSTS)
+    params = {"side": "consumer", "interface": SERVICE, "application": application}
+    if group:
+        params["group"] = group
+    if version:
+        params["version"] = version
+    for key, pool in (("region", REGIONS), ("env", ENVS)):
+        if rng.random() < 0.7:
+            params[key] = rng.choice(pool)
+    consumer = f"consumer://{host}/{SERVICE}?" + "&".join(f"{k}={v}" for k, v in params.items())
+    lines = [
+        f"configVersion: {rng.choice(('v3.0', 'v3.0', 'v2.7'))}",
+        f"scope: {scope}",
+        f"key: {_quote(service_key) if scope == 'service' else application}",
+    ]
+    if rng.random() < 0.3:
+        lines.append(f"enabled: {rng.choice(('true', 'false'))}")
+    lines.append("configs:")
+    # The consumer's own host often, another consumer's sometimes.
+    consumer_hosts = (host, host, rng.choice(HOSTS))
+    for _ in range(rng.randint(1, 3)):
+        side = "consumer" if rng.random() < 0.75 else "provider"
+        lines.append(f"  - side: {side}")
+        _configs_item_common(
+            rng,
+            lines,
+            scope,
+            hosts=tuple(dict.fromkeys(consumer_hosts)) if side == "consumer" else HOSTS,
+        )
+        lines.append("    parameters:")
+        if side == "consumer":
+            chosen = [
+                (k, rng.choice(pool))
+                for k, pool in rng.sample(CONSUMER_SETTINGS, rng.randint(1, 2))
+            ]
+        else:
+            chosen = [("weight", rng.choice((0, 300))), ("timeout", 100), ("disabled", "true")]
+            chosen = rng.sample(chosen, rng.randint(1, 2))
+        for key, value in chosen:
+            lines.append(f"      {key}: {_quote(str(value))}")
+    return {
+        "kind": "consumer-configurator",
+        "rule": "\n".join(lines) + "\n",
+        "consumer": consumer,
+        "providers": [
+            provider_url(rng, group=group, version=version) for _ in range(rng.randint(1, 4))
+        ],
+    }
+
+
 def with_explicit_flags(case: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """The case with every top-level ``configVersion``, ``force`` and ``enabled`` of a
     condition or affinity document written out (drawn when missing). dubbo-go 3.3.2 refuses,
@@ -401,6 +510,7 @@ BUILDERS = {
     "tag": tag_case,
     "affinity": affinity_case,
     "configurator": configurator_case,
+    "consumer-configurator": consumer_configurator_case,
 }
 
 

@@ -3,7 +3,7 @@
 
 A *case* is one JSON object::
 
-    {"kind": "condition" | "tag" | "affinity" | "configurator",
+    {"kind": "condition" | "tag" | "affinity" | "configurator" | "consumer-configurator",
      "rule": "<YAML document>" (tag: may be "" for static tags only),
      "scope": "service" | "application"      (condition only; default service),
      "consumer": "<consumer URL>", "providers": ["<provider URL>", ...],
@@ -11,6 +11,10 @@ A *case* is one JSON object::
 
 and its *answer* is ``{"kept": [indexes of the providers kept]}``, ``{"error": "<why>"}`` when the
 rule is refused, or for configurators ``{"urls": [parameters of each provider once configured]}``;
+for consumer configurators ``{"consumer": {the consumer URL's parameters once configured},
+"urls": [per provider, what the configurators set for the consumer's calls to it]}`` (the Go
+oracle answers ``consumer`` only: a dubbo-go consumer configures no per-provider URL with a
+consumer-side item, its merged provider URLs keep ``side=provider``);
 the Go oracle also answers ``{"panic": "<where: what>"}`` when dubbo-go's own code panics.
 :class:`JavaOracle` asks Dubbo's own classes and :class:`GoOracle` dubbo-go's (one process each,
 cases pipelined over stdin/stdout); :func:`dubbo_py_answer` asks dubbo-py's routers and
@@ -180,6 +184,18 @@ def dubbo_py_answer(case: Case) -> Answer:
             providers = [URL.parse(p) for p in case["providers"]]
             configured = configurators.apply(providers, [], {"oracle": rule})
             return {"urls": [dict(sorted(u.parameters.items())) for u in configured]}
+        if kind == "consumer-configurator":
+            from dubbo_py.cluster import configurators
+
+            configurators.parse_configurators_yaml(rule, "oracle")
+            consumer = URL.parse(case["consumer"])
+            # What the directory's configure_consumer hook gives; a reference merges it over
+            # its own options, the same for calls to every provider.
+            params = configurators.consumer_parameters(consumer, [], {"oracle": rule})
+            return {
+                "consumer": dict(sorted({**consumer.parameters, **params}.items())),
+                "urls": [dict(sorted(params.items())) for _ in case["providers"]],
+            }
     except RuleError as exc:
         return {"error": str(exc)}
     raise ValueError(f"unknown kind {kind!r}")
@@ -203,6 +219,12 @@ def compare(java: Answer, python: Answer, oracle: str = "java") -> str | None:
         )
     if "kept" in java:
         return None if java["kept"] == python.get("kept") else "different providers kept"
+    if "consumer" in java:
+        if _without_bookkeeping([java["consumer"]]) != [python.get("consumer")]:
+            return "different consumer parameters"
+        if "urls" in java and _without_bookkeeping(java["urls"]) != python.get("urls"):
+            return "different per-provider parameters"
+        return None
     if _without_bookkeeping(java.get("urls")) != python.get("urls"):
         return "different parameters"
     return None
@@ -303,6 +325,87 @@ def _java_reading_of_application_key(case: Case, python: Answer) -> Answer | Non
     return {"urls": urls} if changed else None
 
 
+def _java_reading_of_per_provider_overrides(
+    case: Case, *, on_override_url: bool, provider_addresses: bool
+) -> Answer | None:
+    """Dubbo's per-provider answer to a consumer-configurator case, read with dubbo-py's own
+    overrides: RegistryDirectory configures, besides the consumer URL, one override URL per
+    provider that carries only ``application`` and ``side`` (the consumer's) and ``group`` and
+    ``version`` (the provider's). With ``on_override_url`` an item's ``match`` is read there (so
+    ``match.param`` on the consumer's own parameters never holds, and ``empty`` always does)
+    instead of on the consumer URL; with ``provider_addresses`` an item narrowed by
+    ``providerAddresses`` applies to calls to the providers it lists instead of to none."""
+    if case["kind"] != "consumer-configurator":
+        return None
+    from dubbo_py.cluster import configurators
+
+    try:
+        overrides = configurators.parse_configurators_yaml(case["rule"], "oracle")
+    except RuleError:
+        return None
+    consumer = URL.parse(case["consumer"])
+    urls = []
+    for text in case["providers"]:
+        provider = URL.parse(text)
+        seed = {
+            k: v
+            for k, v in (
+                ("application", consumer.get_str("application")),
+                ("side", "consumer"),
+                ("group", provider.get_str("group")),
+                ("version", provider.get_str("version")),
+            )
+            if v
+        }
+        at_consumer = URL(
+            protocol="consumer", host=consumer.host, path=provider.path, parameters=seed
+        )
+        read = at_consumer if on_override_url else consumer
+        params: dict[str, str] = {}
+        for override in overrides:
+            if override.side != "consumer" or not override._addressed(at_consumer, by_port=False):
+                continue
+            if override.provider_addresses and not (
+                provider_addresses and override._provider_addressed(provider)
+            ):
+                continue
+            if override.v3 and override.match is not None:
+                if not override.match.matches(
+                    consumer.host,
+                    provider.address if on_override_url else consumer.address,
+                    read.service_key,
+                    read.get("application"),
+                    read.parameters,
+                ):
+                    continue
+            elif not override.v3 and not override._conditions_hold(read, consumer.host):
+                continue
+            override.set_on(read.parameters, params)
+        urls.append(dict(sorted(params.items())))
+    return {"urls": urls}
+
+
+#: Readings of a consumer-configurator case's per-provider answer: (reason, keyword arguments
+#: of _java_reading_of_per_provider_overrides), tried in order.
+_PER_PROVIDER_READINGS = (
+    (
+        "consumer configurator: match read on the consumer URL only"
+        " (Dubbo: also on each provider's override URL, application/side/group/version only)",
+        {"on_override_url": True, "provider_addresses": False},
+    ),
+    (
+        "consumer configurator: an item narrowed by providerAddresses not applied"
+        " (Dubbo: to calls to those providers)",
+        {"on_override_url": False, "provider_addresses": True},
+    ),
+    (
+        "consumer configurator: match read on the consumer URL only"
+        " + an item narrowed by providerAddresses not applied",
+        {"on_override_url": True, "provider_addresses": True},
+    ),
+)
+
+
 def _affinity_consumer_without_key(case: Case, java: Answer) -> bool:
     """Dubbo's affinity matcher reads the consumer's value as a null pattern: a candidate with
     the key throws (logged, every candidate kept), so only when no candidate has the key does
@@ -388,6 +491,17 @@ def documented(case: Case, java: Answer, python: Answer) -> str | None:
             "affinity: a consumer without the key is not routed"
             " (Dubbo: no provider when no candidate has it)"
         )
+    if case["kind"] == "consumer-configurator" and "consumer" in java:
+        if _without_bookkeeping([java["consumer"]]) != [python.get("consumer")]:
+            return None  # the consumer's own parameters: no documented difference
+        for reason, how in _PER_PROVIDER_READINGS:
+            per_provider = _java_reading_of_per_provider_overrides(case, **how)
+            if (
+                per_provider is not None
+                and _without_bookkeeping(java.get("urls")) == (per_provider["urls"])
+            ):
+                return reason
+        return None
     reading = _java_reading_of_application_key(case, python)
     if reading is not None and compare(java, reading) is None:
         return "configurator: application scope's key not compared with the URL's application"

@@ -15,6 +15,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.dubbo.common.URL;
+import org.apache.dubbo.common.URLBuilder;
+import org.apache.dubbo.common.url.component.DubboServiceAddressURL;
+import org.apache.dubbo.common.utils.NetUtils;
 import org.apache.dubbo.common.config.configcenter.ConfigChangeType;
 import org.apache.dubbo.common.config.configcenter.ConfigChangedEvent;
 import org.apache.dubbo.common.utils.Holder;
@@ -114,6 +117,8 @@ public final class RouterOracle {
                 return affinity(request);
             case "configurator":
                 return configurator(request);
+            case "consumer-configurator":
+                return consumerConfigurator(request);
             default:
                 throw new IllegalArgumentException("unknown kind " + kind);
         }
@@ -278,6 +283,75 @@ public final class RouterOracle {
             result.add(new TreeMap<>(url.getParameters()));
         }
         JSONObject answer = new JSONObject();
+        answer.put("urls", result);
+        return answer;
+    }
+
+    /** The four parameters RegistryDirectory seeds a provider's override URL with. */
+    static final String[] OVERRIDE_SEEDS = {"application", "side", "group", "version"};
+
+    /**
+     * NetUtils.getLocalHost(), which AbstractConfigurator matches a consumer-side item's
+     * address with, set to the case's consumer host: a consumer registers its URL with that
+     * host, so the consumer of the case runs there.
+     */
+    static void runOn(String host) {
+        try {
+            java.lang.reflect.Field field = NetUtils.class.getDeclaredField("HOST_ADDRESS");
+            field.setAccessible(true);
+            field.set(null, host);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot set NetUtils.HOST_ADDRESS", e);
+        }
+    }
+
+    /**
+     * A configurators document as a consumer applies it (RegistryDirectory): "consumer" is the
+     * consumer URL's parameters once configured (the directory URL, overrideWithConfigurator
+     * of the original consumer URL); "urls" is, per provider, what the configurators set on the
+     * override URL RegistryDirectory keeps for that provider (a DubboServiceAddressURL of the
+     * provider for this consumer: side and application are the consumer's, group and version
+     * the provider's), without those four seeds. Provider-side items apply to neither (the
+     * sides differ); they are the configurator kind's question.
+     */
+    static JSONObject consumerConfigurator(JSONObject request) {
+        List<Configurator> configurators;
+        try {
+            List<URL> urls = ConfigParser.parseConfigurators(request.getString("rule"));
+            configurators = Configurator.toConfigurators(urls).orElse(new ArrayList<>());
+        } catch (Throwable e) {
+            return error(e);
+        }
+        URL consumer = URL.valueOf(request.getString("consumer"));
+        runOn(consumer.getHost());
+        URL directory = consumer;
+        for (Configurator configurator : configurators) {
+            directory = configurator.configure(directory);
+        }
+        JSONArray result = new JSONArray();
+        JSONArray providers = request.getJSONArray("providers");
+        for (int i = 0; i < providers.size(); i++) {
+            // Encoded, as a registry holds it (a ZooKeeper node's name).
+            DubboServiceAddressURL address =
+                    DubboServiceAddressURL.valueOf(URL.encode(providers.getString(i)), consumer);
+            URL overridden = URLBuilder.from(address)
+                    .clearParameters()
+                    .addParameter("application", address.getApplication())
+                    .addParameter("side", address.getSide())
+                    .addParameter("group", address.getGroup())
+                    .addParameter("version", address.getVersion())
+                    .build();
+            for (Configurator configurator : configurators) {
+                overridden = configurator.configure(overridden);
+            }
+            Map<String, String> set = new TreeMap<>(overridden.getParameters());
+            for (String seed : OVERRIDE_SEEDS) {
+                set.remove(seed);
+            }
+            result.add(set);
+        }
+        JSONObject answer = new JSONObject();
+        answer.put("consumer", new TreeMap<>(directory.getParameters()));
         answer.put("urls", result);
         return answer;
     }
