@@ -13,22 +13,38 @@ with :class:`DubboConnectionError` naming the address and the cause, and close t
 the table of pending calls is emptied in one place, so no call waits forever and no later
 response lands on a wrong call. :class:`DubboConnections` hands out one open connection per
 address and opens a new one when the last has closed (Dubbo reconnects the same way, lazily).
+
+Blocking callers (:meth:`DubboConnection.call_blocking`, a generic reference's blocking calls)
+do not hop through the loop. The connection's socket is the loop's (``add_reader``; no
+transport): a caller writes its request on its own thread, under the connection's send lock,
+straight to the socket (what the kernel does not take waits in the connection's own buffer,
+which the loop flushes when the socket is writable; later writes queue behind it, so frames
+never interleave), and waits on a lock of its own that the loop releases when the response is
+read. Per call that spares the loop a wake-up, a callback and a write, and the caller a
+``concurrent.futures.Future``; the loop still reads every response, answers heartbeats and
+notices a dead peer, for blocking and awaited calls alike.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
+import socket
+import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from ..serialization.hessian2 import Hessian2Decoder, Hessian2Encoder
 from ..serialization.hessian2.errors import Hessian2Error
 from .body import DubboBodyError, ResponseBody, decode_response_body, encode_request_body
 from .frame import (
+    FLAG_REQUEST,
+    FLAG_TWOWAY,
+    HEADER_STRUCT,
     HESSIAN2,
+    MAGIC,
     MAX_PAYLOAD,
     NULL_BODY,
     DubboFrameError,
@@ -58,6 +74,10 @@ DEFAULT_HEARTBEAT = 60.0
 #: Dubbo's idle timeout is three heartbeats without a byte read.
 IDLE_HEARTBEATS = 3
 _READ_SIZE = 64 * 1024
+#: Bytes waiting in a connection's send buffer beyond which an awaited write waits for them to
+#: drain and the loop stops reading (a peer that does not read its heartbeats' answers is not
+#: buffered for without bound), as a transport's high-water mark.
+_HIGH_WATER = 64 * 1024
 
 #: Seconds an address whose connect failed is passed over while other providers are left
 #: (Dubbo's client reconnects every 2 s, its cluster skips an invoker that is not available).
@@ -65,6 +85,8 @@ CONNECT_BACKOFF = 2.0
 
 #: Request ids are process-wide, as Dubbo's ``Request`` numbers them.
 _IDS = RequestIds()
+_REQUEST_HEAD = HEADER_STRUCT.pack
+_REQUEST_FLAG = FLAG_REQUEST | FLAG_TWOWAY | HESSIAN2
 
 
 class DubboCallError(Exception):
@@ -97,28 +119,67 @@ class DubboRemoteError(DubboCallError):
         self.remote_message = message
 
 
+class _Waiter:
+    """Where a blocking caller waits for its response: a lock it holds until the loop
+    releases it (cheaper than a ``concurrent.futures.Future``: no condition, no callbacks).
+    Settled once, by whoever took it out of the pending table (the reader or a failure)."""
+
+    __slots__ = ("_lock", "outcome")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.outcome: Frame | BaseException | None = None
+
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def settle(self, outcome: Frame | BaseException) -> None:
+        if self.outcome is None:
+            self.outcome = outcome
+            self._lock.release()
+
+    def wait(self, timeout: float | None) -> None:
+        """Until settled, or ``timeout`` s (None: no limit); :attr:`outcome` says which."""
+        self._lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0))
+
+
 class DubboConnection:
-    """One open connection; use :meth:`open`, then :meth:`invoke` or :meth:`request`."""
+    """One open connection; use :meth:`open`, then :meth:`invoke` or :meth:`request` (on the
+    connection's loop), or :meth:`invoke_blocking` / :meth:`call_blocking` (from any other
+    thread)."""
 
     def __init__(
         self,
         address: str,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        sock: socket.socket,
         *,
         heartbeat: float = DEFAULT_HEARTBEAT,
         max_payload: int = MAX_PAYLOAD,
     ) -> None:
         self.address = address
-        self._reader = reader
-        self._writer = writer
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Requests are small and each waits for its answer: no Nagle delay (as Netty's
+            # TCP_NODELAY in Dubbo, and asyncio's transports, have it).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self._fd = sock.fileno()
         self._heartbeat = heartbeat
         self._max_payload = max_payload
         self._decoder = FrameDecoder(max_payload=max_payload)
-        # Awaited calls wait on asyncio futures, blocking ones (call_blocking) on concurrent
-        # futures: both are resolved the same way (done / set_result / set_exception).
-        self._pending: dict[int, asyncio.Future[Frame] | concurrent.futures.Future[Frame]] = {}
+        # Awaited calls wait on asyncio futures, blocking ones (call_blocking) on _Waiters.
+        self._pending: dict[int, asyncio.Future[Frame] | _Waiter] = {}
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        #: Held while bytes go to the socket or its buffer, and while the connection closes:
+        #: writes from the callers' threads and the loop's keep their order and never
+        #: interleave, and none lands after the close.
+        self._send_lock = threading.Lock()
+        #: Bytes the kernel did not take yet (flushed by the loop when the socket is writable).
+        self._out = bytearray()
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._reading = True
         self._closed: DubboConnectionError | None = None
         now = time.monotonic()
         self._last_read = now
@@ -126,7 +187,7 @@ class DubboConnection:
         #: Heartbeats sent and server heartbeats answered (for tests and diagnostics).
         self.heartbeats_sent = 0
         self.heartbeats_answered = 0
-        self._reader_task = asyncio.create_task(self._read_loop(), name=f"dubbo-read {address}")
+        self._loop.add_reader(self._fd, self._on_readable)
         self._heartbeat_task = (
             asyncio.create_task(self._heartbeat_loop(), name=f"dubbo-heartbeat {address}")
             if heartbeat > 0
@@ -146,14 +207,12 @@ class DubboConnection:
         """Connect to ``host:port``; a refusal or a timeout raises DubboConnectionError."""
         address = f"{host}:{port}"
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), connect_timeout
-            )
+            sock = await asyncio.wait_for(_connect(host, port), connect_timeout)
         except (OSError, TimeoutError) as error:
             raise DubboConnectionError(
                 f"cannot connect to dubbo://{address}: {error or type(error).__name__}"
             ) from error
-        return cls(address, reader, writer, heartbeat=heartbeat, max_payload=max_payload)
+        return cls(address, sock, heartbeat=heartbeat, max_payload=max_payload)
 
     @property
     def closed(self) -> bool:
@@ -170,9 +229,7 @@ class DubboConnection:
         if self._closed is not None:
             raise self._closed
         request_id = _IDS.next()
-        data = encode_frame(
-            Frame(request=True, request_id=request_id, body=body), max_payload=self._max_payload
-        )
+        data = _request_frame(request_id, body, self._max_payload)
         return await self._exchange(request_id, data, timeout, "response", named=True)
 
     async def _exchange(
@@ -181,7 +238,7 @@ class DubboConnection:
         """Write ``data`` (a two-way frame of ``request_id``) and wait for its answer within
         ``timeout`` s, else DubboTimeoutError saying no ``what`` came (naming the request id
         when ``named``)."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         future: asyncio.Future[Frame] = loop.create_future()
         self._pending[request_id] = future
         # A timer on the future rather than asyncio.wait_for: wait_for wraps the wait in
@@ -212,51 +269,41 @@ class DubboConnection:
 
     def call_blocking(self, body: bytes, *, timeout: float | None) -> Frame:
         """:meth:`request` from a thread other than the connection's loop: the frame is
-        encoded in the calling thread and handed to the loop to write, and the caller waits
-        for the response itself -- no task and no coroutine per call on the loop."""
-        if self._closed is not None:
-            raise self._closed
+        encoded and written in the calling thread, and the caller waits for its response
+        itself (released by the loop, which reads it) -- nothing runs on the loop for the
+        request, no task and no coroutine."""
         request_id = _IDS.next()
-        data = encode_frame(
-            Frame(request=True, request_id=request_id, body=body), max_payload=self._max_payload
-        )
-        future: concurrent.futures.Future[Frame] = concurrent.futures.Future()
-        try:
-            self._loop.call_soon_threadsafe(self._send_for_thread, request_id, data, future)
-        except RuntimeError as error:  # the loop is closed
-            raise DubboConnectionError(f"connection to dubbo://{self.address} closed") from error
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
+        data = _request_frame(request_id, body, self._max_payload)
+        waiter = _Waiter()
+        pending = self._pending
+        with self._send_lock:
             if self._closed is not None:
-                raise self._closed from None
+                raise self._closed
+            pending[request_id] = waiter
+            lost = self._send_locked(data)
+        if lost is not None:
+            pending.pop(request_id, None)
+            self._on_loop(self._fail, lost)
+            raise lost
+        try:
+            waiter.wait(timeout)
+        finally:
+            if waiter.outcome is None:
+                # Timed out (or interrupted): the id leaves the table, so a late response is
+                # dropped. One that came between the timeout and now is still taken.
+                pending.pop(request_id, None)
+        outcome = waiter.outcome
+        if type(outcome) is Frame:
+            return outcome
+        if outcome is None:
+            if self._closed is not None:
+                raise self._closed
             raise DubboTimeoutError(
                 f"no response from dubbo://{self.address} within {timeout:g} s"
                 f" (request {request_id})"
-            ) from None
-        finally:
-            if not future.done():
-                future.cancel()
-                # The id leaves the table on the loop: a late response is then dropped.
-                with contextlib.suppress(RuntimeError):
-                    self._loop.call_soon_threadsafe(self._pending.pop, request_id, None)
-
-    def _send_for_thread(
-        self, request_id: int, data: bytes, future: concurrent.futures.Future[Frame]
-    ) -> None:
-        if future.done():
-            return  # the caller gave up before the loop got to it
-        if self._closed is not None:
-            future.set_exception(self._closed)
-            return
-        self._pending[request_id] = future
-        # No drain: each blocking caller waits for its response before it sends again, so
-        # what the transport buffers is bounded by the callers' threads.
-        try:
-            self._writer.write(data)
-            self._last_write = time.monotonic()
-        except (OSError, RuntimeError) as error:
-            self._fail(DubboConnectionError(f"connection to dubbo://{self.address} lost: {error}"))
+            )
+        assert isinstance(outcome, BaseException)
+        raise outcome
 
     def invoke_blocking(
         self,
@@ -271,12 +318,12 @@ class DubboConnection:
         enum_classes: Collection[str] = (),
     ) -> ResponseBody:
         """:meth:`invoke` from a thread other than the connection's loop (:meth:`call_blocking`):
-        encoding and decoding happen in the calling thread."""
+        encoding, writing and decoding happen in the calling thread."""
         body = encode_request_body(
             service, method, parameter_types, arguments, version=version, attachments=attachments
         )
         frame = self.call_blocking(body, timeout=timeout)
-        return self._response(frame, f"dubbo://{self.address}/{service}#{method}", enum_classes)
+        return self._response(frame, service, method, enum_classes)
 
     async def ping(self, timeout: float) -> None:
         """Send a heartbeat and wait for the provider's answer to it: a provider whose
@@ -308,89 +355,176 @@ class DubboConnection:
             service, method, parameter_types, arguments, version=version, attachments=attachments
         )
         frame = await self.request(body, timeout=timeout)
-        return self._response(frame, f"dubbo://{self.address}/{service}#{method}", enum_classes)
+        return self._response(frame, service, method, enum_classes)
 
-    def _response(self, frame: Frame, where: str, enum_classes: Collection[str]) -> ResponseBody:
+    def _response(
+        self, frame: Frame, service: str, method: str, enum_classes: Collection[str]
+    ) -> ResponseBody:
         if frame.serialization != HESSIAN2:
             raise DubboCallError(
-                f"{where} answered in serialization id {frame.serialization}; dubbo-py reads"
-                f" Hessian2 ({HESSIAN2}) only"
+                f"dubbo://{self.address}/{service}#{method} answered in serialization id "
+                f"{frame.serialization}; dubbo-py reads Hessian2 ({HESSIAN2}) only"
             )
         if frame.status != Status.OK:
             raise DubboRemoteError(self.address, frame.status, _error_message(frame.body))
         try:
             return decode_response_body(frame.body, enum_classes=enum_classes)
         except (Hessian2Error, DubboBodyError) as error:
-            raise DubboCallError(f"malformed response from {where}: {error}") from error
+            raise DubboCallError(
+                f"malformed response from dubbo://{self.address}/{service}#{method}: {error}"
+            ) from error
 
     async def close(self, reason: str = "closed by this side") -> None:
         """Close the connection; pending calls fail with DubboConnectionError."""
         self._fail(DubboConnectionError(f"connection to dubbo://{self.address} {reason}"))
-        tasks = [t for t in (self._reader_task, self._heartbeat_task) if t is not None]
-        current = asyncio.current_task()
-        for task in tasks:
-            if task is not current:
-                task.cancel()
-        for task in tasks:
-            if task is not current:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        task = self._heartbeat_task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     # ------------------------------------------------------------------ internals
 
+    def _on_loop(self, function: Any, *arguments: Any) -> None:
+        """Run ``function`` on the connection's loop: now when called there, else soon."""
+        if threading.get_ident() == self._loop_thread:
+            function(*arguments)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to tidy
+                self._loop.call_soon_threadsafe(function, *arguments)
+
+    def _send_locked(self, data: bytes) -> DubboConnectionError | None:
+        """Write ``data`` (the send lock held): to the socket when nothing waits before it,
+        else behind what waits; the loop flushes the rest. The error when the connection is
+        lost (the caller closes it, outside the lock)."""
+        out = self._out
+        if out:
+            out += data
+        else:
+            try:
+                sent = self._sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as error:
+                return DubboConnectionError(f"connection to dubbo://{self.address} lost: {error}")
+            if sent < len(data):
+                out += memoryview(data)[sent:]
+                self._on_loop(self._want_write)
+        self._last_write = time.monotonic()
+        return None
+
+    def _send(self, data: bytes) -> None:
+        """Write ``data`` from any thread; a closed or lost connection raises (and closes)."""
+        with self._send_lock:
+            if self._closed is not None:
+                raise self._closed
+            lost = self._send_locked(data)
+        if lost is not None:
+            self._on_loop(self._fail, lost)
+            raise lost
+
+    def _want_write(self) -> None:
+        if self._closed is None:
+            self._loop.add_writer(self._fd, self._on_writable)
+
+    def _on_writable(self) -> None:
+        """The loop: the socket takes bytes again; flush the buffer."""
+        lost: DubboConnectionError | None = None
+        with self._send_lock:
+            out = self._out
+            if out and self._closed is None:
+                try:
+                    sent = self._sock.send(out)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                except OSError as error:
+                    lost = DubboConnectionError(
+                        f"connection to dubbo://{self.address} lost: {error}"
+                    )
+                    sent = 0
+                del out[:sent]
+            empty = not out
+            if empty:
+                self._loop.remove_writer(self._fd)
+        if lost is not None:
+            self._fail(lost)
+            return
+        if empty:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            if not self._reading and self._closed is None:
+                self._reading = True
+                self._loop.add_reader(self._fd, self._on_readable)
+
     async def _write(self, data: bytes) -> None:
-        try:
-            self._writer.write(data)
-            self._last_write = time.monotonic()
-            await self._writer.drain()
-        except (OSError, RuntimeError) as error:
-            self._fail(DubboConnectionError(f"connection to dubbo://{self.address} lost: {error}"))
-            assert self._closed is not None
-            raise self._closed from error
+        """Write ``data`` on the loop, waiting while the send buffer is beyond its mark."""
+        self._send(data)
+        if len(self._out) > _HIGH_WATER:
+            waiter: asyncio.Future[None] = self._loop.create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
 
     def _fail(self, error: DubboConnectionError) -> None:
-        """Close once; every pending call fails with ``error``."""
-        if self._closed is not None:
-            return
-        self._closed = error
-        pending, self._pending = self._pending, {}
+        """Close once (on the loop); every pending call fails with ``error``."""
+        with self._send_lock:
+            if self._closed is not None:
+                return
+            self._closed = error
+            pending, self._pending = self._pending, {}
+            self._out.clear()
         for future in pending.values():
             _settle(future, error)
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(error)
+                waiter.exception()  # raised where it is awaited, or by nobody
         with contextlib.suppress(Exception):
-            self._writer.close()
+            self._loop.remove_reader(self._fd)
+        with contextlib.suppress(Exception):
+            self._loop.remove_writer(self._fd)
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
-    async def _read_loop(self) -> None:
+    def _on_readable(self) -> None:
+        """The loop: bytes arrived; each frame they complete is dispatched."""
         try:
-            while True:
-                data = await self._reader.read(_READ_SIZE)
-                if not data:
-                    self._fail(
-                        DubboConnectionError(f"connection to dubbo://{self.address} closed by peer")
-                    )
-                    return
-                self._last_read = time.monotonic()
-                try:
-                    frames = self._decoder.feed(data)
-                except DubboFrameError as error:
-                    self._fail(
-                        DubboConnectionError(
-                            f"malformed frame from dubbo://{self.address}: {error};"
-                            " connection closed"
-                        )
-                    )
-                    return
-                for frame in frames:
-                    await self._dispatch(frame)
-        except asyncio.CancelledError:
-            raise
-        except (OSError, DubboConnectionError) as error:
+            data = self._sock.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
             self._fail(DubboConnectionError(f"connection to dubbo://{self.address} lost: {error}"))
+            return
+        if not data:
+            self._fail(DubboConnectionError(f"connection to dubbo://{self.address} closed by peer"))
+            return
+        self._last_read = time.monotonic()
+        try:
+            frames = self._decoder.feed(data)
+        except DubboFrameError as error:
+            self._fail(
+                DubboConnectionError(
+                    f"malformed frame from dubbo://{self.address}: {error}; connection closed"
+                )
+            )
+            return
+        try:
+            for frame in frames:
+                self._dispatch(frame)
+        except DubboConnectionError:
+            return  # lost while answering the server: closed, every call told
+        if len(self._out) > _HIGH_WATER and self._reading and self._closed is None:
+            # The peer does not read what we answer it: read no more until it does.
+            self._reading = False
+            self._loop.remove_reader(self._fd)
 
-    async def _dispatch(self, frame: Frame) -> None:
+    def _dispatch(self, frame: Frame) -> None:
         if frame.request:
             if frame.event and frame.two_way:
                 # A server heartbeat (or another event): answered with the same id.
-                await self._write(encode_frame(heartbeat_response(frame)))
+                self._send(encode_frame(heartbeat_response(frame)))
                 self.heartbeats_answered += 1
             elif frame.two_way:
                 # The server calling back (Dubbo's callbacks): not supported; said so, not hung.
@@ -402,7 +536,7 @@ class DubboConnection:
                     ),
                     status=Status.SERVICE_NOT_FOUND,
                 )
-                await self._write(encode_frame(refusal))
+                self._send(encode_frame(refusal))
             return
         future = self._pending.pop(frame.request_id, None)
         if future is None:
@@ -434,6 +568,41 @@ class DubboConnection:
                     self.heartbeats_sent += 1
 
 
+async def _connect(host: str, port: int) -> socket.socket:
+    """A connected non-blocking TCP socket to ``host:port`` (each address the name resolves
+    to tried in turn, as asyncio's ``open_connection`` does)."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    if not infos:
+        raise OSError(f"{host} resolves to no address")
+    error: OSError | None = None
+    for family, kind, proto, _name, address in infos:
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    assert error is not None
+    raise error
+
+
+def _request_frame(request_id: int, body: bytes, max_payload: int) -> bytes:
+    """A two-way Hessian2 request's frame (:func:`encode_frame`'s bytes, without the
+    :class:`Frame` it would build per call)."""
+    if len(body) > max_payload:
+        raise DubboFrameError(
+            f"body of {len(body)} bytes exceeds the payload limit of {max_payload}"
+        )
+    return _REQUEST_HEAD(MAGIC, _REQUEST_FLAG, 0, request_id, len(body)) + body
+
+
 def _hessian_string(text: str) -> bytes:
     out = Hessian2Encoder()
     out.write(text)
@@ -451,21 +620,19 @@ def _error_message(body: bytes) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
-def _settle(
-    future: asyncio.Future[Frame] | concurrent.futures.Future[Frame],
-    outcome: Frame | BaseException,
-) -> None:
-    """Resolve a waiting call with its frame or error, unless it is done already: a blocking
-    caller may cancel its concurrent future from its own thread at any moment (a timeout)."""
+def _settle(future: asyncio.Future[Frame] | _Waiter, outcome: Frame | BaseException) -> None:
+    """Resolve a waiting call (on the loop) with its frame or error, unless it is done already
+    (an awaited call's timer may have fired)."""
+    if type(future) is _Waiter:
+        future.settle(outcome)
+        return
+    assert isinstance(future, asyncio.Future)
     if future.done():
         return
-    try:
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
-    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
-        pass  # cancelled by its caller between the check and now
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 def _expire(
