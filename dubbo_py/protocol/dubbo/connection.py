@@ -21,8 +21,16 @@ straight to the socket (what the kernel does not take waits in the connection's 
 which the loop flushes when the socket is writable; later writes queue behind it, so frames
 never interleave), and waits on a lock of its own that the loop releases when the response is
 read. Per call that spares the loop a wake-up, a callback and a write, and the caller a
-``concurrent.futures.Future``; the loop still reads every response, answers heartbeats and
-notices a dead peer, for blocking and awaited calls alike.
+``concurrent.futures.Future``.
+
+Reading is done by whoever holds the connection's read token. Usually that is the loop; but a
+blocking caller that finds the token free after sending takes it and reads the socket itself
+(a leader: it settles every response it reads, its own and others', and answers the server's
+heartbeats) until its own response is in, so an uncontended blocking call wakes no second
+thread at all. While a caller leads, the loop stops watching the socket (readiness would wake
+it for nothing); it watches again when a leader leaves with calls still pending, and half a
+second after it stopped in any case, so a peer that closes an idle connection is still noticed
+at once by the loop, as before.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import select
 import socket
 import threading
 import time
@@ -78,6 +87,9 @@ _READ_SIZE = 64 * 1024
 #: drain and the loop stops reading (a peer that does not read its heartbeats' answers is not
 #: buffered for without bound), as a transport's high-water mark.
 _HIGH_WATER = 64 * 1024
+#: Seconds after the loop stopped watching the socket (a caller's thread reading) that it
+#: looks again whether it should (the socket idle: a peer's close is then noticed).
+_REWATCH = 0.5
 
 #: Seconds an address whose connect failed is passed over while other providers are left
 #: (Dubbo's client reconnects every 2 s, its cluster skips an invoker that is not available).
@@ -179,7 +191,16 @@ class DubboConnection:
         #: Bytes the kernel did not take yet (flushed by the loop when the socket is writable).
         self._out = bytearray()
         self._drain_waiters: list[asyncio.Future[None]] = []
-        self._reading = True
+        #: Held by whoever reads the socket and feeds the frame decoder: the loop, or a
+        #: blocking caller reading for its own response (a leader).
+        self._read_token = threading.Lock()
+        self._poll = select.poll()
+        self._poll.register(self._fd, select.POLLIN)
+        #: Whether the loop watches the socket for reading (changed on the loop only).
+        self._watching = True
+        #: Whether reading is held back because the peer does not take what we send it.
+        self._held_back = False
+        self._rewatch_timer: asyncio.TimerHandle | None = None
         self._closed: DubboConnectionError | None = None
         now = time.monotonic()
         self._last_read = now
@@ -283,10 +304,19 @@ class DubboConnection:
             lost = self._send_locked(data)
         if lost is not None:
             pending.pop(request_id, None)
-            self._on_loop(self._fail, lost)
+            self._fail(lost)
             raise lost
         try:
-            waiter.wait(timeout)
+            if self._read_token.acquire(blocking=False):
+                try:
+                    self._lead(waiter, timeout)
+                finally:
+                    self._read_token.release()
+                if self._pending:
+                    # Calls still wait whose answers nobody reads now: the loop's turn again.
+                    self._on_loop(self._watch)
+            else:
+                waiter.wait(timeout)
         finally:
             if waiter.outcome is None:
                 # Timed out (or interrupted): the id leaves the table, so a late response is
@@ -393,6 +423,22 @@ class DubboConnection:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to tidy
                 self._loop.call_soon_threadsafe(function, *arguments)
 
+    def _lead(self, waiter: _Waiter, timeout: float | None) -> None:
+        """Read the socket on this (caller's) thread, the read token held, until ``waiter``
+        is settled, the connection closes or ``timeout`` s pass."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poll = self._poll.poll
+        while waiter.outcome is None and self._closed is None:
+            if deadline is None:
+                ready = poll()
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                ready = poll(left * 1000 + 1)  # milliseconds, rounded up
+            if ready:
+                self._read_available()
+
     def _send_locked(self, data: bytes) -> DubboConnectionError | None:
         """Write ``data`` (the send lock held): to the socket when nothing waits before it,
         else behind what waits; the loop flushes the rest. The error when the connection is
@@ -420,7 +466,7 @@ class DubboConnection:
                 raise self._closed
             lost = self._send_locked(data)
         if lost is not None:
-            self._on_loop(self._fail, lost)
+            self._fail(lost)
             raise lost
 
     def _want_write(self) -> None:
@@ -454,9 +500,9 @@ class DubboConnection:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
-            if not self._reading and self._closed is None:
-                self._reading = True
-                self._loop.add_reader(self._fd, self._on_readable)
+            if self._held_back:
+                self._held_back = False
+                self._watch()
 
     async def _write(self, data: bytes) -> None:
         """Write ``data`` on the loop, waiting while the send buffer is beyond its mark."""
@@ -467,29 +513,85 @@ class DubboConnection:
             await waiter
 
     def _fail(self, error: DubboConnectionError) -> None:
-        """Close once (on the loop); every pending call fails with ``error``."""
+        """Close once (from any thread); every pending call fails with ``error``."""
         with self._send_lock:
             if self._closed is not None:
                 return
             self._closed = error
             pending, self._pending = self._pending, {}
             self._out.clear()
+        on_loop = threading.get_ident() == self._loop_thread
         for future in pending.values():
-            _settle(future, error)
+            if on_loop or type(future) is _Waiter:
+                _settle(future, error)
+            else:
+                with contextlib.suppress(RuntimeError):  # the loop is closed
+                    self._loop.call_soon_threadsafe(_settle, future, error)
+        self._on_loop(self._release)
+
+    def _release(self) -> None:
+        """The loop, once closed: awaited writes told, the socket unwatched and closed."""
+        assert self._closed is not None
         waiters, self._drain_waiters = self._drain_waiters, []
         for waiter in waiters:
             if not waiter.done():
-                waiter.set_exception(error)
+                waiter.set_exception(self._closed)
                 waiter.exception()  # raised where it is awaited, or by nobody
+        if self._rewatch_timer is not None:
+            self._rewatch_timer.cancel()
         with contextlib.suppress(Exception):
             self._loop.remove_reader(self._fd)
         with contextlib.suppress(Exception):
             self._loop.remove_writer(self._fd)
+        # A leader may be polling the socket: a shutdown wakes it (a close alone would not),
+        # and it finds its call failed.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._sock.close()
 
+    def _watch(self) -> None:
+        """The loop watches the socket again (unless closed or held back)."""
+        if self._closed is None and not self._watching and not self._held_back:
+            self._watching = True
+            self._loop.add_reader(self._fd, self._on_readable)
+
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._fd)
+
+    def _rewatch(self) -> None:
+        self._rewatch_timer = None
+        if self._closed is not None:
+            return
+        if self._read_token.locked():
+            # A caller's thread still reads: look again later rather than be woken for it.
+            self._rewatch_timer = self._loop.call_later(_REWATCH, self._rewatch)
+        else:
+            self._watch()
+
     def _on_readable(self) -> None:
         """The loop: bytes arrived; each frame they complete is dispatched."""
+        if not self._read_token.acquire(blocking=False):
+            # A caller's thread reads the socket now: stop watching it (its readiness would
+            # wake the loop over and over) until that thread leaves, or a while has passed.
+            self._unwatch()
+            if self._rewatch_timer is None:
+                self._rewatch_timer = self._loop.call_later(_REWATCH, self._rewatch)
+            return
+        try:
+            self._read_available()
+        finally:
+            self._read_token.release()
+        if len(self._out) > _HIGH_WATER and self._closed is None:
+            # The peer does not read what we answer it: read no more until it does.
+            self._held_back = True
+            self._unwatch()
+
+    def _read_available(self) -> None:
+        """Read what the socket has and dispatch the frames it completes (the read token
+        held, on the loop or a leader's thread)."""
         try:
             data = self._sock.recv(_READ_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -515,10 +617,6 @@ class DubboConnection:
                 self._dispatch(frame)
         except DubboConnectionError:
             return  # lost while answering the server: closed, every call told
-        if len(self._out) > _HIGH_WATER and self._reading and self._closed is None:
-            # The peer does not read what we answer it: read no more until it does.
-            self._reading = False
-            self._loop.remove_reader(self._fd)
 
     def _dispatch(self, frame: Frame) -> None:
         if frame.request:
@@ -544,7 +642,11 @@ class DubboConnection:
             if not frame.event:
                 log.debug("dubbo://%s: response %d has no call", self.address, frame.request_id)
             return
-        _settle(future, frame)
+        if type(future) is _Waiter or threading.get_ident() == self._loop_thread:
+            _settle(future, frame)
+        else:  # an awaited call's answer, read by a leader: settled on the loop
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(_settle, future, frame)
 
     async def _heartbeat_loop(self) -> None:
         tick = self._heartbeat / 3
