@@ -110,7 +110,27 @@ def encode_request_body(
     )
     for argument in arguments:
         out.write(argument)
-    out.write(attachments if type(attachments) is dict else dict(attachments or {}))
+    items = tuple(attachments.items()) if attachments else ()
+    try:
+        encoded = _string_map(items)
+    except TypeError:  # a value that cannot be hashed (so not a string): written as it is
+        encoded = None
+    if encoded is None:
+        out.write(dict(items))
+    else:
+        out.write_encoded(encoded, references=1)
+    return out.getvalue()
+
+
+@functools.lru_cache(maxsize=1024)
+def _string_map(items: tuple[tuple[object, object], ...]) -> bytes | None:
+    """The Hessian2 bytes of attachments whose keys and values are all strings (a request's
+    usually are, the same on every call of a reference), encoded once; None otherwise."""
+    for key, value in items:
+        if type(key) is not str or type(value) is not str:
+            return None
+    out = Hessian2Encoder()
+    out.write(dict(items))
     return out.getvalue()
 
 

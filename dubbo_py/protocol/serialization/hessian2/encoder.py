@@ -92,10 +92,13 @@ class Hessian2Encoder:
         """The bytes written so far."""
         return bytes(self._out)
 
-    def write_encoded(self, data: bytes) -> None:
-        """Append values already encoded that leave no state behind (strings, numbers,
-        nulls: no class definitions, types or references), as :func:`dumps` gives them."""
+    def write_encoded(self, data: bytes, *, references: int = 0) -> None:
+        """Append values already encoded that define no classes or types and refer to no
+        earlier value (strings, numbers, untyped maps of them ...), as :func:`dumps` gives
+        them; ``references`` is how many lists, maps or objects they hold, which Java's
+        reference numbering counts."""
         self._out += data
+        self._ref_count += references
 
     def write(self, value: object) -> None:
         """Append one value."""
