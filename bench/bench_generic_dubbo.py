@@ -1,6 +1,7 @@
 """Generic calls over ``dubbo://`` against a Triple stub call, both to Java Dubbo 3.3.6, in one run.
 
     python bench/bench_generic_dubbo.py [--seconds 1] [--rounds 6] [--threads 1 8]
+    python bench/bench_generic_dubbo.py --clients [--also before=DIR]
 
 A ZooKeeper started here; two Java processes of tests/peers/java/estate: ``estate.DubboProvider``
 (estate.UserService over dubbo://, Hessian2) and ``estate.Provider`` (demo.Greeter over Triple).
@@ -106,10 +107,12 @@ def clients_main(args: argparse.Namespace) -> None:
         ) as provider:  # fmt: skip
             assert provider.proc is not None
             common = ["--version", "1.0.0", "--group", group]
+            py_driver = [sys.executable, driver, "dubbo-py", "--registry", registry, *common]
             drivers = [
-                Driver(
-                    "dubbo-py generic",
-                    [sys.executable, driver, "dubbo-py", "--registry", registry, *common],
+                Driver("dubbo-py generic", py_driver),
+                *(
+                    Driver(f"dubbo-py {name}", [*py_driver, "--root", root])
+                    for name, root in (item.split("=", 1) for item in args.also)
                 ),
                 Driver(
                     "Java 3.3.6 generic",
@@ -182,6 +185,14 @@ def main() -> None:
         "--clients",
         action="store_true",
         help="dubbo-py, the Java consumer and PyPI's dubbo-ssl-python side by side (processes)",
+    )
+    parser.add_argument(
+        "--also",
+        nargs="*",
+        default=[],
+        metavar="NAME=DIR",
+        help="with --clients: also the dubbo-py of checkout DIR (e.g. an export of an earlier "
+        "commit), shown as 'dubbo-py NAME', to compare two versions in one run",
     )
     args = parser.parse_args()
     if args.clients:

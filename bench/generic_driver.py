@@ -1,7 +1,7 @@
 """One client of the generic-call benchmark (bench/bench_generic_dubbo.py --clients) in a process
 of its own, so that its CPU per call is its process's and nothing else's.
 
-    python bench/generic_driver.py dubbo-py --registry R --version V --group G
+    python bench/generic_driver.py dubbo-py --registry R --version V --group G [--root DIR]
     <venv>/bin/python bench/generic_driver.py dubbo-ssl-python --host H:P --version V --group G
 
 It prints ``READY``, then answers each stdin line ``run THREADS SECONDS METHOD`` (``nothing``,
@@ -27,8 +27,9 @@ Caller = Callable[[str], Any]
 
 
 def dubbo_py_caller(args: argparse.Namespace) -> Caller:
-    """dubbo-py's generic reference, found in the registry (its whole consumer chain)."""
-    root = Path(__file__).resolve().parent.parent
+    """dubbo-py's generic reference, found in the registry (its whole consumer chain); the
+    dubbo-py of ``--root`` when given (another checkout, to compare two versions in one run)."""
+    root = Path(args.root).resolve() if args.root else Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
     import dubbo_py
 
@@ -100,6 +101,7 @@ def main() -> None:
     parser.add_argument("--host", default="")
     parser.add_argument("--version", default="")
     parser.add_argument("--group", default="")
+    parser.add_argument("--root", default="", help="the dubbo-py checkout to import")
     args = parser.parse_args()
     make = dubbo_py_caller if args.client == "dubbo-py" else dubbo_ssl_python_caller
     call = make(args)

@@ -523,14 +523,11 @@ class GenericReference:
         stored in the metadata report, the method picked by name and number of arguments
         (:class:`GenericSignatureError` when that leaves none or several); where none is
         stored, none are sent and the provider finds the method by its name."""
-        return self.invoke_result(
-            method,
-            parameter_types,
-            arguments,
-            timeout=timeout,
-            attachments=attachments,
-            enum_classes=enum_classes,
-        ).value
+        # Not invoke_result(...).value: nobody reads where the call went, so it is not noted.
+        value, _invocation, _mocked = self._call_blocking(
+            method, parameter_types, arguments, timeout, attachments, enum_classes, None
+        )
+        return value
 
     def invoke_result(
         self,
@@ -544,6 +541,24 @@ class GenericReference:
     ) -> GenericResult:
         """:meth:`invoke`, returning the value with the provider that answered, the providers
         tried and the parameter types sent (:class:`GenericResult`)."""
+        outcome: list[GenericResult] = []
+        value, invocation, mocked = self._call_blocking(
+            method, parameter_types, arguments, timeout, attachments, enum_classes, outcome
+        )
+        return _result(value, [] if mocked else outcome, invocation)
+
+    def _call_blocking(
+        self,
+        method: str,
+        parameter_types: Sequence[str] | None,
+        arguments: Sequence[object],
+        timeout: float | None,
+        attachments: Mapping[str, str] | None,
+        enum_classes: Collection[str],
+        outcome: list[GenericResult] | None,
+    ) -> tuple[Any, Invocation, bool]:
+        """A blocking call through the filters and the cluster: its value, its invocation and
+        whether the mock answered; where it went is appended to ``outcome`` (None: not noted)."""
         if threading.current_thread() is self._runtime.thread:
             raise RuntimeError(
                 "a blocking generic call on the dubbo:// loop would wait on itself; "
@@ -554,8 +569,7 @@ class GenericReference:
         )
         spec = self._mock_spec(method)
         if spec is not None and spec.mode == "force":
-            return _result(mock_answer(spec, invocation), [], invocation)
-        outcome: list[GenericResult] = []
+            return mock_answer(spec, invocation), invocation, True
         token = _OUTCOME.set(outcome)
         try:
             value = self._blocking_call(invocation)
@@ -565,10 +579,10 @@ class GenericReference:
             log.info(
                 "generic %s#%s failed (%s): answered by its mock", self.interface, method, error
             )
-            return _result(mock_answer(spec, invocation), [], invocation)
+            return mock_answer(spec, invocation), invocation, True
         finally:
             _OUTCOME.reset(token)
-        return _result(value, outcome, invocation)
+        return value, invocation, False
 
     async def invoke_async(
         self,
@@ -983,6 +997,8 @@ class GenericReference:
         registry's directory that has one)."""
         for directory in self._directories:
             overrides = directory.consumer_overrides
+            if not overrides:
+                continue  # the usual case: no override rule, no names to build
             for name in (f"{method}.{key}", key):
                 value = overrides.get(name)
                 if value:

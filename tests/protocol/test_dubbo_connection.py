@@ -20,7 +20,11 @@ from hypothesis import strategies as st
 
 from dubbo_py import JavaObject
 from dubbo_py.consumer.generic import DubboRuntime, GenericReference, unwrap_generic_exception
-from dubbo_py.protocol.dubbo.body import encode_response_body
+from dubbo_py.protocol.dubbo.body import (
+    decode_response_body,
+    encode_request_body,
+    encode_response_body,
+)
 from dubbo_py.protocol.dubbo.connection import (
     DubboCallError,
     DubboConnection,
@@ -581,3 +585,110 @@ def test_blocking_callers_share_the_connection_time_out_and_see_it_lost() -> Non
 async def _write_to(server: FrameServer, data: bytes) -> None:
     server.writers[-1].write(data)
     await server.writers[-1].drain()
+
+
+def _body(value: object) -> bytes:
+    return encode_request_body("demo.Echo", "echo", ["java.lang.Object"], [value])
+
+
+def _echoed(connection: DubboConnection, value: object, timeout: float | None = 5.0) -> Any:
+    frame = connection.call_blocking(_body(value), timeout=timeout)
+    return decode_response_body(frame.body).value
+
+
+def test_blocking_callers_on_many_threads_and_awaited_calls_share_one_connection() -> None:
+    # Blocking callers read the socket themselves when nobody else does (one of them leads,
+    # settling the others' answers too) and the loop reads otherwise: whoever reads, every
+    # call gets its own answer, awaited calls on the loop included.
+    runtime = DubboRuntime()
+    try:
+
+        async def jittery(frame: Frame, writer: asyncio.StreamWriter) -> None:
+            value = echo_value(frame)
+            if isinstance(value, int) and value % 7 == 0:
+                await asyncio.sleep(0.002)  # answers out of order
+            writer.write(respond(frame, encode_response_body(value)))
+
+        server = runtime.run(FrameServer(jittery).start())
+        connection = runtime.run(runtime.connections.get("127.0.0.1", server.port))
+        wrong: list[tuple[int, Any]] = []
+
+        def worker(base: int) -> None:
+            for i in range(base, base + 150):
+                got = _echoed(connection, i)
+                if got != i:
+                    wrong.append((i, got))
+
+        async def awaited() -> list[Any]:
+            return [await call(connection, f"a{i}") for i in range(100)]
+
+        threads = [threading.Thread(target=worker, args=(k * 1000,)) for k in range(6)]
+        for thread in threads:
+            thread.start()
+        assert runtime.run(awaited(), timeout=30) == [f"a{i}" for i in range(100)]
+        for thread in threads:
+            thread.join(30)
+        assert wrong == []
+        assert connection.pending == 0 and server.connections == 1
+        runtime.run(server.close())
+    finally:
+        runtime.close()
+
+
+def test_an_idle_connection_closed_by_the_peer_after_blocking_calls_is_noticed() -> None:
+    # After a blocking caller read the socket, the loop watches it again: the peer's close of
+    # the idle connection closes ours (the pool then opens a new one for the next call).
+    runtime = DubboRuntime()
+    try:
+        server = runtime.run(FrameServer(echo).start())
+        connection = runtime.run(runtime.connections.get("127.0.0.1", server.port))
+        for i in range(20):
+            assert _echoed(connection, i) == i
+        server.drop_all()
+        for _ in range(200):  # waits for an event, at most 10 s
+            if connection.closed:
+                break
+            threading.Event().wait(0.05)
+        assert connection.closed
+        with pytest.raises(DubboConnectionError, match="closed by peer"):
+            _echoed(connection, "after")
+        again = runtime.run(runtime.connections.get("127.0.0.1", server.port))
+        assert again is not connection and _echoed(again, "again") == "again"
+        runtime.run(server.close())
+    finally:
+        runtime.close()
+
+
+def test_closing_a_connection_fails_a_blocking_call_waiting_without_a_timeout() -> None:
+    # A blocking caller reading the socket for its answer (no timeout) is not left waiting
+    # forever when the connection is closed under it.
+    runtime = DubboRuntime()
+    try:
+
+        async def silent(frame: Frame, writer: asyncio.StreamWriter) -> None:
+            return None
+
+        server = runtime.run(FrameServer(silent).start())
+        connection = runtime.run(runtime.connections.get("127.0.0.1", server.port))
+        failures: list[BaseException] = []
+
+        def waiting() -> None:
+            try:
+                _echoed(connection, "never", timeout=None)
+            except BaseException as error:
+                failures.append(error)
+
+        caller = threading.Thread(target=waiting)
+        caller.start()
+        for _ in range(200):
+            if server.requests:
+                break
+            threading.Event().wait(0.05)
+        runtime.run(connection.close("closed by the test"))
+        caller.join(10)
+        assert not caller.is_alive()
+        assert len(failures) == 1 and isinstance(failures[0], DubboConnectionError)
+        assert "closed by the test" in str(failures[0])
+        runtime.run(server.close())
+    finally:
+        runtime.close()

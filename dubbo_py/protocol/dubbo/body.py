@@ -9,6 +9,7 @@ attachments), the value or the exception, then the attachments when the flag say
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -79,6 +80,18 @@ def parameter_types_desc(java_types: Sequence[str]) -> str:
     return "".join(descriptor(t) for t in java_types)
 
 
+@functools.lru_cache(maxsize=1024)
+def _request_head(
+    dubbo_version: str, service: str, version: str, method: str, parameter_types: tuple[str, ...]
+) -> bytes:
+    """The first five values of a request body (strings: their bytes depend on the texts
+    alone, no encoder state), encoded once per service, version, method and types."""
+    out = Hessian2Encoder()
+    for text in (dubbo_version, service, version, method, parameter_types_desc(parameter_types)):
+        out.write(text)
+    return out.getvalue()
+
+
 def encode_request_body(
     service: str,
     method: str,
@@ -95,11 +108,32 @@ def encode_request_body(
             f"{method} takes {len(parameter_types)} parameters, {len(arguments)} arguments given"
         )
     out = Hessian2Encoder()
-    for text in (dubbo_version, service, version, method, parameter_types_desc(parameter_types)):
-        out.write(text)
+    out.write_encoded(
+        _request_head(dubbo_version, service, version, method, tuple(parameter_types))
+    )
     for argument in arguments:
         out.write(argument)
-    out.write(dict(attachments or {}))
+    items = tuple(attachments.items()) if attachments else ()
+    try:
+        encoded = _string_map(items)
+    except TypeError:  # a value that cannot be hashed (so not a string): written as it is
+        encoded = None
+    if encoded is None:
+        out.write(dict(items))
+    else:
+        out.write_encoded(encoded, references=1)
+    return out.getvalue()
+
+
+@functools.lru_cache(maxsize=1024)
+def _string_map(items: tuple[tuple[object, object], ...]) -> bytes | None:
+    """The Hessian2 bytes of attachments whose keys and values are all strings (a request's
+    usually are, the same on every call of a reference), encoded once; None otherwise."""
+    for key, value in items:
+        if type(key) is not str or type(value) is not str:
+            return None
+    out = Hessian2Encoder()
+    out.write(dict(items))
     return out.getvalue()
 
 
@@ -132,6 +166,11 @@ def encode_response_body(
     return out.getvalue()
 
 
+_FLAGS = frozenset(int(flag) for flag in ResponseFlag)
+_EXCEPTION_FLAGS = (ResponseFlag.WITH_EXCEPTION, ResponseFlag.WITH_EXCEPTION_WITH_ATTACHMENTS)
+_VALUE_FLAGS = (ResponseFlag.VALUE, ResponseFlag.VALUE_WITH_ATTACHMENTS)
+
+
 def decode_response_body(body: bytes, *, enum_classes: Collection[str] = ()) -> ResponseBody:
     """A response's body read; a malformed one raises Hessian2DecodeError or DubboBodyError.
 
@@ -139,11 +178,11 @@ def decode_response_body(body: bytes, *, enum_classes: Collection[str] = ()) -> 
     trailing bytes are refused, with the offset where they start."""
     decoder = Hessian2Decoder(body, enum_classes=enum_classes)
     flag = decoder.read()
-    if type(flag) is not int or flag not in set(ResponseFlag):
+    # Compared as plain ints: building the enum member per response costs more than the rest.
+    if type(flag) is not int or flag not in _FLAGS:
         raise DubboBodyError(f"response flag {flag!r} is none of Dubbo's (0-5)")
-    kind = ResponseFlag(flag)
     result = ResponseBody()
-    if kind in (ResponseFlag.WITH_EXCEPTION, ResponseFlag.WITH_EXCEPTION_WITH_ATTACHMENTS):
+    if flag in _EXCEPTION_FLAGS:
         thrown = decoder.read()
         if not is_throwable(thrown):
             raise DubboBodyError(
@@ -152,9 +191,9 @@ def decode_response_body(body: bytes, *, enum_classes: Collection[str] = ()) -> 
             )
         assert isinstance(thrown, JavaObject)
         result.exception = from_throwable(thrown)
-    elif kind in (ResponseFlag.VALUE, ResponseFlag.VALUE_WITH_ATTACHMENTS):
+    elif flag in _VALUE_FLAGS:
         result.value = decoder.read()
-    if kind >= ResponseFlag.WITH_EXCEPTION_WITH_ATTACHMENTS:
+    if flag >= ResponseFlag.WITH_EXCEPTION_WITH_ATTACHMENTS:
         attachments = decoder.read()
         if not isinstance(attachments, dict):
             raise DubboBodyError(f"response attachments are a {type(attachments).__name__}")

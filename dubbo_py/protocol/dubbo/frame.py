@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import struct
-import threading
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -28,7 +27,9 @@ MAX_PAYLOAD = 8 * 1024 * 1024
 #: A heartbeat's body: Hessian2's null.
 NULL_BODY = b"N"
 
-_HEADER = struct.Struct(">HBBqi")
+#: The header's layout: magic, flag, status, request id, body length.
+HEADER_STRUCT = struct.Struct(">HBBqi")
+_HEADER = HEADER_STRUCT
 
 
 class Status(IntEnum):
@@ -167,11 +168,13 @@ class RequestIds:
     wrapping within a signed 64-bit long."""
 
     def __init__(self, start: int = 0) -> None:
+        # next() of an itertools.count is one C call under the GIL: no two threads get the
+        # same value, without a lock of ours.
         self._counter = itertools.count(start)
-        self._lock = threading.Lock()
 
     def next(self) -> int:
         """The next id."""
-        with self._lock:
-            value = next(self._counter)
+        value = next(self._counter)
+        if value < 2**63:
+            return value
         return ((value + 2**63) % 2**64) - 2**63

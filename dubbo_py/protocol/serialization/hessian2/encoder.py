@@ -92,11 +92,28 @@ class Hessian2Encoder:
         """The bytes written so far."""
         return bytes(self._out)
 
+    def write_encoded(self, data: bytes, *, references: int = 0) -> None:
+        """Append values already encoded that define no classes or types and refer to no
+        earlier value (strings, numbers, untyped maps of them ...), as :func:`dumps` gives
+        them; ``references`` is how many lists, maps or objects they hold, which Java's
+        reference numbering counts."""
+        self._out += data
+        self._ref_count += references
+
     def write(self, value: object) -> None:
         """Append one value."""
         out = self._out
-        if type(value) is str:  # most values of a request (names, attachments) come first
-            self.write_string(value)
+        kind = type(value)
+        if kind is str:  # most values of a request (names, attachments) come first
+            self.write_string(value)  # type: ignore[arg-type]
+        elif kind is dict or kind is TypedList or kind is list:
+            # The containers of a request (its attachments, $invoke's arrays) by their exact
+            # type, before the scalar checks below; subclasses take the general path.
+            if not self._write_ref(value):
+                if kind is dict:
+                    self._map(value, None)  # type: ignore[arg-type]
+                else:
+                    self._list_items(value, getattr(value, "java_type", None))  # type: ignore[arg-type]
         elif value is None:
             out.append(0x4E)
         elif value is True:
