@@ -391,6 +391,12 @@ class Registry:
         :class:`~dubbo_py.registry.store.base.BadVersionError` / ``NodeExistsError``)."""
         path = layout.config_path(key)
         data = text.encode("utf-8")
+        overwrite = getattr(self.store, "overwrite", None)
+        if version is None and callable(overwrite):
+            # A store whose writes create and replace alike, with no per-node protection
+            # (Nacos: NacosStore.overwrite), does it in one call, not a set refused on an
+            # absent node and then a create.
+            return int(overwrite(path, data))
         if version is None:
             try:
                 return self.store.set(path, data)

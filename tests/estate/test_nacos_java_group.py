@@ -7,6 +7,12 @@ and looks up in Nacos group ``<G>``; its rule listeners read config group ``dubb
 registry group. So: Java's instance is in Nacos group ``<G>`` (read through Nacos's HTTP API),
 each side calls the other's provider there, and a rule pushed with ``dubbo-py rules push`` on
 the grouped address steers the Java consumer and the dubbo-py one alike.
+
+At the application level (issue 44 item 4), on the same grouped addresses without
+``register-mode=interface``: a Java provider in register mode ``all`` and a dubbo-py one in its
+default ``all`` register their applications as Nacos services of group ``<G>``
+(``NacosServiceDiscovery`` reads the registry group too); a Java consumer and a dubbo-py one in
+migration step ``APPLICATION_FIRST`` call both, and dubbo-py chooses the application level.
 """
 
 from __future__ import annotations
@@ -151,3 +157,103 @@ def test_a_rule_pushed_on_the_grouped_address_steers_java_and_dubbo_py(
             dubbo_py_cli(py_registry, "rules", "delete", key)
     until(lambda: set(java_served(java_consumer)) == {"p1", "j1"}, "Java sees the rule gone")
     until(lambda: set(py_served(py_greeter)) == {"p1", "j1"}, "dubbo-py sees the rule gone")
+
+
+# ---------------------------------------------------------------- application level (item 4)
+
+PY_APP = "py-nacos-g-app-provider"
+JAVA_APP = "java-nacos-g-app-provider"
+
+
+@pytest.fixture(scope="module")
+def app_service_group() -> str:
+    """The Dubbo service group of the application-level providers (not the interface-level
+    ones' above, so each test sees only its own pair)."""
+    return f"estate-ga-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def py_app_registry(nacos: NacosServer, naming_group: str) -> str:
+    """dubbo-py's grouped address in the default register mode, ``all``."""
+    return f"nacos://{nacos.address}?group={naming_group}"
+
+
+@pytest.fixture(scope="module")
+def py_app_provider(
+    py_app_registry: str, app_service_group: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    cache = tmp_path_factory.mktemp("nacos-group-py-app-provider") / "cache.json"
+    with dubbo_py.Application(PY_APP, py_app_registry, cache_path=cache) as app:
+        greeter = make_greeter(app_service_group)
+        server = app.start(greeter, port=0, bind_host="127.0.0.1")
+        greeter.address = server.address
+        yield server.address
+
+
+@pytest.fixture(scope="module")
+def java_app_provider(java_registry: str, app_service_group: str) -> Iterator[JavaProvider]:
+    with JavaProvider(
+        "--registry", java_registry, "--application", JAVA_APP, "--name", "j1",
+        "--version", VERSION, "--group", app_service_group, "--register-mode", "all",
+    ) as provider:  # fmt: skip
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def java_app_consumer(java_registry: str, app_service_group: str) -> Iterator[JavaConsumer]:
+    with JavaConsumer(
+        "--registry", java_registry, "--application", "java-nacos-g-app-consumer",
+        "--version", VERSION, "--group", app_service_group, "--migration", "APPLICATION_FIRST",
+    ) as consumer:  # fmt: skip
+        yield consumer
+
+
+@pytest.fixture(scope="module")
+def py_app_consumer(
+    py_app_registry: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dubbo_py.Application]:
+    cache = tmp_path_factory.mktemp("nacos-group-py-app-consumer") / "cache.json"
+    with dubbo_py.Application(
+        "py-nacos-g-app-consumer",
+        py_app_registry,
+        cache_path=cache,
+        migration_step="APPLICATION_FIRST",
+    ) as app:
+        yield app
+
+
+def test_application_level_in_the_group_java_and_dubbo_py_call_each_other(
+    nacos: NacosServer,
+    naming_group: str,
+    app_service_group: str,
+    java_app_consumer: JavaConsumer,
+    py_app_provider: str,
+    java_app_provider: JavaProvider,
+    py_app_consumer: dubbo_py.Application,
+) -> None:
+    py_port = int(py_app_provider.rsplit(":", 1)[1])
+    # Both applications are Nacos services of the registry's group, not of DEFAULT_GROUP.
+    until(
+        lambda: bool(_ports_in_group(nacos, JAVA_APP, naming_group)),
+        "Java's application instance in the registry's Nacos group",
+    )
+    assert _ports_in_group(nacos, PY_APP, naming_group) == {py_port}
+    assert _ports_in_group(nacos, JAVA_APP, "DEFAULT_GROUP") == set()
+    assert _ports_in_group(nacos, PY_APP, "DEFAULT_GROUP") == set()
+    until(
+        lambda: set(java_served(java_app_consumer)) == {"p1", "j1"},
+        "the APPLICATION_FIRST Java consumer calls both providers",
+        30,
+    )
+    greeter = py_app_consumer.reference(
+        greeter_pb2_grpc.GreeterStub, version=VERSION, group=app_service_group, timeout=5.0
+    )
+    until(
+        lambda: set(py_served(greeter)) == {"p1", "j1"},
+        "the APPLICATION_FIRST dubbo-py consumer calls both providers",
+        30,
+    )
+    level = py_app_consumer.application_level
+    assert level is not None
+    chosen = {c.level for u, c in level.choices() if u.get_str("group") == app_service_group}
+    assert chosen == {"application"}, chosen

@@ -1,6 +1,7 @@
 """PolledNode (the poller a ``nacos://`` store shares between the watches of one node): one read
 serves every watch, each watch hears each state once, a joining watch hears the current state,
-and the last watch leaving stops the poller and runs its cleanup."""
+and the last watch leaving stops the poller and runs its cleanup. A pushed state is reported
+without a read, and a read answered before the push cannot put its older state back."""
 
 from __future__ import annotations
 
@@ -92,4 +93,52 @@ def test_a_failing_read_keeps_the_last_state_and_a_failing_callback_spares_the_o
     node.state = "v1"
     polled.wake.set()
     seen.wait_last("v1")
+    cancel()
+
+
+def test_an_offered_state_is_reported_without_reading_the_node() -> None:
+    node = Node()
+    polled = PolledNode("test", node.read, interval=60.0, alive=lambda: True)
+    first, second = Recorder(), Recorder()
+    cancel_first, cancel_second = polled.add(first), polled.add(second)
+    first.wait_last("v0")
+    second.wait_last("v0")
+    reads = node.reads
+    polled.offer("v1")  # what a config push carrying its content does
+    first.wait_last("v1")
+    second.wait_last("v1")
+    polled.offer(None)  # the node removed
+    first.wait_last(None)
+    assert node.reads == reads
+    assert first.calls == ["v0", "v1", None] and second.calls == ["v0", "v1", None]
+    cancel_first()
+    cancel_second()
+
+
+def test_a_read_in_flight_when_a_state_is_offered_does_not_overwrite_it() -> None:
+    node = Node()
+    reading, release = threading.Event(), threading.Event()
+    slow = {"on": False}
+
+    def read() -> str:
+        state = node.read()
+        if slow["on"]:  # answered now, returned after the push
+            slow["on"] = False
+            reading.set()
+            release.wait(10)
+        return state
+
+    polled = PolledNode("test", read, interval=60.0, alive=lambda: True)
+    seen = Recorder()
+    cancel = polled.add(seen)
+    seen.wait_last("v0")
+    node.state = "v0-stale"
+    slow["on"] = True
+    polled.wake.set()  # a poll: its answer is the state before the push
+    assert reading.wait(10)
+    node.state = "v1"
+    polled.offer("v1")
+    release.set()
+    seen.wait_last("v1")  # after the late read came back: the poller is one thread
+    assert seen.calls == ["v0", "v1"]  # not v0-stale in between (a rule flipping back)
     cancel()

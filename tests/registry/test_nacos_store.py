@@ -302,3 +302,20 @@ def test_a_store_without_a_work_dir_removes_its_temporary_one_when_closed(
     unstarted = NacosStore(nacos.address)
     unstarted.close()
     assert not list(tmp_path.glob("dubbo-py-nacos-client-*"))
+
+
+def test_an_overwrite_creates_replaces_and_wins_over_a_write_made_in_between(
+    make_nacos: Callable[..., NacosStore],
+) -> None:
+    # Registry.put_config without a version: the store's last own write is replaced by one
+    # compare-and-set; another writer's write in between makes it read first, not fail.
+    store, other = make_nacos(), make_nacos()
+    path = layout.config_path(f"demo-{uuid.uuid4().hex[:8]}.condition-router")
+    store.overwrite(path, b"conditions: [a]")
+    assert store.get(path)[0] == b"conditions: [a]"
+    store.overwrite(path, b"conditions: [b]")
+    assert store.get(path)[0] == b"conditions: [b]"
+    other.set(path, b"conditions: [c]")
+    version = store.overwrite(path, b"conditions: [d]")
+    assert store.get(path) == (b"conditions: [d]", version)
+    _until(lambda: other.get(path)[0] == b"conditions: [d]")

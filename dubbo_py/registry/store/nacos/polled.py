@@ -6,6 +6,10 @@ them watches the same rules and provider folders: a poller per watch made ten ap
 read the same node ten times per poll and per push. A :class:`PolledNode` reads once and offers
 each watch the state it has not seen yet; a watch that joins gets the current state at the next
 read, which is asked for at once.
+
+A config node's state also comes pushed (:meth:`PolledNode.offer`: the content the Nacos client
+just queried after the server's change notice), and is then handed to the watches as it is: a
+read of the server right after it would ask for what the push already carries.
 """
 
 from __future__ import annotations
@@ -41,7 +45,11 @@ class PolledNode:
     thread of its own (so a callback may call the store), and calls each watch on change.
 
     What was given to :meth:`at_idle` runs once when the last watch leaves; the node is then
-    finished and refuses new watches (the store makes a fresh one)."""
+    finished and refuses new watches (the store makes a fresh one).
+
+    A state given to :meth:`offer` is reported at once, in place of a read; a read that was in
+    flight when a state was offered is dropped (it may have been answered before the change the
+    offer carries), so a late read never puts an older state back over a pushed one."""
 
     def __init__(
         self, name: str, read: Callable[[], Any], interval: float, alive: Callable[[], bool]
@@ -57,6 +65,10 @@ class PolledNode:
         self._finished = False
         self._thread = threading.Thread(target=self._run, name=f"{name}-watch", daemon=True)
         self._started = False
+        # The latest pushed state not reported yet (in a 1-tuple: None is a state), and how
+        # many were offered (a read that began before the count moved is stale).
+        self._offered: tuple[Any] | None = None
+        self._offers = 0
 
     @property
     def finished(self) -> bool:
@@ -66,6 +78,14 @@ class PolledNode:
     def at_idle(self, step: Callable[[], None]) -> None:
         """Run ``step`` when the last watch leaves (a push listener's removal, say)."""
         self._at_idle.append(step)
+
+    def offer(self, state: Any) -> None:
+        """Report ``state`` (what a push carried) to the watches now, without reading; safe from
+        any thread (the watches are called on the node's own)."""
+        with self._lock:
+            self._offered = (state,)
+            self._offers += 1
+        self.wake.set()
 
     def add(self, report: Callable[[Any], None]) -> Callable[[], None]:
         """Add a watch; returns its cancel. Raises :class:`StoreError` once finished."""
@@ -103,23 +123,36 @@ class PolledNode:
     def _run(self) -> None:
         while not self._finished and self._alive():
             self.wake.clear()
-            try:
-                state = self._read()
-            except StoreError as exc:  # keep watching: the last good state stays
-                if self._alive():
-                    _log.warning("%s: watch read failed: %s", self._name, exc)
+            with self._lock:
+                offered, self._offered = self._offered, None
+                offers = self._offers
+            if offered is not None:
+                self._report(offered[0])
             else:
-                with self._lock:
-                    entries = list(self._entries)
-                for entry in entries:
-                    if entry.seen is not _UNSEEN and entry.seen == state:
-                        continue
-                    with entry.lock:
-                        if entry.cancelled:
-                            continue
-                        entry.seen = state
-                        try:
-                            entry.report(state)
-                        except Exception:
-                            _log.exception("%s: watch callback failed", self._name)
+                try:
+                    state = self._read()
+                except StoreError as exc:  # keep watching: the last good state stays
+                    if self._alive():
+                        _log.warning("%s: watch read failed: %s", self._name, exc)
+                else:
+                    with self._lock:
+                        stale = self._offers != offers
+                    if stale:
+                        continue  # the offered state is reported next (wake is set)
+                    self._report(state)
             self.wake.wait(self._interval)
+
+    def _report(self, state: Any) -> None:
+        with self._lock:
+            entries = list(self._entries)
+        for entry in entries:
+            if entry.seen is not _UNSEEN and entry.seen == state:
+                continue
+            with entry.lock:
+                if entry.cancelled:
+                    continue
+                entry.seen = state
+                try:
+                    entry.report(state)
+                except Exception:
+                    _log.exception("%s: watch callback failed", self._name)

@@ -38,8 +38,9 @@ of group ``dubbo``, the history) asks the server's admin HTTP API
 
 Watches poll (every ``poll_interval`` seconds) on a thread of their own and call back only on
 change, which is what Dubbo's NacosRegistry does for the service list too; a config watch is
-woken by the server's config-change push, so a rule is read as soon as Nacos serves it, and
-polls only every ``config_poll_interval`` seconds against a lost push.
+handed the content the client queries on the server's config-change notice (one query per
+notice and process, :func:`_query_on_notice`), so a rule is applied as soon as Nacos serves it,
+and polls only every ``config_poll_interval`` seconds against a lost push.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ HISTORY_GROUP = "dubbo-history"
 HISTORY_ENTRY_GROUP = "dubbo-history-entries"
 _HISTORY_GROUPS = frozenset({HISTORY_GROUP, HISTORY_ENTRY_GROUP})
 _PAGE = 500
+# How many config nodes' last written content a store keeps for :meth:`NacosStore.overwrite`.
+_WRITTEN_KEPT = 256
 
 
 def content_version(text: str) -> int:
@@ -153,6 +156,68 @@ def _listen_now(config_service: Any) -> None:
     channel = getattr(proxy, "execute_config_listen_channel", None)
     if isinstance(channel, asyncio.Queue):
         channel.put_nowait(None)
+
+
+def _query_on_notice(config_service: Any) -> None:
+    """Answer the server's config change notice with one query, not a listen request and then
+    the query.
+
+    nacos-sdk-python 3.2.0 hears a notice (data id, group, no content), marks the data id out of
+    sync and wakes its listen loop, which sends a batch listen request (which data ids changed?)
+    and then queries each changed one: two requests in turn per notice, while the notice already
+    names what changed. Here a notice of a listened data id is answered by querying it at once
+    and handing the content to the SDK's subscription cache (which calls the listeners on a new
+    MD5, as after its own query). Notices of one data id are queried one after another, and a
+    notice that comes in while a query is out is answered by one more query after it, so the
+    last query always starts after the last notice. A query that fails leaves the data id to
+    the SDK's own way (listen, then query). Looked up defensively like
+    :func:`_wake_config_listener`: another SDK version keeps its own way.
+    """
+    proxy = getattr(config_service, "grpc_client_proxy", None)
+    manager = getattr(proxy, "config_subscribe_manager", None)
+    notified = getattr(manager, "notify_config_changed", None)
+    query = getattr(proxy, "query_config", None)
+    update = getattr(manager, "update_subscribe_cache", None)
+    subscribed = getattr(manager, "subscribe_cache_map", None)
+    if not (callable(notified) and callable(query) and callable(update)):
+        return
+    if manager is None or not isinstance(subscribed, dict):
+        return
+    from v2.nacos.config.util.config_client_util import get_config_cache_key
+
+    # data id key -> whether another notice came in while its query was out
+    again: dict[str, bool] = {}
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def refresh(data_id: str, group: str, tenant: str, key: str) -> None:
+        try:
+            while again.get(key):
+                again[key] = False
+                try:
+                    content, encrypted = await query(data_id, group)
+                except Exception as exc:  # "being modified", a lost connection...
+                    _log.debug("config %s: query on notice failed (%s): listening", key, exc)
+                    await notified(data_id, group, tenant)
+                    continue
+                await update(data_id, group, tenant, content, encrypted)
+        finally:
+            again.pop(key, None)
+
+    async def on_notice(data_id: str, group: str, tenant: str) -> None:
+        key = get_config_cache_key(data_id, group, tenant)
+        if key not in subscribed:
+            return  # nobody listens (as the SDK's own handling)
+        if key in again:  # a query is out: one more after it
+            again[key] = True
+            return
+        again[key] = True
+        # A task: the SDK awaits this before acknowledging the notice, and handles the
+        # server's requests one at a time.
+        task = asyncio.ensure_future(refresh(data_id, group, tenant, key))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    manager.notify_config_changed = on_notice
 
 
 def _shared_loop() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
@@ -235,6 +300,9 @@ class NacosStore:
         self._watch_lock = threading.Lock()
         self._polled: dict[tuple[str, str], PolledNode] = {}
         self._owned: dict[str, Any] = {}  # ephemeral path -> its RegisterInstanceParam
+        # Config path -> the content this store last published there (the newest first out at
+        # _WRITTEN_KEPT): what an overwrite compares-and-sets against, instead of reading first.
+        self._written: dict[str, str] = {}
         # Per thread: app -> the instance read a watch of it is being told of (_watch_app).
         self._telling = threading.local()
         self._closed = False
@@ -320,6 +388,7 @@ class NacosStore:
             config = self._client_config()
             self._naming = await nacos.NacosNamingService.create_naming_service(config)
             self._config = await nacos.NacosConfigService.create_config_service(config)
+            _query_on_notice(self._config)
 
         try:
             self._run(connect(), timeout)
@@ -482,6 +551,10 @@ class NacosStore:
             if cas_md5:
                 raise BadVersionError(f"{self}: {path} changed since it was read")
             raise StoreError(f"{self}: Nacos refused to publish {path}")
+        self._written.pop(path, None)
+        self._written[path] = text
+        if len(self._written) > _WRITTEN_KEPT:
+            del self._written[next(iter(self._written))]
         self._settle(path, key, text, before)
 
     def _settle(
@@ -519,6 +592,30 @@ class NacosStore:
                 )
             cas = hashlib.md5(current.encode()).hexdigest()
         self._publish(path, data, cas, before=current)
+        return content_version(data.decode())
+
+    def overwrite(self, path: str, data: bytes) -> int:
+        """Create a config node or replace its content, whatever it is (what
+        :meth:`Registry.put_config` without a version asks): Nacos's publish does both.
+
+        :meth:`set` reads the node first (it must refuse an absent one, and its wait for the
+        write to be readable needs the content it replaces); so did an overwrite, one request
+        more before every rule push. Here a node this store last wrote is published as a
+        compare-and-set against that content: when it succeeds, that was the content replaced,
+        in one request. When it does not (another writer came in between), or the store has
+        not written the node, the node is read first as by :meth:`set`."""
+        key = self._config_key(path)
+        if key is None or applevel.instance_of(path) is not None:
+            raise self._refuse(path, "writing")
+        known = self._written.get(path)
+        if known is not None:
+            try:
+                self._publish(path, data, hashlib.md5(known.encode()).hexdigest(), before=known)
+                return content_version(data.decode())
+            except BadVersionError:
+                pass  # changed by another writer (or the request failed): read, as below
+        before = self._run(self._read(*key))
+        self._publish(path, data, before=before)
         return content_version(data.decode())
 
     def exists(self, path: str) -> bool:
@@ -631,6 +728,7 @@ class NacosStore:
             raise BadVersionError(
                 f"{self}: {path} is at version {content_version(current)}, not {version}"
             )
+        self._written.pop(path, None)
         self._run(self._config.remove_config(nacos.ConfigParam(data_id=key[0], group=key[1])))
         self._settle(path, key, None, current)
 
@@ -976,12 +1074,13 @@ class NacosStore:
         key: tuple[str, str],
         read: Callable[[], Coroutine[Any, Any, Any]],
         report: Callable[[Any], None],
-        on_first: Callable[[threading.Event], Callable[[], None]] | None = None,
+        on_first: Callable[[PolledNode], Callable[[], None]] | None = None,
         interval: float | None = None,
     ) -> Cancel:
         """Watch ``key`` (kind, path): the watches of one node share one poller
-        (:class:`PolledNode`). ``on_first`` runs when a poller is made, with its wake event,
-        and returns what to do when its last watch leaves (a config watch's push listener)."""
+        (:class:`PolledNode`). ``on_first`` runs when a poller is made, with it (to wake it,
+        or offer it a pushed state), and returns what to do when its last watch leaves (a
+        config watch's push listener)."""
         if self._closed or not self._started:
             raise StoreError(f"{self} is {'closed' if self._closed else 'not started'}")
         while True:
@@ -998,7 +1097,7 @@ class NacosStore:
                     node.at_idle(functools.partial(self._forget, key, node))
                     self._polled[key] = node
             if made and on_first is not None:
-                node.at_idle(on_first(node.wake))
+                node.at_idle(on_first(node))
             try:
                 return node.add(report)
             except StoreError:
@@ -1050,8 +1149,8 @@ class NacosStore:
                     continue
                 subscribed[name] = param
 
-        def pushed(wake: threading.Event) -> Callable[[], None]:
-            wakes.append(wake)
+        def pushed(node: PolledNode) -> Callable[[], None]:
+            wakes.append(node.wake)
 
             return self._unsubscriber(subscribed.values)
 
@@ -1099,12 +1198,17 @@ class NacosStore:
 
         data_id, group = key
 
-        def listen(wake: threading.Event) -> Callable[[], None]:
-            # The SDK's config listener hears the server's change push; it only wakes the
-            # poller, which reads the server itself (the push's content is not trusted to be
-            # the latest, and a lost push costs one poll interval, not the change).
-            async def on_change(*_pushed: Any) -> None:
-                wake.set()
+        def listen(node: PolledNode) -> Callable[[], None]:
+            # The SDK's config listener is called with the content it queried after the
+            # server's change notice (:func:`_query_on_notice`), which is handed to the watches
+            # as it is: reading the server again was one more request per push and process,
+            # and two hand-offs between the poller thread and the event loop. A lost push
+            # costs one config poll interval, not the change.
+            async def on_change(*pushed: Any) -> None:
+                if len(pushed) == 4 and isinstance(pushed[3], str):  # tenant, group, id, text
+                    node.offer(pushed[3] or None)  # Nacos has no empty config: "" is absent
+                else:  # another SDK's listener arguments: read the server, as before
+                    node.wake.set()
 
             async def add() -> None:
                 await self._config.add_listener(data_id, group, on_change)
@@ -1158,11 +1262,11 @@ class NacosStore:
                 else:
                     told[app] = before
 
-        def pushed(wake: threading.Event) -> Callable[[], None]:
+        def pushed(node: PolledNode) -> Callable[[], None]:
             import v2.nacos as nacos
 
             async def changed(_instances: Any) -> None:
-                wake.set()
+                node.wake.set()
 
             param = nacos.SubscribeServiceParam(
                 service_name=app, group_name=self._group, subscribe_callback=changed
