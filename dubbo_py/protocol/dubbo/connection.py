@@ -90,6 +90,8 @@ _HIGH_WATER = 64 * 1024
 #: Seconds after the loop stopped watching the socket (a caller's thread reading) that it
 #: looks again whether it should (the socket idle: a peer's close is then noticed).
 _REWATCH = 0.5
+#: Milliseconds a leader with no deadline polls before it checks the connection is still open.
+_LEAD_POLL_MS = 1000
 
 #: Seconds an address whose connect failed is passed over while other providers are left
 #: (Dubbo's client reconnects every 2 s, its cluster skips an invoker that is not available).
@@ -430,7 +432,10 @@ class DubboConnection:
         poll = self._poll.poll
         while waiter.outcome is None and self._closed is None:
             if deadline is None:
-                ready = poll()
+                # Never an unbounded poll: the loop closes the socket after shutting it down,
+                # and a poll entered in between could sit on its descriptor number reused by
+                # another socket; a bounded one looks at ``_closed`` again.
+                ready = poll(_LEAD_POLL_MS)
             else:
                 left = deadline - time.monotonic()
                 if left <= 0:
