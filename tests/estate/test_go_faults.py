@@ -55,13 +55,17 @@ def version() -> str:
 
 
 @pytest.fixture
-def registry(request: pytest.FixtureRequest) -> str:
-    """The registry both sides use: the suite's ZooKeeper, or its etcd for a test parametrized
-    with ``registry="etcd"`` (indirect)."""
+def registry(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The registry both sides use: the suite's ZooKeeper, or an etcd of the test's own for a
+    test parametrized with ``registry="etcd"`` (indirect). Not the suite's etcd: after
+    tests/estate/test_go_etcd.py had run on it, the dubbo-go consumer here found only one of the
+    two live providers (2 of 2 combined runs; alone it passed 3 of 3); the cause, in the keys
+    those tests leave or in dubbo-go's etcd registry, was not found."""
     if getattr(request, "param", "zookeeper") == "etcd":
-        etcd: EtcdServer = request.getfixturevalue("etcd")
-        return f"etcd://{etcd.address}"
-    return str(request.getfixturevalue("estate_registry"))
+        with EtcdServer() as etcd:
+            yield f"etcd://{etcd.address}"
+        return
+    yield str(request.getfixturevalue("estate_registry"))
 
 
 @pytest.fixture

@@ -127,8 +127,10 @@ def kill_under_a_peer_consumer(
     """Has a peer consumer call on ``THREADS`` threads once it has called both ``addresses``,
     runs ``kill`` ``BEFORE`` seconds in, and returns the peer's count of the load."""
     deadline = time.monotonic() + 20
-    while set(peer.command("load 2 300")["ok"]) != addresses:
-        assert time.monotonic() < deadline, "the peer consumer never called both providers"
+    while set((warm := peer.command("load 2 300"))["ok"]) != addresses:
+        assert time.monotonic() < deadline, (
+            f"the peer consumer never called both providers {sorted(addresses)}: {warm}"
+        )
     peer.send(f"load {THREADS} {int((BEFORE + AFTER) * 1000)}")
     time.sleep(BEFORE)
     kill()
