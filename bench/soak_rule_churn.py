@@ -5,10 +5,12 @@
         --kinds condition,tag,override
     python bench/soak_rule_churn.py --seconds 20 --kinds condition,blackhole   # sees failures
     python bench/soak_rule_churn.py --seconds 120 --registry nacos   # the test Nacos server
+    python bench/soak_rule_churn.py --seconds 60 --registry nacos --apps 100 --workers 1
 
 Starts its own ZooKeeper (or embedded registry, or the test Nacos server), two stable providers
 and one that restarts,
-a consumer with ``--workers`` threads or tasks calling with a ``tenant`` attachment and a varying
+a consumer (``--apps`` consumer applications in one process) with ``--workers`` threads or
+tasks each calling with a ``tenant`` attachment and a varying
 argument, and an operator process rewriting rules straight in the registry (see
 ``tests/support/churn.py``). Prints the totals, each distinct failure (status and message) with
 its count, and the first twenty failed calls with their times; exits 1 if any call failed.
@@ -45,6 +47,9 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between pushes")
     parser.add_argument("--restart-every", type=float, default=10.0, help="0: no provider churn")
     parser.add_argument("--workers", type=int, default=4, help="threads or asyncio tasks")
+    parser.add_argument(
+        "--apps", type=int, default=1, help="consumer applications (each with --workers)"
+    )
     parser.add_argument("--timeout", type=float, default=5.0, help="each call's deadline (s)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,6 +80,7 @@ def main() -> int:
                 interval=args.interval,
                 restart_every=args.restart_every,
                 workers=args.workers,
+                apps=args.apps,
                 timeout=args.timeout,
                 cache_dir=Path(tmp),
                 log=lambda line: print(f"  {line}", flush=True),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import random
 import subprocess
@@ -106,9 +107,16 @@ class _Calls:
 
 
 def _blocking_load(
-    app: dubbo_py.Application, calls: _Calls, stop: threading.Event, threads: int, timeout: float
+    app: dubbo_py.Application,
+    calls: _Calls,
+    stop: threading.Event,
+    threads: int,
+    timeout: float,
+    check: float = 5.0,
 ) -> list[threading.Thread]:
-    stub = app.reference(greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=timeout)
+    stub = app.reference(
+        greeter_pb2_grpc.GreeterStub, version="1.0.0", timeout=timeout, check=check
+    )
 
     def run(seed: int) -> None:
         rng = random.Random(seed)
@@ -170,12 +178,15 @@ def run_churn(
     restart_every: float = 10.0,
     timeout: float = 5.0,
     workers: int = 4,
+    apps: int = 1,
     cache_dir: Path,
     log: Callable[[str], None] = lambda _line: None,
 ) -> ChurnResult:
     """Run the churn for ``seconds`` against ``registry`` and return what happened: one
     reference per flavour in ``flavours`` (``blocking``, ``asyncio``), each calling from
-    ``workers`` threads or tasks, with a deadline of ``timeout`` seconds per call."""
+    ``workers`` threads or tasks, with a deadline of ``timeout`` seconds per call; in each of
+    ``apps`` consumer applications of this process (each its own ``dubbo_py.Application``,
+    directory and references; they share the process's registry session)."""
     stable = [ProviderProcess(registry).start(), ProviderProcess(registry).start()]
     churning = ProviderProcess(registry).start()
     ports = [p.port for p in (*stable, churning)]
@@ -183,11 +194,23 @@ def run_churn(
     calls = _Calls(time.monotonic())
     stop = threading.Event()
     try:
-        with dubbo_py.Application("shop", registry, cache_path=cache_dir / "shop.json") as app:
+        with contextlib.ExitStack() as opened:
             threads = []
-            for flavour in flavours:
-                load = _blocking_load if flavour == "blocking" else _asyncio_load
-                threads += load(app, calls, stop, workers, timeout)
+            for index in range(apps):
+                name = "shop" if apps == 1 else f"shop-{index}"
+                app = opened.enter_context(
+                    dubbo_py.Application(name, registry, cache_path=cache_dir / f"{name}.json")
+                )
+                for flavour in flavours:
+                    if flavour == "blocking":
+                        # Many applications open one after another (a minute on a loaded
+                        # machine): each reference waits for its providers before calling.
+                        check = 60.0 if apps > 1 else 5.0
+                        threads += _blocking_load(app, calls, stop, workers, timeout, check)
+                    else:
+                        threads += _asyncio_load(app, calls, stop, workers, timeout)
+            if apps > 1:  # the run's clock starts once every application calls
+                calls.start = time.monotonic()
             writer = subprocess.Popen(
                 [
                     sys.executable,
