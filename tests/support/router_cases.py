@@ -341,34 +341,7 @@ def configurator_case(rng: random.Random) -> dict[str, Any]:
     lines.append("configs:")
     for _ in range(rng.randint(1, 3)):
         lines.append("  - side: provider")
-        if rng.random() < 0.6:
-            addresses = [
-                rng.choice((h, f"{h}:{rng.choice(PORTS)}", "0.0.0.0"))
-                for h in rng.sample(HOSTS, rng.randint(1, 2))
-            ]
-            lines.append(f"    addresses: [{', '.join(_quote(a) for a in addresses)}]")
-        if rng.random() < 0.2:
-            lines.append(
-                f"    providerAddresses: "
-                f"[{_quote(rng.choice(HOSTS) + ':' + str(rng.choice(PORTS)))}]"
-            )
-        if scope == "service" and rng.random() < 0.3:
-            lines.append(f"    applications: [{', '.join(_some(rng, APPLICATIONS, 1))}]")
-        if scope == "application" and rng.random() < 0.6:
-            services = rng.sample(
-                (SERVICE, f"{SERVICE}:1.0.0", "*", "other.Service"), rng.randint(1, 2)
-            )
-            lines.append(f"    services: [{', '.join(_quote(s) for s in services)}]")
-        if rng.random() < 0.2:
-            lines.append(f"    enabled: {rng.choice(('true', 'false'))}")
-        if rng.random() < 0.1:
-            lines.append(f"    type: {rng.choice(('general', 'weight'))}")
-        if rng.random() < 0.3:
-            lines.append("    match:")
-            lines.append("      param:")
-            key, pool = rng.choice((("region", REGIONS), ("env", ENVS)))
-            lines.append(f"        - key: {key}")
-            lines.append(f"          value: {_string_match(rng, pool)}")
+        _configs_item_common(rng, lines, scope, hosts=HOSTS)
         lines.append("    parameters:")
         for key, value in rng.sample(
             (
