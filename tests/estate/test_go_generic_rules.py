@@ -5,17 +5,19 @@ returns)."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import dubbo_py
 from dubbo_py.consumer.generic import GenericReference
+from tests.estate.test_java_generic_rules import _push
 from tests.support.go_estate import GoUserService
+from tests.support.java_estate import side_by_side
 from tests.support.processes import dubbo_py_cli
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.zookeeper
 
@@ -24,17 +26,13 @@ SERVICE = "estate.UserService"
 
 @pytest.fixture(scope="module")
 def providers(estate_registry: str, estate_group: str) -> Iterator[dict[str, GoUserService]]:
-    started: dict[str, GoUserService] = {}
-    try:
-        for name in ("g1", "g2"):
-            started[name] = GoUserService(
-                "--registry", estate_registry, "--application", "go-estate-generic-rules",
-                "--name", name, "--version", "1.0.0", "--group", estate_group,
-            ).__enter__()  # fmt: skip
-        yield started
-    finally:
-        for provider in started.values():
-            provider.__exit__(None, None, None)
+    names = ("g1", "g2")
+    common = ("--registry", estate_registry, "--application", "go-estate-generic-rules")
+    where = ("--version", "1.0.0", "--group", estate_group)
+    with side_by_side(
+        *(GoUserService(*common, "--name", name, *where) for name in names)
+    ) as started:
+        yield dict(zip(names, started, strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -47,25 +45,12 @@ def users(
     cache = tmp_path_factory.mktemp("go-generic-rules") / "cache.json"
     with dubbo_py.Application("py-go-generic-rules", estate_registry, cache_path=cache) as app:
         ref = app.generic_reference(SERVICE, version="1.0.0", group=estate_group, timeout=5.0)
-        _until(lambda: len(ref.providers) == 2)
+        wait_until(lambda: len(ref.providers) == 2, 10.0, "both Go providers")
         yield ref
-
-
-def _push(registry: str, tmp_path: Path, key: str, text: str) -> None:
-    path = tmp_path / "rule.yaml"
-    path.write_text(text, encoding="utf-8")
-    assert key in dubbo_py_cli(registry, "rules", "push", str(path), "--key", key)
 
 
 def _served(users: GenericReference, calls: int = 20) -> Counter[str]:
     return Counter(users.echo("x").split(":")[0] for _ in range(calls))
-
-
-def _until(check: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "the rule did not take effect in time"
-        time.sleep(0.1)
 
 
 def test_rules_steer_generic_calls_to_go_providers(
@@ -91,13 +76,13 @@ def test_rules_steer_generic_calls_to_go_providers(
         f"conditions:\n  - 'method = echo => port = {port}'\n",
     )
     try:
-        _until(lambda: set(_served(users, 5)) == {"g2"})
+        wait_until(lambda: set(_served(users, 5)) == {"g2"}, 10.0, "the rule")
         assert set(_served(users)) == {"g2"}
         names = {users.getUser(7)["name"].split("@")[1] for _ in range(20)}
         assert names == {"g1", "g2"}
     finally:
         dubbo_py_cli(estate_registry, "rules", "delete", condition)
-    _until(lambda: set(_served(users)) == {"g1", "g2"})
+    wait_until(lambda: set(_served(users)) == {"g1", "g2"}, 10.0, "the delete")
 
     override = f"{prefix}.configurators"
     _push(
@@ -110,8 +95,12 @@ def test_rules_steer_generic_calls_to_go_providers(
         "    parameters:\n      disabled: true\n",
     )
     try:
-        _until(lambda: [p.address for p in users.providers] == [providers["g2"].address])
+        wait_until(
+            lambda: [p.address for p in users.providers] == [providers["g2"].address],
+            10.0,
+            "the override",
+        )
         assert set(_served(users)) == {"g2"}
     finally:
         dubbo_py_cli(estate_registry, "rules", "delete", override)
-    _until(lambda: len(users.providers) == 2)
+    wait_until(lambda: len(users.providers) == 2, 10.0, "the delete")
